@@ -1,0 +1,110 @@
+"""How every Jarvis tool carries its metadata, whatever made it (hand-written, MCP or generated).
+
+A tool is a LangChain `BaseTool` whose `metadata` holds:
+  side_effects      list of effect names (empty: read-only)
+  untrusted_output  its result is content from outside the conversation (files, email, web, PDFs...)
+  summarize         optional callable(args) -> one plain sentence of what the call will do
+  source            "static", "mcp" or "generated"
+
+This module imports nothing from `orchestrator`; the executor reads these keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel
+
+# The effect vocabulary. Anything else must be declared as new (JARB) or configured (MCP).
+KNOWN_SIDE_EFFECTS: dict[str, str] = {
+    "fs_write": "writes, moves or deletes files",
+    "email_draft": "creates or edits an email draft",
+    "email_send": "sends an email",
+    "calendar_write": "creates, changes or deletes calendar events",
+    "ui_automation": "controls applications or the screen",
+    "task_write": "creates or changes tasks in a task manager",
+    "reminder_write": "creates or cancels reminders",
+    "message_send": "sends a message to a person (Telegram, SMS, ...)",
+    "jorb_create": "starts a long-running task",
+    "network": "talks to hosts on the network",
+    "phone_automation": "controls the Android phone",
+    "tool_create": "writes and registers a new tool",
+}
+
+
+class ToolError(Exception):
+    """A tool failed for a reason the user can act on; the message is shown as the tool's result."""
+
+
+def side_effects_of(tool: BaseTool) -> list[str]:
+    return list((tool.metadata or {}).get("side_effects") or [])
+
+
+def is_untrusted(tool: BaseTool) -> bool:
+    return bool((tool.metadata or {}).get("untrusted_output"))
+
+
+def source_of(tool: BaseTool) -> str:
+    return str((tool.metadata or {}).get("source") or "static")
+
+
+def summarize_call(tool: BaseTool, args: dict[str, Any]) -> str:
+    """One plain sentence of what the call will do, for confirmations."""
+    summarize = (tool.metadata or {}).get("summarize")
+    if callable(summarize):
+        try:
+            return str(summarize(args))
+        except Exception:  # noqa: BLE001 - a bad summarizer must not block the confirmation
+            pass
+    shown = ", ".join(f"{k}={_short(v)}" for k, v in args.items())
+    return f"Run {tool.name}({shown})."
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def set_tool_meta(
+    tool: BaseTool,
+    *,
+    side_effects: Iterable[str] = (),
+    untrusted_output: bool = False,
+    source: str = "static",
+    summarize: Callable[[dict[str, Any]], str] | None = None,
+    **extra: Any,
+) -> BaseTool:
+    tool.metadata = {
+        **(tool.metadata or {}),
+        "side_effects": list(side_effects),
+        "untrusted_output": untrusted_output,
+        "source": source,
+        **({"summarize": summarize} if summarize else {}),
+        **extra,
+    }
+    return tool
+
+
+def make_tool(
+    func: Callable[..., Any],
+    *,
+    args_schema: type[BaseModel],
+    name: str | None = None,
+    description: str | None = None,
+    side_effects: Iterable[str] = (),
+    untrusted_output: bool = False,
+    summarize: Callable[[dict[str, Any]], str] | None = None,
+    coroutine: Callable[..., Any] | None = None,
+) -> StructuredTool:
+    """A StructuredTool with Jarvis metadata. The docstring (or description) is what the model reads."""
+    tool = StructuredTool.from_function(
+        func=func,
+        coroutine=coroutine,
+        name=name or func.__name__,
+        description=(description or func.__doc__ or "").strip(),
+        args_schema=args_schema,
+        infer_schema=False,
+    )
+    return set_tool_meta(tool, side_effects=side_effects, untrusted_output=untrusted_output, summarize=summarize)

@@ -1,0 +1,1 @@
+"""JARB, the tool factory, as a plain library (no LangGraph): spec, generator, sandbox, registry, loader."""

@@ -1,0 +1,1 @@
+"""Jarvis: the orchestrator (state graph, planner, executor, jorbs, scheduler, server, CLI)."""

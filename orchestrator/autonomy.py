@@ -1,0 +1,90 @@
+"""The autonomy policy: for one tool call, auto, confirm or deny, and why.
+
+A call takes the strictest mode of its side effects (deny > confirm > auto); effects not configured take
+`autonomy.default`. On top of that, a call is escalated from auto to confirm when:
+  - the turn has already read untrusted content (a document must never make Jarvis act by itself);
+  - the turn's side-effect budget is spent;
+  - the tool asks for it (a newly generated tool that has not earned trust yet).
+A scope (a jorb's approved overrides) may relax or tighten effects for its own calls only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .config import AutonomyConfig, Mode
+
+_RANK: dict[str, int] = {"auto": 0, "confirm": 1, "deny": 2}
+
+
+def strictest(modes: Iterable[Mode]) -> Mode:
+    result: Mode = "auto"
+    for m in modes:
+        if _RANK[m] > _RANK[result]:
+            result = m
+    return result
+
+
+@dataclass
+class PolicyDecision:
+    mode: Mode
+    reasons: list[str] = field(default_factory=list)
+    escalated: bool = False
+    kind: Literal["policy", "in_doubt"] = "policy"
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.reasons)
+
+
+def mode_for_effect(effect: str, config: AutonomyConfig, overrides: Mapping[str, Mode] | None = None) -> Mode:
+    if overrides and effect in overrides:
+        return overrides[effect]
+    return config.effects.get(effect, config.default)
+
+
+def decide(
+    side_effects: list[str],
+    config: AutonomyConfig,
+    *,
+    overrides: Mapping[str, Mode] | None = None,
+    untrusted_seen: bool = False,
+    effects_this_turn: int = 0,
+    tool_requires_confirmation: str | None = None,
+) -> PolicyDecision:
+    if not side_effects and not tool_requires_confirmation:
+        return PolicyDecision("auto")
+    modes = {e: mode_for_effect(e, config, overrides) for e in side_effects}
+    mode = strictest(modes.values())
+    reasons: list[str] = []
+    if mode == "deny":
+        denied = [e for e, m in modes.items() if m == "deny"]
+        return PolicyDecision("deny", [f"the autonomy policy denies {', '.join(denied)}"])
+    if mode == "confirm":
+        confirmed = [e for e, m in modes.items() if m == "confirm"]
+        reasons.append(f"the autonomy policy asks before {', '.join(confirmed)}")
+    escalated = False
+    if tool_requires_confirmation:
+        if mode == "auto":
+            escalated = True
+        mode = "confirm"
+        reasons.append(tool_requires_confirmation)
+    if side_effects and config.escalate_after_untrusted and untrusted_seen:
+        if mode == "auto":
+            escalated = True
+        mode = "confirm"
+        reasons.append(
+            "escalated: this turn has read content from outside the conversation (a file, email, web page or "
+            "document), which could be trying to make Jarvis act"
+        )
+    if side_effects and effects_this_turn >= config.max_side_effects_per_turn:
+        if mode == "auto":
+            escalated = True
+        mode = "confirm"
+        reasons.append(
+            f"this turn has already run {effects_this_turn} side effects "
+            f"(autonomy.max_side_effects_per_turn = {config.max_side_effects_per_turn})"
+        )
+    return PolicyDecision(mode, reasons, escalated)

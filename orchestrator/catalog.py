@@ -1,0 +1,121 @@
+"""The tool catalog: every tool Jarvis can call, from every provider (static, MCP, generated).
+
+Providers are asked for their tools each time the catalog is read, so a tool registered by JARB or a
+restarted MCP server shows up in the running graph at once (hot loading). A provider that fails is logged
+and left out; the others keep working.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from langchain_core.tools import BaseTool
+
+from .config import Settings
+
+log = logging.getLogger(__name__)
+
+
+class ToolProvider(Protocol):
+    name: str
+
+    def list_tools(self) -> list[BaseTool]: ...
+
+
+class StaticProvider:
+    """A fixed list of tools (the hand-written integrations, or tools a caller passes in)."""
+
+    def __init__(self, name: str, tools: Iterable[BaseTool]):
+        self.name = name
+        self._tools = list(tools)
+
+    def list_tools(self) -> list[BaseTool]:
+        return self._tools
+
+
+class LazyProvider:
+    """Builds its tools on first use (integrations that import heavy libraries)."""
+
+    def __init__(self, name: str, build: Callable[[], list[BaseTool]]):
+        self.name = name
+        self._build = build
+        self._tools: list[BaseTool] | None = None
+        self._lock = threading.Lock()
+
+    def list_tools(self) -> list[BaseTool]:
+        with self._lock:
+            if self._tools is None:
+                self._tools = self._build()
+            return self._tools
+
+
+class ToolCatalog:
+    def __init__(self, providers: Iterable[ToolProvider] = ()):
+        self.providers: list[ToolProvider] = list(providers)
+        self.errors: dict[str, str] = {}
+
+    def add_provider(self, provider: ToolProvider) -> None:
+        self.providers.append(provider)
+
+    def _tools_by_name(self) -> dict[str, BaseTool]:
+        found: dict[str, BaseTool] = {}
+        for provider in self.providers:
+            try:
+                tools = provider.list_tools()
+                self.errors.pop(provider.name, None)
+            except Exception as exc:  # noqa: BLE001 - one broken provider must not take the others down
+                if self.errors.get(provider.name) != str(exc):
+                    log.warning("tool provider %s failed: %s", provider.name, exc)
+                self.errors[provider.name] = str(exc)
+                continue
+            for tool in tools:
+                if tool.name in found:
+                    log.debug("tool %s from %s shadowed by an earlier provider", tool.name, provider.name)
+                    continue
+                found[tool.name] = tool
+        return found
+
+    def all(self) -> list[BaseTool]:
+        return list(self._tools_by_name().values())
+
+    def names(self) -> list[str]:
+        return list(self._tools_by_name())
+
+    def get(self, name: str) -> BaseTool | None:
+        for provider in self.providers:
+            getter = getattr(provider, "get_tool", None)
+            try:
+                if getter is not None:
+                    tool = getter(name)
+                    if tool is not None:
+                        return tool
+                    continue
+                for tool in provider.list_tools():
+                    if tool.name == name:
+                        return tool
+            except Exception as exc:  # noqa: BLE001
+                self.errors[provider.name] = str(exc)
+        return None
+
+
+def static_tools(settings: Settings) -> list[BaseTool]:
+    """The hand-written integrations, configured from settings."""
+    from integrations.fs_tools import build_fs_tools
+    from integrations.time_tools import build_time_tools
+
+    tools: list[BaseTool] = []
+    tools += build_fs_tools(settings.fs.roots, settings.fs.max_read_bytes, settings.fs.max_search_results)
+    tools += build_time_tools(settings.timezone)
+    return tools
+
+
+def default_catalog(settings: Settings, extra_tools: Iterable[BaseTool] = ()) -> ToolCatalog:
+    providers: list[ToolProvider] = []
+    extra = list(extra_tools)
+    if extra:
+        providers.append(StaticProvider("extra", extra))
+    providers.append(StaticProvider("static", static_tools(settings)))
+    return ToolCatalog(providers)

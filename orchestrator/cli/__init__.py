@@ -1,0 +1,107 @@
+"""The `jarvis` command line. Each module of this package adds its commands through `register(app)`.
+
+Exit codes: 0 success, 1 failure (with a message), 2 bad usage, 3 a confirmation is pending and there was
+no terminal to ask on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import sys
+from typing import Any, NoReturn
+
+import typer
+
+from ..config import ConfigError, Settings, load_settings
+
+EXIT_FAILURE = 1
+EXIT_PENDING = 3
+
+app = typer.Typer(
+    name="jarvis",
+    help="Jarvis: a personal assistant that runs on your own machine.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+class CliState:
+    def __init__(self, config: str | None, profile: str | None, verbose: bool):
+        self.config_path = config
+        self.profile = profile
+        self.verbose = verbose
+        self._settings: Settings | None = None
+        self._graph: Any = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            try:
+                self._settings = load_settings(self.config_path, self.profile)
+            except ConfigError as exc:
+                fail(str(exc))
+            _setup_logging(self._settings, self.verbose)
+        return self._settings
+
+    def graph(self) -> Any:
+        if self._graph is None:
+            from ..graph import build_graph
+
+            try:
+                self._graph = build_graph(self.settings)
+            except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
+                fail(f"could not start Jarvis: {exc}")
+        return self._graph
+
+
+def _setup_logging(settings: Settings, verbose: bool) -> None:
+    from ..secrets import install_log_redaction
+
+    level = logging.DEBUG if verbose else getattr(logging, settings.log_level.upper(), logging.INFO)
+    logging.basicConfig(level=max(level, logging.WARNING) if not verbose else level,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    install_log_redaction()
+
+
+def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
+    from ..secrets import redact
+
+    typer.secho(f"error: {redact(message)}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(code)
+
+
+def state(ctx: typer.Context) -> CliState:
+    obj = ctx.find_root().obj
+    if obj is None:
+        obj = ctx.find_root().obj = CliState(None, None, False)
+    return obj
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    config: str = typer.Option(None, "--config", "-c", help="configuration file (default: $JARVIS_CONFIG or config/config.yml)"),
+    profile: str = typer.Option(None, "--profile", "-p", help="a profile of the configuration file"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="log debug output to stderr"),
+) -> None:
+    ctx.obj = CliState(config, profile, verbose)
+
+
+def _register_commands() -> None:
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,166 @@
+"""`jarvis chat`: talk to Jarvis in the terminal; tool steps are shown as they happen, confirmations asked inline."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from typing import Any
+
+import typer
+
+from ..turns import resume_command, stream_turn, user_input
+from . import EXIT_FAILURE, EXIT_PENDING, fail, state
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else value
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _can_ask() -> bool:
+    try:
+        return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
+    except (ValueError, AttributeError):
+        return False
+
+
+def describe_confirmation(c: dict[str, Any]) -> str:
+    lines = [f"Confirmation needed ({c.get('tool')}): {c.get('summary')}"]
+    if c.get("side_effects"):
+        lines.append(f"  side effects: {', '.join(c['side_effects'])}")
+    if c.get("reason"):
+        lines.append(f"  why: {c['reason']}")
+    if c.get("error"):
+        lines.append(f"  note: {c['error']}")
+    lines.append(f"  arguments: {_short(c.get('args'), 400)}")
+    return "\n".join(lines)
+
+
+def ask_decision(c: dict[str, Any]) -> dict[str, Any]:
+    """Ask on the terminal: approve / edit / deny (in-doubt calls: approve again / skip)."""
+    typer.secho(describe_confirmation(c), fg=typer.colors.YELLOW, err=True)
+    in_doubt = c.get("kind") == "in_doubt"
+    prompt = "[a]pprove again / [s]kip" if in_doubt else "[a]pprove / [e]dit / [d]eny"
+    while True:
+        answer = typer.prompt(prompt, default="d" if not in_doubt else "s", err=True).strip().lower()
+        if answer in ("a", "approve", "y", "yes"):
+            return {"decision": "approve", "key": c.get("key")} if in_doubt else {"decision": "approve"}
+        if in_doubt and answer in ("s", "skip", "d", "deny", "n", "no"):
+            return {"decision": "skip"}
+        if not in_doubt and answer in ("d", "deny", "n", "no"):
+            reason = typer.prompt("reason (optional)", default="", err=True, show_default=False)
+            return {"decision": "deny", "reason": reason or None}
+        if not in_doubt and answer in ("e", "edit"):
+            raw = typer.prompt("arguments as JSON", default=json.dumps(c.get("args") or {}), err=True)
+            try:
+                args = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                typer.secho(f"not valid JSON: {exc}", err=True, fg=typer.colors.RED)
+                continue
+            return {"decision": "edit", "args": args}
+
+
+def print_pending_help(thread_id: str, pending: list[dict[str, Any]]) -> None:
+    for c in pending:
+        typer.secho(describe_confirmation(c), fg=typer.colors.YELLOW, err=True)
+    typer.echo(
+        f"Waiting for confirmation on thread {thread_id}. Resolve it with:\n"
+        f"  jarvis approve {thread_id}            (or --args JSON to change the arguments)\n"
+        f"  jarvis deny {thread_id} --reason TEXT\n"
+        f"  jarvis pending                         (lists everything waiting)",
+        err=True,
+    )
+
+
+def run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool) -> int:
+    """Stream a turn to the terminal, asking confirmations inline when possible. Returns the exit code."""
+    while True:
+        pending: list[dict[str, Any]] = []
+        answered_with_tokens = False
+        for ev in stream_turn(graph, thread_id, graph_input):
+            kind = ev["event"]
+            if kind == "token":
+                sys.stdout.write(ev["text"])
+                sys.stdout.flush()
+                answered_with_tokens = True
+            elif kind == "tool_start":
+                typer.secho(f"  -> {ev['tool']}({_short(ev.get('args'))})", err=True, fg=typer.colors.CYAN)
+            elif kind == "tool_end":
+                mark = "ok" if ev.get("ok") else "error"
+                typer.secho(f"  <- {ev['tool']} {mark} in {ev.get('duration_ms', 0):.0f} ms: {_short(ev.get('preview'))}",
+                            err=True, fg=typer.colors.CYAN if ev.get("ok") else typer.colors.RED)
+            elif kind == "progress":
+                typer.secho(f"  .. {ev.get('message') or _short(ev)}", err=True, fg=typer.colors.BLUE)
+            elif kind == "confirmation":
+                pending.append(ev)
+            elif kind == "error":
+                if answered_with_tokens:
+                    sys.stdout.write("\n")
+                typer.secho(f"error: {ev['message']}", err=True, fg=typer.colors.RED)
+                return EXIT_FAILURE
+            elif kind == "done":
+                if not answered_with_tokens and ev.get("content"):
+                    sys.stdout.write(ev["content"])
+                if answered_with_tokens or ev.get("content"):
+                    sys.stdout.write("\n")
+                sys.stdout.flush()
+                return 0
+        if not pending:
+            return 0
+        if answered_with_tokens:
+            sys.stdout.write("\n")
+        if not interactive:
+            print_pending_help(thread_id, pending)
+            return EXIT_PENDING
+        decisions = {c["interrupt_id"]: ask_decision(c) for c in pending}
+        graph_input = resume_command(decisions)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def chat(
+        ctx: typer.Context,
+        message: list[str] = typer.Argument(None, help="send one message and print the answer; omit for a prompt loop"),
+        thread: str = typer.Option(None, "--thread", "-t", help="continue this thread (default: a new one)"),
+        attach: list[str] = typer.Option(None, "--attach", "-a", help="a file or URL to attach (repeatable)"),
+    ) -> None:
+        """Chat with Jarvis in the terminal."""
+        st = state(ctx)
+        graph = st.graph()
+        thread_id = thread or f"cli-{uuid.uuid4().hex[:8]}"
+        attachments = [_attachment(a) for a in attach or []]
+        interactive = _can_ask()
+        if message:
+            code = run_turn(graph, thread_id, user_input(" ".join(message), attachments), interactive=interactive)
+            if code == 0 and not thread:
+                typer.secho(f"(thread {thread_id})", err=True, dim=True)
+            raise typer.Exit(code)
+        if not interactive:
+            fail("no MESSAGE given and no terminal to read one from: pass the message as an argument")
+        typer.secho(f"Jarvis (thread {thread_id}). Ctrl-D or /quit to leave.", err=True, dim=True)
+        while True:
+            try:
+                text = input("you> ").strip()
+            except (EOFError, KeyboardInterrupt):
+                typer.echo("", err=True)
+                break
+            if not text:
+                continue
+            if text in ("/quit", "/exit"):
+                break
+            run_turn(graph, thread_id, user_input(text, attachments), interactive=True)
+            attachments = []
+
+
+def _attachment(ref: str) -> dict[str, Any]:
+    from pathlib import Path
+
+    if ref.startswith(("http://", "https://")):
+        kind = "youtube" if "youtu" in ref else "url"
+        return {"kind": kind, "ref": ref}
+    p = Path(ref).expanduser().resolve()
+    if not p.exists():
+        fail(f"attachment {ref} does not exist")
+    return {"kind": "pdf" if p.suffix.lower() == ".pdf" else "file", "ref": str(p), "name": p.name}

@@ -1,0 +1,93 @@
+"""`jarvis pending`, `jarvis approve THREAD`, `jarvis deny THREAD`: resolve confirmations from any process."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+from ..confirmations import list_pending, recover_in_doubt
+from ..threads import dumps
+from ..turns import resume_command
+from . import fail, state
+from .chat import run_turn
+
+
+def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> list[dict[str, Any]]:
+    if call:
+        chosen = [p for p in pending if call in (p.get("interrupt_id"), p.get("key")) or p.get("key", "").endswith(call)]
+        if not chosen:
+            fail(f"no pending confirmation {call!r} on thread {thread_id}")
+        return chosen
+    return pending
+
+
+def _resolve(ctx: typer.Context, thread_id: str, decision: dict[str, Any], call: str | None) -> None:
+    st = state(ctx)
+    graph = st.graph()
+    recover_in_doubt(graph, st.settings, thread_id)
+    pending = [p for p in list_pending(graph, st.settings, thread_id)]
+    if not pending:
+        fail(f"nothing is pending on thread {thread_id}: it was already resolved (or never asked); nothing was done")
+    chosen = _pick(pending, call, thread_id)
+    if decision.get("decision") == "edit" and len(chosen) > 1:
+        fail(f"{len(chosen)} confirmations are pending on {thread_id}; pick one with --call (see `jarvis pending`)")
+    resume = {}
+    for p in chosen:
+        d = dict(decision)
+        if p.get("kind") == "in_doubt":
+            d = {"decision": "approve", "key": p.get("key")} if d["decision"] in ("approve", "edit") else {"decision": "skip"}
+        resume[p["interrupt_id"]] = d
+    raise typer.Exit(run_turn(graph, thread_id, resume_command(resume), interactive=False))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def pending(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print JSON objects")) -> None:
+        """List the confirmations every thread is waiting for."""
+        st = state(ctx)
+        graph = st.graph()
+        recover_in_doubt(graph, st.settings)
+        items = list_pending(graph, st.settings)
+        if as_json:
+            typer.echo(dumps(items))
+            return
+        if not items:
+            typer.echo("nothing is waiting for confirmation")
+        for p in items:
+            label = "MAY HAVE HAPPENED" if p.get("kind") == "in_doubt" else "confirm"
+            typer.echo(f"{p['thread_id']}  [{label}] {p.get('tool')}: {p.get('summary')}")
+            if p.get("reason"):
+                typer.echo(f"    why: {p['reason']}")
+            typer.echo(f"    args: {json.dumps(p.get('args'), ensure_ascii=False)[:300]}")
+            typer.echo(f"    jarvis approve {p['thread_id']} --call {p['interrupt_id']}   |   jarvis deny {p['thread_id']}")
+
+    @app.command()
+    def approve(
+        ctx: typer.Context,
+        thread_id: str,
+        args: str = typer.Option(None, "--args", help="run with these arguments instead (JSON object)"),
+        call: str = typer.Option(None, "--call", help="only this confirmation (interrupt id) when several wait"),
+    ) -> None:
+        """Approve what THREAD is waiting for (all of it, or --call one), then let the turn continue."""
+        decision: dict[str, Any] = {"decision": "approve"}
+        if args is not None:
+            try:
+                edited = json.loads(args)
+            except json.JSONDecodeError as exc:
+                fail(f"--args is not valid JSON: {exc}")
+            if not isinstance(edited, dict):
+                fail("--args must be a JSON object of the tool's arguments")
+            decision = {"decision": "edit", "args": edited}
+        _resolve(ctx, thread_id, decision, call)
+
+    @app.command()
+    def deny(
+        ctx: typer.Context,
+        thread_id: str,
+        reason: str = typer.Option(None, "--reason", help="told to the planner"),
+        call: str = typer.Option(None, "--call", help="only this confirmation (interrupt id) when several wait"),
+    ) -> None:
+        """Deny what THREAD is waiting for; the planner is told and the turn goes on."""
+        _resolve(ctx, thread_id, {"decision": "deny", "reason": reason}, call)

@@ -1,0 +1,42 @@
+"""`jarvis secrets set|delete NAME`: secrets live in the OS keyring, never in the config file."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from .. import secrets
+from . import fail
+
+secrets_app = typer.Typer(help="Store secrets in the OS keyring (referenced in the config as {secret: NAME}).",
+                          no_args_is_help=True)
+
+
+@secrets_app.command("set")
+def set_(name: str = typer.Argument(..., help="the secret's name, e.g. openai_api_key")) -> None:
+    """Store a secret; the value is read without echo (or from standard input when piped)."""
+    value = typer.prompt(f"value for {name}", hide_input=True) if sys.stdin.isatty() else sys.stdin.read().strip()
+    if not value:
+        fail("empty value: nothing stored")
+    try:
+        secrets.set_secret(name, value)
+    except secrets.SecretError as exc:
+        fail(str(exc))
+    typer.echo(f"stored secret {name}")
+
+
+@secrets_app.command("delete")
+def delete(name: str) -> None:
+    """Delete a secret from the keyring."""
+    try:
+        removed = secrets.delete_secret(name)
+    except secrets.SecretError as exc:
+        fail(str(exc))
+    if not removed:
+        fail(f"no secret named {name}")
+    typer.echo(f"deleted secret {name}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(secrets_app, name="secrets")

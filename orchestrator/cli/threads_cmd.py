@@ -1,0 +1,108 @@
+"""`jarvis threads list|show` and `jarvis runs list|show`: conversations and their telemetry."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from ..telemetry import get_run, list_runs
+from ..threads import ThreadIndex, dumps, message_view
+from ..turns import thread_config
+from . import fail, state
+
+threads_app = typer.Typer(help="Conversations kept in the checkpointer.", no_args_is_help=True)
+runs_app = typer.Typer(help="Telemetry of each run: node timings, tool calls, tokens.", no_args_is_help=True)
+
+
+@threads_app.command("list")
+def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most this many"),
+                 as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """List threads, most recent first."""
+    rows = ThreadIndex(state(ctx).settings).list(limit=limit)
+    if as_json:
+        typer.echo(dumps([r.as_dict() for r in rows]))
+        return
+    if not rows:
+        typer.echo("no threads yet: start one with `jarvis chat`")
+    for r in rows:
+        typer.echo(f"{r.thread_id:<24} {r.status:<8} {r.updated_at:%Y-%m-%d %H:%M}  {r.title[:60]}")
+
+
+@threads_app.command("show")
+def threads_show(ctx: typer.Context, thread_id: str, as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Show a thread's messages and tool calls, read from its checkpoint."""
+    st = state(ctx)
+    graph = st.graph()
+    snapshot = graph.get_state(thread_config(thread_id))
+    values = snapshot.values if isinstance(snapshot.values, dict) else {}
+    messages = values.get("messages", [])
+    if not messages:
+        fail(f"no thread {thread_id!r} (see `jarvis threads list`)")
+    views = [message_view(m) for m in messages]
+    pending = [{"interrupt_id": i.id, **(i.value if isinstance(i.value, dict) else {"value": i.value})}
+               for i in snapshot.interrupts]
+    if as_json:
+        typer.echo(dumps({"thread_id": thread_id, "messages": views, "pending": pending, "summary": values.get("summary")}))
+        return
+    for v in views:
+        if v["type"] == "human":
+            typer.secho(f"you: {v['content']}", bold=True)
+        elif v["type"] == "ai":
+            for c in v.get("tool_calls", []):
+                typer.secho(f"  call {c['name']}({json.dumps(c['args'], ensure_ascii=False)[:200]})", fg=typer.colors.CYAN)
+            for c in v.get("invalid_tool_calls", []):
+                typer.secho(f"  bad call {c.get('name')}: {c.get('error')}", fg=typer.colors.RED)
+            if v["content"]:
+                typer.echo(f"jarvis: {v['content']}")
+        elif v["type"] == "tool":
+            color = typer.colors.RED if v.get("status") == "error" else typer.colors.BLUE
+            typer.secho(f"  result {v.get('name')}: {v['content'][:300]}", fg=color)
+    for p in pending:
+        typer.secho(f"  pending confirmation: {p.get('summary')} (jarvis approve {thread_id})", fg=typer.colors.YELLOW)
+
+
+@runs_app.command("list")
+def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = typer.Option(None, "--thread"),
+              as_json: bool = typer.Option(False, "--json")) -> None:
+    """List recent runs with their duration, tokens and tool calls."""
+    rows = list_runs(state(ctx).settings, limit=limit, thread_id=thread)
+    if as_json:
+        typer.echo(dumps([{c: getattr(r, c) for c in ("id", "thread_id", "graph", "started_at", "duration_ms", "status",
+                                                      "error", "prompt_tokens", "completion_tokens", "model_calls",
+                                                      "model_ms", "tool_calls", "tool_errors")} for r in rows]))
+        return
+    if not rows:
+        typer.echo("no runs recorded yet")
+    for r in rows:
+        typer.echo(f"{r.id[:8]}  {r.started_at:%Y-%m-%d %H:%M:%S}  {r.status:<11} {r.duration_ms:8.0f} ms  "
+                   f"tokens {r.prompt_tokens}/{r.completion_tokens}  tools {r.tool_calls} ({r.tool_errors} errors)  "
+                   f"thread {r.thread_id}")
+
+
+@runs_app.command("show")
+def runs_show(ctx: typer.Context, run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Show a run's timeline: nodes, model calls and tool calls with their durations."""
+    found = get_run(state(ctx).settings, run_id)
+    if found is None:
+        fail(f"no run {run_id!r} (see `jarvis runs list`)")
+    run, events = found
+    if as_json:
+        typer.echo(dumps({"id": run.id, "thread_id": run.thread_id, "status": run.status, "duration_ms": run.duration_ms,
+                          "prompt_tokens": run.prompt_tokens, "completion_tokens": run.completion_tokens,
+                          "error": run.error, "events": [{"kind": e.kind, "name": e.name, "offset_ms": e.offset_ms,
+                                                          "duration_ms": e.duration_ms, "ok": bool(e.ok),
+                                                          "detail": e.detail} for e in events]}))
+        return
+    typer.echo(f"run {run.id} thread {run.thread_id} {run.status} {run.duration_ms:.0f} ms, "
+               f"tokens {run.prompt_tokens} in / {run.completion_tokens} out")
+    if run.error:
+        typer.secho(f"  error: {run.error}", fg=typer.colors.RED)
+    for e in events:
+        mark = "" if e.ok else "  FAILED"
+        typer.echo(f"  +{e.offset_ms:7.1f} ms {e.kind:<5} {e.name:<24} {e.duration_ms:8.1f} ms{mark}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(threads_app, name="threads")
+    app.add_typer(runs_app, name="runs")

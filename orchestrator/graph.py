@@ -1,0 +1,215 @@
+"""The chat graph: entry -> planner -> tool_node (one task per call) | jarb -> planner ... -> respond.
+
+`build_graph()` returns the compiled graph with a persistent checkpointer (SQLite under storage.data_dir by
+default), so `thread_id` is all a client needs to continue, approve or inspect a conversation:
+
+    graph = build_graph()
+    graph.invoke({"messages": [("user", "What is in ~/notes?")]}, {"configurable": {"thread_id": "t1"}})
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send, interrupt
+
+from .catalog import ToolCatalog, default_catalog
+from .config import Settings, load_settings
+from .executor import CallContext, ToolExecutor
+from .llm import model_config
+from .planner import call_model, step_limit_message, system_prompt
+from .state import Attachment, ConversationState, ToolTask, TurnCount
+from .threads import IDLE, RUNNING, WAITING, ThreadIndex
+
+log = logging.getLogger(__name__)
+
+_URL_RE = re.compile(r"https?://[^\s<>\"')\]]+")
+_YT_RE = re.compile(r"(?:youtube\.com|youtu\.be|youtube-nocookie\.com)", re.I)
+_PATH_RE = re.compile(r"(?:(?<=\s)|^)((?:~|/)[^\s'\"]+\.(?:pdf|txt|md|markdown|csv|json|html?))\b", re.I)
+
+
+def detect_attachments(text: str) -> list[Attachment]:
+    found: list[Attachment] = []
+    for url in _URL_RE.findall(text or ""):
+        url = url.rstrip(".,;:")
+        found.append(Attachment(kind="youtube" if _YT_RE.search(url) else "url", ref=url))
+    for raw in _PATH_RE.findall(text or ""):
+        p = Path(raw).expanduser()
+        if p.is_file():
+            found.append(Attachment(kind="pdf" if p.suffix.lower() == ".pdf" else "text", ref=str(p), name=p.name))
+    return found
+
+
+@dataclass
+class JarvisRuntime:
+    """What the nodes share: settings, the model, the tool catalog and the executor."""
+
+    settings: Settings
+    llm: BaseChatModel
+    catalog: ToolCatalog
+    executor: ToolExecutor
+    threads: ThreadIndex
+    meta_tools: list[BaseTool] = field(default_factory=list)
+
+    def model_base_url(self) -> str:
+        return getattr(self.llm, "openai_api_base", None) or model_config(self.settings, "primary")[1].base_url
+
+    def tools_for_turn(self, state: ConversationState) -> list[BaseTool]:
+        return self.catalog.all() + self.meta_tools
+
+
+def _thread_id(config: RunnableConfig) -> str:
+    return str((config.get("configurable") or {}).get("thread_id") or "default")
+
+
+def _writer():
+    try:
+        return get_stream_writer()
+    except Exception:  # noqa: BLE001 - outside a streaming run
+        return None
+
+
+def make_nodes(rt: JarvisRuntime):
+    settings = rt.settings
+
+    def entry(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
+        last_human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
+        text = last_human.text if last_human is not None else ""
+        rt.threads.touch(_thread_id(config), title=text.strip().splitlines()[0] if text.strip() else None, status=RUNNING)
+        known = {a.ref for a in state.attachments}
+        new = [a for a in detect_attachments(text) if a.ref not in known]
+        return {
+            "turn": state.turn + 1,
+            "turn_steps": 0,
+            "stop_reason": None,
+            "attachments": state.attachments + new,
+            "effects": TurnCount(turn=state.turn + 1, count=0),
+        }
+
+    def planner(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
+        if state.turn_steps >= settings.planner.max_steps:
+            return {"messages": [step_limit_message(settings)], "stop_reason": "step_limit"}
+        tools = rt.tools_for_turn(state)
+        messages = [SystemMessage(content=system_prompt(settings, state)), *state.messages]
+        ai = call_model(rt.llm, tools, messages, config, rt.model_base_url())
+        return {"messages": [ai], "turn_steps": state.turn_steps + 1}
+
+    def route(state: ConversationState) -> Any:
+        last = state.messages[-1] if state.messages else None
+        if state.stop_reason or not isinstance(last, AIMessage):
+            return "respond"
+        sends: list[Send] = []
+        base = {"message_id": last.id, "turn": state.turn, "untrusted_turn": state.untrusted_turn, "effects": state.effects}
+        for i, call in enumerate(last.tool_calls):
+            sends.append(Send("tool_node", ToolTask(call=dict(call), index=i, **base)))
+        offset = len(last.tool_calls)
+        for j, bad in enumerate(last.invalid_tool_calls):
+            call = {"name": bad.get("name") or "", "args": bad.get("args"), "id": bad.get("id") or f"invalid_{j}"}
+            error = bad.get("error") or "the arguments were not valid JSON"
+            sends.append(Send("tool_node", ToolTask(call=call, index=offset + j, invalid_error=error, **base)))
+        return sends or "respond"
+
+    def tool_node(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
+        call = task.call
+        name, call_id = call.get("name") or "", call.get("id") or f"call_{task.index}"
+        if task.invalid_error is not None:
+            content = (f"Error: your call to {name or 'a tool'} could not be read ({task.invalid_error}); raw arguments: "
+                       f"{str(call.get('args'))[:300]!r}. Call it again with the arguments as a JSON object.")
+            return {"messages": [ToolMessage(content=content, tool_call_id=call_id, name=name or "unknown", status="error")]}
+        thread_id = _thread_id(config)
+        writer = _writer()
+        ctx = CallContext(
+            thread_id=thread_id,
+            key=f"{thread_id}|{task.message_id}|{call_id}|{task.index}",
+            untrusted_seen=task.untrusted_turn == task.turn,
+            effects_this_turn=task.effects.count if task.effects.turn == task.turn else 0,
+            config=config,
+            emit=writer,
+        )
+
+        def ask(request: Any) -> Any:
+            rt.threads.touch(thread_id, status=WAITING)
+            return interrupt(request.payload())
+
+        outcome = rt.executor.execute(name, call.get("args") or {}, ctx, confirm=ask)
+        update: dict[str, Any] = {
+            "messages": [ToolMessage(content=outcome.content, tool_call_id=call_id, name=name,
+                                     status="success" if outcome.ok else "error")],
+            "recent_tools": [name] if outcome.ok else [],
+        }
+        if outcome.untrusted:
+            update["untrusted_turn"] = task.turn
+        if outcome.executed_effect:
+            update["effects"] = TurnCount(turn=task.turn, count=1)
+        return update
+
+    def respond(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
+        rt.threads.touch(_thread_id(config), status=IDLE)
+        last = state.messages[-1] if state.messages else None
+        if isinstance(last, AIMessage) and not last.tool_calls and not (last.text or "").strip():
+            return {"messages": [AIMessage(content="(The model returned an empty answer. Try rephrasing the request.)")]}
+        return {}
+
+    return entry, planner, route, tool_node, respond
+
+
+def build_graph(
+    settings: Settings | None = None,
+    *,
+    llm: BaseChatModel | None = None,
+    checkpointer: Any = None,
+    catalog: ToolCatalog | None = None,
+    tools: list[BaseTool] | None = None,
+    telemetry: bool = True,
+):
+    """Compile the chat graph. `checkpointer=None` opens the default one; `checkpointer=False` compiles without."""
+    settings = settings or load_settings()
+    if llm is None:
+        from .llm import make_chat_model
+
+        llm = make_chat_model(settings, "primary")
+    catalog = catalog or default_catalog(settings, tools or ())
+    executor = ToolExecutor(settings, catalog)
+    rt = JarvisRuntime(settings=settings, llm=llm, catalog=catalog, executor=executor, threads=ThreadIndex(settings))
+
+    entry, planner, route, tool_node, respond = make_nodes(rt)
+    g = StateGraph(ConversationState)
+    g.add_node("entry", entry)
+    g.add_node("planner", planner)
+    g.add_node("tool_node", tool_node, input_schema=ToolTask)
+    g.add_node("respond", respond)
+    g.add_edge(START, "entry")
+    g.add_edge("entry", "planner")
+    g.add_conditional_edges("planner", route, ["tool_node", "respond"])
+    g.add_edge("tool_node", "planner")
+    g.add_edge("respond", END)
+
+    if checkpointer is None:
+        from .storage import make_checkpointer
+
+        checkpointer = make_checkpointer(settings)
+    compiled = g.compile(checkpointer=checkpointer or None)
+    # Room for max_steps planner rounds of (planner + tools) plus entry/respond.
+    cfg: dict[str, Any] = {"recursion_limit": settings.planner.max_steps * 3 + 10}
+    if telemetry:
+        from .telemetry import TelemetryHandler
+
+        cfg["callbacks"] = [TelemetryHandler(settings)]
+    compiled = compiled.with_config(cfg)
+    compiled.jarvis = rt  # type: ignore[attr-defined]  # for the CLI, server and tests
+    return compiled
+
+
+def make_graph(config: RunnableConfig | None = None):
+    """Entry point for langgraph.json (LangGraph CLI / Studio): the platform supplies persistence."""
+    return build_graph(checkpointer=False)

@@ -1,0 +1,158 @@
+"""The effects ledger: every side-effecting execution, recorded before it starts and after it ends.
+
+The idempotency key names the call (thread, model message, tool_call_id; or jorb, step, call index).
+A replayed call whose row is `completed` gets the recorded result and is not executed again; a row left
+`started` by a process that died is "in doubt": it may have happened, and only the user can say whether
+to run it again (see executor.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import DateTime, Integer, String, Text, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from .config import Settings
+from .storage import Base, jarvis_engine
+
+STARTED, COMPLETED, SKIPPED = "started", "completed", "skipped"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class LedgerRow(Base):
+    __tablename__ = "effects_ledger"
+
+    key: Mapped[str] = mapped_column(String(512), primary_key=True)
+    thread_id: Mapped[str] = mapped_column(String(256), index=True)
+    tool: Mapped[str] = mapped_column(String(256))
+    args_json: Mapped[str] = mapped_column(Text)
+    side_effects: Mapped[str] = mapped_column(Text, default="[]")
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    result_text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    result_ok: Mapped[int] = mapped_column(Integer, default=1)
+    pid: Mapped[int] = mapped_column(Integer)
+    host: Mapped[str] = mapped_column(String(256))
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+@dataclass
+class LedgerEntry:
+    key: str
+    thread_id: str
+    tool: str
+    args: dict[str, Any]
+    side_effects: list[str]
+    status: str
+    result_text: str | None
+    result_ok: bool
+    pid: int
+    host: str
+    started_at: datetime
+
+    @property
+    def owner_alive(self) -> bool:
+        """Whether the process that started the call is still running (on this host)."""
+        if self.host != socket.gethostname():
+            return True  # cannot tell; assume a live worker elsewhere
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def _entry(row: LedgerRow) -> LedgerEntry:
+    return LedgerEntry(
+        key=row.key,
+        thread_id=row.thread_id,
+        tool=row.tool,
+        args=json.loads(row.args_json),
+        side_effects=json.loads(row.side_effects or "[]"),
+        status=row.status,
+        result_text=row.result_text,
+        result_ok=bool(row.result_ok),
+        pid=row.pid,
+        host=row.host,
+        started_at=row.started_at,
+    )
+
+
+class EffectsLedger:
+    def __init__(self, settings: Settings):
+        self.engine = jarvis_engine(settings)
+
+    def get(self, key: str) -> LedgerEntry | None:
+        with Session(self.engine) as s:
+            row = s.get(LedgerRow, key)
+            return _entry(row) if row else None
+
+    def begin(self, key: str, thread_id: str, tool: str, args: dict[str, Any], side_effects: list[str]) -> bool:
+        """Record that the call starts now. False when a row for the key already exists."""
+        row = LedgerRow(
+            key=key,
+            thread_id=thread_id,
+            tool=tool,
+            args_json=json.dumps(args, default=str, sort_keys=True),
+            side_effects=json.dumps(side_effects),
+            status=STARTED,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started_at=_now(),
+        )
+        try:
+            with Session(self.engine) as s, s.begin():
+                s.add(row)
+            return True
+        except IntegrityError:
+            return False
+
+    def restart(self, key: str) -> None:
+        """The user approved running an in-doubt call again: it is ours now."""
+        with Session(self.engine) as s, s.begin():
+            s.execute(
+                update(LedgerRow)
+                .where(LedgerRow.key == key)
+                .values(status=STARTED, pid=os.getpid(), host=socket.gethostname(), started_at=_now())
+            )
+
+    def complete(self, key: str, result_text: str, ok: bool = True) -> None:
+        with Session(self.engine) as s, s.begin():
+            s.execute(
+                update(LedgerRow)
+                .where(LedgerRow.key == key)
+                .values(status=COMPLETED, result_text=result_text, result_ok=int(ok), completed_at=_now())
+            )
+
+    def skip(self, key: str, note: str) -> None:
+        with Session(self.engine) as s, s.begin():
+            s.execute(
+                update(LedgerRow)
+                .where(LedgerRow.key == key)
+                .values(status=SKIPPED, result_text=note, result_ok=0, completed_at=_now())
+            )
+
+    def in_doubt(self, thread_id: str | None = None) -> list[LedgerEntry]:
+        """Calls started by a process that is gone and never completed: they may have happened."""
+        with Session(self.engine) as s:
+            q = select(LedgerRow).where(LedgerRow.status == STARTED)
+            if thread_id:
+                q = q.where(LedgerRow.thread_id == thread_id)
+            entries = [_entry(r) for r in s.scalars(q)]
+        return [e for e in entries if not e.owner_alive]
+
+    def count_for_thread(self, thread_id: str) -> int:
+        with Session(self.engine) as s:
+            return len(list(s.scalars(select(LedgerRow.key).where(LedgerRow.thread_id == thread_id))))

@@ -1,0 +1,112 @@
+"""One factory for the chat models of each role (`primary`, `heavy`), all OpenAI-compatible over HTTP."""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from langchain_core.language_models import BaseChatModel
+
+from . import secrets
+from .config import ModelConfig, Settings
+
+log = logging.getLogger(__name__)
+
+Role = Literal["primary", "heavy"]
+
+
+class ModelEndpointError(RuntimeError):
+    """The model endpoint cannot be reached or refused the request; the message says what to do."""
+
+
+def model_config(settings: Settings, role: Role = "primary") -> tuple[str, ModelConfig]:
+    """The role's config, falling back to primary when heavy is not set. Returns (role actually used, config)."""
+    if role == "heavy" and settings.models.heavy is not None:
+        return "heavy", settings.models.heavy
+    return "primary", settings.models.primary
+
+
+def endpoint_url(settings: Settings, role: Role, cfg: ModelConfig) -> str:
+    if cfg.provider == "embedded":
+        from .embedded import embedded_server  # a child llama.cpp server, started on first use
+
+        return embedded_server(settings, role, cfg).base_url
+    return cfg.base_url
+
+
+def make_chat_model(settings: Settings, role: Role = "primary", *, streaming: bool = True) -> BaseChatModel:
+    from langchain_openai import ChatOpenAI
+
+    used_role, cfg = model_config(settings, role)
+    api_key = secrets.resolve(cfg.api_key, what=f"models.{used_role}.api_key") or "none"
+    kwargs: dict = {}
+    if cfg.temperature is not None:
+        kwargs["temperature"] = cfg.temperature
+    if cfg.max_tokens is not None:
+        kwargs["max_tokens"] = cfg.max_tokens
+    model = ChatOpenAI(
+        base_url=endpoint_url(settings, used_role, cfg),
+        api_key=api_key,
+        model=cfg.model,
+        timeout=cfg.timeout_s,
+        max_retries=cfg.max_retries,
+        streaming=streaming,
+        stream_usage=True,
+        **kwargs,
+    )
+    # Remembered for error messages: which URL and which config key to change.
+    model.metadata = {**(model.metadata or {}), "jarvis_role": used_role}
+    return model
+
+
+def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "primary") -> ModelEndpointError | None:
+    """Translate a client exception into one clear sentence, or None when it is not an endpoint problem."""
+    import httpx
+    import openai
+
+    if isinstance(exc, ModelEndpointError):
+        return exc
+    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        return ModelEndpointError(
+            f"The model at {base_url} did not answer in time: check that the model is loaded, "
+            f"or raise models.{role}.timeout_s."
+        )
+    if isinstance(exc, openai.APIConnectionError | httpx.ConnectError | ConnectionError):
+        return ModelEndpointError(
+            f"Cannot reach the model endpoint at {base_url}: start Jan (or your model server) "
+            f"or change models.{role}.base_url in the config."
+        )
+    if isinstance(exc, openai.AuthenticationError):
+        return ModelEndpointError(
+            f"The model endpoint at {base_url} refused the API key: set models.{role}.api_key "
+            "(for example `jarvis secrets set NAME` and `api_key: {secret: NAME}`)."
+        )
+    if isinstance(exc, openai.NotFoundError):
+        return ModelEndpointError(
+            f"The model endpoint at {base_url} does not know the model requested: "
+            f"check models.{role}.model (GET {base_url.rstrip('/')}/models lists them)."
+        )
+    if isinstance(exc, openai.APIStatusError):
+        return ModelEndpointError(
+            f"The model endpoint at {base_url} answered HTTP {exc.status_code}: {secrets.redact(str(exc))[:300]}"
+        )
+    return None
+
+
+def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, str]:
+    """Health check used by `jarvis run`, the Settings view and `make run`: GET /models."""
+    import httpx
+
+    used_role, cfg = model_config(settings, role)
+    if cfg.provider == "embedded":
+        return True, f"embedded model {cfg.gguf}"
+    url = cfg.base_url.rstrip("/") + "/models"
+    try:
+        api_key = secrets.resolve(cfg.api_key) or ""
+        resp = httpx.get(url, headers={"Authorization": f"Bearer {api_key}"}, timeout=3)
+        if resp.status_code < 400:
+            return True, f"{cfg.base_url} answers ({cfg.model})"
+        return False, f"{cfg.base_url} answered HTTP {resp.status_code}"
+    except Exception as exc:  # noqa: BLE001 - any failure is reported, not raised
+        err = describe_endpoint_error(exc, cfg.base_url, used_role)
+        return False, str(err or exc)

@@ -1,0 +1,123 @@
+"""Secrets through the OS keyring (service "jarvis"), never in config files, logs or checkpoints.
+
+A config value `{secret: NAME}` reads keyring entry NAME; `$JARVIS_SECRET_<NAME>` overrides it (for CI and
+containers without a keyring). `{env: VAR}` reads $VAR. Every resolved secret is registered with the log
+redactor so that it cannot leak through a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from .config import SecretRef, SecretValue
+
+SERVICE = "jarvis"
+_known_secrets: set[str] = set()
+_lock = threading.Lock()
+
+
+class SecretError(Exception):
+    pass
+
+
+def _keyring():
+    import keyring
+    from keyring.errors import NoKeyringError
+
+    try:
+        backend = keyring.get_keyring()
+    except NoKeyringError:  # pragma: no cover - depends on the machine
+        backend = None
+    if backend is None or type(backend).__name__ == "Keyring" and type(backend).__module__.endswith("fail"):
+        raise SecretError(
+            "no keyring backend is available on this machine: install one (GNOME Keyring / KWallet, or "
+            "`pip install keyrings.alt` for a file-based store) or set JARVIS_SECRET_<NAME> in the environment"
+        )
+    return keyring
+
+
+def _env_name(name: str) -> str:
+    return "JARVIS_SECRET_" + "".join(c if c.isalnum() else "_" for c in name).upper()
+
+
+def remember(value: str) -> str:
+    if value and len(value) >= 4:
+        with _lock:
+            _known_secrets.add(value)
+    return value
+
+
+def set_secret(name: str, value: str) -> None:
+    _keyring().set_password(SERVICE, name, value)
+    remember(value)
+
+
+def delete_secret(name: str) -> bool:
+    from keyring.errors import PasswordDeleteError
+
+    try:
+        _keyring().delete_password(SERVICE, name)
+        return True
+    except PasswordDeleteError:
+        return False
+
+
+def get_secret(name: str, *, required: bool = True) -> str | None:
+    value = os.environ.get(_env_name(name))
+    if value is None:
+        try:
+            value = _keyring().get_password(SERVICE, name)
+        except SecretError:
+            if required:
+                raise
+            return None
+    if value is None:
+        if required:
+            raise SecretError(f"secret {name!r} is not set: run `jarvis secrets set {name}`")
+        return None
+    return remember(value)
+
+
+def resolve(value: SecretValue, *, what: str = "secret") -> str | None:
+    """Turn a config secret value (plain string, {secret}, {env}) into the string it stands for."""
+    if value is None or isinstance(value, str):
+        return value
+    assert isinstance(value, SecretRef)
+    if value.env:
+        env_value = os.environ.get(value.env)
+        if env_value is None:
+            raise SecretError(f"{what}: environment variable {value.env} is not set")
+        return remember(env_value)
+    return get_secret(value.secret or "")
+
+
+def redact(text: str) -> str:
+    with _lock:
+        secrets = sorted(_known_secrets, key=len, reverse=True)
+    for s in secrets:
+        if s in text:
+            text = text.replace(s, "***")
+    return text
+
+
+class RedactingFilter(logging.Filter):
+    """Replaces every known secret value in log records by ***."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _known_secrets:
+            message = record.getMessage()
+            cleaned = redact(message)
+            if cleaned != message:
+                record.msg, record.args = cleaned, ()
+        return True
+
+
+def install_log_redaction() -> None:
+    root = logging.getLogger()
+    if not any(isinstance(f, RedactingFilter) for f in root.filters):
+        root.addFilter(RedactingFilter())
+    for handler in root.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())

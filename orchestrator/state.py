@@ -1,0 +1,90 @@
+"""The one typed state every node of the chat graph reads and writes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+from pydantic import BaseModel, Field
+
+
+class Attachment(BaseModel):
+    """A file or URL the user handed over with a message; the planner sees the list."""
+
+    kind: Literal["file", "pdf", "text", "url", "youtube"]
+    ref: str
+    name: str | None = None
+
+
+class TurnCount(BaseModel):
+    """Side effects executed in the current turn. Parallel tool tasks each add 1; a new turn resets."""
+
+    turn: int = 0
+    count: int = 0
+
+
+def merge_turn_count(old: TurnCount | None, new: TurnCount | None) -> TurnCount:
+    if old is None:
+        return new or TurnCount()
+    if new is None:
+        return old
+    if new.turn > old.turn:
+        return new
+    if new.turn < old.turn:
+        return old
+    return TurnCount(turn=old.turn, count=old.count + new.count)
+
+
+def keep_max(old: int, new: int) -> int:
+    return max(old, new)
+
+
+def merge_recent(old: list[str], new: list[str]) -> list[str]:
+    """Names of tools used recently in the thread, most recent last, at most 20."""
+    merged = [n for n in old if n not in new] + [n for n in dict.fromkeys(new)]
+    return merged[-20:]
+
+
+class JarbTask(BaseModel):
+    """Intermediate artifacts of one tool-generation request (see jarb_subgraph)."""
+
+    tool_call_id: str
+    spec: dict[str, Any]
+    stage: str = "spec_to_code"
+    attempt: int = 0
+    module_path: str | None = None
+    tests_path: str | None = None
+    code: str | None = None
+    tests: str | None = None
+    test_output: str | None = None
+    passed: bool = False
+    error: str | None = None
+    registered_name: str | None = None
+
+
+class ConversationState(BaseModel):
+    messages: Annotated[list[AnyMessage], add_messages] = Field(default_factory=list)
+    attachments: list[Attachment] = Field(default_factory=list)
+    turn: int = 0
+    turn_steps: int = 0
+    # The last turn in which output of an untrusted_output tool was read (escalation, see autonomy.py).
+    untrusted_turn: Annotated[int, keep_max] = -1
+    effects: Annotated[TurnCount, merge_turn_count] = Field(default_factory=TurnCount)
+    recent_tools: Annotated[list[str], merge_recent] = Field(default_factory=list)
+    summary: str | None = None
+    summarized_count: int = 0
+    jarb: JarbTask | None = None
+    stop_reason: str | None = None
+
+
+class ToolTask(BaseModel):
+    """The input of one tool_node task: one tool call of the planner's last message (see graph.route)."""
+
+    call: dict[str, Any]
+    message_id: str | None = None
+    index: int = 0
+    turn: int = 0
+    untrusted_turn: int = -1
+    effects: TurnCount = Field(default_factory=TurnCount)
+    invalid_error: str | None = None

@@ -1,0 +1,144 @@
+"""The one place that opens databases: SQLAlchemy engines and the LangGraph checkpointer.
+
+SQLite files under `storage.data_dir` by default (one file per concern: checkpoints, jarvis, tool_registry,
+docs_index); every table and the checkpointer move to one PostgreSQL database when `storage.url` is set.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, MetaData, create_engine, event
+from sqlalchemy.orm import DeclarativeBase
+
+from .config import Settings
+
+CHECKPOINTS_DB = "checkpoints"
+JARVIS_DB = "jarvis"
+TOOL_REGISTRY_DB = "tool_registry"
+DOCS_INDEX_DB = "docs_index"
+
+
+class Base(DeclarativeBase):
+    """Tables of the jarvis database (runs, effects ledger, jorbs, inbox, reminders...)."""
+
+
+_engines: dict[str, Engine] = {}
+_schemas_ready: set[tuple[str, int]] = set()
+_lock = threading.Lock()
+
+
+def sqlite_path(settings: Settings, name: str) -> Path:
+    return settings.data_path(f"{name}.sqlite")
+
+
+def database_url(settings: Settings, name: str) -> str:
+    if settings.storage.url:
+        return settings.storage.url
+    return f"sqlite:///{sqlite_path(settings, name)}"
+
+
+def _tune_sqlite(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def engine_for_url(url: str) -> Engine:
+    with _lock:
+        engine = _engines.get(url)
+        if engine is None:
+            if url.startswith("sqlite"):
+                engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+                event.listen(engine, "connect", _tune_sqlite)
+            else:
+                engine = create_engine(url, pool_pre_ping=True)
+            _engines[url] = engine
+        return engine
+
+
+def engine_for(settings: Settings, name: str = JARVIS_DB) -> Engine:
+    return engine_for_url(database_url(settings, name))
+
+
+def ensure_schema(engine: Engine, metadata: MetaData = Base.metadata) -> None:
+    """Create missing tables; again whenever a module imported later has added tables to the metadata."""
+    key = (str(engine.url), id(metadata), len(metadata.tables))
+    if key in _schemas_ready:
+        return
+    with _lock:
+        if key not in _schemas_ready:
+            metadata.create_all(engine)
+            _schemas_ready.add(key)
+
+
+def jarvis_engine(settings: Settings) -> Engine:
+    engine = engine_for(settings, JARVIS_DB)
+    ensure_schema(engine)
+    return engine
+
+
+def dispose_all() -> None:
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+        _schemas_ready.clear()
+
+
+# Modules whose pydantic models live in checkpoints; only their classes (and LangGraph's own safe types)
+# may be rebuilt from a checkpoint, so a tampered database cannot instantiate arbitrary classes.
+CHECKPOINT_STATE_MODULES = ["orchestrator.state"]
+
+
+def checkpoint_serde():
+    import importlib
+    import inspect
+
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from pydantic import BaseModel
+
+    allowed: list[tuple[str, str]] = []
+    for module_name in CHECKPOINT_STATE_MODULES:
+        module = importlib.import_module(module_name)
+        for name, obj in vars(module).items():
+            if inspect.isclass(obj) and issubclass(obj, BaseModel) and obj.__module__ == module_name:
+                allowed.append((module_name, name))
+    return JsonPlusSerializer(allowed_msgpack_modules=allowed)
+
+
+def make_checkpointer(settings: Settings):
+    """A synchronous checkpointer (SqliteSaver, or PostgresSaver when storage.url is PostgreSQL)."""
+    if settings.storage.url and settings.storage.url.startswith("postgres"):
+        from .pg import make_postgres_checkpointer
+
+        return make_postgres_checkpointer(settings.storage.url)
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = sqlite_path(settings, CHECKPOINTS_DB)
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA busy_timeout=30000")
+    saver = SqliteSaver(conn, serde=checkpoint_serde())
+    saver.setup()
+    return saver
+
+
+async def make_async_checkpointer(settings: Settings):
+    """An asyncio checkpointer for `graph.ainvoke` (AsyncSqliteSaver, or AsyncPostgresSaver)."""
+    if settings.storage.url and settings.storage.url.startswith("postgres"):
+        from .pg import make_async_postgres_checkpointer
+
+        return await make_async_postgres_checkpointer(settings.storage.url)
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    conn = await aiosqlite.connect(str(sqlite_path(settings, CHECKPOINTS_DB)), timeout=30)
+    saver = AsyncSqliteSaver(conn, serde=checkpoint_serde())
+    await saver.setup()
+    return saver

@@ -1,0 +1,126 @@
+"""The thread index: one row per conversation (title, status, times) so listing threads never scans
+checkpoints, and helpers to read a thread's messages and pending confirmations from its checkpoint."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from sqlalchemy import DateTime, String, Text, desc, select
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from .config import Settings
+from .storage import Base, jarvis_engine
+
+IDLE, RUNNING, WAITING = "idle", "running", "waiting"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class ThreadRow(Base):
+    __tablename__ = "threads"
+
+    thread_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), default="chat")
+    title: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(String(16), default=IDLE, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, index=True)
+
+
+@dataclass
+class ThreadInfo:
+    thread_id: str
+    kind: str
+    title: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"thread_id": self.thread_id, "kind": self.kind, "title": self.title, "status": self.status,
+                "created_at": self.created_at.isoformat(), "updated_at": self.updated_at.isoformat()}
+
+
+def _info(row: ThreadRow) -> ThreadInfo:
+    return ThreadInfo(row.thread_id, row.kind, row.title, row.status, row.created_at, row.updated_at)
+
+
+class ThreadIndex:
+    def __init__(self, settings: Settings):
+        self.engine = jarvis_engine(settings)
+
+    def touch(self, thread_id: str, *, title: str | None = None, status: str | None = None, kind: str = "chat") -> None:
+        with Session(self.engine) as s, s.begin():
+            row = s.get(ThreadRow, thread_id)
+            if row is None:
+                row = ThreadRow(thread_id=thread_id, kind=kind, title=(title or "")[:200], status=status or IDLE,
+                                created_at=_now(), updated_at=_now())
+                s.add(row)
+                return
+            if title and not row.title:
+                row.title = title[:200]
+            if status:
+                row.status = status
+            row.updated_at = _now()
+
+    def get(self, thread_id: str) -> ThreadInfo | None:
+        with Session(self.engine) as s:
+            row = s.get(ThreadRow, thread_id)
+            return _info(row) if row else None
+
+    def list(self, limit: int = 50, kind: str | None = None, statuses: tuple[str, ...] | None = None) -> list[ThreadInfo]:
+        with Session(self.engine) as s:
+            q = select(ThreadRow).order_by(desc(ThreadRow.updated_at)).limit(limit)
+            if kind:
+                q = q.where(ThreadRow.kind == kind)
+            if statuses:
+                q = q.where(ThreadRow.status.in_(statuses))
+            return [_info(r) for r in s.scalars(q)]
+
+    def delete(self, thread_id: str) -> None:
+        with Session(self.engine) as s, s.begin():
+            row = s.get(ThreadRow, thread_id)
+            if row is not None:
+                s.delete(row)
+
+
+def message_view(m: BaseMessage) -> dict[str, Any]:
+    """A plain dict of one message for the CLI and the API."""
+    view: dict[str, Any] = {"id": m.id, "type": m.type, "content": m.text if hasattr(m, "text") else str(m.content)}
+    if isinstance(m, AIMessage):
+        view["tool_calls"] = [{"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in m.tool_calls]
+        if m.invalid_tool_calls:
+            view["invalid_tool_calls"] = [{"id": c.get("id"), "name": c.get("name"), "args": c.get("args"),
+                                           "error": c.get("error")} for c in m.invalid_tool_calls]
+    if isinstance(m, ToolMessage):
+        view["tool_call_id"] = m.tool_call_id
+        view["name"] = m.name
+        view["status"] = m.status
+    return view
+
+
+def pending_confirmations(graph: Any, thread_id: str) -> list[dict[str, Any]]:
+    """The confirmations a thread waits on, each with the interrupt id needed to resume it."""
+    state = graph.get_state({"configurable": {"thread_id": thread_id}})
+    pending = []
+    for intr in state.interrupts:
+        value = intr.value if isinstance(intr.value, dict) else {"value": intr.value}
+        pending.append({"interrupt_id": intr.id, "thread_id": thread_id, **value})
+    return pending
+
+
+def first_user_text(messages: list[BaseMessage]) -> str:
+    for m in messages:
+        if isinstance(m, HumanMessage):
+            return m.text
+    return ""
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=str, ensure_ascii=False)

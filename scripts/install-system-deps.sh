@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Jarvis uses, where apt-get is available; says what to do where it is not.
+# Usage: install-system-deps.sh [bubblewrap] [chromium] [postgresql]   (no argument: all of them)
+set -u
+wanted=("$@")
+[ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap chromium postgresql)
+
+have() {
+  case "$1" in
+    bubblewrap) command -v bwrap >/dev/null 2>&1 ;;
+    chromium) command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ;;
+    postgresql) ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 ;;
+  esac
+}
+why() {
+  case "$1" in
+    bubblewrap) echo "the sandbox that runs generated tools and jorb scripts" ;;
+    chromium) echo "the browser tests of the web UI" ;;
+    postgresql) echo "the PostgreSQL storage tests" ;;
+  esac
+}
+
+missing=()
+for p in "${wanted[@]}"; do have "$p" || missing+=("$p"); done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && sudo="sudo -n"
+if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" -eq 0 ] || [ -n "$sudo" ]; }; then
+  echo "Installing system packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! $sudo apt-get install -y -q "${missing[@]}" >/tmp/jarvis-apt.log 2>&1; then
+    $sudo apt-get update -q >>/tmp/jarvis-apt.log 2>&1
+    $sudo apt-get install -y -q "${missing[@]}" >>/tmp/jarvis-apt.log 2>&1 || {
+      echo "apt-get could not install ${missing[*]}; see /tmp/jarvis-apt.log" >&2; }
+  fi
+fi
+for p in "${missing[@]}"; do
+  have "$p" || echo "Note: $p is not installed ($(why "$p")); install it with your package manager (e.g. 'apt-get install $p' or 'brew install $p')." >&2
+done
+exit 0

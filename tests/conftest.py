@@ -1,0 +1,116 @@
+"""Shared fixtures: the scripted model server, an isolated Jarvis home per test, and a CLI runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.fakes.llm_server import FakeLLMServer
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+CORPUS = SHARED / "corpus"
+JARVIS_BIN = Path(sys.executable).parent / "jarvis"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_keyring(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file keyring in a temporary folder, so tests never touch the user's real keyring."""
+    home = tmp_path_factory.mktemp("keyring")
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyrings.alt.file.PlaintextKeyring")
+    monkeypatch.setenv("XDG_DATA_HOME", str(home))
+
+
+@pytest.fixture
+def llm_server():
+    with FakeLLMServer() as server:
+        yield server
+
+
+@dataclass
+class JarvisEnv:
+    """An isolated Jarvis: its own config file, data folder and file root, pointed at the scripted server."""
+
+    path: Path
+    config_path: Path
+    root: Path
+    data: Path
+    server: FakeLLMServer | None
+
+    def write_config(self, **overrides: Any) -> None:
+        cfg: dict[str, Any] = {
+            "models": {"primary": {"base_url": self.server.base_url if self.server else "http://127.0.0.1:9/v1",
+                                   "model": "scripted-model", "api_key": "test", "max_retries": 0, "timeout_s": 20}},
+            "storage": {"data_dir": str(self.data)},
+            "tools_dir": str(self.path / "tools"),
+            "mcp": {"dir": str(self.path / "mcp")},
+            "fs": {"roots": [str(self.root)]},
+            "sandbox": {"required": False},
+        }
+        for key, value in overrides.items():
+            if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+                cfg[key] = _merge(cfg[key], value)
+            else:
+                cfg[key] = value
+        self.config_path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+
+    @property
+    def settings(self):
+        from orchestrator.config import load_settings
+
+        return load_settings(self.config_path)
+
+    def graph(self, **kwargs: Any):
+        from orchestrator.graph import build_graph
+
+        return build_graph(self.settings, **kwargs)
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["JARVIS_CONFIG"] = str(self.config_path)
+        env["PYTHONPATH"] = str(REPO)
+        return env
+
+    def cli(self, *args: str, input: str | None = None, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess:
+        proc = subprocess.run([str(JARVIS_BIN), *args], input=input, capture_output=True, text=True, timeout=timeout,
+                              env=self.env(), cwd=str(self.path), stdin=None if input is not None else subprocess.DEVNULL)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"jarvis {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def cli_json(self, *args: str) -> Any:
+        proc = self.cli(*args, check=True)
+        return json.loads(proc.stdout)
+
+
+def _merge(base: dict, overlay: dict) -> dict:
+    out = dict(base)
+    for k, v in overlay.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+@pytest.fixture
+def jarvis_env(tmp_path: Path, llm_server: FakeLLMServer) -> JarvisEnv:
+    root = tmp_path / "root"
+    root.mkdir()
+    env = JarvisEnv(tmp_path, tmp_path / "config.yml", root, tmp_path / "data", llm_server)
+    env.write_config()
+    return env
+
+
+def tool_call(name: str, **arguments: Any) -> dict[str, Any]:
+    """A scripted model response calling one tool."""
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def answer(text: str) -> dict[str, Any]:
+    return {"content": text}
