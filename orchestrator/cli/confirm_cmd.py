@@ -7,9 +7,6 @@ from typing import Any
 
 import typer
 
-from ..confirmations import list_pending, recover_in_doubt
-from ..threads import dumps
-from ..turns import resume_command
 from . import fail, state
 from .chat import run_turn
 
@@ -24,6 +21,9 @@ def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> li
 
 
 def _resolve(ctx: typer.Context, thread_id: str, decision: dict[str, Any], call: str | None) -> None:
+    from ..confirmations import list_pending, recover_in_doubt
+    from ..turns import resume_command
+
     st = state(ctx)
     graph = st.graph()
     recover_in_doubt(graph, st.settings, thread_id)
@@ -46,6 +46,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def pending(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print JSON objects")) -> None:
         """List the confirmations every thread is waiting for."""
+        from ..confirmations import list_pending, recover_in_doubt
+        from ..threads import dumps
+
         st = state(ctx)
         graph = st.graph()
         recover_in_doubt(graph, st.settings)
