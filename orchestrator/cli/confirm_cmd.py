@@ -39,6 +39,12 @@ def _resolve(ctx: typer.Context, thread_id: str, decision: dict[str, Any], call:
         if p.get("kind") == "in_doubt":
             d = {"decision": "approve", "key": p.get("key")} if d["decision"] in ("approve", "edit") else {"decision": "skip"}
         resume[p["interrupt_id"]] = d
+    if thread_id.startswith("jorb:"):
+        from ..jorbs.tools import service_for
+        from .jorbs_cmd import print_view
+
+        print_view(service_for(st.settings).run(thread_id.split(":", 1)[1], resume_command(resume)))
+        raise typer.Exit(0)
     raise typer.Exit(run_turn(graph, thread_id, resume_command(resume), interactive=False))
 
 

@@ -20,6 +20,7 @@ class InstantChatModel(BaseChatModel):
     tool_name: str = "time_now"
     tool_args: dict[str, Any] = {}
     answer: str = "Done."
+    responder: Any = None  # callable(messages) -> AIMessage, replacing the tool-then-answer behaviour
 
     @property
     def _llm_type(self) -> str:
@@ -30,6 +31,8 @@ class InstantChatModel(BaseChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
         last = messages[-1]
+        if self.responder is not None:
+            return ChatResult(generations=[ChatGeneration(message=self.responder(messages))])
         if isinstance(last, ToolMessage):
             msg = AIMessage(content=self.answer, usage_metadata={"input_tokens": 10, "output_tokens": 2, "total_tokens": 12})
         else:
