@@ -109,6 +109,9 @@ def static_tools(settings: Settings) -> list[BaseTool]:
     tools: list[BaseTool] = []
     tools += build_fs_tools(settings.fs.roots, settings.fs.max_read_bytes, settings.fs.max_search_results)
     tools += build_time_tools(settings.timezone)
+    from .reminders.tools import build_reminder_tools  # orchestrator-side: the tools use the reminder store
+
+    tools += build_reminder_tools(settings)
     return tools
 
 
