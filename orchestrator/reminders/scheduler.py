@@ -38,6 +38,9 @@ from .webhook import WebhookTarget
 log = logging.getLogger(__name__)
 
 
+_Queue = queue.Queue  # items: (reminder, tick time, tick monotonic, ask) or None to stop a worker
+
+
 @dataclass
 class TickReport:
     claimed: int = 0
@@ -63,9 +66,13 @@ class Scheduler:
             "agent": AgentTarget(self.agents), "webhook": self.webhooks, "chat": self.chat, "jorb": JorbTarget(),
             **(targets or {}),
         }
-        self._queue: queue.Queue[tuple[Reminder, datetime, float, bool] | None] = queue.Queue()
+        self._queue: _Queue = queue.Queue()
         self._workers: list[threading.Thread] = []
+        # One lane (queue + thread) per agent: its fires are serial anyway (ACKs carry no id), and a hung agent
+        # then holds up only its own reminders, not the shared workers.
+        self._lanes: dict[str, _Queue] = {}
         self._inflight = 0
+        self._inflight_ids: set[str] = set()
         self._idle = threading.Condition()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -97,6 +104,8 @@ class Scheduler:
 
     # Running ----------------------------------------------------------------------------------------------
     def start(self) -> None:
+        if self.stopping:
+            raise RuntimeError("this Scheduler was stopped; make a new one to start again")
         if self._loop_thread is not None:
             return
         self._stop.clear()
@@ -131,7 +140,9 @@ class Scheduler:
         self.wait_idle(timeout_s)
         for _ in self._workers:
             self._queue.put(None)
-        self._workers = []
+        for lane in self._lanes.values():
+            lane.put(None)
+        self._workers, self._lanes = [], {}
         self.webhooks.close()
         log.info("scheduler stopped")
 
@@ -149,9 +160,18 @@ class Scheduler:
 
     def _ensure_workers(self) -> None:
         while len(self._workers) < self.cfg.workers:
-            t = threading.Thread(target=self._work, name=f"jarvis-reminders-{len(self._workers)}", daemon=True)
+            t = threading.Thread(target=self._work, args=(self._queue,), name=f"jarvis-reminders-{len(self._workers)}",
+                                 daemon=True)
             self._workers.append(t)
             t.start()
+
+    def _lane(self, command: str) -> _Queue:
+        lane = self._lanes.get(command)
+        if lane is None:
+            lane = self._lanes[command] = queue.Queue()
+            threading.Thread(target=self._work, args=(lane,), name=f"jarvis-agent-lane-{len(self._lanes)}",
+                             daemon=True).start()
+        return lane
 
     def wait_idle(self, timeout_s: float | None = None) -> bool:
         """Wait until no delivery is queued or running (tests, benchmarks, shutdown)."""
@@ -190,12 +210,18 @@ class Scheduler:
 
     def _submit(self, r: Reminder, now: datetime, mono: float, ask: bool = False) -> None:
         with self._idle:
+            if r.id in self._inflight_ids:
+                # Its lease ran out while it still waits here (a very slow target); the queued delivery settles it.
+                log.warning("reminder %s is still being delivered; its lease was renewed", r.id)
+                return
             self._inflight += 1
-        self._queue.put((r, now, mono, ask))
+            self._inflight_ids.add(r.id)
+        lane = self._lane(r.process_name) if r.target_kind == "agent" and not ask and r.process_name else self._queue
+        lane.put((r, now, mono, ask))
 
-    def _work(self) -> None:
+    def _work(self, source: _Queue) -> None:
         while True:
-            item = self._queue.get()
+            item = source.get()
             if item is None:
                 return
             r, now, mono, ask = item
@@ -210,6 +236,7 @@ class Scheduler:
             finally:
                 with self._idle:
                     self._inflight -= 1
+                    self._inflight_ids.discard(r.id)
                     self._idle.notify_all()
 
     def _deliver(self, r: Reminder, clock: datetime) -> None:
