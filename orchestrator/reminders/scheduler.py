@@ -86,9 +86,7 @@ class Scheduler:
                 if self._graph_factory is not None:
                     self._graph = self._graph_factory()
                 else:
-                    from ..graph import build_graph
-
-                    self._graph = build_graph(self.settings)
+                    self._graph = state_only_graph(self.settings)
             return self._graph
 
     def describe(self, value: datetime) -> str:
@@ -287,6 +285,25 @@ class Scheduler:
                         r.id, exc)
         except Exception:  # noqa: BLE001
             log.exception("reminder %s is missed; could not tell the chat", r.id)
+
+
+def state_only_graph(settings: Settings) -> Any:
+    """The chat graph for reading and writing thread state only (`jarvis scheduler` alone): posting a reminder
+    never calls the model, so none is set up (no API key needed, no embedded model server started)."""
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.outputs import ChatResult
+
+    from ..graph import build_graph
+
+    class NoModel(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "none"
+
+        def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+            raise RuntimeError("the reminder scheduler's graph only posts messages; it has no model to call")
+
+    return build_graph(settings, llm=NoModel(), telemetry=False)
 
 
 def start_scheduler(settings: Settings, graph: Any = None) -> Scheduler | None:
