@@ -108,12 +108,14 @@ def static_tools(settings: Settings) -> list[BaseTool]:
 
     from .channels.tools import build_message_tools
     from .jorbs.tools import build_jorb_tools
+    from .reminders.tools import build_reminder_tools
 
     tools: list[BaseTool] = []
     tools += build_fs_tools(settings.fs.roots, settings.fs.max_read_bytes, settings.fs.max_search_results)
     tools += build_time_tools(settings.timezone)
     tools += build_message_tools(settings)
     tools += build_jorb_tools(settings)
+    tools += build_reminder_tools(settings)
     return tools
 
 
