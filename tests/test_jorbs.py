@@ -211,3 +211,26 @@ def test_a_process_killed_mid_script_retries_the_step_without_repeating_side_eff
     assert view.row.status == "done"
     assert [m.text for m in svc.store.messages(jorb_id=row.id, direction="out")] == ["one"]
     assert view.state.script_results[-1].result == "finished"
+
+
+def test_a_reminder_wakes_a_waiting_jorb_with_the_reminder_as_its_event(jarvis_env):
+    from orchestrator.jorbs.tools import service_for
+    from orchestrator.reminders import ReminderRequest, ReminderStore, Scheduler
+    from orchestrator.reminders.models import utcnow
+
+    settings = jarvis_env.settings
+    srv = jarvis_env.server
+    srv.push(step(reasoning="wait until reminded", await_reply=True),
+             step(reasoning="reminded, done", done=True, result="checked in"))
+    svc = service_for(settings)
+    view = svc.create("Check-in", "Wait for the check-in reminder, then finish")
+    assert view.row.status == "awaiting_reply"
+    store = ReminderStore(settings)
+    store.create(ReminderRequest(title="time to check in", when=utcnow().isoformat(), jorb_id=view.row.id))
+    sched = Scheduler(settings, store=store)
+    sched.tick(utcnow())
+    assert sched.wait_idle(30)
+    svc.wait_background()
+    done = svc.view(view.row.id)
+    assert done.row.status == "done" and done.row.result == "checked in"
+    assert "time to check in" in _events(srv)[1] and '"type": "event"' in _events(srv)[1]

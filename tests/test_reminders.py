@@ -163,7 +163,7 @@ def test_skip_and_ask_policies(jarvis_env, waker):
     created = datetime(2030, 1, 9, 12, 0, tzinfo=UTC)
     skip = _daily(store, "skip", "j-skip", created)
     ask = _daily(store, "ask", "j-ask", created)
-    on_time = store.create(ReminderRequest(title="fresh", when="2030-01-12T10:00:00Z", jorb_id="j-fresh"), now=created)
+    store.create(ReminderRequest(title="fresh", when="2030-01-12T10:00:00Z", jorb_id="j-fresh"), now=created)
     posted: list[tuple[str, str]] = []
 
     class Chat:
@@ -192,7 +192,7 @@ def test_skip_and_ask_policies(jarvis_env, waker):
 
 # Jorb target -------------------------------------------------------------------------------------------------
 
-def test_jorb_target_fails_clearly_until_a_waker_is_registered(jarvis_env):
+def test_jorb_target_uses_the_jorbs_service_unless_a_waker_is_registered(jarvis_env):
     settings = settings_for(jarvis_env)
     previous = register_jorb_waker(None)
     try:
@@ -202,7 +202,7 @@ def test_jorb_target_fails_clearly_until_a_waker_is_registered(jarvis_env):
         _fire_all(sched, utcnow())
         failed = store.get(r.id)
         assert failed.status == FAILED and failed.attempts == 1
-        assert "jorbs are not available" in failed.last_error
+        assert "no jorb 'j9'" in failed.last_error  # the real jorbs service: there is no such jorb
 
         w = RecordingWaker()
         register_jorb_waker(w)

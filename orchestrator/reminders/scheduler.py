@@ -63,7 +63,7 @@ class Scheduler:
         self.webhooks = WebhookTarget(self.cfg.webhook_timeout_s, self.cfg.webhook_tries)
         self.chat = ChatTarget(self._chat_graph, self.describe, self.cfg.chat_thread)
         self.targets: dict[str, ReminderTarget] = {
-            "agent": AgentTarget(self.agents), "webhook": self.webhooks, "chat": self.chat, "jorb": JorbTarget(),
+            "agent": AgentTarget(self.agents), "webhook": self.webhooks, "chat": self.chat, "jorb": JorbTarget(settings),
             **(targets or {}),
         }
         self._queue: _Queue = queue.Queue()

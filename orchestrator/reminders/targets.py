@@ -5,14 +5,12 @@ A target's `fire` returns when the reminder was delivered, raises `DeliveryError
 scheduler retries with backoff, or gives up at once when `permanent`), or `DeliveryDeferred` when the target is
 busy and the reminder should wait without using up an attempt.
 
-Jorbs (a later module) receive reminders through a waker: `register_jorb_waker(fn)` where
-`fn(jorb_id, event)` wakes that jorb with the `ReminderEvent` as its current event. Until one is registered,
-reminders for a jorb fail with "jorbs are not available".
+Jorbs receive reminders through the jorbs service (the reminder becomes the jorb's current event).
+`register_jorb_waker(fn)` with `fn(jorb_id, event)` replaces that delivery (tests, embedding applications).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Callable
@@ -74,11 +72,6 @@ JorbWaker = Callable[[str, ReminderEvent], None]
 
 _jorb_waker: JorbWaker | None = None
 _waker_lock = threading.Lock()
-# Imported (when present) before the first jorb reminder fires, so that a module registering a waker at import
-# time is loaded in every process that runs a scheduler (`jarvis run` and `jarvis scheduler` alike).
-WAKER_MODULES = ("orchestrator.jorbs",)
-
-
 def register_jorb_waker(waker: JorbWaker | None) -> JorbWaker | None:
     """Install the function that wakes a jorb with a reminder; returns the previous one. None removes it."""
     global _jorb_waker
@@ -91,32 +84,23 @@ def jorb_waker() -> JorbWaker | None:
     return _jorb_waker
 
 
-def load_waker_modules() -> None:
-    for name in WAKER_MODULES:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:  # the module exists but something it imports is missing: say so
-                log.warning("could not load %s for jorb reminders: %s", name, exc)
-        except Exception as exc:  # noqa: BLE001 - a broken jorbs module must not stop the scheduler
-            log.warning("could not load %s for jorb reminders: %s", name, exc)
-
-
 class JorbTarget:
     kind = "jorb"
 
-    def __init__(self) -> None:
-        self._loaded = False
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+
+    def _wake_with_service(self, jorb_id: str, event: ReminderEvent) -> None:
+        from ..jorbs.service import JorbError
+        from ..jorbs.tools import service_for
+
+        try:
+            service_for(self.settings).deliver_event(jorb_id, event.model_dump(), background=True)
+        except JorbError as exc:  # the jorb has ended: retrying cannot help
+            raise DeliveryError(str(exc), permanent=True) from None
 
     def fire(self, reminder: Reminder) -> None:
-        if not self._loaded:
-            load_waker_modules()
-            self._loaded = True
-        waker = jorb_waker()
-        if waker is None:
-            raise DeliveryError(
-                f"jorbs are not available: nothing in this process can wake jorb {reminder.jorb_id!r} "
-                "(no jorb waker is registered)", permanent=True)
+        waker = jorb_waker() or self._wake_with_service
         try:
             waker(reminder.jorb_id or "", ReminderEvent.of(reminder))
         except (DeliveryError, DeliveryDeferred):
