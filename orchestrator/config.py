@@ -190,6 +190,9 @@ class ChannelsConfig(_Section):
     burst_window_s: float = Field(20.0, ge=0)
     send_per_minute: int = Field(20, ge=1)
     route_min_confidence: float = Field(0.7, ge=0, le=1)
+    user_identities: list[str] = Field(default_factory=list,
+                                       description="your own addresses: a message from one of them is your intervention")
+    default_region: str = Field("US", description="phone numbers without a country code are read in this region")
 
 
 class SchedulerConfig(_Section):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +82,7 @@ class JorbService:
         self.graph = build_jorb_graph(self.rt, checkpointer if checkpointer is not None else make_checkpointer(settings))
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._bursts: dict[str, tuple[threading.Timer | None, float]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._workers = workers
 
@@ -128,6 +130,14 @@ class JorbService:
         return self._pool.submit(work)
 
     def wait_background(self, timeout: float | None = None) -> None:
+        """Wait for pending burst timers and background runs (tests, and a CLI process before it exits)."""
+        while True:
+            with self._locks_guard:
+                timers = [t for t, _ in self._bursts.values() if t is not None]
+            if not timers:
+                break
+            for t in timers:
+                t.join()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -219,16 +229,48 @@ class JorbService:
             return self.run(jorb_id, Command(resume={"type": "wake"}))
         return view
 
-    def inbound(self, channel: str, sender: str, text: str, jorb_id: str | None = None,
-                background: bool = False) -> Route:
-        route = route_inbound(self, channel, sender, text, jorb_id)
+    def inbound(self, channel: str, sender: str, text: str, jorb_id: str | None = None, *, thread_key: str | None = None,
+                external_id: str | None = None, background: bool = False, debounce: bool = False) -> Route:
+        """A message from the world. Routed to its jorb (which wakes: at once, or after the burst window when
+        `debounce`, so that several messages in a row wake it once, together) or kept in the inbox."""
+        route = route_inbound(self, channel, sender, text, jorb_id, thread_key)
         if route.jorb_id:
-            self.reply(route.jorb_id, text, party=sender, channel=channel, background=background,
-                       reasoning=route.reasoning, is_user=route.is_user)
+            row = self.store.get(route.jorb_id)
+            self.store.log_message(direction="in", channel=channel, party=sender, text=text, status="pending",
+                                   jorb_id=row.id, is_user=route.is_user, reasoning=route.reasoning,
+                                   external_id=external_id, thread_key=thread_key)
+            window = self.settings.channels.burst_window_s
+            if debounce and window > 0:
+                self._wake_after_quiet(row.id, window)
+            else:
+                self.wake(row.id, background=background)
         else:
             self.store.log_message(direction="in", channel=channel, party=sender, text=text, status=route.status,
-                                   reasoning=route.reasoning)
+                                   reasoning=route.reasoning, is_user=route.is_user, external_id=external_id,
+                                   thread_key=thread_key)
         return route
+
+    def _wake_after_quiet(self, jorb_id: str, window: float) -> None:
+        """Wake once the sender has been quiet for `window` seconds (at most 3 windows after the first message)."""
+        now = time.monotonic()
+        with self._locks_guard:
+            timer, first = self._bursts.get(jorb_id, (None, now))
+            if timer is not None:
+                timer.cancel()
+            delay = max(0.0, min(window, first + 3 * window - now))
+
+            def fire() -> None:
+                try:
+                    self.wake(jorb_id, background=True)
+                finally:
+                    with self._locks_guard:
+                        if self._bursts.get(jorb_id, (None, 0))[0] is timer:
+                            self._bursts.pop(jorb_id, None)
+
+            timer = threading.Timer(delay, fire)
+            timer.daemon = True
+            self._bursts[jorb_id] = (timer, first)
+            timer.start()
 
     # -- decisions -------------------------------------------------------------------------------------
     def _parked(self, jorb_id: str) -> tuple[JorbView, dict[str, Any]]:

@@ -90,6 +90,18 @@ class JorbStore:
     def open_jorbs(self) -> list[JorbRow]:
         return self.list(statuses=OPEN_STATUSES, limit=100_000)
 
+    def jorb_for_thread(self, channel: str, thread_key: str) -> JorbRow | None:
+        """The open jorb that sent a message in this conversation thread (an email thread, a Telegram chat)."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            jorb_id = s.scalar(select(ChannelMessageRow.jorb_id).where(
+                ChannelMessageRow.direction == "out", ChannelMessageRow.channel == channel,
+                ChannelMessageRow.thread_key == thread_key, ChannelMessageRow.jorb_id.is_not(None))
+                .order_by(ChannelMessageRow.id.desc()).limit(1))
+            if jorb_id is None:
+                return None
+            row = s.get(JorbRow, jorb_id)
+            return row if row is not None and row.status in OPEN_STATUSES else None
+
     # -- channel messages ----------------------------------------------------------------------------
     def log_message(self, *, direction: str, channel: str, party: str, text: str, status: str, jorb_id: str | None = None,
                     reasoning: str | None = None, is_user: bool = False, external_id: str | None = None,
