@@ -17,7 +17,7 @@ def graph_for_thread(chat_graph: Any, settings: Settings, thread_id: str) -> Any
     if thread_id.startswith("jorb:"):
         from .jorbs.tools import service_for
 
-        return service_for(settings).graph
+        return service_for(settings).graph_for(thread_id.split(":", 1)[1])
     return chat_graph
 
 

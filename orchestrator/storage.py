@@ -94,7 +94,7 @@ def dispose_all() -> None:
 
 # Modules whose pydantic models live in checkpoints; only their classes (and LangGraph's own safe types)
 # may be rebuilt from a checkpoint, so a tampered database cannot instantiate arbitrary classes.
-CHECKPOINT_STATE_MODULES = ["orchestrator.state", "orchestrator.jorbs.schema"]
+CHECKPOINT_STATE_MODULES = ["orchestrator.state", "orchestrator.jorbs.schema", "orchestrator.jorbs.mission"]
 
 
 def checkpoint_serde():

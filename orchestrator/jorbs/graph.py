@@ -53,6 +53,14 @@ class JorbRuntime:
     def namespace(self, row: JorbRow) -> Namespace:
         return Namespace(self.catalog.all(), row.context)
 
+    def mission_executor(self, workspace: str) -> ToolExecutor:
+        """An executor over the workspace-confined job tools of a mission, sharing the effects ledger."""
+        from ..catalog import StaticProvider
+        from .mission_tools import mission_tools
+
+        catalog = ToolCatalog([StaticProvider("mission", mission_tools(workspace))])
+        return ToolExecutor(self.settings, catalog, self.executor.ledger)
+
 
 def _usage_tokens(messages: list[Any]) -> int:
     total = 0

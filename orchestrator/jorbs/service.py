@@ -17,6 +17,7 @@ from ..config import Settings
 from ..executor import ToolExecutor
 from ..threads import IDLE, RUNNING, ThreadIndex
 from .graph import JorbRuntime, build_jorb_graph
+from .mission import MissionState, build_mission_graph
 from .models import JorbRow
 from .router import Route, route_inbound
 from .schema import OPEN_STATUSES, JorbState
@@ -33,16 +34,20 @@ class JorbError(Exception):
 class JorbView:
     row: JorbRow
     pending: list[dict[str, Any]] = field(default_factory=list)
-    state: JorbState | None = None
+    state: Any = None  # JorbState, or MissionState for missions
     finished: bool = False  # the graph has nothing left to run
 
     def as_dict(self, full: bool = False) -> dict[str, Any]:
         data = {**self.row.as_dict(), "pending": self.pending}
-        if full and self.state is not None:
+        if full and isinstance(self.state, JorbState):
             data["history"] = [h.model_dump() for h in self.state.history]
             data["script_results"] = [r.model_dump() for r in self.state.script_results]
             data["current_event"] = self.state.current_event
             data["step"] = self.state.step
+        elif full and self.state is not None:
+            data["iteration"] = self.state.iteration
+            data["results"] = [r.model_dump() for r in self.state.results]
+            data["notes"] = [n.model_dump() for n in self.state.notes]
         return data
 
 
@@ -79,7 +84,9 @@ class JorbService:
         self.rt = JorbRuntime(settings=settings, llm=llm or make_chat_model(settings, "primary", streaming=False),
                               catalog=catalog, executor=self.executor, store=self.store, threads=self.threads,
                               spawn=self._spawner)
-        self.graph = build_jorb_graph(self.rt, checkpointer if checkpointer is not None else make_checkpointer(settings))
+        saver = checkpointer if checkpointer is not None else make_checkpointer(settings)
+        self.graph = build_jorb_graph(self.rt, saver)
+        self.mission_graph = build_mission_graph(self.rt, saver)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._bursts: dict[str, tuple[threading.Timer | None, float]] = {}
@@ -96,6 +103,11 @@ class JorbService:
         with self._locks_guard:
             return self._locks.setdefault(jorb_id, threading.Lock())
 
+    def graph_for(self, row: JorbRow | str) -> Any:
+        """The compiled graph a jorb lives in: script jorbs and missions have their own."""
+        mode = row.mode if isinstance(row, JorbRow) else self.store.get(row).mode
+        return self.mission_graph if mode == "mission" else self.graph
+
     def config(self, jorb_id: str) -> dict[str, Any]:
         limit = self.settings.jorbs.max_steps_per_hour * 3 + 50
         return {"configurable": {"thread_id": f"jorb:{jorb_id}"}, "recursion_limit": limit}
@@ -106,7 +118,7 @@ class JorbService:
             row = self.store.get(jorb_id)
             self.threads.touch(row.thread_id, kind="jorb", title=row.name, status=RUNNING)
             try:
-                self.graph.invoke(graph_input, self.config(row.id))
+                self.graph_for(row).invoke(graph_input, self.config(row.id))
             except Exception as exc:
                 log.exception("jorb %s failed", row.id)
                 self.store.update(row.id, status="failed", error=f"{type(exc).__name__}: {exc}")
@@ -178,7 +190,8 @@ class JorbService:
         row = self.store.create(name=name, plan=plan, contacts=contacts, policy=policy, autonomy=autonomy,
                                 context=context, mode=mode, options=options, origin_thread=origin_thread)
         self.threads.touch(row.thread_id, kind="jorb", title=name, status=RUNNING)
-        first = {"jorb_id": row.id, "current_event": {"type": "created", "task": name}}
+        first = ({"jorb_id": row.id} if mode == "mission"
+                 else {"jorb_id": row.id, "current_event": {"type": "created", "task": name}})
         if start:
             if background:
                 self.submit(row.id, first)
@@ -188,10 +201,11 @@ class JorbService:
 
     def view(self, jorb_id: str) -> JorbView:
         row = self.store.get(jorb_id)
-        snapshot = self.graph.get_state(self.config(row.id))
+        snapshot = self.graph_for(row).get_state(self.config(row.id))
         pending = [{"interrupt_id": i.id, **(i.value if isinstance(i.value, dict) else {"value": i.value})}
                    for i in snapshot.interrupts]
-        state = JorbState.model_validate(snapshot.values) if snapshot.values else None
+        state_model = MissionState if row.mode == "mission" else JorbState
+        state = state_model.model_validate(snapshot.values) if snapshot.values else None
         return JorbView(row=row, pending=pending, state=state, finished=not snapshot.next)
 
     def list(self, statuses: tuple[str, ...] | None = None, mode: str | None = None) -> list[JorbRow]:
@@ -341,10 +355,11 @@ class JorbService:
         executed are answered from the effects ledger, not repeated."""
         resumed = []
         for row in self.store.list(statuses=("planning", "running")):
-            snapshot = self.graph.get_state(self.config(row.id))
+            snapshot = self.graph_for(row).get_state(self.config(row.id))
             if snapshot.interrupts:
                 continue
-            graph_input = None if snapshot.next else {"jorb_id": row.id, "current_event": {"type": "created"}}
+            graph_input = None if snapshot.next else (
+                {"jorb_id": row.id} if row.mode == "mission" else {"jorb_id": row.id, "current_event": {"type": "created"}})
             log.info("resuming jorb %s (%s) after a restart", row.id, row.name)
             try:
                 self.run(row.id, graph_input)
