@@ -104,6 +104,7 @@ class FsConfig(_Section):
 class StorageConfig(_Section):
     data_dir: Path = Path("../data")
     url: str | None = Field(None, description="a SQLAlchemy URL (postgresql://...) replacing the SQLite files")
+    keep_checkpoints: int = Field(20, ge=0, description="checkpoints kept per thread after each run (0: all)")
 
 
 class McpConfig(_Section):

@@ -26,6 +26,8 @@ from langgraph.types import Send, interrupt
 from .catalog import ToolCatalog, default_catalog
 from .config import Settings, load_settings
 from .executor import CallContext, ToolExecutor
+from .checkpoint_store import prune_later
+from .history import compact, estimate_tokens
 from .llm import model_config
 from .planner import call_model, step_limit_message, system_prompt
 from .state import Attachment, ConversationState, ToolTask, TurnCount
@@ -100,9 +102,15 @@ def make_nodes(rt: JarvisRuntime):
         if state.turn_steps >= settings.planner.max_steps:
             return {"messages": [step_limit_message(settings)], "stop_reason": "step_limit"}
         tools = rt.tools_for_turn(state)
-        messages = [SystemMessage(content=system_prompt(settings, state)), *state.messages]
+        system = system_prompt(settings, state)
+        folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system)]),
+                         settings.planner.history_token_budget, config)
+        if folded:
+            state = state.model_copy(update=folded)
+            system = system_prompt(settings, state)
+        messages = [SystemMessage(content=system), *state.messages[state.summarized_count:]]
         ai = call_model(rt.llm, tools, messages, config, rt.model_base_url())
-        return {"messages": [ai], "turn_steps": state.turn_steps + 1}
+        return {**folded, "messages": [ai], "turn_steps": state.turn_steps + 1}
 
     def route(state: ConversationState) -> Any:
         last = state.messages[-1] if state.messages else None
@@ -155,6 +163,7 @@ def make_nodes(rt: JarvisRuntime):
 
     def respond(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
         rt.threads.set_status_later(_thread_id(config), IDLE)
+        prune_later(settings, _thread_id(config))
         last = state.messages[-1] if state.messages else None
         if isinstance(last, AIMessage) and not last.tool_calls and not (last.text or "").strip():
             return {"messages": [AIMessage(content="(The model returned an empty answer. Try rephrasing the request.)")]}

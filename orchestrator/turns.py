@@ -20,6 +20,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.types import Command
 
+from .history import INTERNAL_TAG
 from .llm import ModelEndpointError
 from .secrets import redact
 
@@ -48,6 +49,8 @@ def stream_turn(graph: Any, thread_id: str, graph_input: Any) -> Iterator[dict[s
         for mode, data in graph.stream(graph_input, config, stream_mode=["messages", "custom", "updates"]):
             if mode == "messages":
                 chunk, meta = data
+                if INTERNAL_TAG in (meta.get("tags") or []):
+                    continue  # a summary being written, not the answer
                 if meta.get("langgraph_node") == "planner" and isinstance(chunk, AIMessageChunk):
                     text = chunk.text if isinstance(chunk.content, str | list) else ""
                     if text:

@@ -206,7 +206,7 @@ def test_missing_agent_retries_then_fails_and_never_blocks_others(jarvis_env, tm
     r = store.create(ReminderRequest(title="to a gone agent", when=utcnow().isoformat(), process_name=str(agent)))
     agent.unlink()  # deleted after the reminder was made
     ok = store.create(ReminderRequest(title="fine", when=utcnow().isoformat(), process_name=str(good)))
-    sched = make_scheduler(settings, store=store)
+    _scheduler = make_scheduler(settings, store=store)  # kept alive while the test waits
     wait_for(lambda: _status(store, r.id) == FAILED and _status(store, ok.id) == SENT)
     assert "cannot start agent" in store.get(r.id).last_error
 

@@ -64,6 +64,32 @@ def threads_show(ctx: typer.Context, thread_id: str, as_json: bool = typer.Optio
         typer.secho(f"  pending confirmation: {p.get('summary')} (jarvis approve {thread_id})", fg=typer.colors.YELLOW)
 
 
+@threads_app.command("prune")
+def threads_prune(ctx: typer.Context,
+                  keep: int = typer.Option(1, "--keep", min=1, help="checkpoints kept per thread (the newest)"),
+                  thread: str = typer.Option(None, "--thread", help="only this thread (finished or not)"),
+                  vacuum_file: bool = typer.Option(False, "--vacuum", help="also shrink the database file")) -> None:
+    """Remove old checkpoints of finished threads (nothing pending) and report the bytes freed."""
+    from ..checkpoint_store import prune_thread, vacuum
+    from ..confirmations import graph_for_thread
+    from ..threads import ThreadIndex
+
+    st = state(ctx)
+    targets = [thread] if thread else [t.thread_id for t in ThreadIndex(st.settings).list(limit=1_000_000)]
+    graph = st.graph()
+    total = removed = 0
+    for tid in targets:
+        snapshot = graph_for_thread(graph, st.settings, tid).get_state({"configurable": {"thread_id": tid}})
+        if snapshot.next and not thread:
+            continue  # still running or waiting: left alone
+        report = prune_thread(st.settings, tid, keep)
+        total += report.bytes_freed
+        removed += report.checkpoints_removed
+    shrunk = vacuum(st.settings) if vacuum_file else 0
+    typer.echo(f"removed {removed} checkpoints from {len(targets)} threads, freeing {total} bytes"
+               + (f"; the file shrank by {shrunk} bytes" if vacuum_file else ""))
+
+
 @runs_app.command("list")
 def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = typer.Option(None, "--thread"),
               as_json: bool = typer.Option(False, "--json")) -> None:

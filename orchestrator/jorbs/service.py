@@ -13,6 +13,7 @@ from typing import Any
 from langgraph.types import Command
 
 from ..catalog import ToolCatalog, default_catalog
+from ..checkpoint_store import prune_later
 from ..config import Settings
 from ..executor import ToolExecutor
 from ..threads import IDLE, RUNNING, ThreadIndex
@@ -123,6 +124,7 @@ class JorbService:
                 log.exception("jorb %s failed", row.id)
                 self.store.update(row.id, status="failed", error=f"{type(exc).__name__}: {exc}")
                 raise
+            prune_later(self.settings, row.thread_id)
             view = self.view(row.id)
             if self._sync_status(view):
                 view.row = self.store.get(row.id)
