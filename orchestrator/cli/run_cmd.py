@@ -65,4 +65,8 @@ def register(app: typer.Typer) -> None:
         import sys
 
         sys.stdout.flush()
-        server.run(sockets=[sock])
+        try:
+            server.run(sockets=[sock])
+        except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has shut down cleanly
+            pass
+        typer.echo("Jarvis stopped.", err=True)
