@@ -16,6 +16,7 @@ let composerNote;
 let current = null; // thread id shown
 let busy = false;
 let staged = []; // attachments for the next message: {upload_id, name, kind} or {kind: "youtube", ref, name}
+let steps = new Map(); // tool call id -> Step, for the thread shown (history and live events share it)
 
 export function mount(el, shell) {
   ui = shell;
@@ -97,6 +98,7 @@ async function refreshThreads() {
 async function newThread() {
   const { thread_id } = await api("/api/threads", { method: "POST" });
   current = thread_id;
+  steps = new Map();
   history.replaceState(null, "", `#chat/${encodeURIComponent(thread_id)}`);
   clear(log).append(h("p", { class: "empty", text: "Ask Jarvis anything. Drop a PDF or text file on the window to attach it; paste a YouTube link to attach the video." }));
   refreshThreads();
@@ -104,6 +106,7 @@ async function newThread() {
 
 async function openThread(id) {
   current = id;
+  steps = new Map();
   clear(log);
   let thread;
   try {
@@ -133,7 +136,6 @@ function renderHistory(messages, attachments) {
     log.append(h("div", { class: "thread-attachments" }, "Attached: ",
       attachments.map((a) => h("span", { class: `chip ${a.kind}`, text: a.name || a.ref }))));
   }
-  const steps = new Map();
   for (const m of messages) {
     if (m.type === "human") log.append(userBubble(m.content));
     else if (m.type === "ai") {
@@ -154,6 +156,23 @@ function renderHistory(messages, attachments) {
     }
   }
   scroll();
+}
+
+// Calls that ended without a tool_end event (denied, skipped, refused by policy) get their result from the
+// checkpoint once the turn is over.
+async function settleSteps(id) {
+  if (![...steps.values()].some((s) => !s.finished)) return;
+  let thread;
+  try {
+    thread = await api(`/api/threads/${encodeURIComponent(id)}`);
+  } catch (_) {
+    return;
+  }
+  if (current !== id) return;
+  for (const m of thread.messages) {
+    const step = m.type === "tool" ? steps.get(m.tool_call_id) : null;
+    if (step && !step.finished) step.finish(m.status !== "error", m.content);
+  }
 }
 
 function userBubble(text, names = []) {
@@ -185,13 +204,15 @@ class Step {
   }
 
   finish(ok, preview, duration) {
+    this.finished = true;
     this.el.classList.remove("running");
     this.el.classList.add(ok ? "ok" : "failed");
     this.status.textContent = ok ? "done" : "failed";
     if (duration !== undefined) this.duration.textContent = ms(duration);
     this.result.textContent = preview || "";
     this.result.hidden = !preview;
-    if (!ok) {
+    const denied = /^(The user denied|Not done:|Skipped )/.test(preview || "");
+    if (!ok && !denied) {
       this.el.append(h("p", { class: "hint", text: "The tool failed; Jarvis saw this error and may try another way. If it needs you (a missing file, a setting), fix it and ask again." }));
     }
   }
@@ -202,7 +223,6 @@ class Turn {
   constructor() {
     this.bubble = null;
     this.text = "";
-    this.steps = new Map(); // call id -> Step
     this.pending = [];
     this.failed = false;
     this.working = h("div", { class: "working", text: "Jarvis is working…" });
@@ -228,9 +248,12 @@ class Turn {
         break;
       case "tool_call": {
         this.bubble = null;
-        const step = new Step(ev.tool, ev.args);
-        this.steps.set(ev.id, step);
-        this.place(step.el);
+        let step = steps.get(ev.id);
+        if (!step) {
+          step = new Step(ev.tool, ev.args);
+          steps.set(ev.id, step);
+          this.place(step.el);
+        }
         break;
       }
       case "tool_start":
@@ -265,10 +288,10 @@ class Turn {
 
   step(ev) {
     const callId = (ev.key || "").split("|")[2];
-    let step = this.steps.get(callId);
+    let step = steps.get(callId);
     if (!step) {
       step = new Step(ev.tool, ev.args);
-      this.steps.set(callId, step);
+      steps.set(callId, step);
       this.place(step.el);
     }
     return step;
@@ -307,6 +330,7 @@ async function runStream(path, body, method = "POST") {
     sendButton.disabled = false;
   }
   refreshThreads();
+  if (current === id && !turn.pending.length) await settleSteps(id);
   if (current === id && turn.pending.length) await confirm(turn.pending);
 }
 

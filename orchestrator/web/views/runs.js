@@ -61,8 +61,9 @@ async function loadRun(runId) {
   detailEl.append(
     h("h2", { text: `Run ${run.id.slice(0, 8)}` }),
     h("p", {}, `${run.status}, ${ms(run.duration_ms)}, ${run.model_calls} model call(s) (${ms(run.model_ms)}), tokens ${run.prompt_tokens} in / ${run.completion_tokens} out`),
-    run.error ? problem(run.error) : null,
-    h("ol", { class: "timeline" }, run.events.map((e) => h("li", { class: `event ${e.kind} ${e.ok ? "ok" : "failed"}` },
+    run.error ? problem(run.error) : "",
+    // Recorded as each step ends; shown in the order they started.
+    h("ol", { class: "timeline" }, [...run.events].sort((x, y) => x.offset_ms - y.offset_ms).map((e) => h("li", { class: `event ${e.kind} ${e.ok ? "ok" : "failed"}` },
       h("span", { class: "ev-kind", text: e.kind }),
       h("span", { class: "ev-name", text: e.name }),
       h("span", { class: "bar-wrap" }, bar(e.offset_ms / total, e.duration_ms / total)),

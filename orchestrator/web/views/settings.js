@@ -60,7 +60,7 @@ async function loadInfo() {
       ". Data folder: ", h("code", { text: s.data_dir }),
       `. Server on ${s.server.host}:${s.server.port}; uploads up to ${s.server.max_upload_mb} MB.`),
     h("p", { class: "muted", text: "Edit the file and restart `jarvis run` to change settings; secrets are shown masked." }),
-    s.config_text !== null ? h("pre", { class: "config", text: s.config_text }) : null,
+    s.config_text !== null ? h("pre", { class: "config", text: s.config_text }) : "",
     h("details", {}, h("summary", {}, "effective settings (after defaults and profile)"), h("pre", { class: "config", text: json(s.effective) })),
   );
 }
