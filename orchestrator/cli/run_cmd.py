@@ -40,17 +40,17 @@ def register(app: typer.Typer) -> None:
             if bound in ("0.0.0.0", "::") and not settings.server.allowed_hosts:
                 typer.secho("  Requests are only accepted under loopback names; list the names other machines use "
                             "in server.allowed_hosts.", err=True, fg=typer.colors.RED)
+        try:
+            sock = bind_socket(bound, settings.server.port)
+        except OSError as exc:
+            fail(f"cannot listen on {bound}:{settings.server.port}: {exc.strerror or exc}. Stop the other program, or "
+                 "pick another port with --port or server.port.")
         ok, message = check_endpoint(settings)
         if not ok:
             typer.secho(f"model endpoint: {message} (the UI shows this too; chats fail until it answers)",
                         err=True, fg=typer.colors.YELLOW)
         graph = st.graph()
         token = load_or_create_token(settings)
-        try:
-            sock = bind_socket(bound, settings.server.port)
-        except OSError as exc:
-            fail(f"cannot listen on {bound}:{settings.server.port}: {exc.strerror or exc}. Stop the other program, or "
-                 "pick another port with --port or server.port.")
         app = create_app(settings, graph, token=token, services=[] if no_services else None)
         server = make_server(app, sock)
         real_port = sock.getsockname()[1]
