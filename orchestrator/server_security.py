@@ -17,7 +17,6 @@ import json
 import logging
 import os
 import secrets
-from collections.abc import Iterable
 from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
@@ -105,7 +104,8 @@ class Guard:
         self.names = allowed_host_names(settings)
 
     def allowed_authorities(self) -> set[str]:
-        return {f"{n}:{self.port}" for n in self.names} | ({n for n in self.names} if self.port == 80 else set())
+        names = {f"{n}:{self.port}" for n in self.names}
+        return names | self.names if self.port == 80 else names  # browsers leave out the default port
 
     def host_ok(self, host: str | None) -> bool:
         return bool(host) and host.lower() in self.allowed_authorities()
@@ -184,7 +184,7 @@ class GuardMiddleware:
             return
 
         if path.startswith(PUBLIC_PREFIXES):
-            await self.app(scope, receive, _with_headers(send, []))
+            await self.app(scope, receive, _with_headers(send))
             return
 
         query = _query(scope)
@@ -205,7 +205,7 @@ class GuardMiddleware:
             await _refuse(send, 401, "Missing or wrong access token: open the URL printed by `jarvis run` "
                                      "(it ends with ?token=...), or send Authorization: Bearer TOKEN.", html=wants_html)
             return
-        await self.app(scope, receive, _with_headers(send, []))
+        await self.app(scope, receive, _with_headers(send))
 
 
 def _query(scope: dict[str, Any]) -> dict[str, str]:
@@ -215,15 +215,14 @@ def _query(scope: dict[str, Any]) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(raw).items() if v}
 
 
-def _with_headers(send: Any, extra: Iterable[tuple[bytes, bytes]]) -> Any:
-    extra_list = list(extra)
+def _with_headers(send: Any) -> Any:
+    """Add the security headers to every response the app sends."""
 
     async def wrapped(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
             present = {k.lower() for k, _ in message.get("headers", [])}
             message = dict(message)
-            message["headers"] = [*message.get("headers", []),
-                                  *[h for h in SECURITY_HEADERS if h[0] not in present], *extra_list]
+            message["headers"] = [*message.get("headers", []), *[h for h in SECURITY_HEADERS if h[0] not in present]]
         await send(message)
 
     return wrapped

@@ -6,13 +6,12 @@ from __future__ import annotations
 import threading
 import time
 
-import httpx
 import pytest
 from fpdf import FPDF
 
 from integrations.base import make_tool
 from tests.conftest import answer, tool_call
-from tests.ui_server import parse_sse, start_ui, ui_server  # noqa: F401 - fixture
+from tests.ui_server import start_ui, ui_server  # noqa: F401 - fixture
 
 
 def kinds(events):
@@ -207,7 +206,9 @@ def test_unreachable_model_says_what_to_do(jarvis_env):
         assert "Cannot reach the model endpoint at http://127.0.0.1:9/v1" in err["message"]
         assert "models.primary.base_url" in err["message"]
         with server.client() as c:
-            health = c.get("/api/settings/health").json()["models"][0]
+            body = c.get("/api/settings/health").json()
+        assert body["sections"] == []
+        health = body["models"][0]
         assert health["ok"] is False and "models.primary.base_url" in health["fix"]
 
 
@@ -327,11 +328,33 @@ def test_runs_and_settings(ui_server):
         assert "test" not in settings["config_text"].split("api_key")[1].splitlines()[0]
         assert settings["effective"]["models"]["primary"]["api_key"] == "********"
         assert settings["server"]["port"] == int(ui_server.url.rsplit(":", 1)[1])
-        health = c.get("/api/settings/health").json()["models"]
+        body = c.get("/api/settings/health").json()
+        assert body["sections"] == []
+        health = body["models"]
         assert health == [{"role": "primary", "base_url": ui_server.env.server.base_url, "model": "scripted-model",
                            "ok": True, "message": f"{ui_server.env.server.base_url} answers (scripted-model)", "fix": None}]
         views = [v["name"] for v in c.get("/api/views").json()]
         assert views == ["chat", "tools", "runs", "settings"]
+
+
+def test_health_sections_plug_in(ui_server):
+    from orchestrator.api import settings as settings_api
+
+    def mcp_servers(ctx):
+        return {"title": "MCP servers", "items": [{"name": "browser-use", "ok": False, "message": "exited with 1",
+                                                    "fix": "see mcp/browser-use.toml"}]}
+
+    def broken(ctx):
+        raise RuntimeError("boom")
+
+    settings_api.HEALTH_CHECKS[:] = [mcp_servers, broken]
+    try:
+        with ui_server.client() as c:
+            sections = c.get("/api/settings/health").json()["sections"]
+    finally:
+        settings_api.HEALTH_CHECKS.clear()
+    assert sections[0]["title"] == "MCP servers" and sections[0]["items"][0]["ok"] is False
+    assert sections[1]["title"] == "broken" and "RuntimeError: boom" in sections[1]["items"][0]["message"]
 
 
 def test_bad_requests_get_clear_errors(ui_server):
@@ -356,4 +379,3 @@ def test_secret_masking():
     text = 'primary: {base_url: "http://x/v1", api_key: "sk-abc123"}\n  api_key: plain\n  api_key: {secret: openai}\n'
     masked = mask_text(text)
     assert "sk-abc123" not in masked and "plain" not in masked and "{secret: openai}" in masked
-    assert httpx  # imported for the fixtures' clients

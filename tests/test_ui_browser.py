@@ -130,6 +130,31 @@ def test_deny_a_confirmation_after_a_reload(open_ui):
     assert page.js_errors == []
 
 
+def test_a_call_that_may_have_happened_asks_approve_again_or_skip(open_ui):
+    from orchestrator.ledger import EffectsLedger
+    from tests.test_server_api import _ask_to_write, ledger_owned_by_dead_process
+
+    page, server = open_ui()
+    target, asked = _ask_to_write(server, "web-doubt")
+    ledger = EffectsLedger(server.env.settings)
+    ledger.begin(asked["key"], "web-doubt", "fs_write_text", {"path": str(target), "content": "hello"}, ["fs_write"])
+    with ledger_owned_by_dead_process(ledger, asked["key"]):  # as if Jarvis died in the middle of the call
+        events = server.stream("/api/threads/web-doubt/resume", {"decisions": {asked["interrupt_id"]: {"decision": "approve"}}})
+    assert any(e.get("kind") == "in_doubt" for e in events)
+    page.goto(f"{server.url}/#chat/web-doubt")
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for()
+    assert "May have happened: fs_write_text" in dialog.inner_text() and "null" not in dialog.inner_text()
+    assert dialog.get_by_role("button", name="Edit").count() == 0
+    assert dialog.get_by_role("button", name="Skip").is_visible()
+    shot(page, "in-doubt")
+    server.env.server.push(answer("Ran it again."))
+    dialog.get_by_role("button", name="Approve again").click()  # sends the question's key
+    page.locator(".msg.assistant", has_text="Ran it again.").wait_for()
+    assert target.read_text() == "hello"
+    assert page.js_errors == []
+
+
 def test_edit_the_arguments_before_approving(open_ui):
     page, server = open_ui()
     target = server.env.root / "edit.txt"

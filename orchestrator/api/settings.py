@@ -3,7 +3,9 @@ GET /api/settings/health (model endpoints, checked with GET /models; slow when o
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends
@@ -11,7 +13,13 @@ from fastapi import APIRouter, Depends
 from ..llm import check_endpoint, model_config
 from . import AppContext, View, app_context
 
+log = logging.getLogger(__name__)
 router = APIRouter()
+
+# More health sections for the Settings view (MCP servers, channels...): callables (ctx) -> {"title": str,
+# "items": [{"name", "ok", "message", "fix"}]}. A module of this package can append to it when it is imported,
+# e.g. orchestrator/api/mcp.py: `HEALTH_CHECKS.append(mcp_servers_health)`; the page renders them as they come.
+HEALTH_CHECKS: list[Callable[[AppContext], dict[str, Any]]] = []
 
 _SECRET_KEYS = re.compile(r"(api_key|token|password|secret|client_secret)$", re.I)
 # `key: value` / `key: "value"` in block or flow style; `{secret: NAME}` / `{env: VAR}` references are kept.
@@ -62,7 +70,15 @@ def health(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
         models.append({"role": role, "base_url": cfg.base_url, "model": cfg.model, "ok": ok, "message": message,
                        "fix": None if ok else f"Start the model server, or change models.{role}.base_url / "
                                               f"models.{role}.model in the config file and restart `jarvis run`."})
-    return {"models": models}
+    sections = []
+    for check in HEALTH_CHECKS:
+        try:
+            sections.append(check(ctx))
+        except Exception as exc:  # noqa: BLE001 - one failing check is itself reported
+            log.exception("health check %s failed", getattr(check, "__name__", check))
+            sections.append({"title": getattr(check, "__name__", "health check"), "items": [
+                {"name": "check", "ok": False, "message": f"{type(exc).__name__}: {exc}", "fix": None}]})
+    return {"models": models, "sections": sections}
 
 
 VIEW = View(name="settings", title="Settings", router=router, order=90)

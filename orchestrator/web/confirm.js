@@ -49,7 +49,7 @@ function ask(item, index, total) {
     const editButton = inDoubt ? null : h("button", { type: "button", onclick: edit }, "Edit");
     const denyButton = h("button", { type: "button", class: "danger", onclick: deny }, inDoubt ? "Skip" : "Deny");
 
-    dialog.append(
+    dialog.append(...[
       h("h2", { id: "confirm-title" },
         inDoubt ? `May have happened: ${item.tool}` : `Confirm: ${item.tool}`,
         total > 1 ? h("span", { class: "count", text: ` (${index + 1} of ${total})` }) : null),
@@ -64,7 +64,7 @@ function ask(item, index, total) {
       inDoubt ? null : h("label", { for: "confirm-deny-reason", class: "small" }, "Reason if you deny"),
       inDoubt ? null : reason,
       h("div", { class: "actions" }, approveButton, editButton, denyButton),
-    );
+    ].filter(Boolean));
     dialog.addEventListener("cancel", (ev) => {
       ev.preventDefault();
       finish(null);

@@ -32,6 +32,15 @@ async function loadHealth() {
       h("strong", { text: ` ${m.role}` }), ` ${m.model} at ${m.base_url}`,
       m.ok ? null : problem(`${m.message} ${m.fix || ""}`)));
   }
+  for (const section of health.sections || []) {
+    healthEl.append(h("h2", { text: section.title }));
+    for (const item of section.items || []) {
+      healthEl.append(h("div", { class: `endpoint ${item.ok ? "ok" : "down"}` },
+        h("span", { class: `badge ${item.ok ? "ok" : "down"}`, text: item.ok ? "healthy" : "unhealthy" }),
+        h("strong", { text: ` ${item.name}` }), item.ok && item.message ? ` ${item.message}` : "",
+        item.ok ? null : problem(`${item.message || ""} ${item.fix || ""}`)));
+    }
+  }
 }
 
 async function loadInfo() {
