@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 # "module:callable" factories; each callable takes Settings and returns a service or None (disabled).
 SERVICE_FACTORIES: list[str] = [
     "orchestrator.services:recover_in_doubt_service",
+    "orchestrator.services:reminder_scheduler_service",
+    "orchestrator.services:telegram_inbound_service",
 ]
 
 
@@ -138,6 +140,8 @@ class ServiceManager:
                     state, detail = "failed", service.error
                 elif service.thread is not None and not service.thread.is_alive():
                     state = "finished"
+            elif service is not None and state == "running" and hasattr(service, "detail"):
+                detail = service.detail()  # e.g. the last error of a poller that keeps retrying
             out.append({"name": status.name, "state": state, "detail": detail})
         return out
 
@@ -155,3 +159,53 @@ def recover_in_doubt_service(settings: Settings) -> ThreadService:
             log.info("%d thread(s) have a call that may have happened; they wait for the user", count)
 
     return ThreadService("recover-in-doubt", run)
+
+
+class _StartStop:
+    """Adapts an object with blocking start()/stop() (the scheduler, pollers) to a BackgroundService."""
+
+    def __init__(self, name: str, start: Callable[[ServiceContext], Any], detail: Callable[[Any], str | None] | None = None):
+        self.name = name
+        self._start = start
+        self._detail = detail
+        self.running: Any = None
+
+    async def start(self, ctx: ServiceContext) -> None:
+        self.running = await asyncio.to_thread(self._start, ctx)
+
+    async def stop(self) -> None:
+        if self.running is not None:
+            await asyncio.to_thread(self.running.stop)
+
+    def detail(self) -> str | None:
+        return self._detail(self.running) if self._detail and self.running is not None else None
+
+
+def reminder_scheduler_service(settings: Settings) -> _StartStop | None:
+    """Fires due reminders (orchestrator/reminders) into agents, webhooks, jorbs and chat threads."""
+    if not settings.scheduler.enabled:
+        return None
+
+    def start(ctx: ServiceContext) -> Any:
+        from .reminders.scheduler import start_scheduler
+
+        return start_scheduler(ctx.settings, ctx.graph)
+
+    return _StartStop("reminder-scheduler", start)
+
+
+def telegram_inbound_service(settings: Settings) -> _StartStop | None:
+    """Long-polls Telegram and routes each allowed message to its jorb, or to the inbox."""
+    if not settings.channels.telegram.enabled:
+        return None
+
+    def start(ctx: ServiceContext) -> Any:
+        from .channels.telegram import TelegramPoller
+        from .jorbs.tools import service_for
+
+        jorbs = service_for(ctx.settings)
+        # A burst of messages wakes a jorb once (debounce); the jorb's step runs off the poller's thread.
+        deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
+        return TelegramPoller(ctx.settings, deliver).start()
+
+    return _StartStop("telegram-inbound", start, detail=lambda poller: poller.last_error)
