@@ -118,6 +118,8 @@ class ServerConfig(_Section):
     port: int = Field(8765, ge=0, le=65535)
     max_upload_mb: int = Field(50, gt=0)
     open_browser: bool = False
+    # Extra names the UI may be reached by (Host/Origin checks), e.g. a LAN address when host is 0.0.0.0.
+    allowed_hosts: list[str] = Field(default_factory=list)
 
 
 class SandboxConfig(_Section):
