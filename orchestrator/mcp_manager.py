@@ -1,0 +1,501 @@
+"""Long-lived MCP sessions, one per server, on the background event loop (orchestrator/aio.py).
+
+Each server has a runner task that starts it (a child process over stdio, or an HTTP/SSE connection), holds one
+`mcp.ClientSession` open for every call, and watches it. A server that fails to start, exits, writes something
+that is not JSON-RPC on its stdout, or lets a call run past `timeout_s` is marked unhealthy with the reason and
+restarted with exponential backoff (`mcp.restart_backoff_s` doubling up to `mcp.max_restart_backoff_s`); the
+other servers are not touched. A call to an unhealthy server fails at once with a ToolError saying why, so the
+planner gets an error ToolMessage, never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import threading
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession, McpError, StdioServerParameters
+from mcp import types as mt
+from mcp.client.stdio import stdio_client
+from mcp.shared.session import RequestResponder
+
+from integrations.base import ToolError
+
+from . import secrets
+from .aio import background_loop, run_sync
+from .config import Settings
+from .mcp_config import LoadedServers, ServerConfig, load_servers
+
+log = logging.getLogger(__name__)
+
+_REQUEST_TIMEOUT = 408  # what the SDK raises when read_timeout_seconds passes
+_CONNECTION_CLOSED = mt.CONNECTION_CLOSED
+
+
+class State(str, Enum):
+    DISABLED = "disabled"
+    UNAVAILABLE = "unavailable"
+    BROKEN = "broken"  # its TOML file was refused
+    STOPPED = "stopped"
+    STARTING = "starting"
+    READY = "ready"
+    UNHEALTHY = "unhealthy"
+
+
+@dataclass
+class ServerStatus:
+    name: str
+    state: str
+    tools: int
+    last_error: str | None
+    restarts: int
+    description: str = ""
+    source: str | None = None
+    next_restart_in_s: float | None = None
+    log_file: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Server:
+    cfg: ServerConfig
+    state: State = State.STOPPED
+    tools: list[mt.Tool] = field(default_factory=list)
+    session: ClientSession | None = None
+    generation: int = 0  # increases on every successful start
+    last_error: str | None = None
+    restarts: int = 0
+    next_restart_at: float | None = None
+    task: asyncio.Task | None = None
+    stopping: bool = False
+    trouble: asyncio.Event | None = None
+    trouble_reason: str | None = None
+    ready: asyncio.Event | None = None  # set after the first attempt, ready or not
+    log_path: Path | None = None
+
+
+class McpManager:
+    """All configured MCP servers of one `mcp.dir`. Thread-safe: sync methods hop to the background loop."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.mcp_dir = Path(settings.mcp.dir)
+        self.log_dir = settings.data_dir / "mcp"
+        self._servers: dict[str, _Server] = {}
+        self._config_errors: dict[str, str] = {}
+        self._signature: tuple | None = None
+        self._checked_at = 0.0
+        self._lock = threading.Lock()
+        self.listeners: list[Any] = []  # called with the server name when its tools change
+        self.refresh_config(force=True)
+
+    # -- configuration ------------------------------------------------------------------------------
+    def _dir_signature(self) -> tuple:
+        if not self.mcp_dir.is_dir():
+            return ()
+        return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in self.mcp_dir.glob("*.toml")))
+
+    def refresh_config(self, force: bool = False) -> bool:
+        """Re-read mcp.dir when a file was added, changed or removed (checked at most once a second)."""
+        now = time.monotonic()
+        if not force and now - self._checked_at < 1.0:
+            return False
+        self._checked_at = now
+        signature = self._dir_signature()
+        if signature == self._signature:
+            return False
+        loaded: LoadedServers = load_servers(self.mcp_dir)
+        with self._lock:
+            self._signature = signature
+            self._config_errors = loaded.errors
+            for name in list(self._servers):
+                old = self._servers[name]
+                new = loaded.servers.get(name)
+                if new is None or new.model_dump() != old.cfg.model_dump():
+                    self._stop_server(old)
+                    del self._servers[name]
+            for name, cfg in loaded.servers.items():
+                if name not in self._servers:
+                    srv = _Server(cfg)
+                    srv.state = self._initial_state(cfg)
+                    self._servers[name] = srv
+        return True
+
+    @staticmethod
+    def _initial_state(cfg: ServerConfig) -> State:
+        if not cfg.enabled:
+            return State.DISABLED
+        return State.UNAVAILABLE if cfg.availability() else State.STOPPED
+
+    def configs(self) -> dict[str, ServerConfig]:
+        return {name: srv.cfg for name, srv in self._servers.items()}
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def ensure_started(self, wait_s: float = 0.0, names: list[str] | None = None) -> None:
+        """Start the runner of every enabled, available server not running yet; optionally wait for them."""
+        self.refresh_config()
+        with self._lock:
+            todo = [s for n, s in self._servers.items() if (names is None or n in names)
+                    and s.state == State.STOPPED and s.task is None]
+        on_loop = _on_background_loop()
+        for srv in todo:
+            if on_loop:
+                asyncio.get_running_loop().create_task(self._spawn(srv))
+            else:
+                run_sync(self._spawn(srv))
+        if wait_s > 0 and not on_loop:
+            targets = [s for n, s in self._servers.items() if names is None or n in names]
+            run_sync(self._wait_first_attempts(targets, wait_s))
+
+    async def _spawn(self, srv: _Server) -> None:
+        if srv.task is None:
+            srv.stopping = False
+            srv.ready = asyncio.Event()
+            srv.task = asyncio.get_running_loop().create_task(self._run(srv), name=f"mcp-{srv.cfg.name}")
+
+    @staticmethod
+    async def _wait_first_attempts(servers: list[_Server], timeout: float) -> None:
+        events = [s.ready for s in servers if s.ready is not None]
+        if events:
+            await asyncio.wait([asyncio.ensure_future(e.wait()) for e in events], timeout=timeout)
+
+    def _stop_server(self, srv: _Server) -> None:
+        srv.stopping = True
+        if srv.task is not None and not srv.task.done():
+            loop = background_loop()
+
+            async def _stop() -> None:
+                if srv.trouble is not None:
+                    srv.trouble.set()
+                try:
+                    await asyncio.wait_for(asyncio.shield(srv.task), timeout=5)  # type: ignore[arg-type]
+                except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+                    srv.task.cancel()  # type: ignore[union-attr]
+
+            try:
+                asyncio.run_coroutine_threadsafe(_stop(), loop).result(10)
+            except Exception:  # noqa: BLE001 - shutting down: nothing left to report to
+                pass
+        srv.task = None
+        srv.session = None
+        if srv.state not in (State.DISABLED, State.UNAVAILABLE):
+            srv.state = State.STOPPED
+
+    def shutdown(self) -> None:
+        with self._lock:
+            servers = list(self._servers.values())
+        for srv in servers:
+            self._stop_server(srv)
+
+    async def _run(self, srv: _Server) -> None:
+        """Start, serve, and restart with backoff until stopped."""
+        cfg = self.settings.mcp
+        backoff = cfg.restart_backoff_s
+        while not srv.stopping:
+            srv.state = State.STARTING
+            started = time.monotonic()
+            try:
+                await self._session_lifetime(srv)
+            except Exception as exc:  # noqa: BLE001 - any failure to start is a reason, not a crash
+                srv.trouble_reason = srv.trouble_reason or _describe(exc, srv)
+            srv.session = None
+            if srv.ready is not None:
+                srv.ready.set()
+            if srv.stopping:
+                break
+            if time.monotonic() - started > 60:  # it ran fine for a while: start the backoff over
+                backoff = cfg.restart_backoff_s
+            srv.state = State.UNHEALTHY
+            srv.last_error = srv.trouble_reason or "the server stopped"
+            srv.restarts += 1
+            srv.next_restart_at = time.monotonic() + backoff
+            log.warning("MCP server %s is unhealthy (%s); restarting in %.1f s", srv.cfg.name, srv.last_error, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, cfg.max_restart_backoff_s)
+        srv.next_restart_at = None
+        srv.state = State.STOPPED
+
+    async def _session_lifetime(self, srv: _Server) -> None:
+        cfg = srv.cfg
+        srv.trouble = asyncio.Event()
+        srv.trouble_reason = None
+        async with AsyncExitStack() as stack:
+            read, write = await self._open_transport(srv, stack)
+            # Forward what the transport reads, so a closed stream (the process exited) or a line that is not
+            # JSON-RPC (garbage on stdout) is seen at once, not only by the next call.
+            fwd_send, fwd_recv = anyio.create_memory_object_stream[Any](0)
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            tg.start_soon(self._forward, srv, read, fwd_send)
+            session = await stack.enter_async_context(
+                ClientSession(fwd_recv, write, message_handler=self._message_handler(srv))
+            )
+            with anyio.fail_after(cfg.startup_timeout_s):
+                await session.initialize()
+                tools = await _list_all_tools(session)
+            srv.tools = tools
+            srv.session = session
+            srv.generation += 1
+            srv.state = State.READY
+            srv.last_error = None
+            srv.next_restart_at = None
+            if srv.ready is not None:
+                srv.ready.set()
+            self._notify(srv.cfg.name)
+            log.info("MCP server %s ready with %d tools", cfg.name, len(tools))
+            await srv.trouble.wait()
+            srv.session = None
+            tg.cancel_scope.cancel()
+
+    async def _open_transport(self, srv: _Server, stack: AsyncExitStack) -> tuple[Any, Any]:
+        cfg = srv.cfg
+        if cfg.transport == "stdio":
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            srv.log_path = self.log_dir / f"{cfg.name}.log"
+            errlog = stack.enter_context(open(srv.log_path, "a", encoding="utf-8"))  # the server's stderr
+            errlog.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {cfg.command} {' '.join(cfg.args)}\n")
+            errlog.flush()
+            env = {k: secrets.resolve(v, what=f"{cfg.name} env {k}") or "" for k, v in cfg.env.items()}
+            params = StdioServerParameters(command=cfg.command or "", args=cfg.args, env=env or None, cwd=cfg.cwd)
+            return await stack.enter_async_context(stdio_client(params, errlog=errlog))
+        headers = {k: secrets.resolve(v, what=f"{cfg.name} header {k}") or "" for k, v in cfg.headers.items()}
+        if cfg.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            return await stack.enter_async_context(sse_client(cfg.url or "", headers=headers or None,
+                                                               timeout=cfg.startup_timeout_s))
+        from mcp.client.streamable_http import streamablehttp_client
+
+        read, write, _ = await stack.enter_async_context(
+            streamablehttp_client(cfg.url or "", headers=headers or None, timeout=cfg.startup_timeout_s))
+        return read, write
+
+    async def _forward(self, srv: _Server, source: Any, sink: Any) -> None:
+        async with sink:
+            try:
+                async for item in source:
+                    if isinstance(item, Exception):
+                        self._trouble(srv, srv.generation,
+                                      f"it wrote something that is not JSON-RPC on its stdout ({_short(str(item), 160)})")
+                        continue
+                    await sink.send(item)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+                pass
+        if not srv.stopping:
+            self._trouble(srv, srv.generation, "the server exited" + self._stderr_tail(srv))
+
+    def _message_handler(self, srv: _Server):
+        async def handle(message: Any) -> None:
+            if isinstance(message, mt.ServerNotification) and isinstance(message.root, mt.ToolListChangedNotification):
+                if srv.session is not None:
+                    srv.tools = await _list_all_tools(srv.session)
+                    self._notify(srv.cfg.name)
+            elif isinstance(message, Exception):
+                log.debug("MCP server %s: %s", srv.cfg.name, message)
+            elif isinstance(message, RequestResponder):
+                pass  # sampling/elicitation are not offered; the SDK answers them with an error
+
+        return handle
+
+    def _trouble(self, srv: _Server, generation: int, reason: str) -> None:
+        """Mark the running session of `generation` as failed; its runner tears it down and restarts it."""
+        if srv.generation != generation or srv.trouble is None or srv.trouble.is_set():
+            return
+        srv.trouble_reason = reason
+        srv.last_error = reason
+        srv.state = State.UNHEALTHY
+        srv.trouble.set()
+
+    def _stderr_tail(self, srv: _Server, lines: int = 3) -> str:
+        if srv.log_path is None or not srv.log_path.exists():
+            return ""
+        try:
+            text = srv.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return ""
+        tail = [line for line in text if line.strip() and not line.startswith("--- ")][-lines:]
+        return f" (stderr: {_short(' | '.join(tail), 300)})" if tail else ""
+
+    def _notify(self, name: str) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(name)
+            except Exception:  # noqa: BLE001
+                log.debug("MCP listener failed", exc_info=True)
+
+    # -- calls ------------------------------------------------------------------------------------------
+    async def call_tool(self, server: str, tool: str, arguments: dict[str, Any] | None,
+                        progress_callback: Any = None) -> mt.CallToolResult:
+        """One tool call on the server's live session (background loop). Failures raise ToolError."""
+        srv = self._servers.get(server)
+        if srv is None:
+            raise ToolError(f"there is no MCP server named {server!r} (see `jarvis mcp status`)")
+        if srv.state in (State.STOPPED,) and srv.task is None:
+            await self._spawn(srv)
+        if srv.state in (State.DISABLED, State.UNAVAILABLE, State.BROKEN):
+            raise ToolError(f"the MCP server {server} is {srv.state.value}: {self.reason(server)}")
+        if srv.state == State.STARTING and srv.ready is not None:
+            try:
+                await asyncio.wait_for(srv.ready.wait(), timeout=srv.cfg.startup_timeout_s)
+            except asyncio.TimeoutError:
+                pass
+        session, generation = srv.session, srv.generation
+        if srv.state != State.READY or session is None:
+            when = ""
+            if srv.next_restart_at is not None:
+                when = f"; it restarts in {max(0.0, srv.next_restart_at - time.monotonic()):.0f} s"
+            raise ToolError(f"the MCP server {server} is not available ({srv.last_error or srv.state.value}){when}. "
+                            "Try again later or use another tool; `jarvis mcp status` shows the details.")
+        timeout = srv.cfg.timeout_s
+        trouble = srv.trouble
+        call = asyncio.ensure_future(session.call_tool(tool, arguments or {}, progress_callback=progress_callback,
+                                                       read_timeout_seconds=timedelta(seconds=timeout)))
+        # Race the call against the session failing (exit, garbage): a dead server must not cost a timeout.
+        watcher = asyncio.ensure_future(trouble.wait()) if trouble is not None else None
+        try:
+            done, _ = await asyncio.wait({call, watcher} if watcher else {call}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            call.cancel()
+            raise
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+        if call not in done:
+            call.cancel()
+            reason = srv.trouble_reason or "the server stopped"
+            raise ToolError(f"the MCP server {server} failed during {tool}: {reason}; it is being restarted")
+        try:
+            return call.result()
+        except McpError as exc:
+            code = exc.error.code
+            if code == _REQUEST_TIMEOUT:
+                reason = f"{tool} did not answer within {timeout:g} s (timeout_s)"
+                self._trouble(srv, generation, reason)
+                raise ToolError(f"the MCP server {server} timed out: {reason}; it is being restarted") from None
+            if code == _CONNECTION_CLOSED:
+                await asyncio.sleep(0)  # let the forwarder record why the connection closed
+                reason = srv.trouble_reason or "the server exited during the call"
+                self._trouble(srv, generation, reason)
+                raise ToolError(f"the MCP server {server} failed during {tool}: {reason}; it is being restarted") from None
+            raise ToolError(f"the MCP server {server} refused {tool}: {exc.error.message}") from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            reason = srv.trouble_reason or f"its connection closed ({type(exc).__name__})"
+            self._trouble(srv, generation, reason)
+            raise ToolError(f"the MCP server {server} failed during {tool}: {reason}; it is being restarted") from None
+
+    # -- inspection -----------------------------------------------------------------------------------
+    def reason(self, name: str) -> str | None:
+        srv = self._servers.get(name)
+        if srv is None:
+            return self._config_errors.get(name)
+        if srv.state == State.DISABLED:
+            return f"enabled = false in {srv.cfg.source}"
+        if srv.state == State.UNAVAILABLE:
+            return srv.cfg.availability()
+        return srv.last_error
+
+    def ready_servers(self) -> list[tuple[ServerConfig, list[mt.Tool], int]]:
+        """(config, tools, generation) of every server with a live session."""
+        with self._lock:
+            return [(s.cfg, list(s.tools), s.generation) for s in self._servers.values() if s.state == State.READY]
+
+    def tools_of(self, name: str) -> list[mt.Tool]:
+        srv = self._servers.get(name)
+        return list(srv.tools) if srv is not None else []
+
+    def state_of(self, name: str) -> State | None:
+        srv = self._servers.get(name)
+        return srv.state if srv is not None else None
+
+    def status(self) -> list[ServerStatus]:
+        self.refresh_config()
+        out: list[ServerStatus] = []
+        with self._lock:
+            servers = list(self._servers.values())
+        for srv in servers:
+            nxt = srv.next_restart_at
+            out.append(ServerStatus(
+                name=srv.cfg.name, state=srv.state.value, tools=len(srv.tools) if srv.state == State.READY else 0,
+                last_error=self.reason(srv.cfg.name) if srv.state != State.READY else None, restarts=srv.restarts,
+                description=srv.cfg.description, source=str(srv.cfg.source) if srv.cfg.source else None,
+                next_restart_in_s=round(max(0.0, nxt - time.monotonic()), 1) if nxt is not None else None,
+                log_file=str(srv.log_path) if srv.log_path else None,
+            ))
+        for name, error in self._config_errors.items():
+            out.append(ServerStatus(name=name, state=State.BROKEN.value, tools=0, last_error=error, restarts=0))
+        return sorted(out, key=lambda s: s.name)
+
+
+async def _list_all_tools(session: ClientSession) -> list[mt.Tool]:
+    tools: list[mt.Tool] = []
+    cursor: str | None = None
+    for _ in range(1000):
+        page = await session.list_tools(cursor=cursor)
+        tools.extend(page.tools or [])
+        cursor = page.nextCursor
+        if not cursor:
+            break
+    return tools
+
+
+def _on_background_loop() -> bool:
+    try:
+        return asyncio.get_running_loop() is background_loop()
+    except RuntimeError:
+        return False
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _describe(exc: BaseException, srv: _Server) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
+        if inner:
+            return _describe(inner[0], srv)
+    if isinstance(exc, TimeoutError):
+        return f"it did not finish starting within {srv.cfg.startup_timeout_s:g} s (startup_timeout_s)"
+    if isinstance(exc, FileNotFoundError):
+        return f"{srv.cfg.command} was not found: {exc}"
+    if isinstance(exc, McpError):
+        return f"it failed to start: {exc.error.message}"
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"it failed to start ({_short(text, 200)})"
+
+
+# -- one manager per configuration ------------------------------------------------------------------------
+_managers: dict[tuple[str, str], McpManager] = {}
+_managers_lock = threading.Lock()
+
+
+def get_manager(settings: Settings) -> McpManager:
+    key = (str(Path(settings.mcp.dir).resolve()), str(Path(settings.data_dir).resolve()))
+    with _managers_lock:
+        manager = _managers.get(key)
+        if manager is None:
+            manager = _managers[key] = McpManager(settings)
+        return manager
+
+
+@atexit.register
+def _shutdown_all() -> None:
+    with _managers_lock:
+        managers = list(_managers.values())
+        _managers.clear()
+    for manager in managers:
+        try:
+            manager.shutdown()
+        except Exception:  # noqa: BLE001
+            pass
