@@ -254,6 +254,8 @@ def _secret_value(server: str, key: str, value: str, store_secrets: bool, notes:
 def convert_entry(name: str, entry: dict[str, Any], *, store_secrets: bool, notes: list[str]) -> dict[str, Any]:
     """One mcpServers entry -> the TOML table of a ServerConfig (validated before it is written)."""
     item = ImportedServer.model_validate(entry)
+    if not item.command and not item.url:
+        raise ValueError("it has neither 'command' (a program to start) nor 'url' (a server to connect to)")
     kind = (item.transport or item.type or ("stdio" if item.command else "streamable_http")).lower()
     transport = _TRANSPORTS.get(kind)
     if transport is None:
@@ -301,7 +303,8 @@ def import_mcp_servers(json_path: Path, mcp_dir: Path, *, overwrite: bool = Fals
         try:
             table = convert_entry(name, entry, store_secrets=store_secrets, notes=result.notes)
         except (ValueError, ValidationError) as exc:
-            why = "; ".join(e["msg"] for e in exc.errors()) if isinstance(exc, ValidationError) else str(exc)
+            why = ("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+                   if isinstance(exc, ValidationError) else str(exc))
             result.skipped.append(f"{raw_name}: {why}")
             continue
         header = (f"# MCP server {raw_name!r}, imported from {json_path.name} by `jarvis mcp import`.\n"
