@@ -83,6 +83,8 @@ class _Server:
     trouble_reason: str | None = None
     ready: asyncio.Event | None = None  # set after the first attempt, ready or not
     log_path: Path | None = None
+    inflight: set[asyncio.Task] = field(default_factory=set)  # tasks waiting on a call to this server
+    killed: set[asyncio.Task] = field(default_factory=set)  # ... cancelled because the session failed
 
 
 class McpManager:
@@ -183,10 +185,13 @@ class McpManager:
                 except (asyncio.TimeoutError, Exception):  # noqa: BLE001
                     srv.task.cancel()  # type: ignore[union-attr]
 
-            try:
-                asyncio.run_coroutine_threadsafe(_stop(), loop).result(10)
-            except Exception:  # noqa: BLE001 - shutting down: nothing left to report to
-                pass
+            if _on_background_loop():  # cannot block the loop that has to do the stopping
+                loop.create_task(_stop())
+            else:
+                try:
+                    asyncio.run_coroutine_threadsafe(_stop(), loop).result(10)
+                except Exception:  # noqa: BLE001 - shutting down: nothing left to report to
+                    pass
         srv.task = None
         srv.session = None
         if srv.state not in (State.DISABLED, State.UNAVAILABLE):
@@ -315,6 +320,11 @@ class McpManager:
         srv.last_error = reason
         srv.state = State.UNHEALTHY
         srv.trouble.set()
+        current = _current_task()
+        for task in list(srv.inflight):
+            if task is not current and not task.done():
+                srv.killed.add(task)
+                task.cancel()
 
     def _stderr_tail(self, srv: _Server, lines: int = 3) -> str:
         if srv.log_path is None or not srv.log_path.exists():
@@ -357,25 +367,20 @@ class McpManager:
             raise ToolError(f"the MCP server {server} is not available ({srv.last_error or srv.state.value}){when}. "
                             "Try again later or use another tool; `jarvis mcp status` shows the details.")
         timeout = srv.cfg.timeout_s
-        trouble = srv.trouble
-        call = asyncio.ensure_future(session.call_tool(tool, arguments or {}, progress_callback=progress_callback,
-                                                       read_timeout_seconds=timedelta(seconds=timeout)))
-        # Race the call against the session failing (exit, garbage): a dead server must not cost a timeout.
-        watcher = asyncio.ensure_future(trouble.wait()) if trouble is not None else None
+        # A session that fails (the process exits, garbage on stdout) cancels the calls in flight at once, so
+        # a dead server never costs a timeout; no extra task per call.
+        task = asyncio.current_task()
+        srv.inflight.add(task)  # type: ignore[arg-type]
         try:
-            done, _ = await asyncio.wait({call, watcher} if watcher else {call}, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:
-            call.cancel()
-            raise
-        finally:
-            if watcher is not None:
-                watcher.cancel()
-        if call not in done:
-            call.cancel()
+            return await session.call_tool(tool, arguments or {}, progress_callback=progress_callback,
+                                           read_timeout_seconds=timedelta(seconds=timeout))
+        except asyncio.CancelledError:
+            if task not in srv.killed:
+                raise
+            srv.killed.discard(task)  # type: ignore[arg-type]
+            task.uncancel()  # type: ignore[union-attr]
             reason = srv.trouble_reason or "the server stopped"
-            raise ToolError(f"the MCP server {server} failed during {tool}: {reason}; it is being restarted")
-        try:
-            return call.result()
+            raise ToolError(f"the MCP server {server} failed during {tool}: {reason}; it is being restarted") from None
         except McpError as exc:
             code = exc.error.code
             if code == _REQUEST_TIMEOUT:
@@ -392,6 +397,8 @@ class McpManager:
             reason = srv.trouble_reason or f"its connection closed ({type(exc).__name__})"
             self._trouble(srv, generation, reason)
             raise ToolError(f"the MCP server {server} failed during {tool}: {reason}; it is being restarted") from None
+        finally:
+            srv.inflight.discard(task)  # type: ignore[arg-type]
 
     # -- inspection -----------------------------------------------------------------------------------
     def reason(self, name: str) -> str | None:
@@ -446,6 +453,13 @@ async def _list_all_tools(session: ClientSession) -> list[mt.Tool]:
         if not cursor:
             break
     return tools
+
+
+def _current_task() -> asyncio.Task | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
 
 
 def _on_background_loop() -> bool:

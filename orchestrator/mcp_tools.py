@@ -137,7 +137,9 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
     inner = lc.coroutine
     server, mcp_name = cfg.name, tool.name
 
-    async def call(*args: Any, **kwargs: Any) -> tuple[str, Any]:
+    # No annotations on purpose: LangChain resolves the coroutine's type hints on every call, and string
+    # annotations (from __future__) cost a compile() each time.
+    async def call(*args, **kwargs):  # type: ignore[no-untyped-def]
         try:
             content, artifact = await run_on_background(inner(*args, **kwargs))  # type: ignore[misc]
         except ToolException as exc:  # the tool answered isError=True: its message is for the model

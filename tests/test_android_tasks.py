@@ -9,11 +9,14 @@ import re
 import tomllib
 
 import pytest
-import tomli_w
 from langgraph.types import Command
 
 from orchestrator.android_tasks import android_task_do, android_task_get, android_task_wait
-from orchestrator.ledger import EffectsLedger
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from orchestrator.ledger import EffectsLedger, LedgerRow
+from orchestrator.storage import jarvis_engine
 from tests.conftest import REPO, answer, tool_call
 from tests.fakes.llm_server import tool_results
 from tests.mcp_helpers import shutdown_mcp, write_server
@@ -77,14 +80,7 @@ def test_thermostat_through_the_function_api(jarvis_env, tmp_path):
     assert phone["log"][0] == "launch com.google.android.apps.chromecast.app"
     assert view["steps"] >= 8 and any("mobile_click_on_screen_at_coordinates" in a for a in view["recent_actions"])
     # every tap went through the executor and its ledger, as phone_automation, with the device filled in
-    taps = [e for e in EffectsLedger(settings).in_doubt()] + []
-    assert taps == []  # nothing left half-done
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
-
-    from orchestrator.ledger import LedgerRow
-    from orchestrator.storage import jarvis_engine
-
+    assert EffectsLedger(settings).in_doubt() == []  # nothing left half-done
     with Session(jarvis_engine(settings)) as s:
         rows = s.scalars(select(LedgerRow).where(LedgerRow.thread_id == f"android:{started['task_id']}")).all()
     assert len(rows) == 5 and all(json.loads(r.side_effects) == ["phone_automation"] for r in rows)

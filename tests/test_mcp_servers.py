@@ -146,3 +146,13 @@ def test_broken_toml_is_reported_and_the_rest_loads(jarvis_env):
     status = {s.name: s for s in get_manager(settings).status()}
     assert status["bad"].state == "broken" and "timeout: unknown key" in status["bad"].last_error
     assert status["worse"].state == "broken" and "not valid TOML" in status["worse"].last_error
+
+
+def test_a_server_added_while_running_appears_without_restart(jarvis_env):
+    mcp_dir = jarvis_env.path / "mcp"
+    write_server(mcp_dir, "alpha", SERVER, "--only", "echo")
+    _, catalog, executor = _setup(jarvis_env)
+    assert "lookup" not in catalog.names()
+    write_server(mcp_dir, "beta", SERVER, "--only", "lookup")  # e.g. `jarvis mcp import` in another terminal
+    wait_for(lambda: "lookup" in catalog.names(), timeout=30, interval=0.3)
+    assert _call(executor, "lookup", {"word": "mcp"}).content == "model context protocol"
