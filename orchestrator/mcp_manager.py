@@ -16,9 +16,7 @@ import logging
 import threading
 import time
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from datetime import timedelta
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -34,57 +32,13 @@ from . import secrets
 from .aio import background_loop, run_sync
 from .config import Settings
 from .mcp_config import LoadedServers, ServerConfig, load_servers
+from .mcp_server_state import (ServerRuntime, ServerStatus, State, current_task_or_none, describe_failure,
+                               list_all_tools, on_background_loop, shorten)
 
 log = logging.getLogger(__name__)
 
 _REQUEST_TIMEOUT = 408  # what the SDK raises when read_timeout_seconds passes
 _CONNECTION_CLOSED = mt.CONNECTION_CLOSED
-
-
-class State(str, Enum):
-    DISABLED = "disabled"
-    UNAVAILABLE = "unavailable"
-    BROKEN = "broken"  # its TOML file was refused
-    STOPPED = "stopped"
-    STARTING = "starting"
-    READY = "ready"
-    UNHEALTHY = "unhealthy"
-
-
-@dataclass
-class ServerStatus:
-    name: str
-    state: str
-    tools: int
-    last_error: str | None
-    restarts: int
-    description: str = ""
-    source: str | None = None
-    next_restart_in_s: float | None = None
-    log_file: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class _Server:
-    cfg: ServerConfig
-    state: State = State.STOPPED
-    tools: list[mt.Tool] = field(default_factory=list)
-    session: ClientSession | None = None
-    generation: int = 0  # increases on every successful start
-    last_error: str | None = None
-    restarts: int = 0
-    next_restart_at: float | None = None
-    task: asyncio.Task | None = None
-    stopping: bool = False
-    trouble: asyncio.Event | None = None
-    trouble_reason: str | None = None
-    ready: asyncio.Event | None = None  # set after the first attempt, ready or not
-    log_path: Path | None = None
-    inflight: set[asyncio.Task] = field(default_factory=set)  # tasks waiting on a call to this server
-    killed: set[asyncio.Task] = field(default_factory=set)  # ... cancelled because the session failed
 
 
 class McpManager:
@@ -94,7 +48,7 @@ class McpManager:
         self.settings = settings
         self.mcp_dir = Path(settings.mcp.dir)
         self.log_dir = settings.data_dir / "mcp"
-        self._servers: dict[str, _Server] = {}
+        self._servers: dict[str, ServerRuntime] = {}
         self._config_errors: dict[str, str] = {}
         self._signature: tuple | None = None
         self._checked_at = 0.0
@@ -129,7 +83,7 @@ class McpManager:
                     del self._servers[name]
             for name, cfg in loaded.servers.items():
                 if name not in self._servers:
-                    srv = _Server(cfg)
+                    srv = ServerRuntime(cfg)
                     srv.state = self._initial_state(cfg)
                     self._servers[name] = srv
         return True
@@ -150,7 +104,7 @@ class McpManager:
         with self._lock:
             todo = [s for n, s in self._servers.items() if (names is None or n in names)
                     and s.state == State.STOPPED and s.task is None]
-        on_loop = _on_background_loop()
+        on_loop = on_background_loop()
         for srv in todo:
             if on_loop:
                 asyncio.get_running_loop().create_task(self._spawn(srv))
@@ -160,50 +114,64 @@ class McpManager:
             targets = [s for n, s in self._servers.items() if names is None or n in names]
             run_sync(self._wait_first_attempts(targets, wait_s))
 
-    async def _spawn(self, srv: _Server) -> None:
+    async def _spawn(self, srv: ServerRuntime) -> None:
         if srv.task is None:
             srv.stopping = False
             srv.ready = asyncio.Event()
             srv.task = asyncio.get_running_loop().create_task(self._run(srv), name=f"mcp-{srv.cfg.name}")
 
     @staticmethod
-    async def _wait_first_attempts(servers: list[_Server], timeout: float) -> None:
+    async def _wait_first_attempts(servers: list[ServerRuntime], timeout: float) -> None:
         events = [s.ready for s in servers if s.ready is not None]
         if events:
             await asyncio.wait([asyncio.ensure_future(e.wait()) for e in events], timeout=timeout)
 
-    def _stop_server(self, srv: _Server) -> None:
-        srv.stopping = True
-        if srv.task is not None and not srv.task.done():
+    @staticmethod
+    async def _stop_task(srv: ServerRuntime) -> None:
+        if srv.trouble is not None:
+            srv.trouble.set()
+        if srv.wake is not None:
+            srv.wake.set()  # a runner waiting out its backoff stops at once
+        task = srv.task
+        if task is None or task.done():
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout=5)
+        except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+            task.cancel()
+
+    def _stop_servers(self, servers: list[ServerRuntime]) -> None:
+        """Stop runners (all at once: each may wait for its process to exit)."""
+        running = [s for s in servers if s.task is not None and not s.task.done()]
+        for srv in servers:
+            srv.stopping = True
+        if running:
+            async def _stop_all() -> None:
+                await asyncio.gather(*(self._stop_task(s) for s in running), return_exceptions=True)
+
             loop = background_loop()
-
-            async def _stop() -> None:
-                if srv.trouble is not None:
-                    srv.trouble.set()
-                try:
-                    await asyncio.wait_for(asyncio.shield(srv.task), timeout=5)  # type: ignore[arg-type]
-                except (asyncio.TimeoutError, Exception):  # noqa: BLE001
-                    srv.task.cancel()  # type: ignore[union-attr]
-
-            if _on_background_loop():  # cannot block the loop that has to do the stopping
-                loop.create_task(_stop())
+            if on_background_loop():  # cannot block the loop that has to do the stopping
+                loop.create_task(_stop_all())
             else:
                 try:
-                    asyncio.run_coroutine_threadsafe(_stop(), loop).result(10)
+                    asyncio.run_coroutine_threadsafe(_stop_all(), loop).result(15)
                 except Exception:  # noqa: BLE001 - shutting down: nothing left to report to
                     pass
-        srv.task = None
-        srv.session = None
-        if srv.state not in (State.DISABLED, State.UNAVAILABLE):
-            srv.state = State.STOPPED
+        for srv in servers:
+            srv.task = None
+            srv.session = None
+            if srv.state not in (State.DISABLED, State.UNAVAILABLE):
+                srv.state = State.STOPPED
+
+    def _stop_server(self, srv: ServerRuntime) -> None:
+        self._stop_servers([srv])
 
     def shutdown(self) -> None:
         with self._lock:
             servers = list(self._servers.values())
-        for srv in servers:
-            self._stop_server(srv)
+        self._stop_servers(servers)
 
-    async def _run(self, srv: _Server) -> None:
+    async def _run(self, srv: ServerRuntime) -> None:
         """Start, serve, and restart with backoff until stopped."""
         cfg = self.settings.mcp
         backoff = cfg.restart_backoff_s
@@ -213,7 +181,7 @@ class McpManager:
             try:
                 await self._session_lifetime(srv)
             except Exception as exc:  # noqa: BLE001 - any failure to start is a reason, not a crash
-                srv.trouble_reason = srv.trouble_reason or _describe(exc, srv)
+                srv.trouble_reason = srv.trouble_reason or describe_failure(exc, srv)
             srv.session = None
             if srv.ready is not None:
                 srv.ready.set()
@@ -226,12 +194,16 @@ class McpManager:
             srv.restarts += 1
             srv.next_restart_at = time.monotonic() + backoff
             log.warning("MCP server %s is unhealthy (%s); restarting in %.1f s", srv.cfg.name, srv.last_error, backoff)
-            await asyncio.sleep(backoff)
+            srv.wake = asyncio.Event()
+            try:
+                await asyncio.wait_for(srv.wake.wait(), timeout=backoff)
+            except asyncio.TimeoutError:
+                pass
             backoff = min(backoff * 2, cfg.max_restart_backoff_s)
         srv.next_restart_at = None
         srv.state = State.STOPPED
 
-    async def _session_lifetime(self, srv: _Server) -> None:
+    async def _session_lifetime(self, srv: ServerRuntime) -> None:
         cfg = srv.cfg
         srv.trouble = asyncio.Event()
         srv.trouble_reason = None
@@ -247,7 +219,7 @@ class McpManager:
             )
             with anyio.fail_after(cfg.startup_timeout_s):
                 await session.initialize()
-                tools = await _list_all_tools(session)
+                tools = await list_all_tools(session)
             srv.tools = tools
             srv.session = session
             srv.generation += 1
@@ -262,7 +234,7 @@ class McpManager:
             srv.session = None
             tg.cancel_scope.cancel()
 
-    async def _open_transport(self, srv: _Server, stack: AsyncExitStack) -> tuple[Any, Any]:
+    async def _open_transport(self, srv: ServerRuntime, stack: AsyncExitStack) -> tuple[Any, Any]:
         cfg = srv.cfg
         if cfg.transport == "stdio":
             self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -285,13 +257,13 @@ class McpManager:
             streamablehttp_client(cfg.url or "", headers=headers or None, timeout=cfg.startup_timeout_s))
         return read, write
 
-    async def _forward(self, srv: _Server, source: Any, sink: Any) -> None:
+    async def _forward(self, srv: ServerRuntime, source: Any, sink: Any) -> None:
         async with sink:
             try:
                 async for item in source:
                     if isinstance(item, Exception):
                         self._trouble(srv, srv.generation,
-                                      f"it wrote something that is not JSON-RPC on its stdout ({_short(str(item), 160)})")
+                                      f"it wrote something that is not JSON-RPC on its stdout ({shorten(str(item), 160)})")
                         continue
                     await sink.send(item)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
@@ -299,11 +271,11 @@ class McpManager:
         if not srv.stopping:
             self._trouble(srv, srv.generation, "the server exited" + self._stderr_tail(srv))
 
-    def _message_handler(self, srv: _Server):
+    def _message_handler(self, srv: ServerRuntime):
         async def handle(message: Any) -> None:
             if isinstance(message, mt.ServerNotification) and isinstance(message.root, mt.ToolListChangedNotification):
                 if srv.session is not None:
-                    srv.tools = await _list_all_tools(srv.session)
+                    srv.tools = await list_all_tools(srv.session)
                     self._notify(srv.cfg.name)
             elif isinstance(message, Exception):
                 log.debug("MCP server %s: %s", srv.cfg.name, message)
@@ -312,7 +284,7 @@ class McpManager:
 
         return handle
 
-    def _trouble(self, srv: _Server, generation: int, reason: str) -> None:
+    def _trouble(self, srv: ServerRuntime, generation: int, reason: str) -> None:
         """Mark the running session of `generation` as failed; its runner tears it down and restarts it."""
         if srv.generation != generation or srv.trouble is None or srv.trouble.is_set():
             return
@@ -320,13 +292,13 @@ class McpManager:
         srv.last_error = reason
         srv.state = State.UNHEALTHY
         srv.trouble.set()
-        current = _current_task()
+        current = current_task_or_none()
         for task in list(srv.inflight):
             if task is not current and not task.done():
                 srv.killed.add(task)
                 task.cancel()
 
-    def _stderr_tail(self, srv: _Server, lines: int = 3) -> str:
+    def _stderr_tail(self, srv: ServerRuntime, lines: int = 3) -> str:
         if srv.log_path is None or not srv.log_path.exists():
             return ""
         try:
@@ -334,7 +306,7 @@ class McpManager:
         except OSError:
             return ""
         tail = [line for line in text if line.strip() and not line.startswith("--- ")][-lines:]
-        return f" (stderr: {_short(' | '.join(tail), 300)})" if tail else ""
+        return f" (stderr: {shorten(' | '.join(tail), 300)})" if tail else ""
 
     def _notify(self, name: str) -> None:
         for listener in list(self.listeners):
@@ -441,52 +413,6 @@ class McpManager:
         for name, error in self._config_errors.items():
             out.append(ServerStatus(name=name, state=State.BROKEN.value, tools=0, last_error=error, restarts=0))
         return sorted(out, key=lambda s: s.name)
-
-
-async def _list_all_tools(session: ClientSession) -> list[mt.Tool]:
-    tools: list[mt.Tool] = []
-    cursor: str | None = None
-    for _ in range(1000):
-        page = await session.list_tools(cursor=cursor)
-        tools.extend(page.tools or [])
-        cursor = page.nextCursor
-        if not cursor:
-            break
-    return tools
-
-
-def _current_task() -> asyncio.Task | None:
-    try:
-        return asyncio.current_task()
-    except RuntimeError:
-        return None
-
-
-def _on_background_loop() -> bool:
-    try:
-        return asyncio.get_running_loop() is background_loop()
-    except RuntimeError:
-        return False
-
-
-def _short(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _describe(exc: BaseException, srv: _Server) -> str:
-    if isinstance(exc, BaseExceptionGroup):
-        inner = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
-        if inner:
-            return _describe(inner[0], srv)
-    if isinstance(exc, TimeoutError):
-        return f"it did not finish starting within {srv.cfg.startup_timeout_s:g} s (startup_timeout_s)"
-    if isinstance(exc, FileNotFoundError):
-        return f"{srv.cfg.command} was not found: {exc}"
-    if isinstance(exc, McpError):
-        return f"it failed to start: {exc.error.message}"
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return f"it failed to start ({_short(text, 200)})"
 
 
 # -- one manager per configuration ------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import tomllib
@@ -43,8 +42,8 @@ def test_import_a_claude_desktop_file(jarvis_env):
     assert fetch.enabled is False and fetch.timeout_s == 60
     assert "ignored keys autoApprove" in proc.stdout
     # a second import does not overwrite
-    again = jarvis_env.cli("mcp", "import", str(DATA / "claude_desktop_config.json"))
-    assert again.returncode == 1 and "exists (use --overwrite" in again.stderr
+    again = import_mcp_servers(DATA / "claude_desktop_config.json", mcp_dir, store_secrets=False)
+    assert not again.written and any("exists (use --overwrite" in s for s in again.skipped)
 
     status = jarvis_env.cli_json("mcp", "status", "--json", "--no-start")
     states = {s["name"]: s for s in status}
