@@ -41,6 +41,44 @@ _REQUEST_TIMEOUT = 408  # what the SDK raises when read_timeout_seconds passes
 _CONNECTION_CLOSED = mt.CONNECTION_CLOSED
 
 
+class _WatchedStream:
+    """The transport's receive stream as the session reads it, reporting its end or an unparsable line at once
+    (a thin wrapper rather than a forwarding task: no extra task switch per message)."""
+
+    def __init__(self, inner: Any, on_garbage: Any, on_end: Any):
+        self.inner = inner
+        self.on_garbage = on_garbage
+        self.on_end = on_end
+
+    async def receive(self) -> Any:
+        try:
+            item = await self.inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self.on_end()
+            raise anyio.EndOfStream from None
+        if isinstance(item, Exception):
+            self.on_garbage(item)
+        return item
+
+    def __aiter__(self) -> "_WatchedStream":
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> "_WatchedStream":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
 class McpManager:
     """All configured MCP servers of one `mcp.dir`. Thread-safe: sync methods hop to the background loop."""
 
@@ -209,13 +247,17 @@ class McpManager:
         srv.trouble_reason = None
         async with AsyncExitStack() as stack:
             read, write = await self._open_transport(srv, stack)
-            # Forward what the transport reads, so a closed stream (the process exited) or a line that is not
+            # Watch what the transport reads, so a closed stream (the process exited) or a line that is not
             # JSON-RPC (garbage on stdout) is seen at once, not only by the next call.
-            fwd_send, fwd_recv = anyio.create_memory_object_stream[Any](0)
-            tg = await stack.enter_async_context(anyio.create_task_group())
-            tg.start_soon(self._forward, srv, read, fwd_send)
+            watched = _WatchedStream(
+                read,
+                on_garbage=lambda exc: self._trouble(
+                    srv, srv.generation, f"it wrote something that is not JSON-RPC on its stdout ({shorten(str(exc), 160)})"),
+                on_end=lambda: None if srv.stopping else self._trouble(
+                    srv, srv.generation, "the server exited" + self._stderr_tail(srv)),
+            )
             session = await stack.enter_async_context(
-                ClientSession(fwd_recv, write, message_handler=self._message_handler(srv))
+                ClientSession(watched, write, message_handler=self._message_handler(srv))  # type: ignore[arg-type]
             )
             with anyio.fail_after(cfg.startup_timeout_s):
                 await session.initialize()
@@ -232,7 +274,6 @@ class McpManager:
             log.info("MCP server %s ready with %d tools", cfg.name, len(tools))
             await srv.trouble.wait()
             srv.session = None
-            tg.cancel_scope.cancel()
 
     async def _open_transport(self, srv: ServerRuntime, stack: AsyncExitStack) -> tuple[Any, Any]:
         cfg = srv.cfg
@@ -256,20 +297,6 @@ class McpManager:
         read, write, _ = await stack.enter_async_context(
             streamablehttp_client(cfg.url or "", headers=headers or None, timeout=cfg.startup_timeout_s))
         return read, write
-
-    async def _forward(self, srv: ServerRuntime, source: Any, sink: Any) -> None:
-        async with sink:
-            try:
-                async for item in source:
-                    if isinstance(item, Exception):
-                        self._trouble(srv, srv.generation,
-                                      f"it wrote something that is not JSON-RPC on its stdout ({shorten(str(item), 160)})")
-                        continue
-                    await sink.send(item)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
-                pass
-        if not srv.stopping:
-            self._trouble(srv, srv.generation, "the server exited" + self._stderr_tail(srv))
 
     def _message_handler(self, srv: ServerRuntime):
         async def handle(message: Any) -> None:
@@ -430,7 +457,8 @@ def get_manager(settings: Settings) -> McpManager:
 
 
 @atexit.register
-def _shutdown_all() -> None:
+def shutdown_all() -> None:
+    """Stop every server of every manager of this process (at exit, and between tests)."""
     with _managers_lock:
         managers = list(_managers.values())
         _managers.clear()

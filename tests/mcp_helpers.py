@@ -36,5 +36,5 @@ def shutdown_mcp() -> None:
     """Stop every MCP server the test started (the managers are per process, keyed by folder)."""
     from orchestrator import android_tasks, mcp_manager
 
-    mcp_manager._shutdown_all()
+    mcp_manager.shutdown_all()
     android_tasks._services.clear()
