@@ -164,7 +164,8 @@ def build_wrapper(spec: WrapperSpec, backend: McpBackend, tool: str, template: M
                   description=f"{spec.description} (Macuse on macOS)", side_effects=spec.side_effects,
                   untrusted_output=spec.untrusted_output, summarize=spec.summary)
     t.func = None  # async-only, like the MCP tools it wraps
-    t.metadata = {**(t.metadata or {}), "source": "mcp", "server": backend.server, "mcp_name": tool, "wrapper": True}
+    # A hand-written integration (source "static": jorb scripts see jarvis.apple.mail_send) over an MCP tool.
+    t.metadata = {**(t.metadata or {}), "server": backend.server, "mcp_name": tool, "wrapper": True}
     return t
 
 

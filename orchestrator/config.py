@@ -89,7 +89,6 @@ class AutonomyConfig(_Section):
             "calendar_write": "confirm",
             "fs_write": "confirm",
             "ui_automation": "confirm",
-            "phone_automation": "confirm",
         }
     )
     escalate_after_untrusted: bool = True

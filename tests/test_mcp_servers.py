@@ -52,8 +52,9 @@ def test_names_side_effects_and_overrides(jarvis_env):
     assert side_effects_of(tools["delete_all"]) == ["ui_automation"]  # destructiveHint -> the server default
     assert side_effects_of(tools["crash"]) == ["ui_automation"]  # no hint -> the server default
     assert side_effects_of(tools["beta_echo"]) == []
-    assert all(is_untrusted(t) and source_of(t) == "mcp" for t in tools.values() if t.name in names - {
-        "fs_list_dir", "fs_read_text", "fs_search", "fs_write_text", "time_now"})
+    from_mcp = [t for t in tools.values() if (t.metadata or {}).get("server") in ("alpha", "beta")]
+    assert len(from_mcp) == 8 + 2  # alpha's nine tools but pid, and beta's two
+    assert all(is_untrusted(t) and source_of(t) == "mcp" for t in from_mcp)
     assert "MCP server 'alpha'" in tools["write_note"].description
 
 
