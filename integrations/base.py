@@ -31,6 +31,7 @@ KNOWN_SIDE_EFFECTS: dict[str, str] = {
     "jorb_create": "starts a long-running task",
     "network": "talks to hosts on the network",
     "phone_automation": "controls the Android phone",
+    "note_write": "creates or changes notes (Apple Notes, ...)",
     "tool_create": "writes and registers a new tool",
 }
 

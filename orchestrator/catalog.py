@@ -124,5 +124,12 @@ def default_catalog(settings: Settings, extra_tools: Iterable[BaseTool] = ()) ->
     extra = list(extra_tools)
     if extra:
         providers.append(StaticProvider("extra", extra))
-    providers.append(StaticProvider("static", static_tools(settings)))
+    static = StaticProvider("static", static_tools(settings))
+    providers.append(static)
+    from .mcp_tools import mcp_provider  # MCP servers of mcp.dir; they start on first use
+
+    reserved = {t.name for t in extra} | {t.name for t in static.list_tools()}
+    mcp = mcp_provider(settings, reserved=lambda: reserved)
+    if mcp is not None:
+        providers.append(mcp)
     return ToolCatalog(providers)

@@ -111,6 +111,8 @@ class McpConfig(_Section):
     dir: Path = Path("../mcp")
     restart_backoff_s: float = Field(2.0, gt=0)
     max_restart_backoff_s: float = Field(60.0, gt=0)
+    startup_wait_s: float = Field(10.0, ge=0, description="how long the first turn waits for MCP servers to start")
+    android_max_steps: int = Field(30, ge=1, description="model steps of one phone task before it gives up")
 
 
 class ServerConfig(_Section):
