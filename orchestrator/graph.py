@@ -103,14 +103,19 @@ def make_nodes(rt: JarvisRuntime):
             return {"messages": [step_limit_message(settings)], "stop_reason": "step_limit"}
         tools = rt.tools_for_turn(state)
         system = system_prompt(settings, state)
+        thread_id = _thread_id(config)
         folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system)]),
-                         settings.planner.history_token_budget, config)
+                         settings.planner.history_token_budget, config,
+                         archive=lambda msgs: rt.threads.archive(thread_id, msgs))
+        live = state.messages
         if folded:
-            state = state.model_copy(update=folded)
+            gone = {r.id for r in folded["messages"]}
+            live = [m for m in state.messages if m.id not in gone]
+            state = state.model_copy(update={"summary": folded["summary"]})
             system = system_prompt(settings, state)
-        messages = [SystemMessage(content=system), *state.messages[state.summarized_count:]]
-        ai = call_model(rt.llm, tools, messages, config, rt.model_base_url())
-        return {**folded, "messages": [ai], "turn_steps": state.turn_steps + 1}
+        ai = call_model(rt.llm, tools, [SystemMessage(content=system), *live], config, rt.model_base_url())
+        new = [*folded.pop("messages", []), ai]
+        return {**folded, "messages": new, "turn_steps": state.turn_steps + 1}
 
     def route(state: ConversationState) -> Any:
         last = state.messages[-1] if state.messages else None
