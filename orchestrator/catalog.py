@@ -118,4 +118,7 @@ def default_catalog(settings: Settings, extra_tools: Iterable[BaseTool] = ()) ->
     if extra:
         providers.append(StaticProvider("extra", extra))
     providers.append(StaticProvider("static", static_tools(settings)))
+    from .jarb_tools import generated_provider  # JARB's tools, read from the registry on each turn
+
+    providers.append(generated_provider(settings))
     return ToolCatalog(providers)
