@@ -90,7 +90,7 @@ class SandboxResult:
         return "; ".join(self.reasons) or f"exited with status {self.returncode}"
 
 
-def _explain(returncode: int | None, killed: str | None, limits: Limits, stderr: bytes, hits: int) -> list[str]:
+def _explain(returncode: int | None, killed: str | None, limits: Limits, output: bytes, hits: int) -> list[str]:
     reasons: list[str] = []
     if killed == "timeout":
         reasons.append(f"stopped after the wall timeout of {limits.wall_timeout_s:g} s")
@@ -105,7 +105,7 @@ def _explain(returncode: int | None, killed: str | None, limits: Limits, stderr:
         sig = -returncode
     elif returncode is not None and 128 < returncode < 160:
         sig = returncode - 128
-    tail = stderr[-20000:]
+    tail = output
     if sig == signal.SIGXCPU:
         reasons.append(f"it used more than the CPU limit of {limits.cpu_seconds} s")
     elif sig == signal.SIGXFSZ or b"File too large" in tail:
@@ -251,7 +251,8 @@ class SandboxProcess:
         killed = self._killed
         self.result = SandboxResult(
             returncode=returncode, stdout=stdout, stderr=stderr, duration_s=time.monotonic() - self._started,
-            backend=self.backend, killed=killed, reasons=_explain(returncode, killed, self.limits, stderr, hits),
+            backend=self.backend, killed=killed,
+            reasons=_explain(returncode, killed, self.limits, stdout[-20000:] + stderr[-20000:], hits),
             truncated=self._budget.overflowed, warnings=self.warnings, process_limit_hits=hits,
         )
         self._cleanup()

@@ -124,11 +124,12 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def readable_by_others(path: Path) -> bool:
-    """Whether an unprivileged uid can reach `path` (every folder on the way o+x, the path itself o+r)."""
+def readable_by_others(path: Path, *, parents: bool = True) -> bool:
+    """Whether an unprivileged uid can read `path` (the path o+r, a folder o+rx; with `parents`, every folder
+    on the way o+x: needed without a mount namespace, where the real parents are traversed)."""
     p = Path(os.path.abspath(path))
     try:
-        for parent in reversed(p.parents):
+        for parent in reversed(p.parents) if parents else ():
             if not os.stat(parent).st_mode & stat.S_IXOTH:
                 return False
         mode = os.stat(p).st_mode
@@ -188,12 +189,14 @@ class BubblewrapBackend:
         if workdir is None:
             args += ["--perms", "0777", "--size", size, "--tmpfs", SCRATCH]
         else:
+            if self.drop_uid is not None:
+                _give_to(Path(inside_wd), self.drop_uid)
             mkdirs(inside_wd)
             args += ["--bind", inside_wd, inside_wd]
         made.add(inside_wd)
         for b in binds:
             target = _target(b, inside_wd)
-            if self.drop_uid is not None and not readable_by_others(b.source):
+            if self.drop_uid is not None and not readable_by_others(b.source, parents=False):
                 raise ValueError(f"{b.source} is not readable by the sandbox user (uid {self.drop_uid}): "
                                  "make it and its folders world-readable, or bind a copy")
             mkdirs(target)
@@ -216,6 +219,13 @@ class BubblewrapBackend:
         if cgroup_procs is not None:
             full = _join_cgroup(cgroup_procs, full)
         return LaunchPlan(argv=full, cwd="/", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, workdir=inside_wd)
+
+
+def _give_to(folder: Path, uid: int) -> None:
+    """A host work directory must be writable by the uid the command runs as."""
+    st = os.stat(folder)
+    if st.st_uid != uid:
+        os.chown(folder, uid, uid)
 
 
 def _target(b: Bind, inside_wd: str) -> str:
