@@ -170,7 +170,8 @@ class ToolSpec(BaseModel):
                 "additionalProperties": False}
 
     def signature(self) -> str:
-        params = [f"{a.name}: {py_annotation(a.type)}" + ("" if a.required else " = None") for a in self.args]
+        ordered = [a for a in self.args if a.required] + [a for a in self.args if not a.required]  # defaults last
+        params = [f"{a.name}: {py_annotation(a.type)}" + ("" if a.required else " = None") for a in ordered]
         ret = "None" if self.return_type == "None" else py_annotation(self.return_type)
         return f"def {self.name}({', '.join(params)}) -> {ret}:"
 
