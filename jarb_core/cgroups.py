@@ -157,7 +157,8 @@ class PidsCgroup:
                 return
             except OSError:
                 pass
-        for _ in range(50):  # members may fork while being killed; the cap bounds how many
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:  # members may fork while being killed; the cap bounds how many
             pids = self.members()
             if not pids:
                 return
@@ -166,12 +167,12 @@ class PidsCgroup:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            time.sleep(0.01)
+            time.sleep(0.001)
 
     def remove(self) -> None:
         """Kill what is left and remove the cgroup (retrying while killed members are being reaped)."""
         self.kill_all()
-        for _ in range(200):
+        for _ in range(2000):
             try:
                 self.path.rmdir()
                 return
@@ -182,7 +183,7 @@ class PidsCgroup:
                     log.warning("could not remove %s: %s", self.path, exc)
                     return
                 self.kill_all()
-                time.sleep(0.01)
+                time.sleep(0.001)
         log.warning("could not remove %s: still busy", self.path)
 
 

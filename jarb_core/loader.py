@@ -83,6 +83,8 @@ class GeneratedToolProvider:
         self._tools: dict[str, tuple[tuple, BaseTool]] = {}
         self._hashes: dict[str, tuple[int, int, str]] = {}  # path -> (mtime_ns, size, sha256)
         self.refused: dict[str, str] = {}  # name -> why it is not listed
+        self._revision: tuple | None = None
+        self._in_use: list[ToolRecord] = []
 
     @property
     def registry(self) -> ToolRegistry:
@@ -111,7 +113,12 @@ class GeneratedToolProvider:
         return True
 
     def list_tools(self) -> list[BaseTool]:
-        return [self.tool_for(r) for r in self.registry.in_use() if self._intact(r)]
+        registry = self.registry
+        revision = registry.revision()
+        if revision != self._revision:  # re-read the rows only when something changed (read on every turn)
+            self._in_use = registry.in_use()
+            self._revision = revision
+        return [self.tool_for(r) for r in self._in_use if self._intact(r)]
 
     def get_tool(self, name: str) -> BaseTool | None:
         record = self.registry.get(name)

@@ -166,6 +166,12 @@ class ToolRegistry:
                              .order_by(ToolRow.name))
             return [ToolRecord.from_row(r) for r in rows]
 
+    def revision(self) -> tuple:
+        """Changes whenever a row is added, changed or deleted: a cheap check before re-reading everything."""
+        with Session(self.engine) as s:
+            return tuple(s.execute(select(func.count(ToolRow.id), func.max(ToolRow.updated_at),
+                                          func.max(ToolRow.id))).one())
+
     def names(self) -> set[str]:
         with Session(self.engine) as s:
             return set(s.scalars(select(ToolRow.name).distinct()))

@@ -116,6 +116,13 @@ def report_from(result: SandboxResult) -> TestReport:
                       returncode=result.returncode)
 
 
+def site_dirs() -> list[str]:
+    """This interpreter's site-packages folders (visible read-only in the sandbox with the interpreter)."""
+    import site
+
+    return [d for d in site.getsitepackages() if Path(d).is_dir()]
+
+
 @dataclass
 class CallResult:
     ok: bool
@@ -129,7 +136,7 @@ def call_tool(sandbox: Sandbox, name: str, module_code: str, arguments: Mapping[
               network: bool = False, limits: Limits | None = None) -> CallResult:
     """Run `name(**arguments)` from `module_code` in the sandbox: JSON in, JSON out."""
     with Staging({f"{name}.py": module_code, "_jarb_call.py": RUNNER.read_text(encoding="utf-8")}) as stage:
-        result = sandbox.run([sandbox.python, "-I", "-B", "_jarb_call.py", name],
+        result = sandbox.run([sandbox.python, "-I", "-S", "-B", "_jarb_call.py", name, *site_dirs()],
                              input=json.dumps(dict(arguments)).encode(), binds=stage.binds(), network=network,
                              limits=limits)
     lines = [ln for ln in result.stdout_text.splitlines() if ln.strip()]
