@@ -16,7 +16,7 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +73,16 @@ class GeneratedToolProvider:
     name = "generated"
 
     def __init__(self, open_registry: Callable[[], ToolRegistry], open_sandbox: Callable[[], Sandbox], *,
-                 trust_after: int = 3, call_limits: Limits | None = None):
+                 trust_after: int = 3, call_limits: Limits | None = None, file_roots: Sequence[Path] = (),
+                 protected: Sequence[Path] = ()):
+        """file_roots: the folders a tool declaring fs_write may write (fs.roots); other tools see no user files.
+        protected: folders such a tool must never see even inside those roots (Jarvis' data and tools)."""
         self._open_registry = open_registry
         self._open_sandbox = open_sandbox
         self.trust_after = trust_after
         self.call_limits = call_limits
+        self.file_roots = list(file_roots)
+        self.protected = list(protected)
         self._registry: ToolRegistry | None = None
         self._lock = threading.Lock()
         self._tools: dict[str, tuple[tuple, BaseTool]] = {}
@@ -140,11 +145,12 @@ class GeneratedToolProvider:
             return self.call(tool_id, name, arguments)
 
         tool = StructuredTool(name=name, description=describe(record), args_schema=record.schema, func=run)
-        network = "network" in record.side_effects
+        # what it returns may come from the web or the user's files: treat it like any content from outside
+        untrusted = "network" in record.side_effects or "fs_write" in record.side_effects
         extra: dict[str, Any] = {"version": record.version, "trust": record.trust}
         if record.trust == TRUST_CONFIRM:
             extra["requires_confirmation"] = confirmation_note(record, self.trust_after)
-        return set_tool_meta(tool, side_effects=record.side_effects, untrusted_output=network, source="generated",
+        return set_tool_meta(tool, side_effects=record.side_effects, untrusted_output=untrusted, source="generated",
                              **extra)
 
     def call(self, tool_id: int, name: str, arguments: dict[str, Any]) -> Any:
@@ -157,7 +163,9 @@ class GeneratedToolProvider:
         except SandboxUnavailable as exc:
             raise ToolError(str(exc)) from None
         network = "network" in record.side_effects and record.network_approved
-        outcome = call_tool(sandbox, name, source, arguments, network=network, limits=self.call_limits)
+        writes = "fs_write" in record.side_effects
+        outcome = call_tool(sandbox, name, source, arguments, network=network, limits=self.call_limits,
+                            writable=self.file_roots if writes else (), hide=self.protected)
         for warning in outcome.warnings:
             log.warning("%s: %s", record.label, warning)
         if not outcome.ok:

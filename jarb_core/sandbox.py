@@ -408,25 +408,31 @@ class Sandbox:
     # -- running ------------------------------------------------------------------------------------------
     def spawn(self, argv: Sequence[str], *, binds: Sequence[Bind] = (), workdir: Path | None = None,
               env: Mapping[str, str] | None = None, network: bool = False, limits: Limits | None = None,
-              stdin: bool = True, capture_stdout: bool = False) -> SandboxProcess:
+              stdin: bool = True, capture_stdout: bool = False, keep_uid: bool = False,
+              hide: Sequence[Path] = ()) -> SandboxProcess:
         """Start `argv` in the sandbox and return at once (stdin/stdout pipes for a long-lived conversation).
 
         binds: host files/folders to show read-only (or writable) inside; a relative target lands in the work
-        directory. workdir: None for a private size-limited scratch directory, or a host folder to work in.
+        directory. workdir: None for a private size-limited scratch directory, or a host folder to work in (when
+        Jarvis runs as root it is handed to the sandbox uid so the command can write there).
         network: keep the host network (only for tools whose network access the user approved).
+        keep_uid: when Jarvis runs as root, run as root without capabilities instead of the unprivileged uid, so
+        writable binds of the user's folders work; a pids cgroup is then required. hide: host folders covered
+        by an empty tmpfs where binds would show them.
         """
         limits = limits or self.limits
         if not argv:
             raise ValueError("no command given")
         cgroup = PidsCgroup.create(limits.max_processes) if sys.platform.startswith("linux") else None
-        if cgroup is None and os.geteuid() == 0 and getattr(self._backend, "drop_uid", None) is None:
+        drops = getattr(self._backend, "drop_uid", None) is not None and not keep_uid
+        if cgroup is None and os.geteuid() == 0 and not drops:
             raise SandboxUnavailable(
                 "Cannot cap the number of processes: Jarvis runs as root, no pids cgroup can be made here and "
                 "`setpriv` (util-linux) is missing or cannot be used, so a fork bomb could take the machine down. "
                 "Install util-linux's setpriv, or run Jarvis as an ordinary user.")
         try:
             plan = self._backend.plan(list(argv), binds=binds, workdir=workdir, env=env, network=network, limits=limits,
-                                      cgroup_procs=cgroup.procs_file if cgroup else None)
+                                      cgroup_procs=cgroup.procs_file if cgroup else None, keep_uid=keep_uid, hide=hide)
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
@@ -438,10 +444,10 @@ class Sandbox:
 
     def run(self, argv: Sequence[str], *, input: bytes | None = None, binds: Sequence[Bind] = (),
             workdir: Path | None = None, env: Mapping[str, str] | None = None, network: bool = False,
-            limits: Limits | None = None) -> SandboxResult:
+            limits: Limits | None = None, keep_uid: bool = False, hide: Sequence[Path] = ()) -> SandboxResult:
         """Run `argv` to completion and return what it did (stdout and stderr captured, capped)."""
         proc = self.spawn(argv, binds=binds, workdir=workdir, env=env, network=network, limits=limits,
-                          stdin=input is not None, capture_stdout=True)
+                          stdin=input is not None, capture_stdout=True, keep_uid=keep_uid, hide=hide)
         return proc.communicate(input)
 
     def with_limits(self, **changes: Any) -> Limits:

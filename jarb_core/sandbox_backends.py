@@ -152,7 +152,12 @@ class BubblewrapBackend:
         self.prlimit = prlimit
 
     def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
-             network: bool, limits: Limits, cgroup_procs: Path | None) -> LaunchPlan:
+             network: bool, limits: Limits, cgroup_procs: Path | None, keep_uid: bool = False,
+             hide: Sequence[Path] = ()) -> LaunchPlan:
+        """keep_uid: run as the caller's uid even when it is root (capabilities dropped; the pids cgroup is then the
+        process cap): needed to write the caller's files through writable binds. hide: host folders to cover
+        with an empty tmpfs where a bind would show them (Jarvis' own data, for instance)."""
+        drop_uid = None if keep_uid else self.drop_uid
         inside_wd = str(workdir) if workdir is not None else SCRATCH
         args = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
                 "--die-with-parent", "--new-session", "--hostname", "jarvis-sandbox"]
@@ -182,35 +187,47 @@ class BubblewrapBackend:
                     args.extend(["--perms", "0755", "--dir", a])
                     made.add(a)
 
-        for d in python_dirs():
+        pythons = python_dirs()
+        for d in pythons:
             mkdirs(d)
             args += ["--ro-bind", d, d]
             made.add(d)
         if workdir is None:
             args += ["--perms", "0777", "--size", size, "--tmpfs", SCRATCH]
         else:
-            if self.drop_uid is not None:
-                _give_to(Path(inside_wd), self.drop_uid)
+            if drop_uid is not None:
+                _give_to(Path(inside_wd), drop_uid)
             mkdirs(inside_wd)
             args += ["--bind", inside_wd, inside_wd]
         made.add(inside_wd)
+        targets: list[str] = []
         for b in binds:
             target = _target(b, inside_wd)
-            if self.drop_uid is not None and not readable_by_others(b.source, parents=False):
-                raise ValueError(f"{b.source} is not readable by the sandbox user (uid {self.drop_uid}): "
+            if drop_uid is not None and not readable_by_others(b.source, parents=False):
+                raise ValueError(f"{b.source} is not readable by the sandbox user (uid {drop_uid}): "
                                  "make it and its folders world-readable, or bind a copy")
             mkdirs(target)
             args += ["--bind" if b.writable else "--ro-bind", str(b.source), target]
+            targets.append(target)
+        # A bind of a folder holding the interpreter (say the home directory) must not make it writable, and a
+        # bind must not expose what the caller hides: both go back on top.
+        for d in pythons:
+            if any(_under(d, t) for t in targets):
+                args += ["--ro-bind", d, d]
+        for h in hide:
+            h_abs = os.path.abspath(h)
+            if any(_under(h_abs, t) and h_abs != t for t in targets) and os.path.isdir(h_abs):
+                args += ["--perms", "0700", "--tmpfs", h_abs, "--remount-ro", h_abs]
         args += ["--remount-ro", "/", "--chdir", inside_wd, "--"]
 
         inner: list[str] = []
         if self.prlimit:
-            inner += [self.prlimit, *_prlimit_args(limits.rlimits(nproc=self.drop_uid is not None or os.geteuid() != 0)),
+            inner += [self.prlimit, *_prlimit_args(limits.rlimits(nproc=drop_uid is not None or os.geteuid() != 0)),
                       "--"]
         else:
             inner += [sys.executable, "-I", "-S", str(LIMITS_EXEC), json.dumps(limits.rlimits(nproc=True)), "--"]
-        if self.drop_uid is not None:
-            uid = str(self.drop_uid)
+        if drop_uid is not None:
+            uid = str(drop_uid)
             inner += [self.setpriv or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                       "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
         elif os.geteuid() == 0:
@@ -323,10 +340,11 @@ class HostDirBackend:
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
 
     def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
-             network: bool, limits: Limits, cgroup_procs: Path | None) -> LaunchPlan:
+             network: bool, limits: Limits, cgroup_procs: Path | None, keep_uid: bool = False,
+             hide: Sequence[Path] = ()) -> LaunchPlan:
         cleanup: list[Callable[[], None]] = []
         wd, tmp = self._workdir(workdir, binds, cleanup)
-        full = [*self._limits_prefix(limits), *self._drop(), *argv]
+        full = [*self._limits_prefix(limits), *([] if keep_uid else self._drop()), *argv]
         if cgroup_procs is not None:
             full = _join_cgroup(cgroup_procs, full)
         e = base_env(wd, env)
@@ -344,7 +362,8 @@ class SeatbeltBackend(HostDirBackend):
         self.sandbox_exec = sandbox_exec
 
     def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
-             network: bool, limits: Limits, cgroup_procs: Path | None) -> LaunchPlan:
+             network: bool, limits: Limits, cgroup_procs: Path | None, keep_uid: bool = False,
+             hide: Sequence[Path] = ()) -> LaunchPlan:
         cleanup: list[Callable[[], None]] = []
         wd, tmp = self._workdir(workdir, binds, cleanup)
         readable = [*python_dirs(), *(str(b.source) for b in binds if b.target is None or b.target.startswith("/")),

@@ -8,11 +8,12 @@ bytes that run are the bytes that were checked (hash, static checks), whatever h
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,11 +117,17 @@ def report_from(result: SandboxResult) -> TestReport:
                       returncode=result.returncode)
 
 
-def site_dirs() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def _runner_source() -> str:
+    return RUNNER.read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def site_dirs() -> tuple[str, ...]:
     """This interpreter's site-packages folders (visible read-only in the sandbox with the interpreter)."""
     import site
 
-    return [d for d in site.getsitepackages() if Path(d).is_dir()]
+    return tuple(d for d in site.getsitepackages() if Path(d).is_dir())
 
 
 @dataclass
@@ -133,12 +140,15 @@ class CallResult:
 
 
 def call_tool(sandbox: Sandbox, name: str, module_code: str, arguments: Mapping[str, Any], *,
-              network: bool = False, limits: Limits | None = None) -> CallResult:
-    """Run `name(**arguments)` from `module_code` in the sandbox: JSON in, JSON out."""
-    with Staging({f"{name}.py": module_code, "_jarb_call.py": RUNNER.read_text(encoding="utf-8")}) as stage:
+              network: bool = False, limits: Limits | None = None, writable: Sequence[Path] = (),
+              hide: Sequence[Path] = ()) -> CallResult:
+    """Run `name(**arguments)` from `module_code` in the sandbox: JSON in, JSON out.
+    writable: host folders the tool may write (at their own paths); hide: folders kept out of sight."""
+    binds_extra = [Bind(Path(p), writable=True) for p in writable if Path(p).is_dir()]
+    with Staging({f"{name}.py": module_code, "_jarb_call.py": _runner_source()}) as stage:
         result = sandbox.run([sandbox.python, "-I", "-S", "-B", "_jarb_call.py", name, *site_dirs()],
-                             input=json.dumps(dict(arguments)).encode(), binds=stage.binds(), network=network,
-                             limits=limits)
+                             input=json.dumps(dict(arguments)).encode(), binds=[*binds_extra, *stage.binds()],
+                             network=network, limits=limits, keep_uid=bool(binds_extra), hide=hide)
     lines = [ln for ln in result.stdout_text.splitlines() if ln.strip()]
     answer: dict[str, Any] | None = None
     if lines:

@@ -271,9 +271,10 @@ def answer_text(task: JarbTask, trust_after: int) -> tuple[str, bool]:
         repairs = f" after {task.attempt} repair{'s' if task.attempt != 1 else ''}" if task.attempt else ""
         args = ", ".join(f"{a.get('name')}: {a.get('type')}" for a in spec.get("args") or [])
         trust = (f" Until it has succeeded {trust_after} times, each call asks the user first." if trust_after else "")
+        warnings = "".join(f" Warning: {w}" for w in (report.warnings if report else []))
         return (f"Registered {task.registered_name} v{task.registered_version} ({task.module_path}). Its tests passed"
                 f"{repairs} ({report.summary if report else 'ok'}). You can call {task.registered_name}({args}) now."
-                f"{trust}"), True
+                f"{trust}{warnings}"), True
     lines = [f"Nothing was registered: could not build {name}: {task.error or 'unknown error'}."]
     if task.history:
         lines.append("Attempts: " + "; ".join(task.history) + ".")

@@ -54,7 +54,9 @@ def open_registry(settings: Settings) -> ToolRegistry:
 def generated_provider(settings: Settings) -> GeneratedToolProvider:
     """The catalog provider of generated tools; it opens nothing until the catalog is first read."""
     return GeneratedToolProvider(lambda: open_registry(settings), lambda: make_sandbox(settings),
-                                 trust_after=settings.jarb.trust_after, call_limits=call_limits(settings))
+                                 trust_after=settings.jarb.trust_after, call_limits=call_limits(settings),
+                                 file_roots=settings.fs.roots,
+                                 protected=[settings.data_dir, settings.tools_dir])
 
 
 def make_factory(settings: Settings, taken_names: Callable[[], Iterable[str]] = lambda: ()) -> ToolFactory:

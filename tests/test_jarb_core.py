@@ -220,3 +220,34 @@ def test_tool_errors_reach_the_model_as_tool_errors(settings):
     assert not outcome.ok and "ValueError: b must not be 0" in outcome.content
     bad = executor.execute("safe_div", {"a": "x"}, CallContext(thread_id="t", key="k2"), lambda r: "approve")
     assert not bad.ok and "bad arguments" in bad.content
+
+
+def test_fs_write_tool_writes_inside_the_roots_only(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    settings = settings_from_dict({"storage": {"data_dir": str(root / "data")}, "tools_dir": str(root / "tools"),
+                                   "fs": {"roots": [str(root)]}, "jarb": {"trust_after": 0}}, tmp_path)
+    factory = make_factory(settings)
+    code = ("from pathlib import Path\n\n\ndef save_note(path: str, text: str) -> str:\n"
+            "    Path(path).write_text(text)\n    return path\n")
+    tests = ("from save_note import save_note\n\n\ndef test_save(tmp_path):\n    p = tmp_path / 'n.txt'\n"
+             "    assert save_note(str(p), 'hi') == str(p) and p.read_text() == 'hi'\n")
+    spec = {"name": "save_note", "description": "Save text to a file.", "return_type": "str",
+            "side_effects": ["fs_write"], "args": [{"name": "path", "type": "str", "description": "file"},
+                                                  {"name": "text", "type": "str", "description": "content"}]}
+    _register(factory, code, tests, spec)
+    provider = generated_provider(settings)
+    tool = provider.get_tool("save_note")
+    assert tool.metadata["untrusted_output"] is True and tool.metadata["side_effects"] == ["fs_write"]
+    assert tool.invoke({"path": str(root / "note.txt"), "text": "hello"}) == str(root / "note.txt")
+    assert (root / "note.txt").read_text() == "hello"
+    before = sorted(p.name for p in (root / "data").iterdir())
+    for target in (outside / "x.txt", root / "data" / "x.txt", root / "tools" / "save_note_v1.py"):
+        with pytest.raises(ToolError, match="No such file|Read-only|Permission denied"):
+            tool.invoke({"path": str(target), "text": "pwned"})
+    assert not (outside / "x.txt").exists()
+    assert sorted(p.name for p in (root / "data").iterdir()) == before
+    assert "pwned" not in (root / "tools" / "save_note_v1.py").read_text()
+    assert provider.list_tools()[0].name == "save_note"  # its module is intact
