@@ -200,3 +200,8 @@ def test_seatbelt_profile_denies_network_writes_and_home():
     assert '(deny file-read* (subpath "/Users/me"))' in profile and "(deny process-fork)" in profile
     assert "network" not in seatbelt_profile(workdir="/w", tmpdir="/t", readable=[], executables=[], network=True,
                                              home="/h").split("(deny file-write*)")[0].replace("(version 1)", "")
+
+
+def test_no_backend_needs_required_false():
+    with pytest.raises(SandboxUnavailable, match="sandbox.required: false"):
+        Sandbox(backend="none", required=True)
