@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from langgraph.types import Command
 
@@ -23,6 +21,12 @@ pytestmark = pytest.mark.slow
 
 def _config(jarvis_env, **extra):
     jarvis_env.write_config(sandbox={"required": True}, autonomy={"effects": {"tool_create": "auto"}}, **extra)
+
+
+def _registry(jarvis_env):
+    from orchestrator.jarb_tools import open_registry
+
+    return open_registry(jarvis_env.settings)
 
 
 def _approve_all(graph, config, result):
@@ -113,8 +117,7 @@ def test_repairs_exhausted_registers_nothing(jarvis_env):
     final_request = server.requests[-1]
     assert any("Nothing was registered" in (m.get("content") or "") for m in final_request["messages"] if m["role"] == "tool")
     assert messages[-1].content.startswith("Sorry")
-    listed = jarvis_env.cli_json("tools", "list", "--json")
-    assert not any(r["name"] == "word_count" for r in listed)
+    assert _registry(jarvis_env).names() == set()
     assert not (jarvis_env.path / "tools" / "word_count_v1.py").exists()
     kept = list((jarvis_env.path / "tools" / ".failed").glob("word_count-*"))
     assert kept and (kept[0] / "word_count.py").read_text() == BUGGY_WORD_COUNT
@@ -165,7 +168,7 @@ def test_network_tool_needs_approval_at_registration(jarvis_env):
                           version="v2")
     jarb_answer = next(m for m in result.value["messages"] if m.type == "tool" and m.name == "create_new_tool")
     assert "declined" in jarb_answer.content and "no network please" in jarb_answer.content
-    assert not any(r["name"] == "fetch_title" for r in jarvis_env.cli_json("tools", "list", "--json"))
+    assert _registry(jarvis_env).names() == set()
 
     # approved: registered with network allowed, and untrusted output (it reads the web)
     server.push(spec_call(spec), answer("Registered."))
@@ -173,8 +176,8 @@ def test_network_tool_needs_approval_at_registration(jarvis_env):
     [intr] = result.interrupts
     result = graph.invoke(Command(resume={intr.id: {"decision": "approve"}}), config, version="v2")
     assert not result.interrupts
-    row = next(r for r in jarvis_env.cli_json("tools", "list", "--json") if r["name"] == "fetch_title")
-    assert row["network_approved"] is True and row["side_effects"] == ["network"]
+    record = _registry(jarvis_env).get("fetch_title")
+    assert record.network_approved is True and record.side_effects == ["network"]
     tool = graph.jarvis.catalog.get("fetch_title")
     assert tool.metadata["untrusted_output"] is True and tool.metadata["source"] == "generated"
 
@@ -193,4 +196,4 @@ def test_heavy_model_writes_the_code(jarvis_env, tmp_path):
         assert result.value["messages"][-1].content == "Done."
         assert len(heavy.requests) == 2 and all(r["model"] == "big" for r in heavy.requests)
         assert len(jarvis_env.server.requests) == 2  # the primary model only planned
-    assert json.loads(jarvis_env.cli("tools", "list", "--json", check=True).stdout)
+    assert _registry(jarvis_env).get("word_count").version == 1

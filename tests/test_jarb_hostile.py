@@ -27,7 +27,7 @@ from orchestrator.jarb_tools import make_factory, make_sandbox
 pytestmark = pytest.mark.slow
 
 LIMITS = {"required": True, "cpu_seconds": 2, "memory_mb": 512, "max_processes": 16, "file_size_mb": 8,
-          "workdir_mb": 16, "wall_timeout_s": 8, "output_limit_kb": 64}
+          "workdir_mb": 16, "wall_timeout_s": 6, "output_limit_kb": 64}
 SECRET_ENV = "JARVIS_CANARY_SECRET"
 
 
