@@ -40,6 +40,7 @@ from .sandbox_backends import (
     Limits,
     SandboxUnavailable,
     SeatbeltBackend,
+    readable_by_others,
 )
 from .sandbox_process import SandboxProcess, SandboxProtocolError, SandboxResult
 
@@ -160,8 +161,6 @@ class Sandbox:
 
 
 def _readable_by_nobody(path: str) -> bool:
-    from .sandbox_backends import readable_by_others
-
     return readable_by_others(Path(path))
 
 
