@@ -27,6 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SCRATCH = "/sandbox"  # the work directory inside bubblewrap
+# Readable by root only: masked when the command keeps uid 0 (capabilities dropped, but file permissions still
+# let root's uid read them).
+ROOT_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+                "/etc/ssh", "/etc/ssl/private", "/etc/security/opasswd")
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 LIMITS_EXEC = Path(__file__).with_name("_limits_exec.py")
 
@@ -214,6 +218,12 @@ class BubblewrapBackend:
         for d in pythons:
             if any(_under(d, t) for t in targets):
                 args += ["--ro-bind", d, d]
+        if drop_uid is None and os.geteuid() == 0:
+            for secret in ROOT_SECRETS:
+                if os.path.isdir(secret) and not os.path.islink(secret):
+                    args += ["--perms", "0700", "--tmpfs", secret, "--remount-ro", secret]
+                elif os.path.isfile(secret):
+                    args += ["--ro-bind", "/dev/null", secret]
         for h in hide:
             h_abs = os.path.abspath(h)
             if any(_under(h_abs, t) and h_abs != t for t in targets) and os.path.isdir(h_abs):

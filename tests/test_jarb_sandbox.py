@@ -205,3 +205,24 @@ def test_seatbelt_profile_denies_network_writes_and_home():
 def test_no_backend_needs_required_false():
     with pytest.raises(SandboxUnavailable, match="sandbox.required: false"):
         Sandbox(backend="none", required=True)
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root's own uid could read these")
+def test_keeping_root_uid_masks_root_only_files(sandbox, tmp_path):
+    result = py(sandbox, """
+        import os
+        try:
+            shadow = open("/etc/shadow").read()
+        except OSError as exc:
+            shadow = exc.strerror
+        print(repr(shadow), os.listdir("/etc/ssh") if os.path.isdir("/etc/ssh") else [], os.getuid())
+        try:
+            os.setuid(5)
+        except PermissionError as exc:
+            print("no capabilities:", exc.strerror)
+    """, binds=[Bind(tmp_path, writable=True)], keep_uid=True)
+    assert result.ok, result.stderr_text
+    first, second = result.stdout_text.splitlines()
+    assert first in ("'' [] 0", "'Permission denied' [] 0")  # uid 0, yet the root-only files are masked
+    assert second == "no capabilities: Operation not permitted"
