@@ -106,9 +106,16 @@ def static_tools(settings: Settings) -> list[BaseTool]:
     from integrations.fs_tools import build_fs_tools
     from integrations.time_tools import build_time_tools
 
+    from .channels.tools import build_message_tools
+    from .jorbs.tools import build_jorb_tools
+    from .reminders.tools import build_reminder_tools
+
     tools: list[BaseTool] = []
     tools += build_fs_tools(settings.fs.roots, settings.fs.max_read_bytes, settings.fs.max_search_results)
     tools += build_time_tools(settings.timezone)
+    tools += build_message_tools(settings)
+    tools += build_jorb_tools(settings)
+    tools += build_reminder_tools(settings)
     return tools
 
 

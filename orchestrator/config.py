@@ -194,6 +194,9 @@ class ChannelsConfig(_Section):
     burst_window_s: float = Field(20.0, ge=0)
     send_per_minute: int = Field(20, ge=1)
     route_min_confidence: float = Field(0.7, ge=0, le=1)
+    user_identities: list[str] = Field(default_factory=list,
+                                       description="your own addresses: a message from one of them is your intervention")
+    default_region: str = Field("US", description="phone numbers without a country code are read in this region")
 
 
 class SchedulerConfig(_Section):
@@ -203,6 +206,16 @@ class SchedulerConfig(_Section):
     max_attempts: int = Field(5, ge=1)
     ack_timeout_s: float = Field(10.0, gt=0)
     webhook_timeout_s: float = Field(10.0, gt=0)
+    webhook_tries: int = Field(3, ge=1, description="POSTs within one attempt before it counts as failed")
+    retry_backoff_s: float = Field(5.0, gt=0, description="first wait after a failed attempt; doubles each time")
+    max_backoff_s: float = Field(300.0, gt=0)
+    missed_policy: Literal["catch_up", "skip", "ask"] = "catch_up"
+    missed_grace_s: float = Field(60.0, ge=0, description="later than this after its time, a reminder was missed")
+    lease_s: float = Field(300.0, gt=0, description="a delivery cut off by a crash is retried after this long")
+    defer_s: float = Field(30.0, gt=0, description="wait while a chat thread is busy (running or confirming)")
+    workers: int = Field(4, ge=1, description="deliveries in parallel")
+    batch_size: int = Field(200, ge=1, description="reminders taken per tick")
+    chat_thread: str = Field("reminders", min_length=1, description="thread for reminders with no other target")
 
 
 class DocsConfig(_Section):

@@ -187,7 +187,7 @@ class ToolExecutor:
         if valid is None:
             return CallOutcome(name, f"Error: bad arguments for {name}: {problem}. Call it again with valid arguments.",
                                ok=False, args=args if isinstance(args, dict) else {})
-        effects = side_effects_of(tool)
+        effects = side_effects_of(tool, valid)
         meta = tool.metadata or {}
 
         if effects:

@@ -158,7 +158,7 @@ def make_nodes(rt: JarvisRuntime):
         return update
 
     def respond(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
-        rt.threads.touch(_thread_id(config), status=IDLE)
+        rt.threads.set_status_later(_thread_id(config), IDLE)
         last = state.messages[-1] if state.messages else None
         if isinstance(last, AIMessage) and not last.tool_calls and not (last.text or "").strip():
             return {"messages": [AIMessage(content="(The model returned an empty answer. Try rephrasing the request.)")]}

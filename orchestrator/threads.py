@@ -9,9 +9,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from sqlalchemy import DateTime, String, Text, desc, select
+from sqlalchemy import DateTime, String, Text, case, desc, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from . import writer
 from .config import Settings
 from .storage import Base, jarvis_engine
 
@@ -56,25 +59,33 @@ class ThreadIndex:
         self.engine = jarvis_engine(settings)
 
     def touch(self, thread_id: str, *, title: str | None = None, status: str | None = None, kind: str = "chat") -> None:
-        with Session(self.engine) as s, s.begin():
-            row = s.get(ThreadRow, thread_id)
-            if row is None:
-                row = ThreadRow(thread_id=thread_id, kind=kind, title=(title or "")[:200], status=status or IDLE,
-                                created_at=_now(), updated_at=_now())
-                s.add(row)
-                return
-            if title and not row.title:
-                row.title = title[:200]
-            if status:
-                row.status = status
-            row.updated_at = _now()
+        """Create the thread's row or update it: one upsert statement (this runs on every turn)."""
+        now = _now()
+        table = ThreadRow.__table__
+        values = {"thread_id": thread_id, "kind": kind, "title": (title or "")[:200], "status": status or IDLE,
+                  "created_at": now, "updated_at": now}
+        changes: dict[str, Any] = {"updated_at": now}
+        if status:
+            changes["status"] = status
+        if title:
+            changes["title"] = case((table.c.title == "", title[:200]), else_=table.c.title)
+        insert = sqlite_insert if self.engine.dialect.name == "sqlite" else pg_insert
+        stmt = insert(table).values(**values).on_conflict_do_update(index_elements=["thread_id"], set_=changes)
+        with self.engine.begin() as conn:
+            conn.execute(stmt)
+
+    def set_status_later(self, thread_id: str, status: str) -> None:
+        """Status bookkeeping off the hot path (see writer.py)."""
+        writer.submit(lambda: self.touch(thread_id, status=status))
 
     def get(self, thread_id: str) -> ThreadInfo | None:
+        writer.flush()
         with Session(self.engine) as s:
             row = s.get(ThreadRow, thread_id)
             return _info(row) if row else None
 
     def list(self, limit: int = 50, kind: str | None = None, statuses: tuple[str, ...] | None = None) -> list[ThreadInfo]:
+        writer.flush()
         with Session(self.engine) as s:
             q = select(ThreadRow).order_by(desc(ThreadRow.updated_at)).limit(limit)
             if kind:

@@ -6,9 +6,6 @@ import json
 
 import typer
 
-from ..telemetry import get_run, list_runs
-from ..threads import ThreadIndex, dumps, message_view
-from ..turns import thread_config
 from . import fail, state
 
 threads_app = typer.Typer(help="Conversations kept in the checkpointer.", no_args_is_help=True)
@@ -19,6 +16,8 @@ runs_app = typer.Typer(help="Telemetry of each run: node timings, tool calls, to
 def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most this many"),
                  as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """List threads, most recent first."""
+    from ..threads import ThreadIndex, dumps
+
     rows = ThreadIndex(state(ctx).settings).list(limit=limit)
     if as_json:
         typer.echo(dumps([r.as_dict() for r in rows]))
@@ -32,6 +31,9 @@ def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most
 @threads_app.command("show")
 def threads_show(ctx: typer.Context, thread_id: str, as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Show a thread's messages and tool calls, read from its checkpoint."""
+    from ..threads import dumps, message_view
+    from ..turns import thread_config
+
     st = state(ctx)
     graph = st.graph()
     snapshot = graph.get_state(thread_config(thread_id))
@@ -66,6 +68,9 @@ def threads_show(ctx: typer.Context, thread_id: str, as_json: bool = typer.Optio
 def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = typer.Option(None, "--thread"),
               as_json: bool = typer.Option(False, "--json")) -> None:
     """List recent runs with their duration, tokens and tool calls."""
+    from ..telemetry import list_runs
+    from ..threads import dumps
+
     rows = list_runs(state(ctx).settings, limit=limit, thread_id=thread)
     if as_json:
         typer.echo(dumps([{c: getattr(r, c) for c in ("id", "thread_id", "graph", "started_at", "duration_ms", "status",
@@ -83,6 +88,9 @@ def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = t
 @runs_app.command("show")
 def runs_show(ctx: typer.Context, run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """Show a run's timeline: nodes, model calls and tool calls with their durations."""
+    from ..telemetry import get_run
+    from ..threads import dumps
+
     found = get_run(state(ctx).settings, run_id)
     if found is None:
         fail(f"no run {run_id!r} (see `jarvis runs list`)")
