@@ -26,7 +26,7 @@ import platform
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,9 +42,10 @@ from .sandbox_backends import (
     SeatbeltBackend,
     readable_by_others,
 )
-from .sandbox_process import SandboxProcess, SandboxProtocolError, SandboxResult
+from .sandbox_process import SandboxProcess, SandboxProtocolError, SandboxResult, TextPipe
 
-__all__ = ["Bind", "Limits", "Sandbox", "SandboxProcess", "SandboxResult", "SandboxUnavailable", "SandboxProtocolError"]
+__all__ = ["Bind", "Limits", "Sandbox", "SandboxProcess", "SandboxResult", "SandboxUnavailable", "SandboxProtocolError",
+           "TextPipe", "script_spawner"]
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class Sandbox:
     # -- running ------------------------------------------------------------------------------------------
     def spawn(self, argv: Sequence[str], *, binds: Sequence[Bind] = (), workdir: Path | None = None,
               env: Mapping[str, str] | None = None, network: bool = False, limits: Limits | None = None,
-              stdin: bool = True, capture_stdout: bool = False, keep_uid: bool = False,
+              stdin: bool = True, capture_stdout: bool = False, capture_stderr: bool = True, keep_uid: bool = False,
               hide: Sequence[Path] = ()) -> SandboxProcess:
         """Start `argv` in the sandbox and return at once (stdin/stdout pipes for a long-lived conversation).
 
@@ -146,7 +147,7 @@ class Sandbox:
         if cgroup is None and self.isolated is False and os.geteuid() != 0:
             plan.warnings.append("the number of processes is not capped (no pids cgroup without a sandbox)")
         return SandboxProcess(plan, backend=self.backend, limits=limits, cgroup=cgroup, pipe_stdin=stdin,
-                              capture_stdout=capture_stdout)
+                              capture_stdout=capture_stdout, capture_stderr=capture_stderr)
 
     def run(self, argv: Sequence[str], *, input: bytes | None = None, binds: Sequence[Bind] = (),
             workdir: Path | None = None, env: Mapping[str, str] | None = None, network: bool = False,
@@ -158,6 +159,27 @@ class Sandbox:
 
     def with_limits(self, **changes: Any) -> Limits:
         return replace(self.limits, **changes)
+
+
+def script_spawner(settings: Any) -> Callable[[list[str]], TextPipe]:
+    """How orchestrator.jorbs starts a jorb script: `spawn(argv)` -> a text-mode pipe to a sandboxed process.
+
+    `settings` is Jarvis' Settings (read duck-typed: `sandbox.*` and `jorbs.script_timeout_s`). The script
+    runner keeps its own deadline; the sandbox's wall timeout is a backstop a little beyond it. Raises
+    SandboxUnavailable (with how to install bubblewrap) when no sandbox exists and sandbox.required is true.
+    """
+    c = settings.sandbox
+    script_timeout = float(getattr(getattr(settings, "jorbs", None), "script_timeout_s", c.wall_timeout_s))
+    limits = Limits(cpu_seconds=c.cpu_seconds, memory_mb=c.memory_mb, max_processes=c.max_processes,
+                    file_size_mb=c.file_size_mb, workdir_mb=c.workdir_mb,
+                    wall_timeout_s=max(c.wall_timeout_s, script_timeout + 10), output_limit_kb=c.output_limit_kb,
+                    open_files=c.open_files)
+    sandbox = Sandbox(limits, required=c.required, backend=c.backend, unprivileged_uid=c.unprivileged_uid)
+
+    def spawn(argv: list[str]) -> TextPipe:
+        return TextPipe(sandbox.spawn(argv, stdin=True, capture_stdout=False, capture_stderr=False))
+
+    return spawn
 
 
 def _readable_by_nobody(path: str) -> bool:

@@ -144,7 +144,7 @@ class SandboxProcess:
     captured (capped). `wait()` returns the SandboxResult and cleans up; the context manager kills on exit."""
 
     def __init__(self, plan: LaunchPlan, *, backend: str, limits: Limits, cgroup: PidsCgroup | None,
-                 pipe_stdin: bool, capture_stdout: bool):
+                 pipe_stdin: bool, capture_stdout: bool, capture_stderr: bool = True):
         self.backend = backend
         self.limits = limits
         self.workdir = plan.workdir
@@ -168,8 +168,13 @@ class SandboxProcess:
             raise
         self.pid = self._popen.pid
         self.stdin: IO[bytes] | None = self._popen.stdin
-        self._err = _Capture(self._popen.stderr, self._budget, lambda: self.kill("output_limit"))
-        self._err.start()
+        self._err: _Capture | None = None
+        self.stderr: IO[bytes] | None = None
+        if capture_stderr:
+            self._err = _Capture(self._popen.stderr, self._budget, lambda: self.kill("output_limit"))
+            self._err.start()
+        else:
+            self.stderr = self._popen.stderr  # the caller drains it
         self._out: _Capture | None = None
         self.stdout: IO[bytes] | None = None
         if capture_stdout:
@@ -207,11 +212,12 @@ class SandboxProcess:
         self._timer.cancel()
         if self._cgroup is not None:
             self._cgroup.kill_all()  # --die-with-parent stops the namespace; this also stops escapees elsewhere
-        self._err.join(5)
+        if self._err is not None:
+            self._err.join(5)
         if self._out is not None:
             self._out.join(5)
         hits = self._cgroup.limit_hits() if self._cgroup is not None else 0
-        stderr = self._err.data
+        stderr = self._err.data if self._err is not None else b""
         stdout = self._out.data if self._out is not None else b""
         killed = self._killed
         self.result = SandboxResult(
@@ -311,3 +317,28 @@ class SandboxProcess:
 
     def __exit__(self, *exc: Any) -> None:
         self.close(grace_s=0.0 if exc and exc[0] is not None else 2.0)
+
+
+class TextPipe:
+    """A SandboxProcess seen as a text-mode `subprocess.Popen`: `stdin`/`stdout`/`stderr` line streams, `poll()`,
+    `kill()`, `wait(timeout) -> returncode`. What orchestrator.jorbs' script runner expects of a child."""
+
+    def __init__(self, proc: SandboxProcess):
+        import io
+
+        if proc.stdin is None or proc.stdout is None or proc.stderr is None:
+            raise ValueError("TextPipe needs a process spawned with stdin, stdout and stderr as pipes")
+        self.process = proc
+        self.pid = proc.pid
+        self.stdin = io.TextIOWrapper(proc.stdin, encoding="utf-8", line_buffering=True, write_through=True)
+        self.stdout = io.TextIOWrapper(proc.stdout, encoding="utf-8", errors="replace")
+        self.stderr = io.TextIOWrapper(proc.stderr, encoding="utf-8", errors="replace")
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def kill(self) -> None:
+        self.process.kill("killed by the caller")
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return self.process.wait(timeout).returncode

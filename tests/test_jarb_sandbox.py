@@ -226,3 +226,32 @@ def test_keeping_root_uid_masks_root_only_files(sandbox, tmp_path):
     first, second = result.stdout_text.splitlines()
     assert first in ("'' [] 0", "'Permission denied' [] 0")  # uid 0, yet the root-only files are masked
     assert second == "no capabilities: Operation not permitted"
+
+
+@needs_bwrap
+def test_jorb_scripts_run_in_the_sandbox(tmp_path):
+    """orchestrator.jorbs starts scripts through `script_spawner`: calls still reach the parent, files do not."""
+    from jarb_core.sandbox import script_spawner
+    from orchestrator.config import settings_from_dict
+    from orchestrator.jorbs.script_runner import run_script
+
+    settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")}}, tmp_path)
+    canary = Path.home() / f".jarvis-canary-{uuid.uuid4().hex[:8]}"
+    canary.write_text("private")
+    calls = []
+
+    def handle(ns, method, args, kwargs):
+        calls.append((ns, method, args))
+        return 41
+
+    try:
+        script = (f"n = jarvis.math.answer() + 1\n"
+                  f"try:\n    open({str(canary)!r}).read()\n    seen = 'read'\n"
+                  f"except OSError as exc:\n    seen = exc.strerror\n"
+                  f"[n, seen]")
+        outcome = run_script(script, handle, spawn=script_spawner(settings), timeout_s=30)
+    finally:
+        canary.unlink()
+    assert outcome.error is None, outcome.error
+    assert outcome.result == [42, "No such file or directory"]
+    assert calls == [("math", "answer", [])]
