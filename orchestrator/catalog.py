@@ -132,4 +132,7 @@ def default_catalog(settings: Settings, extra_tools: Iterable[BaseTool] = ()) ->
     mcp = mcp_provider(settings, reserved=lambda: reserved)
     if mcp is not None:
         providers.append(mcp)
+    from .jarb_tools import generated_provider  # JARB's tools, read from the registry on each turn
+
+    providers.append(generated_provider(settings))
     return ToolCatalog(providers)

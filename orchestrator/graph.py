@@ -28,9 +28,10 @@ from .config import Settings, load_settings
 from .executor import CallContext, ToolExecutor
 from .checkpoint_store import prune_later
 from .history import compact, estimate_tokens
+from .jarb_subgraph import JARB_TOOL, create_new_tool_tool, jarb_task_for, make_jarb_node
 from .llm import model_config
 from .planner import call_model, step_limit_message, system_prompt
-from .state import Attachment, ConversationState, ToolTask, TurnCount
+from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount
 from .threads import IDLE, RUNNING, WAITING, ThreadIndex
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,9 @@ def make_nodes(rt: JarvisRuntime):
         sends: list[Send] = []
         base = {"message_id": last.id, "turn": state.turn, "untrusted_turn": state.untrusted_turn, "effects": state.effects}
         for i, call in enumerate(last.tool_calls):
+            if call.get("name") == JARB_TOOL:  # the tool factory, not the executor
+                sends.append(Send("jarb", jarb_task_for(dict(call), i, base)))
+                continue
             sends.append(Send("tool_node", ToolTask(call=dict(call), index=i, **base)))
         offset = len(last.tool_calls)
         for j, bad in enumerate(last.invalid_tool_calls):
@@ -194,7 +198,8 @@ def build_graph(
         llm = make_chat_model(settings, "primary")
     catalog = catalog or default_catalog(settings, tools or ())
     executor = ToolExecutor(settings, catalog)
-    rt = JarvisRuntime(settings=settings, llm=llm, catalog=catalog, executor=executor, threads=ThreadIndex(settings))
+    rt = JarvisRuntime(settings=settings, llm=llm, catalog=catalog, executor=executor, threads=ThreadIndex(settings),
+                       meta_tools=[create_new_tool_tool(settings.jarb.max_repairs)])
 
     entry, planner, route, tool_node, respond = make_nodes(rt)
     g = StateGraph(ConversationState)
@@ -202,10 +207,12 @@ def build_graph(
     g.add_node("planner", planner)
     g.add_node("tool_node", tool_node, input_schema=ToolTask)
     g.add_node("respond", respond)
+    g.add_node("jarb", make_jarb_node(rt), input_schema=JarbTask)
     g.add_edge(START, "entry")
     g.add_edge("entry", "planner")
-    g.add_conditional_edges("planner", route, ["tool_node", "respond"])
+    g.add_conditional_edges("planner", route, ["tool_node", "jarb", "respond"])
     g.add_edge("tool_node", "planner")
+    g.add_edge("jarb", "planner")
     g.add_edge("respond", END)
 
     if checkpointer is None:
