@@ -22,8 +22,8 @@ def _is_summary_request(req: dict) -> bool:
 def _summarizer(req: dict) -> dict:
     """The scripted model's summary: the previous summary plus every FACT line of the new messages."""
     text = req["messages"][1]["content"]
-    previous = text.split("Current summary:\n", 1)[1].split("\n\nNew messages:", 1)[0]
-    facts = re.findall(r"FACT: [^\n]+", text)
+    previous, new = text.split("Current summary:\n", 1)[1].split("\n\nNew messages:", 1)
+    facts = re.findall(r"FACT: [^\n]+", new)
     kept = [] if previous == "(none yet)" else [previous]
     return {"content": "\n".join(kept + facts) or "small talk only"}
 
