@@ -130,8 +130,8 @@ def build_gcal_tools(api: GoogleApi, calendar_id: str = "primary", timezone: str
         if cal.get("errors"):
             raise ToolError(f"Google Calendar could not give the busy times of {calendar_id}: "
                             f"{cal['errors'][0].get('reason', 'unknown reason')}.")
-        busy = sorted((parse_time(b["start"], tz, "busy start"), parse_time(b["end"], tz, "busy end"))
-                      for b in cal.get("busy") or [])
+        busy = sorted((parse_time(b["start"], tz, "busy start").astimezone(tz),
+                       parse_time(b["end"], tz, "busy end").astimezone(tz)) for b in cal.get("busy") or [])
         need = timedelta(minutes=duration_minutes)
         slots: list[dict[str, str]] = []
         for day_lo, day_hi in _working_windows(lo, hi, ds, de, tz):

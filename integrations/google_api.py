@@ -135,7 +135,10 @@ class GoogleApi:
             self.reset()
             raise ToolError(f"Google refused to renew Jarvis's access ({_short(exc)}): it may have been revoked; run "
                             "`jarvis auth google` again.") from None
-        except (requests.ConnectionError, requests.Timeout, TransportError) as exc:
+        except TransportError as exc:  # raised while renewing the access token
+            raise ToolError(f"Cannot reach Google's sign-in server to renew access ({_short(exc)[:80]}); check the "
+                            "network connection.") from None
+        except (requests.ConnectionError, requests.Timeout) as exc:
             if safe:
                 raise _Retry(None, None, f"cannot reach {self.base_url}: {type(exc).__name__}") from None
             raise ToolError(f"Cannot reach {self.service} at {self.base_url} ({type(exc).__name__}); check the "

@@ -5,6 +5,7 @@ the production clients (google-auth's AuthorizedSession, google-auth-oauthlib's 
 it; only the base URLs differ. Test levers:
   server.expire_tokens()                 every access token now gets 401 -> the client must refresh
   server.fail(method, path_re, status, times=1, retry_after=None)   inject 429 / 5xx answers
+  server.fail(..., after=True)           do the work, then answer the error (a reply lost on the way back)
   server.page_size                       items per page (small, to exercise pagination)
   server.requests                        (method, path, query, authorization) of every request
   server.add_message(...)                mailbox content; server.sent / server.drafts / server.events
@@ -23,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email import message_from_bytes
-from email.utils import format_datetime, getaddresses, parseaddr
+from email.utils import format_datetime, getaddresses
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
@@ -43,6 +44,7 @@ class Fault:
     status: int
     times: int
     retry_after: float | None = None
+    after: bool = False  # process the request, then answer the error
 
 
 @dataclass
@@ -131,9 +133,10 @@ class FakeGoogle:
             self.state.access_tokens.clear()
             self.state.refresh_tokens.clear()
 
-    def fail(self, method: str, path_re: str, status: int, times: int = 1, retry_after: float | None = None) -> None:
+    def fail(self, method: str, path_re: str, status: int, times: int = 1, retry_after: float | None = None,
+             after: bool = False) -> None:
         with self.lock:
-            self.state.faults.append(Fault(method.upper(), re.compile(path_re), status, times, retry_after))
+            self.state.faults.append(Fault(method.upper(), re.compile(path_re), status, times, retry_after, after))
 
     def add_message(self, *, sender: str, subject: str, body: str, to: str | None = None, thread_id: str | None = None,
                     unread: bool = True, html: bool = False, message_id: str | None = None,
@@ -229,7 +232,13 @@ class _Handler(BaseHTTPRequestHandler):
     def fake(self) -> FakeGoogle:
         return self.server.fake
 
+    _after_fault: Fault | None = None
+
     def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
+        fault, self._after_fault = self._after_fault, None
+        if fault is not None:  # the work is done; the answer is "lost"
+            status, headers = fault.status, None
+            body = {"error": {"code": status, "message": "injected fault after processing", "status": "backendError"}}
         data = b"" if body is None else json.dumps(body).encode()
         self.send_response(status)
         if body is not None:
@@ -257,6 +266,9 @@ class _Handler(BaseHTTPRequestHandler):
             for fault in fake.state.faults:
                 if fault.times > 0 and fault.method == method and fault.path.search(parsed.path):
                     fault.times -= 1
+                    if fault.after:
+                        self._after_fault = fault
+                        break
                     headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else None
                     self._body()
                     self._error(fault.status, "injected fault", "rateLimitExceeded" if fault.status == 429 else "backendError",
