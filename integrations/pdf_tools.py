@@ -193,6 +193,7 @@ def build_pdf_tools(
         file, shown = _open(path)
         model = models.get()
         passages = _indexed_passages(file, question)
+        from_index = passages is not None
         info: PdfInfo | None = None
         stats = ReadStats()
         if passages is None:
@@ -211,7 +212,8 @@ def build_pdf_tools(
                   f"pages do not contain the answer, say so.\n\nQuestion: {question}\n\n{context}")
         answer = ask_model(model, SYSTEM, prompt)
         used = sorted({s.page for s in passages if s.page is not None})
-        return f"{answer}\n\n(Pages consulted: {_ranges(used)} of {shown}.)"
+        where = ", from the document index" if from_index else ""
+        return f"{answer}\n\n(Pages consulted: {_ranges(used)} of {shown}{where}.)"
 
     def _indexed_passages(file: Path, question: str) -> list[Segment] | None:
         if sink is None:

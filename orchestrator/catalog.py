@@ -126,14 +126,19 @@ def document_tools(settings: Settings) -> list[BaseTool]:
     from integrations.pdf_tools import build_pdf_tools
     from integrations.yt_tools import build_yt_tools
 
+    from .docs_index import IndexSink, build_docs_tools, docs_index_for
+
     model = _summary_model(settings)
     pdf, yt = settings.pdf, settings.youtube
     roots = [*settings.fs.roots, settings.data_dir / "uploads"]
+    index = docs_index_for(settings)
+    sink = IndexSink(index, auto_index=settings.docs.auto_index)  # what the tools read becomes searchable
     return [
         *build_pdf_tools(roots, model, chunk_tokens=pdf.chunk_tokens, max_summary_chunks=pdf.max_summary_chunks,
-                         time_budget_s=pdf.time_budget_s, max_extract_chars=pdf.max_extract_chars),
+                         time_budget_s=pdf.time_budget_s, max_extract_chars=pdf.max_extract_chars, sink=sink),
         *build_yt_tools(model, languages=yt.languages, chunk_tokens=yt.chunk_tokens,
-                        max_summary_chunks=pdf.max_summary_chunks, timeout_s=yt.timeout_s),
+                        max_summary_chunks=pdf.max_summary_chunks, timeout_s=yt.timeout_s, sink=sink),
+        *build_docs_tools(index, model, budget_tokens=pdf.chunk_tokens),
     ]
 
 
