@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import numpy as np
-from sqlalchemy import (Engine, Float, ForeignKey, Integer, LargeBinary, String, Text, delete, func, select, text,
-                        update)
+from sqlalchemy import (Engine, Float, ForeignKey, Integer, LargeBinary, String, Text, delete, func, insert, select,
+                        text, update)
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from integrations.documents import ReadDocument
@@ -27,6 +28,7 @@ from .chunking import chunk_document
 log = logging.getLogger(__name__)
 
 RRF_K = 60
+_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="docs-search")
 CANDIDATES = 50
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -68,6 +70,7 @@ class Meta(DocsBase):
 _FTS_DDL = [
     "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, content='chunks', content_rowid='id', "
     "tokenize='porter unicode61 remove_diacritics 2')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, 'row')",
     "CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN "
     "INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text); END",
     "CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN "
@@ -108,9 +111,36 @@ class AddResult:
     reused_vectors: int
 
 
-def _fts_query(text_: str) -> str | None:
-    terms = [w for w in dict.fromkeys(_WORD.findall(text_.lower())) if len(w) > 1 or w.isdigit()]
-    return " OR ".join('"' + t.replace('"', "") + '"' for t in terms) if terms else None
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+COMMON_SHARE = 0.2  # a query word found in more chunks than this is left out (a stop word, in effect)
+KEEP_AT_LEAST = 2
+
+
+class _Stemmer:
+    """The index's own tokenizer (FTS5 porter) applied to query words, in a private in-memory database: the
+    stems are what the index's vocabulary counts."""
+
+    def __init__(self) -> None:
+        import sqlite3
+
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.execute(f"CREATE VIRTUAL TABLE q USING fts5(w, tokenize='{TOKENIZER}')")
+        self._db.execute("CREATE VIRTUAL TABLE qv USING fts5vocab(q, 'instance')")
+        self._lock = threading.Lock()
+
+    def stems(self, words: list[str]) -> dict[int, str]:
+        with self._lock:
+            self._db.execute("DELETE FROM q")
+            self._db.executemany("INSERT INTO q(rowid, w) VALUES (?, ?)", list(enumerate(words, 1)))
+            return {int(doc) - 1: term for term, doc in self._db.execute("SELECT term, doc FROM qv")}
+
+
+def _words(text_: str) -> list[str]:
+    return [w for w in dict.fromkeys(_WORD.findall(text_.lower())) if len(w) > 1 or w.isdigit()]
+
+
+def _match(words: list[str]) -> str | None:
+    return " OR ".join('"' + w.replace('"', "") + '"' for w in words) if words else None
 
 
 def _now() -> datetime:
@@ -125,6 +155,8 @@ class DocsIndex:
         self.chunk_chars = settings.docs.chunk_chars
         self._ready = False
         self._lock = threading.Lock()
+        self._stemmer = _Stemmer()
+        self._df: tuple[str, int, dict[str, int]] | None = None
         self._matrix: tuple[str, np.ndarray, np.ndarray] | None = None  # (generation, ids, vectors)
 
     # -- schema ----------------------------------------------------------------------------------
@@ -149,9 +181,9 @@ class DocsIndex:
             row.value = str(int(row.value) + 1)
 
     def generation(self) -> str:
-        with Session(self.engine) as s:
-            row = s.get(Meta, "generation")
-            return row.value if row else "0"
+        with self.engine.connect() as conn:
+            value = conn.exec_driver_sql("SELECT value FROM meta WHERE key = 'generation'").scalar()
+            return value or "0"
 
     # -- documents -------------------------------------------------------------------------------
     def get(self, source: str) -> Document | None:
@@ -208,8 +240,10 @@ class DocsIndex:
             existing.segments = len(doc.segments)
             existing.chunk_count = len(chunks)
             s.flush()
-            s.add_all(Chunk(document_id=existing.id, position=c.position, page=c.page, start_s=c.start_s, text=c.text,
-                            embedding=blobs[i]) for i, c in enumerate(chunks))
+            if chunks:  # one executemany, not an ORM object per chunk
+                s.execute(insert(Chunk), [{"document_id": existing.id, "position": c.position, "page": c.page,
+                                           "start_s": c.start_s, "text": c.text, "embedding": blobs[i]}
+                                          for i, c in enumerate(chunks)])
             self._bump(s)
             doc_id = existing.id
         log.info("indexed %s (%s): %d chunks", doc.source, status, len(chunks))
@@ -256,9 +290,34 @@ class DocsIndex:
             done += len(rows)
 
     # -- search ----------------------------------------------------------------------------------
+    def informative_words(self, query: str) -> list[str]:
+        """The query's words minus those that occur in most chunks: they barely change bm25's order but make
+        SQLite score nearly every row ("the", "what", "about" in a question)."""
+        words = _words(query)
+        if len(words) <= KEEP_AT_LEAST:
+            return words
+        stems = self._stemmer.stems(words)
+        total, df = self._doc_frequencies()
+        ranked = sorted(range(len(words)), key=lambda i: df.get(stems.get(i, ""), 0))
+        keep = [i for i in ranked if df.get(stems.get(i, ""), 0) <= COMMON_SHARE * total]
+        if len(keep) < KEEP_AT_LEAST:
+            keep = ranked[:KEEP_AT_LEAST]
+        return [words[i] for i in sorted(keep)]
+
+    def _doc_frequencies(self) -> tuple[int, dict[str, int]]:
+        """Chunks per stemmed term (FTS5's vocabulary), read once per change of the index."""
+        generation = self.generation()
+        cached = self._df
+        if cached is None or cached[0] != generation:
+            with self.engine.connect() as conn:
+                total = conn.exec_driver_sql("SELECT count(*) FROM chunks").scalar() or 0
+                df = dict(conn.exec_driver_sql("SELECT term, doc FROM chunks_vocab").all())
+            cached = self._df = (generation, total, df)
+        return cached[1], cached[2]
+
     def keyword_ranking(self, query: str, limit: int = CANDIDATES, document_id: int | None = None) -> list[int]:
         self.ensure()
-        match = _fts_query(query)
+        match = _match(self.informative_words(query))
         if match is None:
             return []
         sql = "SELECT f.rowid FROM chunks_fts f"
@@ -318,8 +377,11 @@ class DocsIndex:
         return [int(ids[i]) for i in best if np.isfinite(scores[i])]
 
     def search(self, query: str, k: int = 5, document_id: int | None = None) -> list[Hit]:
+        vector_job = None
+        if self.embedder.cfg is not None:  # the vector side runs beside the keyword query (both release the GIL)
+            vector_job = _POOL.submit(self.vector_ranking, query, CANDIDATES, document_id)
         keyword = self.keyword_ranking(query, CANDIDATES, document_id)
-        vector = self.vector_ranking(query, CANDIDATES, document_id) if self.embedder.cfg is not None else None
+        vector = vector_job.result() if vector_job is not None else None
         fused = fuse(keyword, vector or [])
         top = fused[:k]
         if not top:
