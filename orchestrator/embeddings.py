@@ -10,11 +10,13 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from . import secrets
 from .config import EmbeddingsConfig, Settings
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,8 @@ class Embedder:
 
     def embed(self, texts: Sequence[str]) -> list[np.ndarray] | None:
         """Unit-length float32 vectors, one per text; None when no endpoint can give them now."""
+        import numpy as np
+
         if not texts or not self.available():
             return None
         out: list[np.ndarray] = []

@@ -13,13 +13,16 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
-import numpy as np
 from sqlalchemy import (Engine, Float, ForeignKey, Integer, LargeBinary, String, Text, delete, func, insert, select,
                         text, update)
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from integrations.documents import ReadDocument
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from ..config import Settings
 from ..embeddings import Embedder, make_embedder
@@ -203,6 +206,8 @@ class DocsIndex:
     def add(self, doc: ReadDocument) -> AddResult:
         """Index (or re-index) one document. Unchanged content is skipped; on a change, chunks whose text is
         the same keep their vectors, so only what changed is embedded again."""
+        import numpy as np
+
         self.ensure()
         chunks = chunk_document(doc, self.chunk_chars)
         with Session(self.engine, expire_on_commit=False) as s:
@@ -271,6 +276,8 @@ class DocsIndex:
 
     def fill_missing_vectors(self) -> int:
         """Embed chunks indexed while no endpoint answered. Returns how many got a vector."""
+        import numpy as np
+
         self.ensure()
         if not self.embedder.available():
             return 0
@@ -332,6 +339,8 @@ class DocsIndex:
             return [r[0] for r in conn.execute(text(sql), params)]
 
     def _vectors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        import numpy as np
+
         generation = self.generation()
         cached = self._matrix
         if cached is None or cached[0] != generation:
@@ -355,6 +364,8 @@ class DocsIndex:
 
     def vector_ranking(self, query: str, limit: int = CANDIDATES, document_id: int | None = None) -> list[int] | None:
         """Chunk ids by cosine similarity to the query, or None when vectors cannot be used now."""
+        import numpy as np
+
         self.ensure()
         found = self._vectors()
         if found is None:
