@@ -58,12 +58,35 @@ def summarize_peak(path: str) -> dict:
     tool = next(t for t in build_pdf_tools([Path(path).parent], model, max_summary_chunks=10**6)
                 if t.name == "pdf_summarize")
     tool.invoke({"path": path, "pages": "1"})  # warm up imports and caches
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    import threading
+
+    before = _rss_mb()
+    peak = [before]
+    running = threading.Event()
+    running.set()
+
+    def sample() -> None:  # the resident size sampled during the call (ru_maxrss would include import peaks)
+        while running.is_set():
+            peak[0] = max(peak[0], _rss_mb())
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     start = time.perf_counter()
     out = tool.invoke({"path": path})
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"before_mb": round(before, 1), "peak_mb": round(peak, 1), "seconds": round(seconds, 2), "chars": len(out)}
+    running.clear()
+    sampler.join()
+    peak[0] = max(peak[0], _rss_mb())
+    return {"before_mb": round(before, 1), "peak_mb": round(peak[0], 1), "seconds": round(seconds, 2), "chars": len(out)}
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * resource.getpagesize() / 2**20
+    except OSError:  # not Linux: the high-water mark is the best there is
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 _SNIFF_BYTES = 1024
 _QUEUE_PAGES = 4
+_FORGET_EVERY = 64  # pages between two clearings of pypdf's object cache
 
 
 @dataclass
@@ -178,9 +179,11 @@ class PdfPages:
                 selected = parse_pages(self.pages_spec, count, self.shown)
                 if not self._put(("info", PdfInfo(self.path, count, _title(reader), encrypted, selected))):
                     return
-                for number in selected:
+                for i, number in enumerate(selected, 1):
                     if self._stop.is_set():
                         return
+                    if i % _FORGET_EVERY == 0:
+                        _forget_parsed_objects(reader)
                     try:
                         text = reader.pages[number - 1].extract_text() or ""
                         item: tuple[str, Any] = ("page", (number, text))
@@ -263,6 +266,15 @@ class PdfPages:
             if not text.strip():
                 self.stats.empty_pages.append(number)
             yield number, text
+
+
+def _forget_parsed_objects(reader: Any) -> None:
+    """pypdf keeps every object it has parsed (decoded page contents included) for the reader's lifetime:
+    ~20 KB a page. Pages already read will not be read again, so the cache is dropped now and then (shared
+    objects such as fonts are parsed again when the next page needs them); memory stays flat in page count."""
+    cache = getattr(reader, "resolved_objects", None)
+    if isinstance(cache, dict):
+        cache.clear()
 
 
 @contextmanager

@@ -413,10 +413,10 @@ class DocsIndex:
     def _hits(self, chunk_ids: list[int]) -> dict[int, dict]:
         if not chunk_ids:
             return {}
-        with Session(self.engine) as s:
-            rows = s.execute(select(Chunk.id, Chunk.document_id, Chunk.text, Chunk.page, Chunk.start_s, Document.source,
-                                    Document.kind, Document.title).join(Document, Document.id == Chunk.document_id)
-                             .where(Chunk.id.in_(chunk_ids))).all()
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(Chunk.id, Chunk.document_id, Chunk.text, Chunk.page, Chunk.start_s, Document.source,
+                                       Document.kind, Document.title).join(Document, Document.id == Chunk.document_id)
+                                .where(Chunk.id.in_(chunk_ids))).all()
         return {r.id: {"chunk_id": r.id, "document_id": r.document_id, "text": r.text, "page": r.page,
                        "start_s": r.start_s, "source": r.source, "kind": r.kind, "title": r.title} for r in rows}
 
