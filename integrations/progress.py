@@ -40,8 +40,8 @@ class Progress:
         event: dict[str, Any] = {"event": "progress", "tool": self.tool, "done": done, "unit": self.unit}
         if self.total is not None:
             event["total"] = self.total
-        if message:
-            event["message"] = message
+        of = f"/{self.total}" if self.total is not None else ""
+        event["message"] = message or f"{self.tool}: {done}{of} {self.unit}"
         try:
             self._write(event)
         except Exception:  # noqa: BLE001 - progress must never fail the work

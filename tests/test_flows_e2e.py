@@ -130,3 +130,19 @@ def test_summarize_alices_thread_draft_a_reply_and_send_only_after_confirmation(
         assert google_server.sent == [] and draft_id in google_server.drafts
         denied = [m for m in result.value["messages"] if m.type == "tool" and m.name == "gmail_send_draft"][-1]
         assert "denied" in denied.content
+
+
+def test_long_summary_reports_progress_to_the_turn(jarvis_env, sample_pdfs):
+    from orchestrator.turns import stream_turn, user_input
+
+    pdf = jarvis_env.root / "long.pdf"
+    shutil.copy(sample_pdfs.fifty, pdf)
+    server = jarvis_env.server
+    server.add_rule(lambda r: not r.get("tools"), lambda r: {"content": "notes (p. 1)", "delay_s": 0.05})
+    server.push(tool_call("pdf_summarize", path=str(pdf)), answer("Done."))
+    jarvis_env.write_config(pdf={"chunk_tokens": 600})
+    events = list(stream_turn(jarvis_env.graph(), "progress", user_input(f"summarize {pdf}")))
+    progress = [e for e in events if e["event"] == "progress"]
+    assert progress and all(e["tool"] == "pdf_summarize" and e["total"] == 50 for e in progress)
+    assert progress[-1]["message"].startswith("pdf_summarize: ") and "/50 pages" in progress[-1]["message"]
+    assert events[-1] == {"event": "done", "content": "Done.", "message_id": events[-1]["message_id"]}
