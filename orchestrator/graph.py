@@ -26,9 +26,12 @@ from langgraph.types import Send, interrupt
 from .catalog import ToolCatalog, default_catalog
 from .config import Settings, load_settings
 from .executor import CallContext, ToolExecutor
+from .checkpoint_store import prune_later
+from .history import compact, estimate_tokens
+from .jarb_subgraph import JARB_TOOL, create_new_tool_tool, jarb_task_for, make_jarb_node
 from .llm import model_config
 from .planner import call_model, step_limit_message, system_prompt
-from .state import Attachment, ConversationState, ToolTask, TurnCount
+from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount
 from .threads import IDLE, RUNNING, WAITING, ThreadIndex
 
 log = logging.getLogger(__name__)
@@ -100,9 +103,20 @@ def make_nodes(rt: JarvisRuntime):
         if state.turn_steps >= settings.planner.max_steps:
             return {"messages": [step_limit_message(settings)], "stop_reason": "step_limit"}
         tools = rt.tools_for_turn(state)
-        messages = [SystemMessage(content=system_prompt(settings, state)), *state.messages]
-        ai = call_model(rt.llm, tools, messages, config, rt.model_base_url())
-        return {"messages": [ai], "turn_steps": state.turn_steps + 1}
+        system = system_prompt(settings, state)
+        thread_id = _thread_id(config)
+        folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system)]),
+                         settings.planner.history_token_budget, config,
+                         archive=lambda msgs: rt.threads.archive(thread_id, msgs))
+        live = state.messages
+        if folded:
+            gone = {r.id for r in folded["messages"]}
+            live = [m for m in state.messages if m.id not in gone]
+            state = state.model_copy(update={"summary": folded["summary"]})
+            system = system_prompt(settings, state)
+        ai = call_model(rt.llm, tools, [SystemMessage(content=system), *live], config, rt.model_base_url())
+        new = [*folded.pop("messages", []), ai]
+        return {**folded, "messages": new, "turn_steps": state.turn_steps + 1}
 
     def route(state: ConversationState) -> Any:
         last = state.messages[-1] if state.messages else None
@@ -111,6 +125,9 @@ def make_nodes(rt: JarvisRuntime):
         sends: list[Send] = []
         base = {"message_id": last.id, "turn": state.turn, "untrusted_turn": state.untrusted_turn, "effects": state.effects}
         for i, call in enumerate(last.tool_calls):
+            if call.get("name") == JARB_TOOL:  # the tool factory, not the executor
+                sends.append(Send("jarb", jarb_task_for(dict(call), i, base)))
+                continue
             sends.append(Send("tool_node", ToolTask(call=dict(call), index=i, **base)))
         offset = len(last.tool_calls)
         for j, bad in enumerate(last.invalid_tool_calls):
@@ -154,7 +171,8 @@ def make_nodes(rt: JarvisRuntime):
         return update
 
     def respond(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
-        rt.threads.touch(_thread_id(config), status=IDLE)
+        rt.threads.set_status_later(_thread_id(config), IDLE)
+        prune_later(settings, _thread_id(config))
         last = state.messages[-1] if state.messages else None
         if isinstance(last, AIMessage) and not last.tool_calls and not (last.text or "").strip():
             return {"messages": [AIMessage(content="(The model returned an empty answer. Try rephrasing the request.)")]}
@@ -180,7 +198,8 @@ def build_graph(
         llm = make_chat_model(settings, "primary")
     catalog = catalog or default_catalog(settings, tools or ())
     executor = ToolExecutor(settings, catalog)
-    rt = JarvisRuntime(settings=settings, llm=llm, catalog=catalog, executor=executor, threads=ThreadIndex(settings))
+    rt = JarvisRuntime(settings=settings, llm=llm, catalog=catalog, executor=executor, threads=ThreadIndex(settings),
+                       meta_tools=[create_new_tool_tool(settings.jarb.max_repairs)])
 
     entry, planner, route, tool_node, respond = make_nodes(rt)
     g = StateGraph(ConversationState)
@@ -188,10 +207,12 @@ def build_graph(
     g.add_node("planner", planner)
     g.add_node("tool_node", tool_node, input_schema=ToolTask)
     g.add_node("respond", respond)
+    g.add_node("jarb", make_jarb_node(rt), input_schema=JarbTask)
     g.add_edge(START, "entry")
     g.add_edge("entry", "planner")
-    g.add_conditional_edges("planner", route, ["tool_node", "respond"])
+    g.add_conditional_edges("planner", route, ["tool_node", "jarb", "respond"])
     g.add_edge("tool_node", "planner")
+    g.add_edge("jarb", "planner")
     g.add_edge("respond", END)
 
     if checkpointer is None:
