@@ -16,11 +16,16 @@ _indexes: dict[int, DocsIndex] = {}
 _lock = threading.Lock()
 
 
+_KEEP = 8  # settings objects are few in a process (tests make many): keep the last ones only
+
+
 def docs_index_for(settings: Settings) -> DocsIndex:
     with _lock:
         index = _indexes.get(id(settings))
         if index is None or index.settings is not settings:
             index = _indexes[id(settings)] = DocsIndex(settings)
+            while len(_indexes) > _KEEP:
+                _indexes.pop(next(iter(_indexes)))
         return index
 
 
