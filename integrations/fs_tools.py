@@ -38,9 +38,14 @@ class FsRoots:
     def resolve(self, path: str, *, must_exist: bool = True) -> Path:
         if not path or not str(path).strip():
             raise ToolError("No path given: pass a file or folder path.")
+        if "\x00" in str(path):
+            raise ToolError("The path contains a NUL character; give a plain file or folder path.")
         raw = Path(os.path.expanduser(str(path).strip()))
         candidate = raw if raw.is_absolute() else self.roots[0] / raw
-        real = Path(os.path.realpath(candidate))
+        try:
+            real = Path(os.path.realpath(candidate))
+        except (OSError, ValueError) as exc:  # a symlink loop, a name too long...
+            raise ToolError(f"{path} cannot be resolved ({exc}).") from None
         if not self._inside(real):
             raise ToolError(
                 f"{path} is outside the folders Jarvis may use ({self.describe()}); "
@@ -90,7 +95,11 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
         if not folder.is_dir():
             raise ToolError(f"{path} is a file, not a folder; use fs_read_text to read it.")
         entries = []
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        try:
+            listing = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            raise ToolError(f"Cannot list {path}: {exc.strerror or exc}.") from None
+        for entry in listing:
             kind = "link" if entry.is_symlink() else "dir" if entry.is_dir() else "file"
             size = entry.stat(follow_symlinks=False).st_size if kind == "file" else None
             entries.append({"name": entry.name, "type": kind, "size": size})
@@ -102,11 +111,14 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
         if file.is_dir():
             raise ToolError(f"{path} is a folder; use fs_list_dir to see what it holds.")
         limit = min(max_bytes or max_read_bytes, max_read_bytes)
-        if not _is_probably_text(file):
+        try:
+            with file.open("rb") as fh:
+                data = fh.read(limit + 1)
+        except OSError as exc:
+            raise ToolError(f"Cannot read {path}: {exc.strerror or exc}.") from None
+        if b"\x00" in data[:_TEXT_SNIFF_BYTES] or data.startswith(b"%PDF-"):
             hint = " Use pdf_extract_text for PDFs." if file.suffix.lower() == ".pdf" else ""
             raise ToolError(f"{path} is a binary file, not text.{hint}")
-        with file.open("rb") as fh:
-            data = fh.read(limit + 1)
         text = data[:limit].decode("utf-8", errors="replace")
         if len(data) > limit:
             text += f"\n[... truncated at {limit} bytes of {file.stat().st_size}]"

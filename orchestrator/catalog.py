@@ -116,7 +116,51 @@ def static_tools(settings: Settings) -> list[BaseTool]:
     tools += build_message_tools(settings)
     tools += build_jorb_tools(settings)
     tools += build_reminder_tools(settings)
+    tools += document_tools(settings)
+    tools += google_tools(settings)
     return tools
+
+
+def _summary_model(settings: Settings):
+    """Built on the first summary, not at start: long documents go to the heavy model when one is set."""
+    from .llm import make_chat_model
+
+    return lambda: make_chat_model(settings, "heavy", streaming=False)
+
+
+def document_tools(settings: Settings) -> list[BaseTool]:
+    """PDF and YouTube tools. Their heavy libraries (pypdf, youtube-transcript-api) load on first use."""
+    from integrations.pdf_tools import build_pdf_tools
+    from integrations.yt_tools import build_yt_tools
+
+    from .docs_index import IndexSink, build_docs_tools, docs_index_for
+
+    model = _summary_model(settings)
+    pdf, yt = settings.pdf, settings.youtube
+    roots = [*settings.fs.roots, settings.data_dir / "uploads"]
+    index = docs_index_for(settings)
+    sink = IndexSink(index, auto_index=settings.docs.auto_index)  # what the tools read becomes searchable
+    return [
+        *build_pdf_tools(roots, model, chunk_tokens=pdf.chunk_tokens, max_summary_chunks=pdf.max_summary_chunks,
+                         time_budget_s=pdf.time_budget_s, max_extract_chars=pdf.max_extract_chars, sink=sink),
+        *build_yt_tools(model, languages=yt.languages, chunk_tokens=yt.chunk_tokens,
+                        max_summary_chunks=pdf.max_summary_chunks, timeout_s=yt.timeout_s, sink=sink),
+        *build_docs_tools(index, model, budget_tokens=pdf.chunk_tokens),
+    ]
+
+
+def google_tools(settings: Settings) -> list[BaseTool]:
+    """Gmail and Calendar; without a stored sign-in each call says to run `jarvis auth google`."""
+    from integrations.gcal_tools import build_gcal_tools
+    from integrations.gmail_tools import build_gmail_tools
+
+    from .google_auth import google_api
+
+    g = settings.google
+    return [
+        *build_gmail_tools(google_api(settings, "Gmail", g.gmail_base_url)),
+        *build_gcal_tools(google_api(settings, "Google Calendar", g.calendar_base_url), g.calendar_id, settings.timezone),
+    ]
 
 
 def default_catalog(settings: Settings, extra_tools: Iterable[BaseTool] = ()) -> ToolCatalog:

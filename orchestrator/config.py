@@ -155,11 +155,14 @@ class JarbConfig(_Section):
 class PdfConfig(_Section):
     chunk_tokens: int = Field(3000, ge=200)
     max_summary_chunks: int = Field(200, ge=1)
+    time_budget_s: float = Field(120.0, gt=0, description="longest time spent reading one PDF before giving up")
+    max_extract_chars: int = Field(30_000, ge=1000, description="pdf_extract_text returns at most this much text")
 
 
 class YoutubeConfig(_Section):
     languages: list[str] = Field(default_factory=lambda: ["en"])
     chunk_tokens: int = Field(3000, ge=200)
+    timeout_s: float = Field(20.0, gt=0)
 
 
 class GoogleConfig(_Section):
@@ -169,6 +172,9 @@ class GoogleConfig(_Section):
     calendar_base_url: str = "https://www.googleapis.com"
     token_uri: str | None = None
     calendar_id: str = "primary"
+    timeout_s: float = Field(30.0, gt=0)
+    max_retries: int = Field(4, ge=0, description="retries of a request Google rate-limited (429) or failed (5xx)")
+    backoff_s: float = Field(1.0, ge=0, description="first wait before a retry; doubles each time")
 
 
 class JorbsConfig(_Section):

@@ -114,3 +114,20 @@ def tool_call(name: str, **arguments: Any) -> dict[str, Any]:
 
 def answer(text: str) -> dict[str, Any]:
     return {"content": text}
+
+
+@pytest.fixture(scope="session")
+def sample_pdfs(tmp_path_factory: pytest.TempPathFactory):
+    """Real PDFs (1, 50, 500 pages, encrypted, scanned-like, truncated, garbage, not a PDF), made once per run."""
+    from tests.fakes.pdfs import make_samples
+
+    return make_samples(tmp_path_factory.mktemp("pdfs"))
+
+
+@pytest.fixture
+def google_server():
+    """A local fake of Google's OAuth, Gmail and Calendar endpoints (tests/fakes/google_server.py)."""
+    from tests.fakes.google_server import FakeGoogle
+
+    with FakeGoogle() as server:
+        yield server

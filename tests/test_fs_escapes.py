@@ -1,0 +1,102 @@
+"""File tools stay inside fs.roots: `..`, absolute paths, symlinked files and folders, writes through links, odd input."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from integrations.base import ToolError
+from integrations.fs_tools import build_fs_tools
+
+
+@pytest.fixture
+def layout(tmp_path):
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    (root / "docs").mkdir(parents=True)
+    outside.mkdir()
+    (root / "docs" / "note.txt").write_text("inside note: budget 42\n")
+    (outside / "secret.txt").write_text("outside secret: budget 99\n")
+    os.symlink(outside / "secret.txt", root / "docs" / "link_to_secret.txt")
+    os.symlink(outside, root / "escape_dir")
+    os.symlink(root / "docs" / "note.txt", root / "inner_link.txt")
+    return root, outside
+
+
+@pytest.fixture
+def fs(layout):
+    root, _ = layout
+    return {t.name: t for t in build_fs_tools([root])}
+
+
+def refused(tool, **args) -> str:
+    with pytest.raises(ToolError) as info:
+        tool.func(**args)
+    return str(info.value)
+
+
+def test_reads_inside_and_relative_to_the_first_root(fs, layout):
+    root, _ = layout
+    assert fs["fs_read_text"].invoke({"path": str(root / "docs" / "note.txt")}) == "inside note: budget 42\n"
+    assert fs["fs_read_text"].invoke({"path": "docs/note.txt"}) == "inside note: budget 42\n"
+    assert fs["fs_read_text"].invoke({"path": "inner_link.txt"}) == "inside note: budget 42\n"  # a link that stays inside
+
+
+@pytest.mark.parametrize("path", ["../outside/secret.txt", "docs/../../outside/secret.txt", "docs/link_to_secret.txt",
+                                  "escape_dir/secret.txt", "/etc/passwd", "~/.bashrc"])
+def test_traversal_and_symlink_escapes_are_refused(fs, path):
+    assert "outside the folders Jarvis may use" in refused(fs["fs_read_text"], path=path)
+
+
+def test_listing_and_searching_do_not_follow_links_out(fs, layout):
+    root, _ = layout
+    listing = {e["name"]: e["type"] for e in fs["fs_list_dir"].invoke({"path": str(root)})}
+    assert listing == {"docs": "dir", "escape_dir": "link", "inner_link.txt": "link"}
+    assert "outside the folders" in refused(fs["fs_list_dir"], path="escape_dir")
+    hits = fs["fs_search"].invoke({"folder": str(root), "content": "budget"})
+    assert [h["path"] for h in hits] == [str(root / "docs" / "note.txt")]
+    assert fs["fs_search"].invoke({"folder": str(root), "name_pattern": "*secret*"}) == []
+
+
+def test_writes_cannot_escape_through_links_or_dotdot(fs, layout):
+    root, outside = layout
+    write = fs["fs_write_text"]
+    for path in ["docs/link_to_secret.txt", "escape_dir/new.txt", "../outside/new.txt"]:
+        assert "outside the folders" in refused(write, path=path, content="pwned")
+    assert (outside / "secret.txt").read_text() == "outside secret: budget 99\n"
+    assert not (outside / "new.txt").exists()
+    assert write.invoke({"path": "docs/new.txt", "content": "hello"}).startswith("Wrote 5 bytes")
+    assert (root / "docs" / "new.txt").read_text() == "hello"
+    assert "does not exist" in refused(write, path="nope/new.txt", content="x")
+    assert write.metadata["side_effects"] == ["fs_write"]
+
+
+def test_odd_inputs_get_clear_messages(fs, layout):
+    root, _ = layout
+    assert "NUL" in refused(fs["fs_read_text"], path="docs/\x00note.txt")
+    assert "No path given" in refused(fs["fs_read_text"], path="  ")
+    (root / "data.bin").write_bytes(b"\x00\x01\x02")
+    assert "binary file" in refused(fs["fs_read_text"], path="data.bin")
+    (root / "paper.pdf").write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+    assert "pdf_extract_text" in refused(fs["fs_read_text"], path="paper.pdf")
+    os.symlink(root / "loop_a", root / "loop_b")
+    os.symlink(root / "loop_b", root / "loop_a")
+    message = refused(fs["fs_read_text"], path="loop_a")
+    assert "loop_a" in message
+    assert "is a folder" in refused(fs["fs_read_text"], path="docs")
+    (root / "big.txt").write_text("x" * 100)
+    assert fs["fs_read_text"].invoke({"path": "big.txt", "max_bytes": 10}).startswith("x" * 10 + "\n[... truncated at 10")
+
+
+def test_unreadable_folder_is_a_message_not_a_crash(fs, layout):
+    if os.geteuid() == 0:
+        pytest.skip("root can read anything")
+    root, _ = layout
+    locked = root / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    try:
+        assert "Cannot list" in refused(fs["fs_list_dir"], path="locked")
+    finally:
+        locked.chmod(0o755)
