@@ -8,13 +8,15 @@ Why not the library's `chatml-function-calling` (llama-cpp-python 0.3.x), measur
   - with "auto" and `stream: true` it raises "Automatic streaming tool choice is not supported";
   - with "auto" a plain answer is generated under a grammar that only allows a function name or the end token,
     so every answer in words comes back empty;
-  - tool results (`role: tool`) are left out of the prompt, so the model never sees what a tool returned.
-The function list comes first in the system prompt, before Jarvis's instructions (which hold the current time), so
-the evaluated prompt prefix is reused across calls and threads. This handler keeps its good idea (a grammar chooses between "message:" and "functions.<name>:", and another
-grammar makes the arguments JSON that matches the tool's schema) and fixes those four points. One rule of its own:
-after tool results the model answers in words (one round of tool calls per user message), because a small model
-asked to choose again calls a tool again, every time. A streamed tool
-call carries its name once, in its first chunk (the library's forced-function stream repeats it in every chunk).
+  - tool results (`role: tool`) are left out of the prompt, so the model never sees what a tool returned;
+  - its grammars cost about 2 s per sampled token on this machine (SmolLM2's vocabulary is 49k tokens).
+This handler uses the same prompt convention ("message:" or "functions.<name>:" and JSON arguments) without
+grammars: one token, restricted to "message" or "functions", decides; the model then writes the name and the
+arguments freely (Jarvis's executor answers unknown tools and bad arguments). A streamed call
+carries its name once, in its first chunk. The function list comes first in the system prompt, before Jarvis's
+instructions (which hold the current time), so the evaluated prompt prefix is reused across calls and threads.
+One rule of its own: after tool results the model answers in words (one round of tool calls per user message),
+because a small model asked to choose again calls a tool again, every time.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import jinja2.sandbox
-from llama_cpp import llama_grammar
 from llama_cpp.llama_chat_format import _convert_completion_to_chat, register_chat_completion_handler
 
 NAME = "jarvis-chatml-tools"
@@ -105,12 +106,19 @@ def _tools_of(functions: list[dict] | None, tools: list[dict] | None) -> list[di
     return [t for t in tools or [] if (t.get("function") or {}).get("name")]
 
 
-def _args_grammar(tool: dict[str, Any]) -> llama_grammar.LlamaGrammar:
-    try:
-        return llama_grammar.LlamaGrammar.from_json_schema(json.dumps((tool.get("function") or {}).get("parameters")
-                                                                      or {"type": "object"}), verbose=False)
-    except Exception:  # noqa: BLE001 - a schema the converter cannot handle: any JSON object
-        return llama_grammar.LlamaGrammar.from_string(llama_grammar.JSON_GBNF, verbose=False)
+def _only_tokens(allowed: set[int]) -> Any:
+    """A logits processor that leaves only `allowed` tokens possible."""
+    import numpy as np
+
+    def process(_input_ids: Any, scores: Any) -> Any:
+        masked = np.full_like(scores, -np.inf)
+        index = list(allowed)
+        masked[index] = scores[index]
+        return masked
+
+    from llama_cpp import LogitsProcessorList
+
+    return LogitsProcessorList([process])
 
 
 def _tool_call_response(name: str, arguments: str, completion: dict[str, Any], stream: bool) -> Any:
@@ -196,33 +204,32 @@ def jarvis_chatml_tools(
         return answer("")
 
     if isinstance(tool_choice, dict):  # a function named by the caller
-        wanted = (tool_choice.get("function") or {}).get("name")
-        chosen = next((t for t in available if t["function"]["name"] == wanted), None)
-        if chosen is None:
-            raise ValueError(f"tool_choice names {wanted!r}, which is not among the tools given")
-        name = wanted
+        name = (tool_choice.get("function") or {}).get("name")
+        if not any(t["function"]["name"] == name for t in available):
+            raise ValueError(f"tool_choice names {name!r}, which is not among the tools given")
     elif tool_choice != "required" and messages and messages[-1].get("role") in ("tool", "function"):
         # After a round of tool results the model answers in words. A small model left to choose calls a tool
         # again every time (measured with SmolLM2-135M: 10 turns out of 10 ended at Jarvis's step limit).
         return answer("message:\n")
-    else:  # "auto", "required" or not given (OpenAI's default with tools is "auto")
-        names = [t["function"]["name"] for t in available]
-        choices = " | ".join(f'"functions.{n}:"' for n in names)
-        root = f"root ::= {choices}" if tool_choice == "required" else f'root ::= {choices} | "message:"'
+    else:
+        # One sampled token decides: the model's next token restricted to the first token of "message" or of
+        # "functions" (a logits mask; llama.cpp's grammar sampler cost about 2 s per token here over SmolLM2's
+        # 49k-token vocabulary). After "functions." the model writes the name freely: an unknown one goes back
+        # to it as an error from Jarvis's executor, as do arguments that are not what the tool takes.
+        first = {word: llama.tokenize(word.encode(), add_bos=False, special=False)[0] for word in ("message", "functions")}
         decision = llama.create_completion(
-            prompt=prompt, temperature=0, stream=False, stop=[":"], max_tokens=64,
-            grammar=llama_grammar.LlamaGrammar.from_string(root + "\n", verbose=False), **sampling,
-        )
-        text = decision["choices"][0]["text"].strip()
-        if not text.startswith("functions."):
+            prompt=prompt, temperature=temperature, stream=False, max_tokens=1,
+            logits_processor=_only_tokens(set(first.values())),
+            **{k: v for k, v in sampling.items() if k != "logits_processor"},
+        )["choices"][0]["text"]
+        if tool_choice != "required" and not decision.strip().startswith("functions"):
             return answer("message:\n")
-        name = text[len("functions."):].rstrip(":")
-        chosen = next((t for t in available if t["function"]["name"] == name), None)
-        if chosen is None:  # cannot happen under the grammar; answer in words rather than fail
-            return answer("message:\n")
+        written = llama.create_completion(prompt=prompt + "functions.", temperature=temperature, stream=False,
+                                          stop=[":", "\n", "("], max_tokens=16, **sampling)["choices"][0]["text"]
+        name = written.strip() or "unnamed"
 
     completion = llama.create_completion(
-        prompt=prompt + f"functions.{name}:\n", temperature=temperature, stream=False, stop=stops,
-        max_tokens=max_tokens or 512, grammar=_args_grammar(chosen), **sampling,
+        prompt=prompt + f"functions.{name}:\n", temperature=temperature, stream=False,
+        stop=stops + ["\nfunctions.", "\nmessage:"], max_tokens=max_tokens or 256, **sampling,
     )
     return _tool_call_response(name, completion["choices"][0]["text"].strip(), completion, stream)
