@@ -21,7 +21,6 @@ install-system:
 
 run: install
 	@scripts/install-system-deps.sh bubblewrap
-	@$(VENV)/bin/jarvis model check || true
 	$(VENV)/bin/jarvis run
 
 test: install install-system install-local demo-model

@@ -4,6 +4,7 @@ A tool is a LangChain `BaseTool` whose `metadata` holds:
   side_effects      list of effect names (empty: read-only)
   untrusted_output  its result is content from outside the conversation (files, email, web, PDFs...)
   summarize         optional callable(args) -> one plain sentence of what the call will do
+  side_effects_for  optional callable(args) -> the effects of this particular call
   source            "static", "mcp" or "generated"
 
 This module imports nothing from `orchestrator`; the executor reads these keys.
@@ -30,6 +31,7 @@ KNOWN_SIDE_EFFECTS: dict[str, str] = {
     "jorb_create": "starts a long-running task",
     "network": "talks to hosts on the network",
     "phone_automation": "controls the Android phone",
+    "note_write": "creates or changes notes (Apple Notes, ...)",
     "tool_create": "writes and registers a new tool",
 }
 
@@ -38,8 +40,14 @@ class ToolError(Exception):
     """A tool failed for a reason the user can act on; the message is shown as the tool's result."""
 
 
-def side_effects_of(tool: BaseTool) -> list[str]:
-    return list((tool.metadata or {}).get("side_effects") or [])
+def side_effects_of(tool: BaseTool, args: dict[str, Any] | None = None) -> list[str]:
+    """The tool's side effects; a tool whose effects depend on its arguments (sending by email or by
+    Telegram) carries `side_effects_for(args)` and is judged per call."""
+    meta = tool.metadata or {}
+    effects_for = meta.get("side_effects_for")
+    if args is not None and callable(effects_for):
+        return list(effects_for(args))
+    return list(meta.get("side_effects") or [])
 
 
 def is_untrusted(tool: BaseTool) -> bool:

@@ -36,6 +36,33 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
 
 
+def run_sync_in_context(coro: Coroutine[Any, Any, T]) -> T:
+    """Like run_sync, but the coroutine runs with the caller's context variables (LangGraph's config, so that
+    `interrupt()` works inside it); its exceptions, GraphInterrupt included, reach the caller."""
+    import concurrent.futures
+    import contextvars
+
+    loop = background_loop()
+    context = contextvars.copy_context()
+    future: concurrent.futures.Future = concurrent.futures.Future()
+
+    def start() -> None:
+        task = loop.create_task(coro, context=context)
+
+        def done(t: asyncio.Task) -> None:
+            if t.cancelled():
+                future.cancel()
+            elif t.exception() is not None:
+                future.set_exception(t.exception())
+            else:
+                future.set_result(t.result())
+
+        task.add_done_callback(done)
+
+    loop.call_soon_threadsafe(start)
+    return future.result()
+
+
 async def run_on_background(coro: Coroutine[Any, Any, T]) -> T:
     """Await a coroutine that must run on the background loop (e.g. it uses an MCP session) from any loop."""
     loop = background_loop()

@@ -106,9 +106,16 @@ def static_tools(settings: Settings) -> list[BaseTool]:
     from integrations.fs_tools import build_fs_tools
     from integrations.time_tools import build_time_tools
 
+    from .channels.tools import build_message_tools
+    from .jorbs.tools import build_jorb_tools
+    from .reminders.tools import build_reminder_tools
+
     tools: list[BaseTool] = []
     tools += build_fs_tools(settings.fs.roots, settings.fs.max_read_bytes, settings.fs.max_search_results)
     tools += build_time_tools(settings.timezone)
+    tools += build_message_tools(settings)
+    tools += build_jorb_tools(settings)
+    tools += build_reminder_tools(settings)
     return tools
 
 
@@ -117,5 +124,15 @@ def default_catalog(settings: Settings, extra_tools: Iterable[BaseTool] = ()) ->
     extra = list(extra_tools)
     if extra:
         providers.append(StaticProvider("extra", extra))
-    providers.append(StaticProvider("static", static_tools(settings)))
+    static = StaticProvider("static", static_tools(settings))
+    providers.append(static)
+    from .mcp_tools import mcp_provider  # MCP servers of mcp.dir; they start on first use
+
+    reserved = {t.name for t in extra} | {t.name for t in static.list_tools()}
+    mcp = mcp_provider(settings, reserved=lambda: reserved)
+    if mcp is not None:
+        providers.append(mcp)
+    from .jarb_tools import generated_provider  # JARB's tools, read from the registry on each turn
+
+    providers.append(generated_provider(settings))
     return ToolCatalog(providers)

@@ -106,12 +106,15 @@ class FsConfig(_Section):
 class StorageConfig(_Section):
     data_dir: Path = Path("../data")
     url: str | None = Field(None, description="a SQLAlchemy URL (postgresql://...) replacing the SQLite files")
+    keep_checkpoints: int = Field(20, ge=0, description="checkpoints kept per thread after each run (0: all)")
 
 
 class McpConfig(_Section):
     dir: Path = Path("../mcp")
     restart_backoff_s: float = Field(2.0, gt=0)
     max_restart_backoff_s: float = Field(60.0, gt=0)
+    startup_wait_s: float = Field(10.0, ge=0, description="how long the first turn waits for MCP servers to start")
+    android_max_steps: int = Field(30, ge=1, description="model steps of one phone task before it gives up")
 
 
 class ServerConfig(_Section):
@@ -119,10 +122,14 @@ class ServerConfig(_Section):
     port: int = Field(8765, ge=0, le=65535)
     max_upload_mb: int = Field(50, gt=0)
     open_browser: bool = False
+    # Extra names the UI may be reached by (Host/Origin checks), e.g. a LAN address when host is 0.0.0.0.
+    allowed_hosts: list[str] = Field(default_factory=list)
 
 
 class SandboxConfig(_Section):
     required: bool = True
+    backend: Literal["auto", "bubblewrap", "sandbox-exec", "none"] = Field(
+        "auto", description="auto: bubblewrap on Linux, sandbox-exec on macOS; none needs required: false")
     cpu_seconds: int = Field(10, gt=0)
     memory_mb: int = Field(1024, gt=0)
     max_processes: int = Field(64, gt=0)
@@ -130,6 +137,8 @@ class SandboxConfig(_Section):
     workdir_mb: int = Field(128, gt=0)
     wall_timeout_s: float = Field(30.0, gt=0)
     output_limit_kb: int = Field(256, gt=0)
+    open_files: int = Field(256, gt=0)
+    unprivileged_uid: int = Field(65534, gt=0, description="the uid sandboxed code runs as when Jarvis runs as root")
 
 
 class PlannerConfig(_Section):
@@ -192,6 +201,9 @@ class ChannelsConfig(_Section):
     burst_window_s: float = Field(20.0, ge=0)
     send_per_minute: int = Field(20, ge=1)
     route_min_confidence: float = Field(0.7, ge=0, le=1)
+    user_identities: list[str] = Field(default_factory=list,
+                                       description="your own addresses: a message from one of them is your intervention")
+    default_region: str = Field("US", description="phone numbers without a country code are read in this region")
 
 
 class SchedulerConfig(_Section):
@@ -201,6 +213,16 @@ class SchedulerConfig(_Section):
     max_attempts: int = Field(5, ge=1)
     ack_timeout_s: float = Field(10.0, gt=0)
     webhook_timeout_s: float = Field(10.0, gt=0)
+    webhook_tries: int = Field(3, ge=1, description="POSTs within one attempt before it counts as failed")
+    retry_backoff_s: float = Field(5.0, gt=0, description="first wait after a failed attempt; doubles each time")
+    max_backoff_s: float = Field(300.0, gt=0)
+    missed_policy: Literal["catch_up", "skip", "ask"] = "catch_up"
+    missed_grace_s: float = Field(60.0, ge=0, description="later than this after its time, a reminder was missed")
+    lease_s: float = Field(300.0, gt=0, description="a delivery cut off by a crash is retried after this long")
+    defer_s: float = Field(30.0, gt=0, description="wait while a chat thread is busy (running or confirming)")
+    workers: int = Field(4, ge=1, description="deliveries in parallel")
+    batch_size: int = Field(200, ge=1, description="reminders taken per tick")
+    chat_thread: str = Field("reminders", min_length=1, description="thread for reminders with no other target")
 
 
 class DocsConfig(_Section):

@@ -12,14 +12,28 @@ from .threads import RUNNING, WAITING, ThreadIndex, pending_confirmations
 log = logging.getLogger(__name__)
 
 
+def graph_for_thread(chat_graph: Any, settings: Settings, thread_id: str) -> Any:
+    """Jorb threads (`jorb:<id>`) live in the jorb graph; every other thread in the chat graph."""
+    if thread_id.startswith("jorb:"):
+        from .jorbs.tools import service_for
+
+        return service_for(settings).graph_for(thread_id.split(":", 1)[1])
+    return chat_graph
+
+
 def list_pending(graph: Any, settings: Settings, thread_id: str | None = None) -> list[dict[str, Any]]:
-    """Every confirmation waiting in the checkpoints (of one thread, or of all threads that may be waiting)."""
+    """Every confirmation waiting in the checkpoints (of one thread, or of all threads that may be waiting),
+    chat threads and jorbs alike."""
     if thread_id:
-        return pending_confirmations(graph, thread_id)
+        return _confirmations(graph_for_thread(graph, settings, thread_id), thread_id)
     items: list[dict[str, Any]] = []
     for info in ThreadIndex(settings).list(limit=10_000, statuses=(WAITING, RUNNING)):
-        items.extend(pending_confirmations(graph, info.thread_id))
+        items.extend(_confirmations(graph_for_thread(graph, settings, info.thread_id), info.thread_id))
     return items
+
+
+def _confirmations(graph: Any, thread_id: str) -> list[dict[str, Any]]:
+    return [p for p in pending_confirmations(graph, thread_id) if p.get("type") == "confirmation"]
 
 
 def recover_in_doubt(graph: Any, settings: Settings, thread_id: str | None = None) -> int:
@@ -34,6 +48,8 @@ def recover_in_doubt(graph: Any, settings: Settings, thread_id: str | None = Non
     recovered = 0
     for tid in sorted(threads):
         config = {"configurable": {"thread_id": tid}}
+        if tid.startswith("jorb:"):
+            continue  # jorbs recover through JorbService.recover (their step is retried as a whole)
         snapshot = graph.get_state(config)
         if not snapshot.next:
             continue

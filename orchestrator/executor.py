@@ -141,6 +141,32 @@ def to_text(result: Any) -> str:
     return text
 
 
+_VALIDATORS: dict[int, tuple[dict, Any]] = {}
+
+
+def _schema_error(schema: dict, args: dict[str, Any]) -> Any:
+    """The most relevant JSON-schema error of args, or None. Validators are compiled once per schema (an MCP
+    tool's schema is checked on every call); a schema that is itself invalid is not held against the call."""
+    import jsonschema
+
+    entry = _VALIDATORS.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        try:
+            cls = jsonschema.validators.validator_for(schema)
+            cls.check_schema(schema)
+            validator = cls(schema)
+        except jsonschema.SchemaError as exc:
+            log.warning("a tool's argument schema is not valid JSON schema (%s); its arguments are not checked",
+                        exc.message)
+            validator = None
+        if len(_VALIDATORS) > 4096:
+            _VALIDATORS.clear()
+        entry = _VALIDATORS[id(schema)] = (schema, validator)
+    if entry[1] is None:
+        return None
+    return jsonschema.exceptions.best_match(entry[1].iter_errors(args))
+
+
 class ToolExecutor:
     def __init__(self, settings: Settings, catalog: Any, ledger: EffectsLedger | None = None):
         self.settings = settings
@@ -166,13 +192,10 @@ class ToolExecutor:
                 problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
                 return None, problems
         elif isinstance(schema, dict):
-            import jsonschema
-
-            try:
-                jsonschema.validate(args, schema)
-            except jsonschema.ValidationError as exc:
-                where = ".".join(map(str, exc.path)) or "arguments"
-                return None, f"{where}: {exc.message}"
+            error = _schema_error(schema, args)
+            if error is not None:
+                where = ".".join(map(str, error.path)) or "arguments"
+                return None, f"{where}: {error.message}"
         return args, None
 
     # -- policy, confirmation and ledger (shared by the sync and async paths) --------------------
@@ -187,7 +210,7 @@ class ToolExecutor:
         if valid is None:
             return CallOutcome(name, f"Error: bad arguments for {name}: {problem}. Call it again with valid arguments.",
                                ok=False, args=args if isinstance(args, dict) else {})
-        effects = side_effects_of(tool)
+        effects = side_effects_of(tool, valid)
         meta = tool.metadata or {}
 
         if effects:

@@ -94,7 +94,7 @@ def dispose_all() -> None:
 
 # Modules whose pydantic models live in checkpoints; only their classes (and LangGraph's own safe types)
 # may be rebuilt from a checkpoint, so a tampered database cannot instantiate arbitrary classes.
-CHECKPOINT_STATE_MODULES = ["orchestrator.state"]
+CHECKPOINT_STATE_MODULES = ["orchestrator.state", "orchestrator.jorbs.schema", "orchestrator.jorbs.mission"]
 
 
 def checkpoint_serde():
@@ -123,6 +123,9 @@ def make_checkpointer(settings: Settings):
 
     path = sqlite_path(settings, CHECKPOINTS_DB)
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+    # WAL + synchronous=NORMAL: a killed process loses nothing; only a power cut can drop the last commits.
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=30000")
     saver = SqliteSaver(conn, serde=checkpoint_serde())
     saver.setup()

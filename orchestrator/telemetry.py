@@ -22,6 +22,7 @@ from sqlalchemy import DateTime, Float, ForeignKey, Integer, String, Text, desc,
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from .config import Settings
+from . import writer
 from .storage import Base, jarvis_engine
 
 log = logging.getLogger(__name__)
@@ -197,6 +198,9 @@ class TelemetryHandler(BaseCallbackHandler):
         run = self._runs.pop(root_id)
         self._root_of = {k: v for k, v in self._root_of.items() if v != root_id}
         duration = (time.perf_counter() - run.t0) * 1000
+        writer.submit(lambda: self._write(run, status, error, duration))
+
+    def _write(self, run: _Run, status: str, error: str | None, duration: float) -> None:
         tools = [e for e in run.events if e["kind"] == "tool"]
         try:
             with Session(jarvis_engine(self.settings)) as s, s.begin():
@@ -215,6 +219,7 @@ class TelemetryHandler(BaseCallbackHandler):
 
 
 def list_runs(settings: Settings, limit: int = 20, thread_id: str | None = None) -> list[RunRow]:
+    writer.flush()  # runs of this process still queued
     with Session(jarvis_engine(settings)) as s:
         q = select(RunRow).order_by(desc(RunRow.started_at)).limit(limit)
         if thread_id:
@@ -225,6 +230,7 @@ def list_runs(settings: Settings, limit: int = 20, thread_id: str | None = None)
 
 
 def get_run(settings: Settings, run_id: str) -> tuple[RunRow, list[RunEventRow]] | None:
+    writer.flush()
     with Session(jarvis_engine(settings)) as s:
         run = s.get(RunRow, run_id)
         if run is None:

@@ -20,6 +20,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.types import Command
 
+from .history import INTERNAL_TAG
 from .llm import ModelEndpointError
 from .secrets import redact
 
@@ -45,9 +46,15 @@ def resume_command(decisions: dict[str, Any]) -> Command:
 def stream_turn(graph: Any, thread_id: str, graph_input: Any) -> Iterator[dict[str, Any]]:
     config = thread_config(thread_id)
     try:
-        for mode, data in graph.stream(graph_input, config, stream_mode=["messages", "custom", "updates"]):
+        # subgraphs=True: progress events written inside the JARB subgraph reach the caller too.
+        for namespace, mode, data in graph.stream(graph_input, config, stream_mode=["messages", "custom", "updates"],
+                                                  subgraphs=True):
+            if namespace and mode != "custom":
+                continue
             if mode == "messages":
                 chunk, meta = data
+                if INTERNAL_TAG in (meta.get("tags") or []):
+                    continue  # a summary being written, not the answer
                 if meta.get("langgraph_node") == "planner" and isinstance(chunk, AIMessageChunk):
                     text = chunk.text if isinstance(chunk.content, str | list) else ""
                     if text:

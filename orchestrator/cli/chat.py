@@ -9,7 +9,6 @@ from typing import Any
 
 import typer
 
-from ..turns import resume_command, stream_turn, user_input
 from . import EXIT_FAILURE, EXIT_PENDING, fail, state
 
 
@@ -76,6 +75,8 @@ def print_pending_help(thread_id: str, pending: list[dict[str, Any]]) -> None:
 
 def run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool) -> int:
     """Stream a turn to the terminal, asking confirmations inline when possible. Returns the exit code."""
+    from ..turns import resume_command, stream_turn
+
     while True:
         pending: list[dict[str, Any]] = []
         answered_with_tokens = False
@@ -127,6 +128,8 @@ def register(app: typer.Typer) -> None:
         attach: list[str] = typer.Option(None, "--attach", "-a", help="a file or URL to attach (repeatable)"),
     ) -> None:
         """Chat with Jarvis in the terminal."""
+        from ..turns import user_input
+
         st = state(ctx)
         graph = st.graph()
         notice = st.settings.models.primary.notice  # e.g. the demo model's "do not trust its answers"

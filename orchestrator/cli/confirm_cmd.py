@@ -7,9 +7,6 @@ from typing import Any
 
 import typer
 
-from ..confirmations import list_pending, recover_in_doubt
-from ..threads import dumps
-from ..turns import resume_command
 from . import fail, state
 from .chat import run_turn
 
@@ -24,6 +21,9 @@ def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> li
 
 
 def _resolve(ctx: typer.Context, thread_id: str, decision: dict[str, Any], call: str | None) -> None:
+    from ..confirmations import list_pending, recover_in_doubt
+    from ..turns import resume_command
+
     st = state(ctx)
     graph = st.graph()
     recover_in_doubt(graph, st.settings, thread_id)
@@ -39,6 +39,12 @@ def _resolve(ctx: typer.Context, thread_id: str, decision: dict[str, Any], call:
         if p.get("kind") == "in_doubt":
             d = {"decision": "approve", "key": p.get("key")} if d["decision"] in ("approve", "edit") else {"decision": "skip"}
         resume[p["interrupt_id"]] = d
+    if thread_id.startswith("jorb:"):
+        from ..jorbs.tools import service_for
+        from .jorbs_cmd import print_view
+
+        print_view(service_for(st.settings).run(thread_id.split(":", 1)[1], resume_command(resume)))
+        raise typer.Exit(0)
     raise typer.Exit(run_turn(graph, thread_id, resume_command(resume), interactive=False))
 
 
@@ -46,6 +52,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def pending(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print JSON objects")) -> None:
         """List the confirmations every thread is waiting for."""
+        from ..confirmations import list_pending, recover_in_doubt
+        from ..threads import dumps
+
         st = state(ctx)
         graph = st.graph()
         recover_in_doubt(graph, st.settings)

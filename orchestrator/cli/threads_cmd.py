@@ -6,9 +6,6 @@ import json
 
 import typer
 
-from ..telemetry import get_run, list_runs
-from ..threads import ThreadIndex, dumps, message_view
-from ..turns import thread_config
 from . import fail, state
 
 threads_app = typer.Typer(help="Conversations kept in the checkpointer.", no_args_is_help=True)
@@ -19,6 +16,8 @@ runs_app = typer.Typer(help="Telemetry of each run: node timings, tool calls, to
 def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most this many"),
                  as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """List threads, most recent first."""
+    from ..threads import ThreadIndex, dumps
+
     rows = ThreadIndex(state(ctx).settings).list(limit=limit)
     if as_json:
         typer.echo(dumps([r.as_dict() for r in rows]))
@@ -31,12 +30,15 @@ def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most
 
 @threads_app.command("show")
 def threads_show(ctx: typer.Context, thread_id: str, as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
-    """Show a thread's messages and tool calls, read from its checkpoint."""
+    """Show a thread's messages and tool calls (its checkpoint, and the archive of messages folded into its summary)."""
+    from ..threads import ThreadIndex, dumps, message_view
+    from ..turns import thread_config
+
     st = state(ctx)
     graph = st.graph()
     snapshot = graph.get_state(thread_config(thread_id))
     values = snapshot.values if isinstance(snapshot.values, dict) else {}
-    messages = values.get("messages", [])
+    messages = ThreadIndex(st.settings).archived(thread_id) + list(values.get("messages", []))
     if not messages:
         fail(f"no thread {thread_id!r} (see `jarvis threads list`)")
     views = [message_view(m) for m in messages]
@@ -62,10 +64,39 @@ def threads_show(ctx: typer.Context, thread_id: str, as_json: bool = typer.Optio
         typer.secho(f"  pending confirmation: {p.get('summary')} (jarvis approve {thread_id})", fg=typer.colors.YELLOW)
 
 
+@threads_app.command("prune")
+def threads_prune(ctx: typer.Context,
+                  keep: int = typer.Option(1, "--keep", min=1, help="checkpoints kept per thread (the newest)"),
+                  thread: str = typer.Option(None, "--thread", help="only this thread (finished or not)"),
+                  vacuum_file: bool = typer.Option(False, "--vacuum", help="also shrink the database file")) -> None:
+    """Remove old checkpoints of finished threads (nothing pending) and report the bytes freed."""
+    from ..checkpoint_store import prune_thread, vacuum
+    from ..confirmations import graph_for_thread
+    from ..threads import ThreadIndex
+
+    st = state(ctx)
+    targets = [thread] if thread else [t.thread_id for t in ThreadIndex(st.settings).list(limit=1_000_000)]
+    graph = st.graph()
+    total = removed = 0
+    for tid in targets:
+        snapshot = graph_for_thread(graph, st.settings, tid).get_state({"configurable": {"thread_id": tid}})
+        if snapshot.next and not thread:
+            continue  # still running or waiting: left alone
+        report = prune_thread(st.settings, tid, keep)
+        total += report.bytes_freed
+        removed += report.checkpoints_removed
+    shrunk = vacuum(st.settings) if vacuum_file else 0
+    typer.echo(f"removed {removed} checkpoints from {len(targets)} threads, freeing {total} bytes"
+               + (f"; the file shrank by {shrunk} bytes" if vacuum_file else ""))
+
+
 @runs_app.command("list")
 def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = typer.Option(None, "--thread"),
               as_json: bool = typer.Option(False, "--json")) -> None:
     """List recent runs with their duration, tokens and tool calls."""
+    from ..telemetry import list_runs
+    from ..threads import dumps
+
     rows = list_runs(state(ctx).settings, limit=limit, thread_id=thread)
     if as_json:
         typer.echo(dumps([{c: getattr(r, c) for c in ("id", "thread_id", "graph", "started_at", "duration_ms", "status",
@@ -83,6 +114,9 @@ def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = t
 @runs_app.command("show")
 def runs_show(ctx: typer.Context, run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """Show a run's timeline: nodes, model calls and tool calls with their durations."""
+    from ..telemetry import get_run
+    from ..threads import dumps
+
     found = get_run(state(ctx).settings, run_id)
     if found is None:
         fail(f"no run {run_id!r} (see `jarvis runs list`)")

@@ -1,0 +1,62 @@
+"""One planner -> tool -> planner -> respond turn through Jarvis's graph, against a bare LangGraph graph doing the
+same turn with the same model, tool and SQLite checkpointer. Prints the median ms per turn and the ratio.
+Target: ratio <= 1.5."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from _common import interleaved_medians, isolated_settings, report
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+from orchestrator.catalog import static_tools
+from orchestrator.graph import build_graph
+from tests.fakes.instant_chat import InstantChatModel
+
+RUNS = 60
+
+
+def bare_graph(model, tools, path):
+    def agent(state: MessagesState):
+        return {"messages": [model.invoke(state["messages"])]}
+
+    def respond(state: MessagesState):
+        return {}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode(tools))
+    g.add_node("respond", respond)
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: "respond"})
+    g.add_edge("tools", "agent")
+    g.add_edge("respond", END)
+    saver = SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
+    saver.setup()
+    return g.compile(checkpointer=saver)
+
+
+def main() -> None:
+    settings, base = isolated_settings()
+    model = InstantChatModel(tool_name="time_now")
+    jarvis = build_graph(settings, llm=model)
+    tools = [t for t in static_tools(settings) if t.name == "time_now"]
+    bare = bare_graph(model, tools, base / "bare.sqlite")
+
+    def turn(graph, prefix):
+        def run(i: int):
+            out = graph.invoke({"messages": [("user", "what time is it?")]}, {"configurable": {"thread_id": f"{prefix}{i}"}})
+            assert out["messages"][-1].content == "Done.", out["messages"][-1]
+        return run
+
+    # Interleaved, so that load from elsewhere on the machine hits both alike.
+    bare_ms, jarvis_ms = interleaved_medians(turn(bare, "b"), turn(jarvis, "j"), RUNS)
+    ratio = jarvis_ms / bare_ms
+    report("turn_overhead", {"bare LangGraph ms/turn": bare_ms, "Jarvis ms/turn": jarvis_ms}, ratio, "<= 1.5", ratio <= 1.5)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Threads, messages, confirmations: the Chat view's API.
+
+  GET  /api/threads                        the thread list, most recent first
+  POST /api/threads                        a new thread id (nothing is stored until the first message)
+  GET  /api/threads/{id}                   messages (answers as sanitized HTML), attachments, pending confirmations
+  POST /api/threads/{id}/messages          {"text", "attachments"} -> the turn's events as SSE
+  GET  /api/threads/{id}/events            attach to the running turn (after a reload) -> SSE
+  GET  /api/threads/{id}/pending           the confirmations it waits for, read from the checkpoint
+  POST /api/threads/{id}/resume            {"decisions": {interrupt_id: {"decision": ...}}} -> SSE
+  POST /api/threads/{id}/retry             continue a turn that stopped on an error -> SSE
+  GET  /api/pending                        every confirmation waiting, across threads
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Path
+from langchain_core.messages import AIMessage
+from pydantic import BaseModel, Field, model_validator
+
+from ..confirmations import list_pending
+from ..executor import Decision
+from ..live_turns import TurnBusy
+from ..markdown import render_markdown
+from ..threads import ThreadIndex, message_view, pending_confirmations
+from ..turns import resume_command, thread_config, user_input
+from ..uploads import find_upload
+from . import AppContext, View, app_context
+from ._sse import sse_response
+
+router = APIRouter()
+
+ThreadId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$", description="a thread id")]
+_YT_RE = re.compile(r"(?:youtube\.com|youtu\.be|youtube-nocookie\.com)", re.I)
+TOOL_CONTENT_LIMIT = 4000
+
+
+class AttachmentIn(BaseModel):
+    """An uploaded file (`upload_id` from POST /api/uploads) or a URL (`kind` url/youtube + `ref`)."""
+
+    upload_id: str | None = None
+    kind: Literal["url", "youtube"] | None = None
+    ref: str | None = Field(None, max_length=2000)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "AttachmentIn":
+        if bool(self.upload_id) == bool(self.ref):
+            raise ValueError("give either upload_id (a dropped file) or ref (a URL)")
+        if self.ref and not self.ref.startswith(("http://", "https://")):
+            raise ValueError("a URL attachment must start with http:// or https://")
+        return self
+
+
+class MessageIn(BaseModel):
+    text: str = Field("", max_length=100_000)
+    attachments: list[AttachmentIn] = Field(default_factory=list, max_length=20)
+
+
+class ResumeIn(BaseModel):
+    decisions: dict[str, Decision]
+
+
+def _snapshot(ctx: AppContext, thread_id: str) -> Any:
+    return ctx.graph.get_state(thread_config(thread_id))
+
+
+def _values(snapshot: Any) -> dict[str, Any]:
+    return snapshot.values if isinstance(snapshot.values, dict) else {}
+
+
+def _message(m: Any) -> dict[str, Any]:
+    view = message_view(m)
+    if isinstance(m, AIMessage):
+        view["html"] = render_markdown(view["content"])
+    elif view["type"] == "tool" and len(view["content"]) > TOOL_CONTENT_LIMIT:
+        view["content"] = view["content"][:TOOL_CONTENT_LIMIT] + f"\n[... {len(view['content']) - TOOL_CONTENT_LIMIT} more characters]"
+    return view
+
+
+def _attachment_view(a: Any) -> dict[str, Any]:
+    data = a.model_dump() if hasattr(a, "model_dump") else dict(a)
+    return {"kind": data.get("kind"), "name": data.get("name") or data.get("ref"), "ref": data.get("ref")}
+
+
+def _busy(thread_id: str) -> HTTPException:
+    return HTTPException(409, f"Jarvis is still working on thread {thread_id}; wait for that turn to finish.")
+
+
+@router.get("/threads")
+def list_threads(limit: int = 100, ctx: AppContext = Depends(app_context)) -> list[dict[str, Any]]:
+    running = set(ctx.turns.running_ids())
+    rows = ThreadIndex(ctx.settings).list(limit=max(1, min(limit, 500)), kind="chat")
+    return [{**r.as_dict(), "running": r.thread_id in running} for r in rows]
+
+
+@router.post("/threads")
+def new_thread() -> dict[str, str]:
+    return {"thread_id": f"web-{secrets.token_hex(6)}"}
+
+
+@router.get("/pending")
+def all_pending(ctx: AppContext = Depends(app_context)) -> list[dict[str, Any]]:
+    return list_pending(ctx.graph, ctx.settings)
+
+
+@router.get("/threads/{thread_id}")
+def get_thread(thread_id: ThreadId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    info = ThreadIndex(ctx.settings).get(thread_id)
+    snapshot = _snapshot(ctx, thread_id)
+    values = _values(snapshot)
+    messages = ThreadIndex(ctx.settings).archived(thread_id) + list(values.get("messages", []))
+    if info is None and not messages:
+        raise HTTPException(404, f"There is no thread {thread_id}.")
+    running = ctx.turns.running(thread_id) is not None
+    pending = [] if running else pending_confirmations(ctx.graph, thread_id)
+    return {
+        "thread_id": thread_id,
+        "title": info.title if info else "",
+        "status": info.status if info else "idle",
+        "messages": [_message(m) for m in messages],
+        "attachments": [_attachment_view(a) for a in values.get("attachments", [])],
+        "pending": pending,
+        "running": running,
+        # The last turn stopped between steps (an error, or the process died): it can be continued.
+        "stalled": bool(snapshot.next) and not pending and not running,
+    }
+
+
+@router.get("/threads/{thread_id}/pending")
+def get_pending(thread_id: ThreadId, ctx: AppContext = Depends(app_context)) -> list[dict[str, Any]]:
+    return pending_confirmations(ctx.graph, thread_id)
+
+
+def _resolve_attachments(ctx: AppContext, items: list[AttachmentIn]) -> list[dict[str, Any]]:
+    out = []
+    for item in items:
+        if item.upload_id:
+            stored = find_upload(ctx.settings, item.upload_id)
+            if stored is None:
+                raise HTTPException(404, f"Upload {item.upload_id} is unknown or was removed; drop the file again.")
+            out.append(stored.attachment())
+        else:
+            kind = item.kind or ("youtube" if _YT_RE.search(item.ref or "") else "url")
+            out.append({"kind": kind, "ref": item.ref})
+    return out
+
+
+@router.post("/threads/{thread_id}/messages")
+async def send_message(body: MessageIn, thread_id: ThreadId, ctx: AppContext = Depends(app_context)):
+    text = body.text.strip()
+    if not text and not body.attachments:
+        raise HTTPException(400, "The message is empty: write something or attach a file.")
+    if ctx.turns.running(thread_id) is not None:
+        raise _busy(thread_id)
+    snapshot = await asyncio.to_thread(_snapshot, ctx, thread_id)
+    if snapshot.interrupts:
+        raise HTTPException(409, "This conversation is waiting for your confirmation: answer it (Approve, Edit or "
+                                 "Deny) before sending another message.")
+    new = _resolve_attachments(ctx, body.attachments)
+    attachments: list[dict[str, Any]] | None = None
+    if new:
+        # The state keeps one attachment list per thread; a message's input replaces it, so carry the old ones.
+        old = [a.model_dump() if hasattr(a, "model_dump") else dict(a) for a in _values(snapshot).get("attachments", [])]
+        seen = {a["ref"] for a in old}
+        attachments = old + [a for a in new if a["ref"] not in seen]
+    if not text:
+        text = "I attached " + ", ".join(a.get("name") or a["ref"] for a in new) + "."
+    try:
+        turn = ctx.turns.start(thread_id, user_input(text, attachments))
+    except TurnBusy:
+        raise _busy(thread_id) from None
+    return sse_response(thread_id, turn.listen())
+
+
+@router.get("/threads/{thread_id}/events")
+async def attach(thread_id: ThreadId, since: int = 0, ctx: AppContext = Depends(app_context)):
+    turn = ctx.turns.running(thread_id)
+
+    async def nothing():
+        return
+        yield  # pragma: no cover
+
+    return sse_response(thread_id, turn.listen(max(0, since)) if turn is not None else nothing())
+
+
+@router.post("/threads/{thread_id}/resume")
+async def resume(body: ResumeIn, thread_id: ThreadId, ctx: AppContext = Depends(app_context)):
+    if ctx.turns.running(thread_id) is not None:
+        raise _busy(thread_id)
+    pending = {p["interrupt_id"]: p for p in await asyncio.to_thread(pending_confirmations, ctx.graph, thread_id)}
+    if not pending:
+        raise HTTPException(409, "Nothing is waiting for confirmation on this thread any more (it was answered "
+                                 "elsewhere, or the turn moved on); reload to see where it stands.")
+    unknown = sorted(set(body.decisions) - set(pending))
+    if unknown:
+        raise HTTPException(409, f"These confirmations are no longer pending: {', '.join(unknown)}; reload.")
+    missing = sorted(set(pending) - set(body.decisions))
+    if missing:
+        raise HTTPException(400, f"Answer every pending confirmation of the turn together; missing: {', '.join(missing)}.")
+    decisions: dict[str, dict[str, Any]] = {}
+    for interrupt_id, decision in body.decisions.items():
+        asked = pending[interrupt_id]
+        if asked.get("kind") == "in_doubt":
+            if decision.decision == "approve" and decision.key != asked.get("key"):
+                raise HTTPException(400, "To run a call that may already have happened again, approve it with its "
+                                         "key (the confirmation's `key`).")
+            if decision.decision == "edit":
+                raise HTTPException(400, "A call that may already have happened can only be run again or skipped.")
+        if decision.decision == "edit" and decision.args is None:
+            raise HTTPException(400, "An edit needs the new arguments as a JSON object in `args`.")
+        decisions[interrupt_id] = decision.model_dump(exclude_none=True)
+    try:
+        turn = ctx.turns.start(thread_id, resume_command(decisions))
+    except TurnBusy:
+        raise _busy(thread_id) from None
+    return sse_response(thread_id, turn.listen())
+
+
+@router.post("/threads/{thread_id}/retry")
+async def retry(thread_id: ThreadId, ctx: AppContext = Depends(app_context)):
+    if ctx.turns.running(thread_id) is not None:
+        raise _busy(thread_id)
+    snapshot = await asyncio.to_thread(_snapshot, ctx, thread_id)
+    if snapshot.interrupts:
+        raise HTTPException(409, "This turn waits for a confirmation, not a retry: answer it.")
+    if not snapshot.next:
+        raise HTTPException(409, "The last turn finished; there is nothing to retry. Send a new message instead.")
+    try:
+        turn = ctx.turns.start(thread_id, None)
+    except TurnBusy:
+        raise _busy(thread_id) from None
+    return sse_response(thread_id, turn.listen())
+
+
+VIEW = View(name="chat", title="Chat", router=router, order=0)

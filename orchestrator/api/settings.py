@@ -1,0 +1,84 @@
+"""GET /api/settings (the active configuration, secrets masked, background services, tool providers) and
+GET /api/settings/health (model endpoints, checked with GET /models; slow when one is down)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Depends
+
+from ..llm import check_endpoint, model_config
+from . import AppContext, View, app_context
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+# More health sections for the Settings view (MCP servers, channels...): callables (ctx) -> {"title": str,
+# "items": [{"name", "ok", "message", "fix"}]}. A module of this package can append to it when it is imported,
+# e.g. orchestrator/api/mcp.py: `HEALTH_CHECKS.append(mcp_servers_health)`; the page renders them as they come.
+HEALTH_CHECKS: list[Callable[[AppContext], dict[str, Any]]] = []
+
+_SECRET_KEYS = re.compile(r"(api_key|token|password|secret|client_secret)$", re.I)
+# `key: value` / `key: "value"` in block or flow style; `{secret: NAME}` / `{env: VAR}` references are kept.
+_SECRET_LINE = re.compile(r"""((?:api_key|token|password)\s*:\s*)(["']?)([^"'\s,{}#][^"',}#\s]*)\2""", re.I)
+
+
+def mask(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: mask(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask(v, key) for v in value]
+    if isinstance(value, str) and value and _SECRET_KEYS.search(key):
+        return "********"
+    return value
+
+
+def mask_text(text: str) -> str:
+    return _SECRET_LINE.sub(lambda m: f"{m.group(1)}{m.group(2)}********{m.group(2)}", text)
+
+
+@router.get("/settings")
+def settings_view(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    s = ctx.settings
+    path = s.source_path
+    text = None
+    if path is not None and path.is_file():
+        text = mask_text(path.read_text(encoding="utf-8"))
+    return {
+        "config_file": str(path) if path else None,
+        "profile": s.profile,
+        "config_text": text,
+        "effective": mask(s.model_dump(mode="json", exclude={"profiles"})),
+        "data_dir": str(s.data_dir),
+        "server": {"host": s.server.host, "port": ctx.extras.get("port", s.server.port),
+                   "max_upload_mb": s.server.max_upload_mb},
+        "services": ctx.services.report() if ctx.services else [],
+        "provider_errors": dict(ctx.runtime.catalog.errors),
+    }
+
+
+@router.get("/settings/health")
+def health(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    roles = ["primary"] + (["heavy"] if ctx.settings.models.heavy is not None else [])
+    models = []
+    for role in roles:
+        _, cfg = model_config(ctx.settings, role)  # type: ignore[arg-type]
+        ok, message = check_endpoint(ctx.settings, role)  # type: ignore[arg-type]
+        models.append({"role": role, "base_url": cfg.base_url, "model": cfg.model, "ok": ok, "message": message,
+                       "fix": None if ok else f"Start the model server, or change models.{role}.base_url / "
+                                              f"models.{role}.model in the config file and restart `jarvis run`."})
+    sections = []
+    for check in HEALTH_CHECKS:
+        try:
+            sections.append(check(ctx))
+        except Exception as exc:  # noqa: BLE001 - one failing check is itself reported
+            log.exception("health check %s failed", getattr(check, "__name__", check))
+            sections.append({"title": getattr(check, "__name__", "health check"), "items": [
+                {"name": "check", "ok": False, "message": f"{type(exc).__name__}: {exc}", "fix": None}]})
+    return {"models": models, "sections": sections}
+
+
+VIEW = View(name="settings", title="Settings", router=router, order=90)

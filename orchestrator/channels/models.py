@@ -1,0 +1,44 @@
+"""Small tables of channel state: polling offsets and the Telegram chat directory."""
+
+from __future__ import annotations
+
+from sqlalchemy import String, Text, select
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from ..config import Settings
+from ..storage import Base, jarvis_engine
+
+
+class ChannelStateRow(Base):
+    __tablename__ = "channel_state"
+
+    channel: Mapped[str] = mapped_column(String(32), primary_key=True)
+    key: Mapped[str] = mapped_column(String(256), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class ChannelState:
+    """Per-channel key/value state (the Telegram update offset, handle -> chat id, email thread cursors)."""
+
+    def __init__(self, settings: Settings, channel: str):
+        self.engine = jarvis_engine(settings)
+        self.channel = channel
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        with Session(self.engine) as s:
+            value = s.scalar(select(ChannelStateRow.value).where(ChannelStateRow.channel == self.channel,
+                                                                 ChannelStateRow.key == key))
+        return default if value is None else value
+
+    def set(self, key: str, value: str) -> None:
+        table = ChannelStateRow.__table__
+        if self.engine.dialect.name == "sqlite":
+            stmt = sqlite_insert(table).values(channel=self.channel, key=key, value=value)
+        else:
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            stmt = pg_insert(table).values(channel=self.channel, key=key, value=value)
+        stmt = stmt.on_conflict_do_update(index_elements=["channel", "key"], set_={"value": value})
+        with self.engine.begin() as conn:
+            conn.execute(stmt)

@@ -1,0 +1,191 @@
+"""Telegram through the Bot API: `sendMessage` to send (side effect `message_send`), long polling of
+`getUpdates` for inbound messages, an allowlist of who may talk to Jarvis.
+
+A bot can only write to people who have written to it first, so every inbound message records the sender's
+@handle -> chat id in a small directory; `to` may be a @handle from it or a numeric chat id. The token lives in
+the keyring (`jarvis secrets set telegram_token`, then `channels.telegram.token: {secret: telegram_token}`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from .. import secrets
+from ..config import Settings
+from .addresses import normalize_party
+from .base import ChannelError, Sent, register_channel
+from .models import ChannelState
+from .ratelimit import bucket
+
+log = logging.getLogger(__name__)
+
+HOW_TO = ("Telegram is not configured: create a bot with @BotFather, run `jarvis secrets set telegram_token`, and set "
+          "channels.telegram: {enabled: true, token: {secret: telegram_token}, allowlist: ['@you']} in the config")
+
+
+class TelegramRetry(Exception):
+    """A temporary failure: 429 (after its retry_after) or a 5xx / network error."""
+
+    def __init__(self, message: str, retry_after: float = 0.0):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class TelegramAPI:
+    """The Bot API subset Jarvis uses, over httpx, with 429 retry_after obeyed and 5xx retried with backoff."""
+
+    def __init__(self, api_base: str, token: str, timeout: float = 40.0, attempts: int = 4):
+        self.base = f"{api_base.rstrip('/')}/bot{token}"
+        self.client = httpx.Client(timeout=timeout)
+        self.attempts = attempts
+
+    def call(self, method: str, payload: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
+        def once() -> Any:
+            try:
+                resp = self.client.post(f"{self.base}/{method}", json=payload or {}, timeout=timeout or self.client.timeout)
+            except httpx.TransportError as exc:
+                raise TelegramRetry(f"cannot reach Telegram: {type(exc).__name__}") from None
+            try:
+                body = resp.json()
+            except ValueError:
+                body = {"ok": False, "description": resp.text[:200]}
+            if resp.status_code == 429 or body.get("error_code") == 429:
+                retry_after = float((body.get("parameters") or {}).get("retry_after", 1))
+                raise TelegramRetry(f"Telegram rate limit: {body.get('description')}", retry_after)
+            if resp.status_code >= 500:
+                raise TelegramRetry(f"Telegram answered HTTP {resp.status_code}")
+            if not body.get("ok"):
+                desc = body.get("description") or f"HTTP {resp.status_code}"
+                if resp.status_code == 401:
+                    raise ChannelError(f"Telegram refused the bot token ({desc}): check `jarvis secrets set telegram_token`")
+                raise ChannelError(f"Telegram {method} failed: {desc}")
+            return body.get("result")
+
+        def wait(retry_state: Any) -> float:
+            exc = retry_state.outcome.exception()
+            backoff = wait_exponential(multiplier=0.5, max=30)(retry_state)
+            return max(getattr(exc, "retry_after", 0.0), backoff)
+
+        for attempt in Retrying(retry=retry_if_exception(lambda e: isinstance(e, TelegramRetry)),
+                                stop=stop_after_attempt(self.attempts), wait=wait, reraise=True):
+            with attempt:
+                return once()
+        raise AssertionError("unreachable")
+
+
+def _token(settings: Settings) -> str:
+    cfg = settings.channels.telegram
+    if not cfg.enabled or cfg.token is None:
+        raise ChannelError(HOW_TO)
+    try:
+        token = secrets.resolve(cfg.token, what="channels.telegram.token")
+    except secrets.SecretError as exc:
+        raise ChannelError(f"{exc}. {HOW_TO}") from None
+    if not token:
+        raise ChannelError(HOW_TO)
+    return token
+
+
+class TelegramChannel:
+    name = "telegram"
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.api = TelegramAPI(settings.channels.telegram.api_base, _token(settings))
+        self.directory = ChannelState(settings, "telegram")
+
+    def chat_id_for(self, to: str) -> str:
+        text = to.strip()
+        if text.lstrip("-").isdigit():
+            return text
+        handle = normalize_party(text if text.startswith("@") else "@" + text)
+        chat = self.directory.get(f"chat:{handle}")
+        if chat is None:
+            raise ChannelError(f"Telegram bots can only write to people who wrote to the bot first: ask {handle} to send "
+                               "any message to the bot, then try again")
+        return chat
+
+    def send(self, to: str, text: str, *, thread_key: str | None = None) -> Sent:
+        if not bucket("telegram", self.settings.channels.send_per_minute).acquire(timeout=120):
+            raise ChannelError("Telegram sending is rate limited (channels.send_per_minute); try again later")
+        chat_id = self.chat_id_for(to)
+        result = self.api.call("sendMessage", {"chat_id": chat_id, "text": text})
+        party = to if to.strip().startswith("@") else chat_id
+        return Sent(channel=self.name, to=party, external_id=str((result or {}).get("message_id", "")), thread_key=chat_id)
+
+
+register_channel("telegram", TelegramChannel)
+
+
+class TelegramPoller:
+    """Long polling of getUpdates in a background thread; each allowed message goes to `deliver`."""
+
+    def __init__(self, settings: Settings, deliver: Callable[[str, str, str, dict[str, Any]], Any]):
+        self.settings = settings
+        self.cfg = settings.channels.telegram
+        self.api = TelegramAPI(self.cfg.api_base, _token(settings), timeout=self.cfg.poll_timeout_s + 10)
+        self.state = ChannelState(settings, "telegram")
+        self.deliver = deliver
+        self.allowed = {normalize_party(a) for a in self.cfg.allowlist} | {a.strip() for a in self.cfg.allowlist}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_error: str | None = None
+
+    def me(self) -> dict[str, Any]:
+        return self.api.call("getMe")
+
+    def poll_once(self, timeout: int | None = None) -> int:
+        offset = int(self.state.get("offset", "0") or 0)
+        updates = self.api.call("getUpdates", {"offset": offset, "timeout": self.cfg.poll_timeout_s if timeout is None else timeout,
+                                               "allowed_updates": ["message"]},
+                                timeout=(self.cfg.poll_timeout_s if timeout is None else timeout) + 10) or []
+        handled = 0
+        for update in updates:
+            self.state.set("offset", str(int(update["update_id"]) + 1))
+            message = update.get("message") or {}
+            text = message.get("text")
+            sender = message.get("from") or {}
+            chat = message.get("chat") or {}
+            if not text or not chat:
+                continue
+            handle = normalize_party("@" + sender["username"]) if sender.get("username") else None
+            party = handle or str(chat.get("id"))
+            if handle:
+                self.state.set(f"chat:{handle}", str(chat["id"]))
+            if self.allowed and party not in self.allowed and str(sender.get("id")) not in self.allowed:
+                log.info("telegram message from %s ignored: not on channels.telegram.allowlist", party)
+                continue
+            self.deliver("telegram", party, text, {"external_id": str(message.get("message_id")),
+                                                   "thread_key": str(chat.get("id"))})
+            handled += 1
+        return handled
+
+    def _run(self) -> None:
+        backoff = 1.0
+        while not self._stop.is_set():
+            try:
+                self.poll_once()
+                self.last_error = None
+                backoff = 1.0
+            except Exception as exc:  # noqa: BLE001 - keep polling; say why it failed
+                self.last_error = str(exc)
+                log.warning("telegram polling failed: %s (retrying in %.0f s)", exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 60)
+
+    def start(self) -> "TelegramPoller":
+        self._thread = threading.Thread(target=self._run, name="telegram-poller", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.cfg.poll_timeout_s + 15)
+

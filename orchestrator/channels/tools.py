@@ -1,0 +1,57 @@
+"""The planner's and jorb scripts' way to talk to people: `messages_send(channel, to, text)`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, Field
+
+from integrations.base import ToolError, make_tool
+
+from ..config import Settings
+from .base import ChannelError, get_channel, known_channels
+
+EMAIL_CHANNELS = {"email"}
+
+
+class SendArgs(BaseModel):
+    channel: str = Field(description="how to send: 'local' (shown in Jarvis), 'email', 'telegram' (as configured)")
+    to: str = Field(description="the recipient: an email address, a @handle, a phone number or a name")
+    text: str = Field(description="the message")
+
+
+def _effects_for(args: dict[str, Any]) -> list[str]:
+    return ["email_send"] if str(args.get("channel", "")).lower() in EMAIL_CHANNELS else ["message_send"]
+
+
+def jorb_id_of(config: RunnableConfig | None) -> str | None:
+    thread = str(((config or {}).get("configurable") or {}).get("thread_id") or "")
+    return thread.split(":", 1)[1] if thread.startswith("jorb:") else None
+
+
+def build_message_tools(settings: Settings) -> list[BaseTool]:
+    from ..jorbs.store import JorbStore
+
+    store = JorbStore(settings)
+
+    def messages_send(channel: str, to: str, text: str, config: RunnableConfig = None) -> dict[str, Any]:
+        """Send a message to a person over a channel. Within a jorb, set await_reply to wait for their answer."""
+        name = channel.strip().lower()
+        try:
+            ch = get_channel(settings, name)
+            sent = ch.send(to, text)
+        except ChannelError as exc:
+            raise ToolError(f"{exc} (channels: {', '.join(known_channels())})") from None
+        jorb_id = jorb_id_of(config)
+        row = store.log_message(direction="out", channel=name, party=sent.to, text=text, status="sent", jorb_id=jorb_id,
+                                external_id=sent.external_id, thread_key=sent.thread_key)
+        if jorb_id:
+            store.add_contact(jorb_id, sent.to)
+        return {"message_id": row.id, "channel": name, "to": row.party, "status": "sent"}
+
+    tool = make_tool(messages_send, args_schema=SendArgs, side_effects=["message_send"],
+                     summarize=lambda a: f"Send a {a.get('channel')} message to {a.get('to')}: \"{str(a.get('text'))[:160]}\"")
+    tool.metadata["side_effects_for"] = _effects_for
+    return [tool]

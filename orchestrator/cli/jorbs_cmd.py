@@ -1,0 +1,209 @@
+"""`jarvis jorbs ...` (long-running tasks) and `jarvis inbox` (messages no jorb claimed)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+from . import fail, state
+
+jorbs_app = typer.Typer(help="Long-running tasks that message people, wait for replies and resume.", no_args_is_help=True)
+inbox_app = typer.Typer(help="Inbound messages no jorb claimed (unmatched, ambiguous, spam).", invoke_without_command=True)
+
+
+def service(ctx: typer.Context):
+    from ..jorbs.tools import service_for
+
+    return service_for(state(ctx).settings)
+
+
+def _guard(fn, *args: Any, **kwargs: Any):
+    from ..jorbs.service import JorbError
+    from ..jorbs.store import JorbNotFound
+    from ..llm import ModelEndpointError
+
+    try:
+        return fn(*args, **kwargs)
+    except (JorbError, JorbNotFound, ModelEndpointError) as exc:
+        fail(str(exc))
+
+
+def print_view(view: Any, as_json: bool = False, full: bool = False) -> None:
+    data = view.as_dict(full=full)
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+        return
+    row = view.row
+    typer.secho(f"jorb {row.id}  {row.name}  [{row.status}]", bold=True)
+    if row.waiting_party and row.status == "awaiting_reply":
+        typer.echo(f"  waiting for a reply from {row.waiting_party} ({row.waiting_channel})"
+                   f"  -> jarvis jorbs reply {row.id} TEXT")
+    if row.pause_reason and row.status == "paused":
+        typer.echo(f"  paused: {row.pause_reason}")
+        typer.echo(f"  -> jarvis jorbs approve {row.id} [--note TEXT] | reject {row.id} | cancel {row.id}")
+    for p in view.pending:
+        if p.get("type") == "human_step":
+            typer.echo(f"  your turn to decide the next step -> jarvis jorbs step {row.id} JSON")
+    if row.result is not None:
+        typer.echo(f"  result: {json.dumps(row.result, ensure_ascii=False, default=str)}")
+    if row.error:
+        typer.secho(f"  error: {row.error}", fg=typer.colors.RED)
+    if full and view.state is not None:
+        typer.echo(f"  plan: {row.plan}")
+        typer.echo(f"  policy: {row.policy}  steps: {row.steps}  tokens: {row.tokens}  contacts: {', '.join(row.contacts) or '-'}")
+        if row.autonomy:
+            typer.echo(f"  autonomy: {', '.join(f'{k}={v}' for k, v in row.autonomy.items())}")
+        typer.echo("  conversation:")
+        for h in view.state.history:
+            arrow = "->" if h.role == "jarvis" else "<-"
+            who = "you (intervention)" if h.role == "user" else h.party
+            typer.echo(f"    {h.at} {arrow} {who} [{h.channel}]: {h.text}")
+        typer.echo("  script results:")
+        for r in view.state.script_results:
+            outcome = f"error: {r.error}" if r.error else f"result: {json.dumps(r.result, default=str)[:300]}"
+            typer.echo(f"    step {r.step}: {r.script.strip()[:200]!r}\n      {outcome}")
+
+
+@jorbs_app.command("create")
+def create(ctx: typer.Context,
+           name: str = typer.Option(..., "--name", help="a short name"),
+           plan: str = typer.Option(..., "--plan", help="the task in detail"),
+           contact: list[str] = typer.Option(None, "--contact", help="a person the jorb talks to (repeatable)"),
+           policy: str = typer.Option("llm", "--policy", help="llm, human, or heuristic:<name>"),
+           autonomy: list[str] = typer.Option(None, "--autonomy", help="EFFECT=MODE for this jorb's own calls (repeatable)"),
+           allow: list[str] = typer.Option(None, "--allow", help="restrict the jorb to these capabilities (repeatable)"),
+           yes: bool = typer.Option(False, "--yes", help="approve the autonomy overrides without asking"),
+           as_json: bool = typer.Option(False, "--json")) -> None:
+    """Create a jorb and run it until it waits for something."""
+    overrides: dict[str, str] = {}
+    for item in autonomy or []:
+        effect, sep, mode = item.partition("=")
+        if not sep:
+            fail(f"--autonomy {item!r}: use EFFECT=MODE, e.g. message_send=auto")
+        overrides[effect.strip()] = mode.strip()
+    if overrides and not yes:
+        granted = ", ".join(f"{k}={v}" for k, v in overrides.items())
+        typer.echo(f"This jorb may act without asking for: {granted} (its own calls only).", err=True)
+        if not typer.confirm("Approve these overrides?", default=False, err=True):
+            fail("not created: the autonomy overrides were not approved")
+    view = _guard(service(ctx).create, name, plan, contacts=contact or [], policy=policy, autonomy=overrides,
+                  context=list(allow) if allow else None)
+    print_view(view, as_json)
+
+
+@jorbs_app.command("list")
+def list_(ctx: typer.Context, all_: bool = typer.Option(False, "--all", help="include finished jorbs"),
+          as_json: bool = typer.Option(False, "--json")) -> None:
+    """List jorbs (open ones; --all for every one)."""
+    from ..jorbs.schema import OPEN_STATUSES
+
+    rows = service(ctx).list(statuses=None if all_ else OPEN_STATUSES)
+    if as_json:
+        typer.echo(json.dumps([r.as_dict() for r in rows], indent=2, default=str, ensure_ascii=False))
+        return
+    if not rows:
+        typer.echo("no jorbs" if all_ else "no open jorbs (--all shows finished ones)")
+    for r in rows:
+        what = r.pause_reason if r.status == "paused" else (f"waiting for {r.waiting_party}" if r.status == "awaiting_reply" else "")
+        typer.echo(f"{r.id}  {r.status:<15} {r.name[:40]:<40} {what[:60]}")
+
+
+@jorbs_app.command("show")
+def show(ctx: typer.Context, jorb_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Show a jorb: plan, status, conversation, script results."""
+    print_view(_guard(service(ctx).view, jorb_id), as_json, full=True)
+
+
+@jorbs_app.command("reply")
+def reply(ctx: typer.Context, jorb_id: str, text: list[str] = typer.Argument(..., help="the message"),
+          sender: str = typer.Option(None, "--from", help="who is speaking (default: the counterpart the jorb waits on)"),
+          channel: str = typer.Option("local", "--channel"),
+          as_user: bool = typer.Option(False, "--as-user", help="this is you intervening, not the counterpart"),
+          as_json: bool = typer.Option(False, "--json")) -> None:
+    """Answer a jorb as its counterpart (or, with --as-user, as yourself)."""
+    view = _guard(service(ctx).reply, jorb_id, " ".join(text), party=sender, channel=channel, is_user=as_user)
+    print_view(view, as_json)
+
+
+@jorbs_app.command("approve")
+def approve(ctx: typer.Context, jorb_id: str, note: str = typer.Option(None, "--note"),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """Approve what a paused jorb asks (its pause, or a confirmation one of its scripts needs)."""
+    print_view(_guard(service(ctx).approve, jorb_id, note), as_json)
+
+
+@jorbs_app.command("reject")
+def reject(ctx: typer.Context, jorb_id: str, note: str = typer.Option(None, "--note"),
+           as_json: bool = typer.Option(False, "--json")) -> None:
+    """Reject what a paused jorb asks; it is told and carries on (or stops, as its plan says)."""
+    print_view(_guard(service(ctx).reject, jorb_id, note), as_json)
+
+
+@jorbs_app.command("cancel")
+def cancel(ctx: typer.Context, jorb_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Stop a jorb for good."""
+    print_view(_guard(service(ctx).cancel, jorb_id), as_json)
+
+
+@jorbs_app.command("step")
+def step(ctx: typer.Context, jorb_id: str, step_json: str = typer.Argument(..., help="the step as JSON"),
+         as_json: bool = typer.Option(False, "--json")) -> None:
+    """Decide a human-policy jorb's next step yourself (the step JSON: reasoning, script, await_reply, done...)."""
+    print_view(_guard(service(ctx).answer_step, jorb_id, step_json), as_json)
+
+
+@jorbs_app.command("policy")
+def policy(ctx: typer.Context, jorb_id: str, name: str = typer.Argument(..., help="llm, human or heuristic:<name>")) -> None:
+    """Swap the policy deciding a paused jorb's steps."""
+    row = _guard(service(ctx).set_policy, jorb_id, name)
+    typer.echo(f"jorb {row.id} now decides with {row.policy}")
+
+
+@inbox_app.callback()
+def inbox(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+    """List inbound messages no jorb claimed, with the reasoning."""
+    if ctx.invoked_subcommand:
+        return
+    rows = service(ctx).store.messages(statuses=("unmatched", "ambiguous", "spam", "low_confidence"), direction="in")
+    if as_json:
+        typer.echo(json.dumps([r.as_dict() for r in rows], indent=2, default=str, ensure_ascii=False))
+        return
+    if not rows:
+        typer.echo("the inbox is empty")
+    for r in rows:
+        typer.echo(f"#{r.id} {r.created_at:%Y-%m-%d %H:%M} [{r.status}] {r.channel} {r.party}: {r.text[:80]}")
+        if r.reasoning:
+            typer.echo(f"    why: {r.reasoning}")
+
+
+@inbox_app.command("assign")
+def assign(ctx: typer.Context, message_id: int, jorb_id: str) -> None:
+    """Give an inbox message to a jorb (it is delivered like a reply)."""
+    svc = service(ctx)
+    msg = svc.store.message(message_id)
+    if msg is None or msg.direction != "in":
+        fail(f"no inbound message #{message_id} (see `jarvis inbox`)")
+    svc.store.set_message(message_id, status="assigned", jorb_id=svc.store.get(jorb_id).id)
+    view = _guard(svc.reply, jorb_id, msg.text, party=msg.party, channel=msg.channel)
+    print_view(view)
+
+
+@inbox_app.command("new-jorb")
+def new_jorb(ctx: typer.Context, message_id: int, name: str = typer.Option(..., "--name"),
+             plan: str = typer.Option(None, "--plan", help="default: answer the message sensibly")) -> None:
+    """Start a new jorb from an inbox message; the sender becomes its contact."""
+    svc = service(ctx)
+    msg = svc.store.message(message_id)
+    if msg is None or msg.direction != "in":
+        fail(f"no inbound message #{message_id} (see `jarvis inbox`)")
+    plan_text = plan or f"{msg.party} wrote on {msg.channel}: {msg.text!r}. Handle it sensibly; ask the user before committing."
+    view = _guard(svc.create, name, plan_text, contacts=[msg.party])
+    svc.store.set_message(message_id, status="assigned", jorb_id=view.row.id)
+    print_view(view)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(jorbs_app, name="jorbs")
+    app.add_typer(inbox_app, name="inbox")

@@ -1,0 +1,94 @@
+"""`jarvis mcp status | tools | import`: the MCP servers of mcp.dir, their tools, and bringing in existing ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from . import fail, state
+
+mcp_app = typer.Typer(help="MCP servers (one TOML file each in mcp.dir): status, tools, import.", no_args_is_help=True)
+
+
+def _start(ctx: typer.Context, wait_s: float):
+    from ..mcp_tools import McpProvider
+
+    settings = state(ctx).settings
+    provider = McpProvider(settings)
+    provider.manager.ensure_started(wait_s=wait_s)
+    return provider
+
+
+@mcp_app.command("status")
+def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print JSON"),
+           start: bool = typer.Option(True, "--start/--no-start", help="start the servers to check them (default)"),
+           wait: float = typer.Option(30.0, help="seconds to wait for servers to start")) -> None:
+    """Each server's state (ready, unhealthy, unavailable, disabled, broken), tool count and last error."""
+    from ..mcp_manager import get_manager
+
+    settings = state(ctx).settings
+    manager = _start(ctx, wait).manager if start else get_manager(settings)
+    rows = manager.status()
+    if as_json:
+        typer.echo(json.dumps([r.as_dict() for r in rows], indent=1))
+        return
+    if not rows:
+        typer.echo(f"no MCP servers configured: add TOML files to {settings.mcp.dir} or run `jarvis mcp import FILE`")
+        return
+    for r in rows:
+        color = {"ready": typer.colors.GREEN, "unhealthy": typer.colors.RED, "broken": typer.colors.RED}.get(r.state)
+        typer.secho(f"{r.name:<16} {r.state:<12} {r.tools:>3} tools", fg=color, nl=False)
+        extra = f"  restarts {r.restarts}" if r.restarts else ""
+        typer.echo(f"{extra}  {r.last_error or r.description}")
+
+
+@mcp_app.command("tools")
+def tools(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print JSON"),
+          server: str = typer.Option(None, "--server", help="only this server"),
+          wait: float = typer.Option(30.0, help="seconds to wait for servers to start")) -> None:
+    """Every tool of the ready servers: server, MCP name, the name the model sees, side effects."""
+    provider = _start(ctx, wait)
+    infos = [i for i in provider.infos() if server is None or i.server == server]
+    if as_json:
+        typer.echo(json.dumps([i.as_dict() for i in infos], indent=1))
+        return
+    if not infos:
+        typer.echo("no tools: no MCP server is ready (see `jarvis mcp status`)")
+    for i in infos:
+        effects = ", ".join(i.side_effects) or "read-only"
+        off = "  (disabled)" if not i.enabled else ""
+        typer.echo(f"{i.server:<14} {i.exposed_name:<40} {effects}{off}")
+    for name, why in sorted(provider.wrapper_problems.items()):
+        typer.secho(f"wrapper {name} not offered: {why}", fg=typer.colors.YELLOW)
+
+
+@mcp_app.command("import")
+def import_cmd(ctx: typer.Context, file: Path = typer.Argument(..., help="an mcpServers JSON file "
+                                                                        "(claude_desktop_config.json, .cursor/mcp.json, Jan's mcp_config.json)"),
+               overwrite: bool = typer.Option(False, "--overwrite", help="replace existing TOML files of the same name"),
+               keyring: bool = typer.Option(True, "--keyring/--no-keyring",
+                                            help="move API keys and tokens found in env/headers to the keyring")) -> None:
+    """Write one mcp/<name>.toml per server of an mcpServers JSON file."""
+    from ..mcp_config import import_mcp_servers
+
+    settings = state(ctx).settings
+    try:
+        result = import_mcp_servers(file.expanduser(), Path(settings.mcp.dir), overwrite=overwrite,
+                                    store_secrets=keyring)
+    except ValueError as exc:
+        fail(str(exc))
+    for path in result.written:
+        typer.echo(f"wrote {path}")
+    for note in result.notes:
+        typer.echo(f"note: {note}")
+    for skipped in result.skipped:
+        typer.secho(f"skipped {skipped}", fg=typer.colors.YELLOW, err=True)
+    if not result.written:
+        fail("no server was imported" + (" (see above)" if result.skipped else ": the file lists none"))
+    typer.echo("check them with `jarvis mcp status`")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(mcp_app, name="mcp")

@@ -1,0 +1,144 @@
+"""`jarvis reminders create|list|cancel|fire` and `jarvis scheduler [--for SECONDS]`."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+import typer
+
+from ..threads import dumps
+from . import fail, state
+
+reminders_app = typer.Typer(help="Reminders that fire into agents, webhooks, jorbs or a chat thread.",
+                            no_args_is_help=True)
+
+
+def _store(ctx: typer.Context):
+    from ..reminders import ReminderStore
+
+    return ReminderStore(state(ctx).settings)
+
+
+@reminders_app.command("create")
+def create(
+    ctx: typer.Context,
+    title: str = typer.Option(..., "--title", help="a short title"),
+    when: str = typer.Option(..., "--when", help="ISO 8601 time; without a zone it is your local time"),
+    rrule: str = typer.Option(None, "--rrule", help="RFC 5545 rule, e.g. FREQ=DAILY;BYHOUR=18"),
+    process_name: str = typer.Option(None, "--process-name", help="an agent script to fire into (seed 001 STDIO)"),
+    webhook_url: str = typer.Option(None, "--webhook-url", help="POST the reminder as JSON to this URL"),
+    jorb: str = typer.Option(None, "--jorb", help="wake this jorb with the reminder"),
+    thread: str = typer.Option(None, "--thread", help="post into this chat thread (default: the 'reminders' thread)"),
+    description: str = typer.Option(None, "--description", help="longer text"),
+    priority: str = typer.Option("medium", "--priority", help="low, medium or high"),
+    project: str = typer.Option(None, "--project", help="a project id to group reminders"),
+    missed: str = typer.Option(None, "--missed", help="if Jarvis was not running at its time: catch_up, skip or ask"),
+    as_json: bool = typer.Option(False, "--json", help="print the reminder as JSON"),
+) -> None:
+    """Create a reminder. With no target option it goes to the chat."""
+    from ..reminders import ReminderInputError, ReminderRequest
+
+    store = _store(ctx)
+    if not (process_name or webhook_url or jorb or thread):
+        thread = state(ctx).settings.scheduler.chat_thread
+    req = ReminderRequest(title=title, when=when, rrule=rrule, process_name=process_name, webhook_url=webhook_url,
+                          jorb_id=jorb, thread_id=thread, description=description, priority=priority,
+                          project_id=project, missed_policy=missed)
+    try:
+        r = store.create(req, created_by="cli")
+    except ReminderInputError as exc:
+        fail(str(exc), code=2)
+    if as_json:
+        typer.echo(dumps(r.as_dict()))
+        return
+    repeat = f", repeats {r.rrule}" if r.rrule else ""
+    typer.echo(f"{r.id}  {r.title!r} due {store_describe(store, r.due_date)}{repeat} -> {r.target_kind} {r.target}")
+
+
+def store_describe(store, value) -> str:
+    from ..reminders.recurrence import describe
+
+    return describe(value, store.zone)
+
+
+@reminders_app.command("list")
+def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print JSON (every field)"),
+          status: str = typer.Option(None, "--status", help="only this status (pending, sent, failed, ...)"),
+          limit: int = typer.Option(None, "--limit", help="at most this many")) -> None:
+    """List reminders by due time, with their status, target, attempts and last error."""
+    from ..reminders import ReminderInputError
+
+    store = _store(ctx)
+    try:
+        rows = store.list(status=status, limit=limit)
+    except ReminderInputError as exc:
+        fail(str(exc), code=2)
+    if as_json:
+        typer.echo(dumps([r.as_dict() for r in rows]))
+        return
+    if not rows:
+        typer.echo("no reminders yet: `jarvis reminders create --title T --when 2030-01-01T09:00`")
+    for r in rows:
+        repeat = f" [{r.rrule}]" if r.rrule else ""
+        line = (f"{r.id}  {r.status:<9} {store_describe(store, r.due_date):<22} {r.title[:50]}{repeat}"
+                f"  -> {r.target_kind} {r.target}")
+        if r.last_error and r.status != "sent":
+            line += f"  ({r.last_error[:120]})"
+        typer.echo(line)
+
+
+@reminders_app.command("cancel")
+def cancel(ctx: typer.Context, reminder_id: str) -> None:
+    """Cancel a pending or missed reminder (a recurring one stops repeating)."""
+    from ..reminders import ReminderNotFound, ReminderStateError
+
+    try:
+        r = _store(ctx).cancel(reminder_id)
+    except (ReminderNotFound, ReminderStateError) as exc:
+        fail(str(exc))
+    typer.echo(f"{r.id} cancelled")
+
+
+@reminders_app.command("fire")
+def fire(ctx: typer.Context, reminder_id: str) -> None:
+    """Fire a missed, failed or pending reminder at the next scheduler tick."""
+    from ..reminders import ReminderNotFound, ReminderStateError
+
+    try:
+        r = _store(ctx).fire_now(reminder_id)
+    except (ReminderNotFound, ReminderStateError) as exc:
+        fail(str(exc))
+    typer.echo(f"{r.id} will fire at the next scheduler tick")
+
+
+def scheduler_cmd(ctx: typer.Context, for_s: float = typer.Option(
+        None, "--for", min=0, help="stop cleanly after this many seconds (for scripts)")) -> None:
+    """Run the reminder scheduler alone (`jarvis run` runs it too). Ctrl-C stops it."""
+    from ..reminders import Scheduler
+
+    settings = state(ctx).settings
+    if not state(ctx).verbose:
+        logging.getLogger("orchestrator.reminders").setLevel(logging.INFO)  # show fires, ACKs, agent stderr
+    stop = threading.Event()
+
+    def _stop(signum, _frame) -> None:
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _stop)
+    try:
+        scheduler = Scheduler(settings)
+    except Exception as exc:  # noqa: BLE001 - one clear line
+        fail(f"could not start the scheduler: {exc}")
+    pending = scheduler.store.next_fire_at()
+    typer.echo(f"scheduler running (tick {settings.scheduler.tick_s:g} s; next reminder "
+               f"{store_describe(scheduler.store, pending) if pending else 'none pending'})", err=True)
+    scheduler.run(duration_s=for_s, stop_event=stop)
+    typer.echo("scheduler stopped", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(reminders_app, name="reminders")
+    app.command("scheduler")(scheduler_cmd)

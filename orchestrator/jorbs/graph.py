@@ -1,0 +1,300 @@
+"""The jorb graph: decide -> act (run the script) -> wait for a reply | hold for the user | decide ... -> finish.
+
+Each jorb is one thread (`jorb:<id>`) of this graph in the shared checkpointer. Waiting for a reply and pausing
+for approval are `interrupt()`s, so a parked jorb costs nothing and survives any restart; a message or an
+approval resumes it with `Command(resume=...)` (see service.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+from ..aio import run_sync_in_context
+from ..catalog import ToolCatalog
+from ..config import Settings
+from ..executor import CallContext, ToolExecutor
+from ..llm import ModelEndpointError
+from ..threads import WAITING, ThreadIndex
+from .models import JorbRow
+from .namespace import Namespace, bind_arguments
+from .policies import PolicyContext, resolve_policy
+from .prompt import build_prompt
+from .schema import HistoryEntry, JorbState, JorbStep, ScriptResult, parse_step
+from .script_runner import ScriptCallError, SpawnScript, run_script
+from .store import JorbStore
+
+log = logging.getLogger(__name__)
+
+HOUR, DAY = 3600.0, 86400.0
+
+
+@dataclass
+class JorbRuntime:
+    settings: Settings
+    llm: BaseChatModel
+    catalog: ToolCatalog
+    executor: ToolExecutor
+    store: JorbStore
+    threads: ThreadIndex
+    spawn: SpawnScript
+
+    def namespace(self, row: JorbRow) -> Namespace:
+        return Namespace(self.catalog.all(), row.context)
+
+    def mission_executor(self, workspace: str) -> ToolExecutor:
+        """An executor over the workspace-confined job tools of a mission, sharing the effects ledger."""
+        from ..catalog import StaticProvider
+        from .mission_tools import mission_tools
+
+        catalog = ToolCatalog([StaticProvider("mission", mission_tools(workspace))])
+        return ToolExecutor(self.settings, catalog, self.executor.ledger)
+
+
+def _usage_tokens(messages: list[Any]) -> int:
+    total = 0
+    for m in messages:
+        usage = getattr(m, "usage_metadata", None) or {}
+        total += int(usage.get("total_tokens", 0) or 0)
+    return total
+
+
+def _hold(reason: str, kind: str) -> dict[str, Any]:
+    return {"decision": JorbStep(reasoning=f"({kind})", pause=True, pause_reason=reason), "hold_kind": kind}
+
+
+def make_jorb_nodes(rt: JorbRuntime):
+    cfg = rt.settings.jorbs
+
+    def rate_limit(state: JorbState) -> dict[str, Any] | None:
+        now = time.time()
+        last_hour = sum(1 for t in state.step_times if now - t < HOUR)
+        last_day = sum(1 for t in state.step_times if now - t < DAY)
+        if last_hour >= cfg.max_steps_per_hour + state.extra_steps_hour:
+            return _hold(f"Rate limit: {last_hour} steps in the last hour (jorbs.max_steps_per_hour = "
+                         f"{cfg.max_steps_per_hour}). Approve to allow {cfg.max_steps_per_hour} more.", "rate_hour")
+        if last_day >= cfg.max_steps_per_day + state.extra_steps_day:
+            return _hold(f"Rate limit: {last_day} steps in the last day (jorbs.max_steps_per_day = "
+                         f"{cfg.max_steps_per_day}). Approve to allow {cfg.max_steps_per_day} more.", "rate_day")
+        if state.tokens_used >= cfg.token_budget + state.extra_tokens:
+            return _hold(f"Token budget spent: {state.tokens_used} tokens (jorbs.token_budget = {cfg.token_budget}). "
+                         "Approve to allow as many again.", "tokens")
+        return None
+
+    def decide(state: JorbState, config: RunnableConfig) -> dict[str, Any]:
+        row = rt.store.get(state.jorb_id)
+        if row.status == "cancelled":
+            return {"outcome": "cancelled"}
+        rt.store.update(row.id, status="running", pause_reason=None)
+        limited = rate_limit(state)
+        if limited:
+            return limited
+        namespace = rt.namespace(row)
+        now = datetime.now(timezone.utc).astimezone().isoformat(timespec="minutes")
+        system, event = build_prompt(row.name, row.plan, namespace.describe(), state.history, state.script_results,
+                                     state.current_event, now)
+        observations: list[Any] = [SystemMessage(content=system), HumanMessage(content=event)]
+        policy = resolve_policy(row.policy)
+        ctx = PolicyContext(settings=rt.settings, jorb=row.as_dict(), capabilities=namespace.describe(), llm=rt.llm)
+        tokens = 0
+        step_times = [t for t in state.step_times if time.time() - t < DAY] + [time.time()]
+        error = ""
+        for attempt in range(cfg.max_malformed + 1):
+            try:
+                actions = run_sync_in_context(policy(ctx, observations))
+            except ModelEndpointError as exc:
+                return {**_hold(f"The model is not available: {exc} Approve to try again.", "error"),
+                        "step_times": step_times, "tokens_used": state.tokens_used + tokens}
+            tokens += _usage_tokens(actions)
+            reply = actions[-1] if actions else AIMessage(content="")
+            try:
+                step = parse_step(reply.text if hasattr(reply, "text") else str(reply.content))
+            except ValueError as exc:
+                error = str(exc)
+                observations += [AIMessage(content=str(reply.content)),
+                                 HumanMessage(content=f"Your reply could not be used: {error}. Answer again with only "
+                                                      "the JSON object in the response format.")]
+                continue
+            rt.store.update(row.id, steps=row.steps + 1, tokens=row.tokens + tokens)
+            return {"decision": step, "hold_kind": None, "step": state.step + 1, "step_times": step_times,
+                    "tokens_used": state.tokens_used + tokens}
+        rt.store.update(row.id, steps=row.steps + 1, tokens=row.tokens + tokens)
+        return {**_hold(f"The policy answered {cfg.max_malformed + 1} times with output that could not be used "
+                        f"(last problem: {error}). Approve to let it try again, or cancel the jorb.", "malformed"),
+                "step": state.step + 1, "step_times": step_times, "tokens_used": state.tokens_used + tokens}
+
+    def act(state: JorbState, config: RunnableConfig) -> dict[str, Any]:
+        row = rt.store.get(state.jorb_id)
+        step = state.decision
+        assert step is not None and step.script
+        namespace = rt.namespace(row)
+        counter = itertools.count(1)
+        untrusted = {"seen": False}
+        sends: list[HistoryEntry] = []
+
+        def ask(request: Any) -> Any:
+            rt.store.update(row.id, status="paused", pause_reason=f"waiting for confirmation: {request.summary}")
+            rt.threads.touch(row.thread_id, status=WAITING, kind="jorb", title=row.name)
+            return interrupt({**request.payload(), "jorb_id": row.id, "jorb_name": row.name})
+
+        def handle(ns: str, method: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+            index = next(counter)
+            cap = namespace.resolve(ns, method)
+            if cap is None:
+                raise ScriptCallError(f"jarvis.{ns}.{method} is not a capability of this jorb"
+                                      + (" (its context is restricted)" if row.context is not None else ""))
+            try:
+                bound = bind_arguments(cap.tool, args, kwargs)
+            except TypeError as exc:
+                raise ScriptCallError(str(exc)) from None
+            ctx = CallContext(thread_id=row.thread_id, key=f"{row.thread_id}|step{state.step}|call{index}",
+                              untrusted_seen=untrusted["seen"], overrides=row.autonomy,
+                              allowed_tools=namespace.tool_names, origin="jorb", config=config)
+            outcome = rt.executor.execute(cap.tool.name, bound, ctx, confirm=ask)
+            if outcome.untrusted:
+                untrusted["seen"] = True
+            if not outcome.ok:
+                raise ScriptCallError(outcome.content)
+            if cap.tool.name == "messages_send":
+                sends.append(HistoryEntry(role="jarvis", channel=str(bound.get("channel")), party=str(bound.get("to")),
+                                          text=str(bound.get("text"))))
+            if outcome.raw is not None:
+                return outcome.raw
+            try:
+                return json.loads(outcome.content)
+            except ValueError:
+                return outcome.content
+
+        rt.store.update(row.id, status="running", pause_reason=None)
+        result = run_script(step.script, handle, spawn=rt.spawn, timeout_s=cfg.script_timeout_s)
+        record = ScriptResult(step=state.step, script=step.script, result=result.result, error=result.error,
+                              output=result.output or None)
+        event: dict[str, Any] = {"type": "script_result", "step": state.step}
+        event.update({"error": result.error} if result.error else {"result": result.result})
+        update: dict[str, Any] = {"script_results": [*state.script_results, record], "current_event": event}
+        if sends:
+            update["history"] = [*state.history, *sends]
+        return update
+
+    def wait(state: JorbState) -> dict[str, Any]:
+        row = rt.store.get(state.jorb_id)
+        last_sent = next((h for h in reversed(state.history) if h.role == "jarvis"), None)
+        channel = last_sent.channel if last_sent else None
+        party = last_sent.party if last_sent else None
+        rt.store.update(row.id, status="awaiting_reply", waiting_channel=channel, waiting_party=party)
+        pending = rt.store.take_pending(row.id)
+        if not pending:
+            signal = interrupt({"type": "await_reply", "jorb_id": row.id, "jorb_name": row.name, "channel": channel,
+                                "party": party})
+            if isinstance(signal, dict) and signal.get("type") == "cancel":
+                return {"outcome": "cancelled"}
+            pending = rt.store.take_pending(row.id)
+            if not pending and isinstance(signal, dict) and signal.get("type") == "event":
+                return {"current_event": signal.get("event"), "decision": None}
+        return _deliver(state, pending, extra={})
+
+    def _deliver(state: JorbState, pending: list[Any], extra: dict[str, Any]) -> dict[str, Any]:
+        entries = []
+        events = []
+        for m in pending:
+            if m.channel == "event":  # a reminder or other event queued for the jorb
+                events.append(json.loads(m.text))
+                continue
+            role = "user" if m.is_user else "counterpart"
+            at = m.created_at if m.created_at.tzinfo else m.created_at.replace(tzinfo=timezone.utc)
+            entries.append(HistoryEntry(role=role, channel=m.channel, party=m.party, text=m.text,
+                                        at=at.isoformat(timespec="seconds")))
+        event: dict[str, Any] = {**extra}
+        if entries:
+            event.setdefault("type", "reply")
+            event["messages"] = [e.model_dump() for e in entries]
+        if events:
+            event.setdefault("type", "event")
+            event["events"] = events
+        return {"history": [*state.history, *entries], "current_event": event or None, "decision": None}
+
+    def hold(state: JorbState) -> dict[str, Any]:
+        row = rt.store.get(state.jorb_id)
+        reason = state.decision.pause_reason if state.decision else "paused"
+        rt.store.update(row.id, status="paused", pause_reason=reason)
+        answer = interrupt({"type": "jorb_pause", "jorb_id": row.id, "jorb_name": row.name, "reason": reason,
+                            "kind": state.hold_kind or "policy"})
+        kind = answer.get("type") if isinstance(answer, dict) else str(answer)
+        note = answer.get("note") if isinstance(answer, dict) else None
+        if kind == "cancel":
+            return {"outcome": "cancelled"}
+        extra: dict[str, Any] = {}
+        if kind == "approve":
+            if state.hold_kind == "rate_hour":
+                extra["extra_steps_hour"] = state.extra_steps_hour + cfg.max_steps_per_hour
+            elif state.hold_kind == "rate_day":
+                extra["extra_steps_day"] = state.extra_steps_day + cfg.max_steps_per_day
+            elif state.hold_kind == "tokens":
+                extra["extra_tokens"] = state.extra_tokens + cfg.token_budget
+        event = {"type": "approved" if kind == "approve" else "rejected", "pause_reason": reason}
+        if note:
+            event["note"] = note
+        delivered = _deliver(state, rt.store.take_pending(row.id), extra=event)
+        return {**delivered, **extra, "hold_kind": None}
+
+    def finish(state: JorbState) -> dict[str, Any]:
+        row = rt.store.get(state.jorb_id)
+        if state.outcome == "cancelled" or row.status == "cancelled":
+            rt.store.update(row.id, status="cancelled", waiting_channel=None, waiting_party=None, pause_reason=None)
+            return {"outcome": "cancelled"}
+        result = state.decision.result if state.decision else None
+        rt.store.update(row.id, status="done", result=result, waiting_channel=None, waiting_party=None, pause_reason=None)
+        return {"outcome": "done", "result": result}
+
+    def after_decide(state: JorbState) -> str:
+        if state.outcome:
+            return "finish"
+        d = state.decision
+        if d is not None and d.script:
+            return "act"
+        return after_act(state)
+
+    def after_act(state: JorbState) -> str:
+        d = state.decision
+        if state.outcome or d is None:
+            return "finish" if state.outcome else "decide"
+        if d.done:
+            return "finish"
+        if d.pause:
+            return "hold"
+        if d.await_reply:
+            return "wait"
+        return "decide"
+
+    def after_park(state: JorbState) -> str:
+        return "finish" if state.outcome else "decide"
+
+    return decide, act, wait, hold, finish, after_decide, after_act, after_park
+
+
+def build_jorb_graph(rt: JorbRuntime, checkpointer: Any):
+    decide, act, wait, hold, finish, after_decide, after_act, after_park = make_jorb_nodes(rt)
+    g = StateGraph(JorbState)
+    g.add_node("decide", decide)
+    g.add_node("act", act)
+    g.add_node("wait", wait)
+    g.add_node("hold", hold)
+    g.add_node("finish", finish)
+    g.add_edge(START, "decide")
+    g.add_conditional_edges("decide", after_decide, ["act", "wait", "hold", "finish", "decide"])
+    g.add_conditional_edges("act", after_act, ["wait", "hold", "finish", "decide"])
+    g.add_conditional_edges("wait", after_park, ["decide", "finish"])
+    g.add_conditional_edges("hold", after_park, ["decide", "finish"])
+    g.add_edge("finish", END)
+    return g.compile(checkpointer=checkpointer)

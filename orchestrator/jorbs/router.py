@@ -1,0 +1,78 @@
+"""Routing an inbound message to the jorb it belongs to (the switchboard).
+
+1. an explicit jorb id wins;
+2. a reply in a conversation thread a jorb started (an email thread) goes to that jorb;
+3. an exact match of the normalized sender against each open jorb's contacts (one match, or the one jorb
+   waiting on that very sender);
+4. only when that finds nothing or several, one call to the primary model judges (channels/switchboard.py);
+   low confidence, spam and unknown senders go to the inbox with the reasoning, never to a guess.
+A message from one of the user's own addresses is the user's intervention, shown to the jorb as such.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..channels.addresses import normalize_party
+from .schema import OPEN_STATUSES
+
+if TYPE_CHECKING:
+    from .service import JorbService
+
+
+@dataclass
+class Route:
+    jorb_id: str | None
+    status: str  # routed | unmatched | ambiguous | spam | low_confidence
+    reasoning: str
+    confidence: float = 1.0
+    flags: list[str] = field(default_factory=list)
+    is_user: bool = False
+
+
+def route_inbound(service: "JorbService", channel: str, sender: str, text: str, jorb_id: str | None = None,
+                  thread_key: str | None = None, use_model: bool = True) -> Route:
+    settings = service.settings
+    who = normalize_party(sender, settings.channels.default_region)
+    is_user = who in {normalize_party(u, settings.channels.default_region) for u in settings.channels.user_identities}
+    if jorb_id:
+        row = service.store.get(jorb_id)
+        if row.status not in OPEN_STATUSES:
+            return Route(None, "unmatched", f"jorb {row.id} named by the message is {row.status}", is_user=is_user)
+        return Route(row.id, "routed", f"the message names jorb {row.id}", is_user=is_user)
+    if thread_key:
+        row = service.store.jorb_for_thread(channel, thread_key)
+        if row is not None:
+            return Route(row.id, "routed", f"a reply in the {channel} conversation jorb {row.id} ({row.name}) started",
+                         is_user=is_user)
+    if is_user:
+        return Route(None, "unmatched", "your own message, in no conversation a jorb started: assign it to a jorb",
+                     is_user=True)
+    matches = service.store.jorbs_with_contact(who)
+    if len(matches) == 1:
+        return Route(matches[0].id, "routed", f"{who} is a contact of jorb {matches[0].id} ({matches[0].name})")
+    waiting = [r for r in matches if r.status == "awaiting_reply" and normalize_party(r.waiting_party or "") == who]
+    if len(waiting) == 1:
+        return Route(waiting[0].id, "routed", f"jorb {waiting[0].id} ({waiting[0].name}) is waiting for {who}")
+    exact_note = (f"{who} is a contact of several open jorbs ({', '.join(r.id for r in matches)})" if matches
+                  else f"no open jorb has {who or 'this sender'} as a contact")
+    candidates = matches or service.store.open_jorbs()
+    if not use_model or not candidates:
+        return Route(None, "ambiguous" if matches else "unmatched", exact_note)
+    from ..channels.switchboard import judge
+
+    decision = judge(service.rt.llm, channel, who, text, candidates)
+    reasoning = f"{exact_note}; the switchboard model says: {decision.reasoning or 'no reason given'}"
+    if decision.flags:
+        reasoning += f" (flags: {', '.join(decision.flags)})"
+    minimum = settings.channels.route_min_confidence
+    if "spam" in decision.flags:
+        return Route(None, "spam", reasoning, decision.confidence, list(decision.flags))
+    if decision.jorb_id and decision.confidence >= minimum:
+        return Route(decision.jorb_id, "routed", reasoning + f" (confidence {decision.confidence:.2f})",
+                     decision.confidence, list(decision.flags))
+    if decision.jorb_id:
+        return Route(None, "low_confidence", reasoning + f" (confidence {decision.confidence:.2f} < {minimum}: "
+                     f"maybe jorb {decision.jorb_id}; please assign)", decision.confidence, list(decision.flags))
+    return Route(None, "ambiguous" if matches else "unmatched", reasoning, decision.confidence, list(decision.flags))

@@ -1,0 +1,111 @@
+"""The jorb's step output (seed 000's "New Jorb Output Format"), its graph state, and the records it keeps."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+JorbStatus = Literal["planning", "running", "awaiting_reply", "paused", "done", "failed", "cancelled"]
+OPEN_STATUSES = ("planning", "running", "awaiting_reply", "paused")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class JorbStep(BaseModel):
+    """What the policy decides for one step."""
+
+    reasoning: str = ""
+    script: str | None = None
+    await_reply: bool = False
+    done: bool = False
+    pause: bool = False
+    pause_reason: str | None = None
+    result: Any = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "JorbStep":
+        if self.script is not None and not self.script.strip():
+            self.script = None
+        if self.done and self.pause:
+            raise ValueError("'done' and 'pause' cannot both be true")
+        if self.done and self.await_reply:
+            raise ValueError("'done' and 'await_reply' cannot both be true")
+        if self.pause and not (self.pause_reason or "").strip():
+            raise ValueError("'pause' needs a 'pause_reason' saying what the user should decide")
+        if not (self.script or self.done or self.pause or self.await_reply):
+            raise ValueError("the step does nothing: give a 'script', or set 'done', 'pause' or 'await_reply'")
+        return self
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
+
+
+def parse_step(text: str) -> JorbStep:
+    """Parse a model reply into a JorbStep: a JSON object, possibly fenced or surrounded by prose.
+    Raises ValueError with a message the model can act on."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text or "")]
+    start, end = (text or "").find("{"), (text or "").rfind("}")
+    if start != -1 and end > start:
+        candidates.append(text[start:end + 1])
+    candidates.append(text or "")
+    last_error: Exception | None = None
+    for candidate in candidates:
+        try:
+            data = json.loads(candidate)
+        except json.JSONDecodeError as exc:
+            last_error = exc
+            continue
+        if not isinstance(data, dict):
+            last_error = ValueError(f"expected a JSON object, got {type(data).__name__}")
+            continue
+        try:
+            return JorbStep.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'step'}: {e['msg']}" for e in exc.errors())
+            raise ValueError(f"the JSON does not match the response format: {problems}") from None
+    raise ValueError(f"the reply is not a JSON object ({last_error})")
+
+
+class HistoryEntry(BaseModel):
+    """One message of the jorb's conversation: sent by Jarvis, from a counterpart, or from the user."""
+
+    role: Literal["jarvis", "counterpart", "user"]
+    channel: str
+    party: str  # the counterpart (to / from); "user" for the user's own interventions
+    text: str
+    at: str = Field(default_factory=now_iso)
+
+
+class ScriptResult(BaseModel):
+    """Seed 000's "Script Result History" entry."""
+
+    step: int
+    script: str
+    result: Any = None
+    error: str | None = None
+    output: str | None = None  # what the script printed
+    timestamp: str = Field(default_factory=now_iso)
+
+
+class JorbState(BaseModel):
+    jorb_id: str
+    step: int = 0
+    history: list[HistoryEntry] = Field(default_factory=list)
+    script_results: list[ScriptResult] = Field(default_factory=list)
+    current_event: dict[str, Any] | None = None
+    decision: JorbStep | None = None
+    hold_kind: str | None = None  # why the jorb holds when Jarvis (not the policy) paused it: rate_hour, tokens...
+    step_times: list[float] = Field(default_factory=list)  # unix times of model steps (rate limits)
+    tokens_used: int = 0
+    extra_steps_hour: int = 0  # granted by the user after a rate-limit pause
+    extra_steps_day: int = 0
+    extra_tokens: int = 0
+    outcome: Literal["done", "failed", "cancelled"] | None = None
+    result: Any = None
+    error: str | None = None

@@ -1,0 +1,152 @@
+"""Run one jorb script in a child process (the sandbox where available) and serve its `jarvis.*` calls.
+
+The child (script_shim.py) writes a JSON line per call on its stdout and waits for the answer on its stdin;
+the parent answers each through `handle_call`, which goes to the ToolExecutor, so autonomy, confirmation and
+the effects ledger apply to scripts exactly as to chat tool calls. If `handle_call` raises (a confirmation
+interrupt, for instance) the child is killed and the exception propagates: the step runs again from the
+start after the resume, and the calls it already made are answered from the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+SHIM = Path(__file__).with_name("script_shim.py")
+
+
+class ScriptCallError(Exception):
+    """The call failed in a way the script can see (and catch) as jarvis CapabilityError."""
+
+
+class ScriptProcess(Protocol):
+    stdin: Any
+    stdout: Any
+    stderr: Any
+
+    def poll(self) -> int | None: ...
+    def kill(self) -> None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+SpawnScript = Callable[[list[str]], ScriptProcess]
+
+
+def spawn_unsandboxed(argv: list[str]) -> ScriptProcess:
+    """Only where the configuration allows running without a sandbox (sandbox.required: false)."""
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            encoding="utf-8", bufsize=1, start_new_session=True)
+
+
+@dataclass
+class ScriptOutcome:
+    result: Any = None
+    error: str | None = None
+    traceback: str | None = None
+    output: str = ""
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    duration_ms: float = 0.0
+
+
+def _reader(stream: Any, out: queue.Queue) -> None:
+    try:
+        for line in stream:
+            out.put(line)
+    except (OSError, ValueError):
+        pass
+    out.put(None)
+
+
+def _drain(stream: Any, sink: list[str], limit: int = 20_000) -> None:
+    size = 0
+    try:
+        for line in stream:
+            if size < limit:
+                sink.append(line)
+                size += len(line)
+    except (OSError, ValueError):
+        pass
+
+
+def run_script(
+    script: str,
+    handle_call: Callable[[str, str, list[Any], dict[str, Any]], Any],
+    *,
+    spawn: SpawnScript = spawn_unsandboxed,
+    timeout_s: float = 60.0,
+    python: str | None = None,
+) -> ScriptOutcome:
+    started = time.perf_counter()
+    argv = [python or sys.executable, "-I", "-c", SHIM.read_text(encoding="utf-8")]
+    proc = spawn(argv)
+    lines: queue.Queue = queue.Queue()
+    stderr: list[str] = []
+    threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
+    threading.Thread(target=_drain, args=(proc.stderr, stderr), daemon=True).start()
+    outcome = ScriptOutcome()
+    deadline = time.monotonic() + timeout_s
+    try:
+        proc.stdin.write(json.dumps({"script": script}) + "\n")
+        proc.stdin.flush()
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                outcome.error = f"TimeoutError: the script did not finish within {timeout_s:.0f} s (jorbs.script_timeout_s)"
+                return outcome
+            try:
+                line = lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if line is None:
+                proc.wait(timeout=5)
+                tail = "".join(stderr)[-1500:]
+                outcome.error = f"the script process ended without a result (exit code {proc.poll()}). {tail}".strip()
+                return outcome
+            try:
+                msg = json.loads(line)
+            except json.JSONDecodeError:
+                log.warning("jorb script wrote a line that is not JSON: %r", line[:200])
+                continue
+            if msg.get("type") == "done":
+                outcome.result = msg.get("result")
+                outcome.error = msg.get("error")
+                outcome.traceback = msg.get("traceback")
+                outcome.output = msg.get("output") or ""
+                return outcome
+            if msg.get("type") != "call":
+                continue
+            record = {"id": msg.get("id"), "capability": f"jarvis.{msg.get('ns')}.{msg.get('method')}",
+                      "args": msg.get("args") or [], "kwargs": msg.get("kwargs") or {}}
+            try:
+                result = handle_call(msg.get("ns", ""), msg.get("method", ""), record["args"], record["kwargs"])
+                reply = {"id": msg.get("id"), "result": result}
+                record["ok"] = True
+            except ScriptCallError as exc:
+                reply = {"id": msg.get("id"), "error": str(exc)}
+                record["ok"] = False
+                record["error"] = str(exc)
+            outcome.calls.append(record)
+            proc.stdin.write(json.dumps(reply, default=str) + "\n")
+            proc.stdin.flush()
+    except (BrokenPipeError, OSError) as exc:
+        outcome.error = f"the script process stopped talking: {exc}"
+        return outcome
+    finally:
+        outcome.duration_ms = (time.perf_counter() - started) * 1000
+        if proc.poll() is None:
+            proc.kill()
+        try:
+            proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,371 @@
+"""The jorbs API used by the CLI, the server, the chat tool and the scheduler: create, run until parked, reply,
+approve, reject, cancel, inspect, recover after a restart."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.types import Command
+
+from ..catalog import ToolCatalog, default_catalog
+from ..checkpoint_store import prune_later
+from ..config import Settings
+from ..executor import ToolExecutor
+from ..threads import IDLE, RUNNING, ThreadIndex
+from .graph import JorbRuntime, build_jorb_graph
+from .mission import MissionState, build_mission_graph
+from .models import JorbRow
+from .router import Route, route_inbound
+from .schema import OPEN_STATUSES, JorbState
+from .store import JorbStore
+
+log = logging.getLogger(__name__)
+
+
+class JorbError(Exception):
+    """A jorb operation that cannot be done as asked; the message says why and what to do."""
+
+
+@dataclass
+class JorbView:
+    row: JorbRow
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    state: Any = None  # JorbState, or MissionState for missions
+    finished: bool = False  # the graph has nothing left to run
+
+    def as_dict(self, full: bool = False) -> dict[str, Any]:
+        data = {**self.row.as_dict(), "pending": self.pending}
+        if full and isinstance(self.state, JorbState):
+            data["history"] = [h.model_dump() for h in self.state.history]
+            data["script_results"] = [r.model_dump() for r in self.state.script_results]
+            data["current_event"] = self.state.current_event
+            data["step"] = self.state.step
+        elif full and self.state is not None:
+            data["iteration"] = self.state.iteration
+            data["results"] = [r.model_dump() for r in self.state.results]
+            data["notes"] = [n.model_dump() for n in self.state.notes]
+        return data
+
+
+def sandbox_spawn(settings: Settings):
+    """How jorb scripts are started: in the sandbox, or (only when sandbox.required is false and no sandbox
+    exists) as a plain child process."""
+    from .script_runner import spawn_unsandboxed
+
+    try:
+        from jarb_core import sandbox
+    except ImportError:
+        sandbox = None
+    if sandbox is not None and hasattr(sandbox, "script_spawner"):
+        return sandbox.script_spawner(settings)
+    if settings.sandbox.required:
+        raise JorbError("jorb scripts need the sandbox (bubblewrap on Linux) and none is available: install "
+                        "bubblewrap (apt-get install bubblewrap), or set sandbox.required: false to run without it")
+    log.warning("running jorb scripts without a sandbox (sandbox.required is false)")
+    return spawn_unsandboxed
+
+
+class JorbService:
+    def __init__(self, settings: Settings, *, llm: Any = None, catalog: ToolCatalog | None = None,
+                 checkpointer: Any = None, spawn: Any = None, workers: int = 4):
+        from ..llm import make_chat_model
+        from ..storage import make_checkpointer
+
+        self.settings = settings
+        self.store = JorbStore(settings)
+        self.threads = ThreadIndex(settings)
+        catalog = catalog or default_catalog(settings)
+        self.executor = ToolExecutor(settings, catalog)
+        self._spawn = spawn
+        self.rt = JorbRuntime(settings=settings, llm=llm or make_chat_model(settings, "primary", streaming=False),
+                              catalog=catalog, executor=self.executor, store=self.store, threads=self.threads,
+                              spawn=self._spawner)
+        saver = checkpointer if checkpointer is not None else make_checkpointer(settings)
+        self.graph = build_jorb_graph(self.rt, saver)
+        self.mission_graph = build_mission_graph(self.rt, saver)
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._bursts: dict[str, tuple[threading.Timer | None, float]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._workers = workers
+
+    def _spawner(self, argv: list[str]):
+        if self._spawn is None:
+            self._spawn = sandbox_spawn(self.settings)
+        return self._spawn(argv)
+
+    # -- running -------------------------------------------------------------------------------------
+    def _lock(self, jorb_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(jorb_id, threading.Lock())
+
+    def graph_for(self, row: JorbRow | str) -> Any:
+        """The compiled graph a jorb lives in: script jorbs and missions have their own."""
+        mode = row.mode if isinstance(row, JorbRow) else self.store.get(row).mode
+        return self.mission_graph if mode == "mission" else self.graph
+
+    def config(self, jorb_id: str) -> dict[str, Any]:
+        limit = self.settings.jorbs.max_steps_per_hour * 3 + 50
+        return {"configurable": {"thread_id": f"jorb:{jorb_id}"}, "recursion_limit": limit}
+
+    def run(self, jorb_id: str, graph_input: Any = None) -> JorbView:
+        """Run the jorb until it parks (waits for a reply, pauses, needs a confirmation) or ends."""
+        with self._lock(jorb_id):
+            row = self.store.get(jorb_id)
+            self.threads.touch(row.thread_id, kind="jorb", title=row.name, status=RUNNING)
+            try:
+                self.graph_for(row).invoke(graph_input, self.config(row.id))
+            except Exception as exc:
+                log.exception("jorb %s failed", row.id)
+                self.store.update(row.id, status="failed", error=f"{type(exc).__name__}: {exc}")
+                raise
+            prune_later(self.settings, row.thread_id)
+            view = self.view(row.id)
+            if self._sync_status(view):
+                view.row = self.store.get(row.id)
+            return view
+
+    def submit(self, jorb_id: str, graph_input: Any = None) -> Future:
+        """Run in the background (the server, the chat tool); errors are logged and stored on the jorb."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="jorb")
+
+        def work() -> JorbView | None:
+            try:
+                return self.run(jorb_id, graph_input)
+            except Exception:  # noqa: BLE001 - recorded on the jorb row by run()
+                return None
+
+        return self._pool.submit(work)
+
+    def wait_background(self, timeout: float | None = None) -> None:
+        """Wait for pending burst timers and background runs (tests, and a CLI process before it exits)."""
+        while True:
+            with self._locks_guard:
+                timers = [t for t, _ in self._bursts.values() if t is not None]
+            if not timers:
+                break
+            for t in timers:
+                t.join()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def _sync_status(self, view: JorbView) -> bool:
+        """Status the nodes cannot set themselves (a confirmation or a human step is pending). True if changed."""
+        row = view.row
+        if view.finished:
+            self.threads.set_status_later(row.thread_id, IDLE)
+            return False
+        self.threads.set_status_later(row.thread_id, "waiting" if view.pending else RUNNING)
+        kinds = {p.get("type") for p in view.pending}
+        if "confirmation" in kinds:
+            summary = next(p.get("summary") for p in view.pending if p.get("type") == "confirmation")
+            self.store.update(row.id, status="paused", pause_reason=f"waiting for confirmation: {summary}")
+            return True
+        if "human_step" in kinds:
+            self.store.update(row.id, status="awaiting_reply", waiting_channel="user", waiting_party="user")
+            return True
+        return False
+
+    # -- creating and inspecting ---------------------------------------------------------------------
+    def create(self, name: str, plan: str, *, contacts: list[str] | None = None, policy: str = "llm",
+               autonomy: dict[str, str] | None = None, context: list[str] | None = None, mode: str = "script",
+               options: dict[str, Any] | None = None, origin_thread: str | None = None, start: bool = True,
+               background: bool = False) -> JorbView:
+        if not name.strip() or not plan.strip():
+            raise JorbError("a jorb needs a name and a plan")
+        from .policies import resolve_policy
+
+        try:
+            resolve_policy(policy)
+        except ValueError as exc:
+            raise JorbError(str(exc)) from None
+        for effect, mode_value in (autonomy or {}).items():
+            if mode_value not in ("auto", "confirm", "deny"):
+                raise JorbError(f"autonomy override {effect}={mode_value}: use auto, confirm or deny")
+        row = self.store.create(name=name, plan=plan, contacts=contacts, policy=policy, autonomy=autonomy,
+                                context=context, mode=mode, options=options, origin_thread=origin_thread)
+        self.threads.touch(row.thread_id, kind="jorb", title=name, status=RUNNING)
+        first = ({"jorb_id": row.id} if mode == "mission"
+                 else {"jorb_id": row.id, "current_event": {"type": "created", "task": name}})
+        if start:
+            if background:
+                self.submit(row.id, first)
+            else:
+                return self.run(row.id, first)
+        return self.view(row.id)
+
+    def view(self, jorb_id: str) -> JorbView:
+        row = self.store.get(jorb_id)
+        snapshot = self.graph_for(row).get_state(self.config(row.id))
+        pending = [{"interrupt_id": i.id, **(i.value if isinstance(i.value, dict) else {"value": i.value})}
+                   for i in snapshot.interrupts]
+        state_model = MissionState if row.mode == "mission" else JorbState
+        state = state_model.model_validate(snapshot.values) if snapshot.values else None
+        return JorbView(row=row, pending=pending, state=state, finished=not snapshot.next)
+
+    def list(self, statuses: tuple[str, ...] | None = None, mode: str | None = None) -> list[JorbRow]:
+        return self.store.list(statuses=statuses, mode=mode)
+
+    # -- what the user and the world send in ------------------------------------------------------------
+    def reply(self, jorb_id: str, text: str, *, party: str | None = None, channel: str = "local",
+              is_user: bool = False, background: bool = False, reasoning: str | None = None) -> JorbView:
+        row = self.store.get(jorb_id)
+        if row.status not in OPEN_STATUSES:
+            raise JorbError(f"jorb {row.id} is {row.status}; it takes no more messages")
+        sender = party or ("user" if is_user else row.waiting_party or "user")
+        self.store.log_message(direction="in", channel=channel, party=sender, text=text, status="pending",
+                               jorb_id=row.id, is_user=is_user, reasoning=reasoning)
+        return self.wake(row.id, background=background)
+
+    def deliver_event(self, jorb_id: str, event: dict[str, Any], background: bool = False) -> JorbView:
+        """A reminder (or another event) for the jorb: it becomes the current event of its next step."""
+        import json
+
+        row = self.store.get(jorb_id)
+        if row.status not in OPEN_STATUSES:
+            raise JorbError(f"jorb {row.id} is {row.status}; it takes no more events")
+        self.store.log_message(direction="in", channel="event", party="jarvis", text=json.dumps(event, default=str),
+                               status="pending", jorb_id=row.id)
+        return self.wake(row.id, background=background)
+
+    def wake(self, jorb_id: str, background: bool = False) -> JorbView:
+        """Resume a jorb waiting for a reply; other states keep the message until their next wait."""
+        view = self.view(jorb_id)
+        if any(p.get("type") == "await_reply" for p in view.pending):
+            if background:
+                self.submit(jorb_id, Command(resume={"type": "wake"}))
+                return view
+            return self.run(jorb_id, Command(resume={"type": "wake"}))
+        return view
+
+    def inbound(self, channel: str, sender: str, text: str, jorb_id: str | None = None, *, thread_key: str | None = None,
+                external_id: str | None = None, background: bool = False, debounce: bool = False) -> Route:
+        """A message from the world. Routed to its jorb (which wakes: at once, or after the burst window when
+        `debounce`, so that several messages in a row wake it once, together) or kept in the inbox."""
+        route = route_inbound(self, channel, sender, text, jorb_id, thread_key)
+        if route.jorb_id:
+            row = self.store.get(route.jorb_id)
+            self.store.log_message(direction="in", channel=channel, party=sender, text=text, status="pending",
+                                   jorb_id=row.id, is_user=route.is_user, reasoning=route.reasoning,
+                                   external_id=external_id, thread_key=thread_key)
+            window = self.settings.channels.burst_window_s
+            if debounce and window > 0:
+                self._wake_after_quiet(row.id, window)
+            else:
+                self.wake(row.id, background=background)
+        else:
+            self.store.log_message(direction="in", channel=channel, party=sender, text=text, status=route.status,
+                                   reasoning=route.reasoning, is_user=route.is_user, external_id=external_id,
+                                   thread_key=thread_key)
+        return route
+
+    def _wake_after_quiet(self, jorb_id: str, window: float) -> None:
+        """Wake once the sender has been quiet for `window` seconds (at most 3 windows after the first message)."""
+        now = time.monotonic()
+        with self._locks_guard:
+            timer, first = self._bursts.get(jorb_id, (None, now))
+            if timer is not None:
+                timer.cancel()
+            delay = max(0.0, min(window, first + 3 * window - now))
+
+            def fire() -> None:
+                try:
+                    self.wake(jorb_id, background=True)
+                finally:
+                    with self._locks_guard:
+                        if self._bursts.get(jorb_id, (None, 0))[0] is timer:
+                            self._bursts.pop(jorb_id, None)
+
+            timer = threading.Timer(delay, fire)
+            timer.daemon = True
+            self._bursts[jorb_id] = (timer, first)
+            timer.start()
+
+    # -- decisions -------------------------------------------------------------------------------------
+    def _parked(self, jorb_id: str) -> tuple[JorbView, dict[str, Any]]:
+        view = self.view(jorb_id)
+        if not view.pending:
+            raise JorbError(f"jorb {view.row.id} is {view.row.status} and is not waiting for a decision")
+        return view, view.pending[0]
+
+    def approve(self, jorb_id: str, note: str | None = None) -> JorbView:
+        view, pending = self._parked(jorb_id)
+        kind = pending.get("type")
+        if kind == "jorb_pause":
+            return self.run(view.row.id, Command(resume={"type": "approve", "note": note}))
+        if kind == "confirmation":
+            decision = ({"decision": "approve", "key": pending.get("key")} if pending.get("kind") == "in_doubt"
+                        else {"decision": "approve"})
+            return self.run(view.row.id, Command(resume={pending["interrupt_id"]: decision}))
+        raise JorbError(f"jorb {view.row.id} is waiting for a {'reply' if kind == 'await_reply' else kind}, "
+                        "not for an approval")
+
+    def reject(self, jorb_id: str, note: str | None = None) -> JorbView:
+        view, pending = self._parked(jorb_id)
+        kind = pending.get("type")
+        if kind == "jorb_pause":
+            return self.run(view.row.id, Command(resume={"type": "reject", "note": note}))
+        if kind == "confirmation":
+            decision = {"decision": "skip"} if pending.get("kind") == "in_doubt" else {"decision": "deny", "reason": note}
+            return self.run(view.row.id, Command(resume={pending["interrupt_id"]: decision}))
+        raise JorbError(f"jorb {view.row.id} is waiting for a reply, not for an approval")
+
+    def answer_step(self, jorb_id: str, step: dict[str, Any] | str) -> JorbView:
+        """The human policy: the user's answer is the step."""
+        view, pending = self._parked(jorb_id)
+        if pending.get("type") != "human_step":
+            raise JorbError(f"jorb {view.row.id} is not waiting for a step from you")
+        return self.run(view.row.id, Command(resume={"step": step}))
+
+    def cancel(self, jorb_id: str) -> JorbView:
+        view = self.view(jorb_id)
+        if view.row.status not in OPEN_STATUSES:
+            raise JorbError(f"jorb {view.row.id} is already {view.row.status}")
+        self.store.update(view.row.id, status="cancelled")
+        pending = view.pending[0] if view.pending else None
+        if pending is None:
+            return self.view(view.row.id)
+        if pending.get("type") == "confirmation":
+            resume: Any = {pending["interrupt_id"]: {"decision": "deny", "reason": "the jorb was cancelled"}}
+        else:
+            resume = {"type": "cancel"}
+        return self.run(view.row.id, Command(resume=resume))
+
+    def set_policy(self, jorb_id: str, policy: str) -> JorbRow:
+        from .policies import resolve_policy
+
+        row = self.store.get(jorb_id)
+        if row.status not in ("paused", "awaiting_reply", "planning"):
+            raise JorbError(f"swap the policy of a paused jorb; {row.id} is {row.status}")
+        try:
+            resolve_policy(policy)
+        except ValueError as exc:
+            raise JorbError(str(exc)) from None
+        self.store.update(row.id, policy=policy)
+        return self.store.get(row.id)
+
+    # -- restarts -----------------------------------------------------------------------------------------
+    def recover(self) -> list[str]:
+        """Jorbs a dead process left mid-step (planning / running) retry that step; side effects already
+        executed are answered from the effects ledger, not repeated."""
+        resumed = []
+        for row in self.store.list(statuses=("planning", "running")):
+            snapshot = self.graph_for(row).get_state(self.config(row.id))
+            if snapshot.interrupts:
+                continue
+            graph_input = None if snapshot.next else (
+                {"jorb_id": row.id} if row.mode == "mission" else {"jorb_id": row.id, "current_event": {"type": "created"}})
+            log.info("resuming jorb %s (%s) after a restart", row.id, row.name)
+            try:
+                self.run(row.id, graph_input)
+            except Exception:  # noqa: BLE001 - logged and stored by run()
+                continue
+            resumed.append(row.id)
+        return resumed

@@ -1,0 +1,151 @@
+"""Reading and writing jorb rows and channel messages (the SQL side of jorbs; the checkpoint holds the rest)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from ..channels.addresses import normalize_party
+from ..config import Settings
+from ..storage import jarvis_engine
+from .models import ChannelMessageRow, JorbContactRow, JorbRow, utcnow
+from .schema import OPEN_STATUSES
+
+
+class JorbNotFound(LookupError):
+    pass
+
+
+class JorbStore:
+    def __init__(self, settings: Settings):
+        self.engine = jarvis_engine(settings)
+
+    # -- jorbs ----------------------------------------------------------------------------------------
+    def create(self, *, name: str, plan: str, contacts: list[str] | None = None, policy: str = "llm",
+               autonomy: dict[str, str] | None = None, context: list[str] | None = None, mode: str = "script",
+               options: dict[str, Any] | None = None, origin_thread: str | None = None) -> JorbRow:
+        parties = sorted({p for p in (normalize_party(c) for c in contacts or []) if p})
+        row = JorbRow(
+            id=uuid.uuid4().hex[:10], name=name.strip(), plan=plan.strip(), status="planning", mode=mode, policy=policy,
+            contacts_json=json.dumps(parties),
+            autonomy_json=json.dumps(autonomy or {}), context_json=json.dumps(context) if context is not None else None,
+            options_json=json.dumps(options or {}), origin_thread=origin_thread, created_at=utcnow(), updated_at=utcnow(),
+        )
+        with Session(self.engine, expire_on_commit=False) as s, s.begin():
+            s.add(row)
+            s.flush()
+            s.add_all(JorbContactRow(jorb_id=row.id, party=p) for p in parties)
+        return row
+
+    def get(self, jorb_id: str) -> JorbRow:
+        with Session(self.engine, expire_on_commit=False) as s:
+            row = s.get(JorbRow, jorb_id)
+            if row is None:
+                matches = list(s.scalars(select(JorbRow).where(JorbRow.id.like(f"{jorb_id}%")).limit(2)))
+                row = matches[0] if len(matches) == 1 else None
+            if row is None:
+                raise JorbNotFound(f"no jorb {jorb_id!r} (see `jarvis jorbs list`)")
+            return row
+
+    def update(self, jorb_id: str, **values: Any) -> None:
+        if "result" in values:
+            values["result_json"] = json.dumps(values.pop("result"), default=str)
+        if "contacts" in values:
+            values["contacts_json"] = json.dumps(sorted(set(values.pop("contacts"))))
+        values["updated_at"] = utcnow()
+        with Session(self.engine) as s, s.begin():
+            s.execute(update(JorbRow).where(JorbRow.id == jorb_id).values(**values))
+
+    def add_contact(self, jorb_id: str, party: str) -> None:
+        row = self.get(jorb_id)
+        normalized = normalize_party(party)
+        if normalized and normalized not in row.contacts:
+            self.update(jorb_id, contacts=[*row.contacts, normalized])
+            with Session(self.engine) as s, s.begin():
+                s.add(JorbContactRow(jorb_id=row.id, party=normalized))
+
+    def jorbs_with_contact(self, party: str, statuses: tuple[str, ...] = OPEN_STATUSES) -> list[JorbRow]:
+        """Open jorbs that have `party` (normalized) as a contact: an indexed lookup."""
+        who = normalize_party(party)
+        if not who:
+            return []
+        with Session(self.engine, expire_on_commit=False) as s:
+            q = (select(JorbRow).join(JorbContactRow, JorbContactRow.jorb_id == JorbRow.id)
+                 .where(JorbContactRow.party == who, JorbRow.status.in_(statuses)))
+            return list(s.scalars(q))
+
+    def list(self, statuses: tuple[str, ...] | None = None, mode: str | None = None, limit: int = 500) -> list[JorbRow]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            q = select(JorbRow).order_by(JorbRow.updated_at.desc()).limit(limit)
+            if statuses:
+                q = q.where(JorbRow.status.in_(statuses))
+            if mode:
+                q = q.where(JorbRow.mode == mode)
+            return list(s.scalars(q))
+
+    def open_jorbs(self) -> list[JorbRow]:
+        return self.list(statuses=OPEN_STATUSES, limit=100_000)
+
+    def jorb_for_thread(self, channel: str, thread_key: str) -> JorbRow | None:
+        """The open jorb that sent a message in this conversation thread (an email thread, a Telegram chat)."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            jorb_id = s.scalar(select(ChannelMessageRow.jorb_id).where(
+                ChannelMessageRow.direction == "out", ChannelMessageRow.channel == channel,
+                ChannelMessageRow.thread_key == thread_key, ChannelMessageRow.jorb_id.is_not(None))
+                .order_by(ChannelMessageRow.id.desc()).limit(1))
+            if jorb_id is None:
+                return None
+            row = s.get(JorbRow, jorb_id)
+            return row if row is not None and row.status in OPEN_STATUSES else None
+
+    # -- channel messages ----------------------------------------------------------------------------
+    def log_message(self, *, direction: str, channel: str, party: str, text: str, status: str, jorb_id: str | None = None,
+                    reasoning: str | None = None, is_user: bool = False, external_id: str | None = None,
+                    thread_key: str | None = None) -> ChannelMessageRow:
+        row = ChannelMessageRow(direction=direction, channel=channel, party=normalize_party(party) or party, text=text,
+                                status=status, jorb_id=jorb_id, reasoning=reasoning, is_user=int(is_user),
+                                external_id=external_id, thread_key=thread_key, created_at=utcnow())
+        with Session(self.engine, expire_on_commit=False) as s, s.begin():
+            s.add(row)
+        return row
+
+    def message(self, message_id: int) -> ChannelMessageRow | None:
+        with Session(self.engine, expire_on_commit=False) as s:
+            return s.get(ChannelMessageRow, message_id)
+
+    def set_message(self, message_id: int, **values: Any) -> None:
+        with Session(self.engine) as s, s.begin():
+            s.execute(update(ChannelMessageRow).where(ChannelMessageRow.id == message_id).values(**values))
+
+    def take_pending(self, jorb_id: str) -> list[ChannelMessageRow]:
+        """Inbound messages routed to the jorb and not yet seen by it, oldest first; marked delivered."""
+        with Session(self.engine, expire_on_commit=False) as s, s.begin():
+            rows = list(s.scalars(select(ChannelMessageRow).where(
+                ChannelMessageRow.jorb_id == jorb_id, ChannelMessageRow.direction == "in",
+                ChannelMessageRow.status == "pending").order_by(ChannelMessageRow.id)))
+            for r in rows:
+                r.status = "delivered"
+                r.delivered_at = utcnow()
+            return rows
+
+    def has_pending(self, jorb_id: str) -> bool:
+        with Session(self.engine) as s:
+            return s.scalar(select(ChannelMessageRow.id).where(
+                ChannelMessageRow.jorb_id == jorb_id, ChannelMessageRow.direction == "in",
+                ChannelMessageRow.status == "pending").limit(1)) is not None
+
+    def messages(self, *, jorb_id: str | None = None, statuses: tuple[str, ...] | None = None,
+                 direction: str | None = None, limit: int = 200) -> list[ChannelMessageRow]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            q = select(ChannelMessageRow).order_by(ChannelMessageRow.id.desc()).limit(limit)
+            if jorb_id:
+                q = q.where(ChannelMessageRow.jorb_id == jorb_id)
+            if statuses:
+                q = q.where(ChannelMessageRow.status.in_(statuses))
+            if direction:
+                q = q.where(ChannelMessageRow.direction == direction)
+            return list(reversed(list(s.scalars(q))))

@@ -1,0 +1,79 @@
+"""Planner tools for jorbs: start one from the chat (`jorb_create`, side effect `jorb_create`) and look at them."""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, Field
+
+from integrations.base import ToolError, make_tool
+
+from ..config import Mode, Settings
+
+_services: dict[int, Any] = {}
+_guard = threading.Lock()
+
+
+def service_for(settings: Settings):
+    """One JorbService per process and settings (the chat tool, the server and the scheduler share it)."""
+    from .service import JorbService
+
+    with _guard:
+        svc = _services.get(id(settings))
+        if svc is None:
+            svc = JorbService(settings)
+            _services[id(settings)] = svc
+            atexit.register(svc.wait_background)
+        return svc
+
+
+class CreateArgs(BaseModel):
+    name: str = Field(description="a short name, e.g. 'Book Paris hotel via Magic'")
+    plan: str = Field(description="the task in detail: who to contact, what to find out, when to stop, what needs the user's approval")
+    contacts: list[str] = Field(default_factory=list, description="people the jorb talks to (emails, @handles, phone numbers)")
+    autonomy: dict[str, Mode] = Field(default_factory=dict,
+                                      description="optional: effects this jorb may do without asking, e.g. {'message_send': 'auto'}")
+
+
+class ListArgs(BaseModel):
+    pass
+
+
+def _summary(args: dict[str, Any]) -> str:
+    text = f"Start the long-running task {args.get('name')!r}: {str(args.get('plan'))[:200]}"
+    if args.get("autonomy"):
+        granted = ", ".join(f"{k}={v}" for k, v in args["autonomy"].items())
+        text += f" It may act without asking for: {granted} (its own calls only)."
+    return text
+
+
+def build_jorb_tools(settings: Settings) -> list[BaseTool]:
+    def jorb_create(name: str, plan: str, contacts: list[str] | None = None, autonomy: dict[str, str] | None = None,
+                    config: RunnableConfig = None) -> dict[str, Any]:
+        """Start a long-running task (a jorb) that works in the background, messages people, waits for their
+        replies for as long as it takes, and pauses for the user's approval where the plan says so."""
+        from .service import JorbError
+
+        origin = str(((config or {}).get("configurable") or {}).get("thread_id") or "") or None
+        try:
+            view = service_for(settings).create(name, plan, contacts=contacts, autonomy=autonomy, origin_thread=origin,
+                                                background=True)
+        except JorbError as exc:
+            raise ToolError(str(exc)) from None
+        return {"jorb_id": view.row.id, "status": view.row.status,
+                "note": "The jorb runs in the background; `jarvis jorbs show ID` follows it."}
+
+    def jorb_list() -> list[dict[str, Any]]:
+        """The open long-running tasks (jorbs) with their status and what they wait for."""
+        return [{"id": r.id, "name": r.name, "status": r.status, "waiting_for": r.waiting_party,
+                 "pause_reason": r.pause_reason} for r in service_for(settings).list()]
+
+    create = make_tool(jorb_create, args_schema=CreateArgs, side_effects=["jorb_create"], summarize=_summary)
+    listing = make_tool(jorb_list, args_schema=ListArgs)
+    for tool in (create, listing):
+        tool.metadata["not_for_scripts"] = True
+    return [create, listing]

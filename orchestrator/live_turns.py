@@ -1,0 +1,129 @@
+"""Turns running in the server: one worker thread per turn, events fanned out to any number of listeners.
+
+The chat graph is synchronous (SqliteSaver is sync-only), so each turn runs `turns.stream_turn` in its own
+thread; the events it yields are kept in order on a LiveTurn and pushed to every subscribed asyncio queue with
+`call_soon_threadsafe`. A browser that reloads mid-turn subscribes again and gets the turn's events from the
+start, then the live ones. One turn per thread at a time: a second request gets TurnBusy.
+
+Background services (scheduler, inbound routing) use the same hub to start turns, so the UI sees them live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .turns import stream_turn
+
+log = logging.getLogger(__name__)
+
+_END: dict[str, Any] = {"event": "__end__"}
+
+
+class TurnBusy(Exception):
+    """A turn is already running on this thread."""
+
+
+@dataclass
+class LiveTurn:
+    thread_id: str
+    started: float = field(default_factory=time.time)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    finished: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _listeners: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = field(default_factory=list)
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    def publish(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            if event is not _END:
+                self.events.append(event)
+            else:
+                self.finished = True
+            listeners = list(self._listeners)
+        for loop, queue in listeners:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, event)
+            except RuntimeError:  # the listener's loop is gone (server shutting down)
+                pass
+        if event is _END:
+            self._done.set()
+
+    async def listen(self, since: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """The turn's events from index `since` on, then live ones until it ends."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        with self._lock:
+            backlog = self.events[since:]
+            finished = self.finished
+            if not finished:
+                self._listeners.append((loop, queue))
+        try:
+            for event in backlog:
+                yield event
+            if finished:
+                return
+            while True:
+                event = await queue.get()
+                if event is _END:
+                    return
+                yield event
+        finally:
+            with self._lock:
+                if (loop, queue) in self._listeners:
+                    self._listeners.remove((loop, queue))
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+
+class TurnHub:
+    def __init__(self, graph: Any, decorate: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
+        self.graph = graph
+        self.decorate = decorate or (lambda ev: ev)
+        self._lock = threading.Lock()
+        self._running: dict[str, LiveTurn] = {}
+
+    def running(self, thread_id: str) -> LiveTurn | None:
+        with self._lock:
+            return self._running.get(thread_id)
+
+    def running_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._running)
+
+    def start(self, thread_id: str, graph_input: Any) -> LiveTurn:
+        """Start a turn in a worker thread; TurnBusy when one already runs on this thread."""
+        with self._lock:
+            if thread_id in self._running:
+                raise TurnBusy(thread_id)
+            turn = LiveTurn(thread_id)
+            self._running[thread_id] = turn
+        worker = threading.Thread(target=self._work, args=(turn, graph_input), name=f"turn-{thread_id}", daemon=True)
+        worker.start()
+        return turn
+
+    def _work(self, turn: LiveTurn, graph_input: Any) -> None:
+        try:
+            for event in stream_turn(self.graph, turn.thread_id, graph_input):
+                turn.publish(self.decorate(event))
+        except Exception as exc:  # noqa: BLE001 - stream_turn reports its own errors; this is a last resort
+            log.exception("turn on %s failed", turn.thread_id)
+            turn.publish({"event": "error", "message": f"{type(exc).__name__}: {exc}", "kind": "internal"})
+        finally:
+            with self._lock:
+                self._running.pop(turn.thread_id, None)
+            turn.publish(_END)
+
+    def wait_all(self, timeout: float) -> None:
+        """Let running turns reach their next checkpoint before the process exits."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            turns = list(self._running.values())
+        for turn in turns:
+            turn.wait(max(0.0, deadline - time.monotonic()))

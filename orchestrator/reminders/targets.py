@@ -1,0 +1,183 @@
+"""Where a due reminder goes. One `ReminderTarget` per kind: agent (agents.py), webhook (webhook.py), chat and
+jorb (here).
+
+A target's `fire` returns when the reminder was delivered, raises `DeliveryError` when it was not (the
+scheduler retries with backoff, or gives up at once when `permanent`), or `DeliveryDeferred` when the target is
+busy and the reminder should wait without using up an attempt.
+
+Jorbs receive reminders through the jorbs service (the reminder becomes the jorb's current event).
+`register_jorb_waker(fn)` with `fn(jorb_id, event)` replaces that delivery (tests, embedding applications).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from .models import Reminder, iso_utc, utcnow
+
+log = logging.getLogger(__name__)
+
+
+class DeliveryError(Exception):
+    """The reminder was not delivered. `permanent`: retrying cannot help (the reminder fails at once)."""
+
+    def __init__(self, reason: str, *, permanent: bool = False):
+        super().__init__(reason)
+        self.reason = reason
+        self.permanent = permanent
+
+
+class DeliveryDeferred(Exception):
+    """The target is busy; try again later without counting an attempt."""
+
+    def __init__(self, reason: str, delay_s: float | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.delay_s = delay_s
+
+
+@runtime_checkable
+class ReminderTarget(Protocol):
+    kind: str
+
+    def fire(self, reminder: Reminder) -> None: ...
+
+
+class ReminderEvent(BaseModel):
+    """What a jorb receives as its current event when a reminder wakes it."""
+
+    kind: Literal["reminder"] = "reminder"
+    reminder_id: str
+    title: str
+    description: str | None = None
+    due_date: str
+    project_id: str | None = None
+    priority: str = "medium"
+    fired_at: str
+    series_id: str
+    rrule: str | None = None
+
+    @classmethod
+    def of(cls, r: Reminder) -> "ReminderEvent":
+        return cls(**r.fire_params(), fired_at=iso_utc(utcnow()) or "", series_id=r.series_id, rrule=r.rrule)
+
+
+JorbWaker = Callable[[str, ReminderEvent], None]
+
+_jorb_waker: JorbWaker | None = None
+_waker_lock = threading.Lock()
+def register_jorb_waker(waker: JorbWaker | None) -> JorbWaker | None:
+    """Install the function that wakes a jorb with a reminder; returns the previous one. None removes it."""
+    global _jorb_waker
+    with _waker_lock:
+        previous, _jorb_waker = _jorb_waker, waker
+    return previous
+
+
+def jorb_waker() -> JorbWaker | None:
+    return _jorb_waker
+
+
+class JorbTarget:
+    kind = "jorb"
+
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+
+    def _wake_with_service(self, jorb_id: str, event: ReminderEvent) -> None:
+        from ..jorbs.service import JorbError
+        from ..jorbs.tools import service_for
+
+        try:
+            service_for(self.settings).deliver_event(jorb_id, event.model_dump(), background=True)
+        except JorbError as exc:  # the jorb has ended: retrying cannot help
+            raise DeliveryError(str(exc), permanent=True) from None
+
+    def fire(self, reminder: Reminder) -> None:
+        waker = jorb_waker() or self._wake_with_service
+        try:
+            waker(reminder.jorb_id or "", ReminderEvent.of(reminder))
+        except (DeliveryError, DeliveryDeferred):
+            raise
+        except LookupError as exc:
+            raise DeliveryError(f"no jorb {reminder.jorb_id!r}: {exc}", permanent=True) from None
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+def reminder_text(r: Reminder, zone_describe: Callable[[datetime], str]) -> str:
+    """The chat message of a reminder."""
+    lines = [f"⏰ Reminder: {r.title}"]
+    if r.description:
+        lines.append(r.description)
+    detail = f"(due {zone_describe(r.due_date)}"
+    if r.priority != "medium":
+        detail += f", priority {r.priority}"
+    if r.rrule:
+        detail += f", repeats {r.rrule}"
+    lines.append(detail + f"; id {r.id})")
+    return "\n".join(lines)
+
+
+class ChatTarget:
+    """Puts the reminder into a thread as an assistant message (graph.update_state as the `respond` node).
+
+    Not a new turn: a turn would run the planner, and a reminder (which an agent may have written) must never
+    make Jarvis act by itself. An AIMessage is Jarvis telling the user something; the thread stays idle and the
+    user's next message continues the conversation with the reminder in view. A thread that is mid-run or
+    waiting for a confirmation is not touched (updating it would drop the pending step): the reminder waits.
+    """
+
+    kind = "chat"
+    STALE_RUN = timedelta(minutes=10)  # a thread "running" for longer was left so by a crashed process
+
+    def __init__(self, graph_provider: Callable[[], Any], describe: Callable[[datetime], str], default_thread: str,
+                 threads: Any = None):
+        self._graph_provider = graph_provider
+        self._describe = describe
+        self.default_thread = default_thread
+        self._threads = threads
+        self._lock = threading.Lock()  # one update_state at a time per process
+
+    def _thread_index(self, graph: Any) -> Any:
+        if self._threads is None:
+            runtime = getattr(graph, "jarvis", None)
+            self._threads = getattr(runtime, "threads", None)
+        return self._threads
+
+    def post(self, thread_id: str, message_id: str, text: str, metadata: dict[str, Any]) -> None:
+        from langchain_core.messages import AIMessage
+
+        from ..threads import IDLE, RUNNING
+
+        try:
+            graph = self._graph_provider()
+        except Exception as exc:  # noqa: BLE001 - cannot build the graph (config, model): retry later
+            raise DeliveryError(f"cannot open the chat graph: {exc}") from None
+        config = {"configurable": {"thread_id": thread_id}}
+        with self._lock:
+            threads = self._thread_index(graph)
+            info = threads.get(thread_id) if threads is not None else None
+            recent = info is not None and utcnow() - _aware(info.updated_at) < self.STALE_RUN
+            snapshot = graph.get_state(config)
+            if snapshot.interrupts:
+                raise DeliveryDeferred(f"thread {thread_id} is waiting for a confirmation")
+            if recent and (info.status == RUNNING or snapshot.next):
+                raise DeliveryDeferred(f"thread {thread_id} is in the middle of a turn")
+            # The message id makes a repeated delivery (after a crash) replace, not duplicate, the message.
+            message = AIMessage(content=text, id=message_id, response_metadata={"source": "reminder", **metadata})
+            graph.update_state(config, {"messages": [message]}, as_node="respond")
+            if threads is not None:
+                threads.touch(thread_id, title="Reminders" if thread_id == self.default_thread else None, status=IDLE)
+
+    def fire(self, reminder: Reminder) -> None:
+        self.post(reminder.thread_id or self.default_thread, f"reminder-{reminder.id}",
+                  reminder_text(reminder, self._describe), {"reminder_id": reminder.id})

@@ -1,0 +1,117 @@
+"""Planner tools: reminder_create, reminder_list, reminder_cancel (create and cancel have side effect reminder_write)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Literal
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, Field
+
+from integrations.base import ToolError, make_tool
+
+from ..config import Settings
+from .recurrence import describe
+
+
+class CreateArgs(BaseModel):
+    title: str = Field(description="a short title of what to remind about")
+    when: str = Field(description="ISO 8601 time of the (first) reminder; without an offset it is the user's local time")
+    rrule: str | None = Field(None, description="RFC 5545 recurrence rule for repeating reminders, e.g. "
+                                                "FREQ=DAILY;BYHOUR=18 or FREQ=WEEKLY;BYDAY=MO")
+    description: str | None = Field(None, description="longer text shown with the reminder")
+    priority: Literal["low", "medium", "high"] = "medium"
+    thread_id: str | None = Field(None, description="chat thread to post into (default: this conversation)")
+    webhook_url: str | None = Field(None, description="instead of the chat: POST the reminder to this URL")
+    process_name: str | None = Field(None, description="instead of the chat: an agent program to send it to")
+    jorb_id: str | None = Field(None, description="instead of the chat: the long-running task (jorb) to wake")
+
+
+class ListArgs(BaseModel):
+    status: Literal["pending", "sent", "failed", "cancelled", "skipped", "missed"] | None = Field(
+        None, description="only reminders with this status")
+    limit: int = Field(50, ge=1, le=500)
+
+
+class CancelArgs(BaseModel):
+    reminder_id: str = Field(description="the id (rem_...) from reminder_list or reminder_create")
+
+
+def _target_words(args: dict) -> str:
+    if args.get("process_name"):
+        return f"run the agent program {args['process_name']} with it"
+    if args.get("webhook_url"):
+        return f"POST it to {args['webhook_url']}"
+    if args.get("jorb_id"):
+        return f"wake jorb {args['jorb_id']} with it"
+    if args.get("thread_id"):
+        return f"post it in thread {args['thread_id']}"
+    return "post it in this conversation"
+
+
+def build_reminder_tools(settings: Settings) -> list[BaseTool]:
+    store_box: list = []
+    lock = threading.Lock()
+
+    def store():
+        with lock:
+            if not store_box:
+                from .store import ReminderStore
+
+                store_box.append(ReminderStore(settings))
+            return store_box[0]
+
+    def reminder_create(title: str, when: str, rrule: str | None = None, description: str | None = None,
+                        priority: str = "medium", thread_id: str | None = None, webhook_url: str | None = None,
+                        process_name: str | None = None, jorb_id: str | None = None,
+                        config: RunnableConfig = None) -> str:  # type: ignore[assignment]
+        """Create a reminder at a time (optionally repeating). By default it appears in this conversation."""
+        from .spec import ReminderInputError, ReminderRequest
+
+        if not (thread_id or webhook_url or process_name or jorb_id):
+            thread_id = str(((config or {}).get("configurable") or {}).get("thread_id") or settings.scheduler.chat_thread)
+        req = ReminderRequest(title=title, when=when, rrule=rrule, description=description, priority=priority,
+                              thread_id=thread_id, webhook_url=webhook_url, process_name=process_name, jorb_id=jorb_id)
+        try:
+            r = store().create(req, created_by="planner")
+        except ReminderInputError as exc:
+            raise ToolError(str(exc)) from None
+        repeat = f", repeating {r.rrule}" if r.rrule else ""
+        return (f"Created reminder {r.id} {r.title!r} for {describe(r.due_date, store().zone)}{repeat} "
+                f"({r.target_kind}: {r.target}).")
+
+    def reminder_list(status: str | None = None, limit: int = 50) -> str:
+        """List reminders (id, status, due time, title, target), by due time."""
+        rows = store().list(status=status, limit=limit)
+        if not rows:
+            return "No reminders" + (f" with status {status}." if status else ".")
+        lines = []
+        for r in rows:
+            line = f"{r.id} [{r.status}] {describe(r.due_date, store().zone)} {r.title!r} -> {r.target_kind} {r.target}"
+            if r.rrule:
+                line += f" (repeats {r.rrule})"
+            if r.last_error and r.status in ("failed", "missed", "skipped"):
+                line += f" ({r.last_error[:150]})"
+            lines.append(line)
+        return "\n".join(lines)
+
+    def reminder_cancel(reminder_id: str) -> str:
+        """Cancel a pending reminder; a repeating one stops repeating."""
+        from .store import ReminderNotFound, ReminderStateError
+
+        try:
+            r = store().cancel(reminder_id.strip())
+        except (ReminderNotFound, ReminderStateError) as exc:
+            raise ToolError(str(exc)) from None
+        return f"Cancelled reminder {r.id} {r.title!r}."
+
+    return [
+        make_tool(reminder_create, args_schema=CreateArgs, side_effects=["reminder_write"],
+                  summarize=lambda a: (f"Create a reminder {a.get('title')!r} at {a.get('when')}"
+                                       f"{', repeating ' + a['rrule'] if a.get('rrule') else ''} and "
+                                       f"{_target_words(a)}.")),
+        make_tool(reminder_list, args_schema=ListArgs),
+        make_tool(reminder_cancel, args_schema=CancelArgs, side_effects=["reminder_write"],
+                  summarize=lambda a: f"Cancel reminder {a.get('reminder_id')}."),
+    ]

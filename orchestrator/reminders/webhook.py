@@ -1,0 +1,76 @@
+"""Webhook target: POST the `reminder.fire` params as JSON.
+
+Within one attempt, transport errors, timeouts, 429 and 5xx are retried with exponential backoff (tenacity);
+when every try fails the attempt fails and the scheduler retries it later. Other 4xx answers say the request
+itself is wrong, so the reminder fails at once with the status and the start of the body.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from .models import Reminder
+from .targets import DeliveryError
+
+log = logging.getLogger(__name__)
+
+
+class _RetryableStatus(Exception):
+    def __init__(self, response: httpx.Response):
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, (httpx.TransportError, _RetryableStatus))
+
+
+def _describe(exc: BaseException, url: str, timeout: float) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        return f"webhook {url} did not answer within {timeout:g} s ({type(exc).__name__})"
+    if isinstance(exc, _RetryableStatus):
+        return f"webhook {url} answered HTTP {exc.response.status_code}: {exc.response.text[:200]!r}"
+    if isinstance(exc, httpx.TransportError):
+        return f"webhook {url} unreachable: {exc or type(exc).__name__}"
+    return f"webhook {url}: {exc}"
+
+
+class WebhookTarget:
+    kind = "webhook"
+
+    def __init__(self, timeout_s: float, tries: int, backoff_s: float = 0.5, max_backoff_s: float = 8.0):
+        self.timeout_s = timeout_s
+        self.tries = tries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s), follow_redirects=False,
+                                    headers={"User-Agent": "jarvis-reminders/1"})
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _post_once(self, url: str, body: dict) -> httpx.Response:
+        response = self._client.post(url, json=body)
+        if response.status_code == 429 or response.status_code >= 500:
+            raise _RetryableStatus(response)
+        return response
+
+    def fire(self, reminder: Reminder) -> None:
+        url = reminder.webhook_url or ""
+        body = reminder.fire_params()
+        retrying = Retrying(stop=stop_after_attempt(self.tries), reraise=True, retry=retry_if_exception(_retryable),
+                            wait=wait_exponential(multiplier=self.backoff_s, max=self.max_backoff_s))
+        try:
+            response = retrying(self._post_once, url, body)
+        except (httpx.HTTPError, _RetryableStatus) as exc:
+            raise DeliveryError(_describe(exc, url, self.timeout_s) + f" ({self.tries} tries)") from None
+        if 300 <= response.status_code < 400:
+            raise DeliveryError(f"webhook {url} redirected (HTTP {response.status_code}) to "
+                                f"{response.headers.get('location')!r}; give the final URL", permanent=True)
+        if response.status_code >= 400:
+            raise DeliveryError(f"webhook {url} refused the reminder: HTTP {response.status_code} "
+                                f"{response.text[:200]!r}", permanent=True)
+        log.info("reminder %s posted to %s (HTTP %s)", reminder.id, url, response.status_code)

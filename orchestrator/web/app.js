@@ -1,0 +1,88 @@
+// The shell: tabs for the views the server has (GET /api/views), hash routing (#view/arg), lazy view modules.
+// A view module exports `mount(el, ui)` and may export `show(arg)` (called on every visit) — see views/runs.js.
+import { api } from "./api.js";
+import { h, clear } from "./dom.js";
+
+const tabs = document.getElementById("tabs");
+const main = document.getElementById("views");
+const banner = document.getElementById("banner");
+const views = new Map(); // name -> {info, tab, el, module}
+
+const ui = {
+  api,
+  navigate(name, arg) {
+    const hash = `#${name}${arg ? "/" + encodeURIComponent(arg) : ""}`;
+    if (location.hash === hash) route();
+    else location.hash = hash;
+  },
+  has(name) {
+    return views.has(name);
+  },
+  banner(message, actions = []) {
+    clear(banner);
+    if (!message) {
+      banner.hidden = true;
+      return;
+    }
+    banner.append(h("span", { text: message }), ...actions);
+    banner.hidden = false;
+  },
+};
+
+async function show(name, arg) {
+  const view = views.get(name);
+  if (!view) return;
+  for (const v of views.values()) {
+    const active = v === view;
+    v.el.hidden = !active;
+    v.tab.setAttribute("aria-current", active ? "page" : "false");
+  }
+  if (!view.module) {
+    view.module = await import(view.info.module);
+    await view.module.mount(view.el, ui);
+  }
+  if (view.module.show) await view.module.show(arg);
+}
+
+function route() {
+  const [name, ...rest] = location.hash.replace(/^#/, "").split("/");
+  const arg = rest.length ? decodeURIComponent(rest.join("/")) : undefined;
+  show(views.has(name) ? name : views.keys().next().value, arg).catch((err) => {
+    ui.banner(`This view failed to load: ${err.message}`);
+  });
+}
+
+async function checkModels() {
+  if (!views.has("settings")) return;
+  try {
+    const health = await api("/api/settings/health");
+    const down = health.models.filter((m) => !m.ok);
+    if (down.length) {
+      ui.banner(`Model endpoint down: ${down[0].message} ${down[0].fix || ""}`, [
+        h("button", { type: "button", onclick: () => ui.navigate("settings") }, "Settings"),
+      ]);
+    }
+  } catch (_) { /* shown by the views themselves */ }
+}
+
+async function start() {
+  let list;
+  try {
+    list = await api("/api/views");
+  } catch (err) {
+    main.append(h("p", { class: "problem", text: err.message }));
+    return;
+  }
+  for (const info of list) {
+    const el = h("section", { class: `view view-${info.name}`, "aria-label": info.title, hidden: true });
+    const tab = h("a", { href: `#${info.name}`, class: "tab" }, info.title);
+    tabs.append(tab);
+    main.append(el);
+    views.set(info.name, { info, tab, el, module: null });
+  }
+  window.addEventListener("hashchange", route);
+  route();
+  checkModels();
+}
+
+start();

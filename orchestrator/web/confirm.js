@@ -1,0 +1,86 @@
+// The confirmation dialog: what the call will do, its side effects, why Jarvis asks, the arguments as editable
+// JSON, and Approve / Edit / Deny (a call that may already have happened: Approve again / Skip).
+// askAll(pending) resolves with {interrupt_id: decision} for every pending confirmation, or null if dismissed.
+import { h, json } from "./dom.js";
+
+function ask(item, index, total) {
+  return new Promise((resolve) => {
+    const inDoubt = item.kind === "in_doubt";
+    const original = json(item.args || {});
+    const args = h("textarea", { id: "confirm-args", class: "args", rows: 8, readonly: true, spellcheck: "false" });
+    args.value = original;
+    const note = h("p", { class: "problem", role: "alert", hidden: !item.error, text: item.error ? `Note: ${item.error}` : "" });
+    const reason = h("input", { type: "text", id: "confirm-deny-reason", placeholder: "optional: why not (told to Jarvis)" });
+
+    const dialog = h("dialog", { class: "confirm", role: "dialog", "aria-labelledby": "confirm-title", "aria-describedby": "confirm-summary" });
+    const finish = (decision) => {
+      dialog.close();
+      dialog.remove();
+      resolve(decision);
+    };
+    const approve = () => {
+      if (inDoubt) return finish({ decision: "approve", key: item.key });
+      if (args.value.trim() === original.trim()) return finish({ decision: "approve" });
+      let edited;
+      try {
+        edited = JSON.parse(args.value);
+      } catch (err) {
+        note.textContent = `The arguments are not valid JSON: ${err.message}`;
+        note.hidden = false;
+        return;
+      }
+      if (!edited || typeof edited !== "object" || Array.isArray(edited)) {
+        note.textContent = "The arguments must be a JSON object.";
+        note.hidden = false;
+        return;
+      }
+      finish({ decision: "edit", args: edited });
+    };
+    const edit = () => {
+      args.readOnly = false;
+      args.classList.add("editing");
+      args.focus();
+      editButton.disabled = true;
+      approveButton.textContent = "Approve";
+    };
+    const deny = () => finish(inDoubt ? { decision: "skip" } : { decision: "deny", reason: reason.value.trim() || undefined });
+
+    const approveButton = h("button", { type: "button", class: "primary", onclick: approve }, inDoubt ? "Approve again" : "Approve");
+    const editButton = inDoubt ? null : h("button", { type: "button", onclick: edit }, "Edit");
+    const denyButton = h("button", { type: "button", class: "danger", onclick: deny }, inDoubt ? "Skip" : "Deny");
+
+    dialog.append(...[
+      h("h2", { id: "confirm-title" },
+        inDoubt ? `May have happened: ${item.tool}` : `Confirm: ${item.tool}`,
+        total > 1 ? h("span", { class: "count", text: ` (${index + 1} of ${total})` }) : null),
+      h("p", { id: "confirm-summary", class: "summary", text: item.summary || "" }),
+      item.side_effects && item.side_effects.length
+        ? h("p", { class: "effects" }, "Side effects: ", item.side_effects.map((e) => h("span", { class: "badge effect", text: e })))
+        : null,
+      item.reason ? h("p", { class: "reason" }, h("strong", { text: item.escalated ? "Escalated: " : "Why Jarvis asks: " }), item.reason) : null,
+      note,
+      h("label", { for: "confirm-args" }, "Arguments (JSON)"),
+      args,
+      inDoubt ? null : h("label", { for: "confirm-deny-reason", class: "small" }, "Reason if you deny"),
+      inDoubt ? null : reason,
+      h("div", { class: "actions" }, approveButton, editButton, denyButton),
+    ].filter(Boolean));
+    dialog.addEventListener("cancel", (ev) => {
+      ev.preventDefault();
+      finish(null);
+    });
+    document.body.append(dialog);
+    dialog.showModal();
+    approveButton.focus();
+  });
+}
+
+export async function askAll(pending) {
+  const decisions = {};
+  for (let i = 0; i < pending.length; i++) {
+    const decision = await ask(pending[i], i, pending.length);
+    if (decision === null) return null;
+    decisions[pending[i].interrupt_id] = decision;
+  }
+  return decisions;
+}

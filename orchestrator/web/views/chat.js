@@ -1,0 +1,413 @@
+// Chat: the thread list, the conversation with tool steps as they happen, attachments (dropped PDF/text
+// files, pasted YouTube URLs) and confirmations (restored from the checkpoint after a reload or a restart).
+import { api, stream, upload } from "../api.js";
+import { askAll } from "../confirm.js";
+import { clear, h, json, ms, problem } from "../dom.js";
+
+const YOUTUBE = /https?:\/\/(?:www\.|m\.)?(?:youtube\.com|youtu\.be|youtube-nocookie\.com)\/[^\s<>"')\]]+/gi;
+
+let ui;
+let threadList;
+let log;
+let input;
+let sendButton;
+let chipsEl;
+let composerNote;
+let current = null; // thread id shown
+let busy = false;
+let staged = []; // attachments for the next message: {upload_id, name, kind} or {kind: "youtube", ref, name}
+let steps = new Map(); // tool call id -> Step, for the thread shown (history and live events share it)
+
+export function mount(el, shell) {
+  ui = shell;
+  threadList = h("ul", { class: "threads", "aria-label": "Threads" });
+  log = h("div", { class: "log", "aria-live": "polite" });
+  input = h("textarea", { id: "message", "aria-label": "Message", rows: 3,
+    placeholder: "Ask Jarvis… (Enter sends, Shift+Enter for a new line; drop a PDF or text file to attach it)" });
+  sendButton = h("button", { type: "submit", class: "primary" }, "Send");
+  chipsEl = h("div", { class: "chips", "aria-label": "Attachments" });
+  composerNote = h("div", { class: "composer-note" });
+  const fileInput = h("input", { type: "file", multiple: true, hidden: true,
+    accept: ".pdf,.txt,.md,.markdown,.csv,.json,.html,.htm,.xml,.yaml,.yml,.log,.rst" });
+  fileInput.addEventListener("change", () => {
+    addFiles([...fileInput.files]);
+    fileInput.value = "";
+  });
+  const form = h("form", { class: "composer", onsubmit: (ev) => { ev.preventDefault(); send(); } },
+    chipsEl, composerNote,
+    h("div", { class: "row" }, input,
+      h("div", { class: "buttons" }, sendButton,
+        h("button", { type: "button", onclick: () => fileInput.click(), title: "Attach a PDF or text file" }, "Attach"))),
+    fileInput);
+  input.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault();
+      send();
+    }
+  });
+  input.addEventListener("paste", (ev) => {
+    const text = ev.clipboardData ? ev.clipboardData.getData("text") : "";
+    for (const url of text.match(YOUTUBE) || []) addUrl(url);
+  });
+  el.append(
+    h("aside", { class: "sidebar" },
+      h("button", { type: "button", class: "new-chat", onclick: () => newThread() }, "New chat"), threadList),
+    h("div", { class: "conversation" }, log, form),
+  );
+  // Files dropped anywhere on the window become attachments.
+  window.addEventListener("dragover", (ev) => {
+    if (el.hidden) return;
+    ev.preventDefault();
+    document.body.classList.add("dropping");
+  });
+  window.addEventListener("dragleave", () => document.body.classList.remove("dropping"));
+  window.addEventListener("drop", (ev) => {
+    document.body.classList.remove("dropping");
+    if (el.hidden) return;
+    ev.preventDefault();
+    addFiles([...(ev.dataTransfer ? ev.dataTransfer.files : [])]);
+  });
+  refreshThreads();
+}
+
+export async function show(arg) {
+  if (arg && arg !== current) await openThread(arg);
+  else if (!arg && !current) await newThread();
+  input.focus();
+}
+
+// -- threads -----------------------------------------------------------------------------------------
+async function refreshThreads() {
+  let threads;
+  try {
+    threads = await api("/api/threads");
+  } catch (err) {
+    clear(threadList).append(h("li", { class: "problem", text: err.message }));
+    return;
+  }
+  clear(threadList);
+  for (const t of threads) {
+    const badges = [];
+    if (t.running) badges.push(h("span", { class: "badge working", text: "working" }));
+    else if (t.status === "waiting") badges.push(h("span", { class: "badge waiting", text: "needs you" }));
+    threadList.append(h("li", { class: t.thread_id === current ? "current" : "" },
+      h("a", { href: `#chat/${encodeURIComponent(t.thread_id)}`, title: t.thread_id }, t.title || "(untitled)"), badges));
+  }
+}
+
+async function newThread() {
+  const { thread_id } = await api("/api/threads", { method: "POST" });
+  current = thread_id;
+  steps = new Map();
+  history.replaceState(null, "", `#chat/${encodeURIComponent(thread_id)}`);
+  clear(log).append(h("p", { class: "empty", text: "Ask Jarvis anything. Drop a PDF or text file on the window to attach it; paste a YouTube link to attach the video." }));
+  refreshThreads();
+}
+
+async function openThread(id) {
+  current = id;
+  steps = new Map();
+  clear(log);
+  let thread;
+  try {
+    thread = await api(`/api/threads/${encodeURIComponent(id)}`);
+  } catch (err) {
+    log.append(problem(err.status === 404 ? `There is no conversation ${id}.` : err.message,
+      h("button", { type: "button", onclick: () => newThread() }, "New chat")));
+    return;
+  }
+  if (current !== id) return;
+  let messages = thread.messages;
+  if (thread.running) {
+    // The running turn's events are replayed from its start: show the history before it only.
+    const lastHuman = messages.map((m) => m.type).lastIndexOf("human");
+    messages = messages.slice(0, lastHuman + 1);
+  }
+  renderHistory(messages, thread.attachments);
+  refreshThreads();
+  // Not awaited: the view is shown while the turn streams or the dialog waits.
+  if (thread.running) runStream(`/api/threads/${encodeURIComponent(id)}/events`, undefined, "GET");
+  else if (thread.pending.length) confirm(thread.pending);
+  else if (thread.stalled) showStalled();
+}
+
+function renderHistory(messages, attachments) {
+  if (attachments && attachments.length) {
+    log.append(h("div", { class: "thread-attachments" }, "Attached: ",
+      attachments.map((a) => h("span", { class: `chip ${a.kind}`, text: a.name || a.ref }))));
+  }
+  for (const m of messages) {
+    if (m.type === "human") log.append(userBubble(m.content));
+    else if (m.type === "ai") {
+      if (m.content) log.append(h("div", { class: "msg assistant", trustedHtml: m.html }));
+      for (const c of m.tool_calls || []) {
+        const step = new Step(c.name, c.args);
+        steps.set(c.id, step);
+        log.append(step.el);
+      }
+      for (const c of m.invalid_tool_calls || []) {
+        const step = new Step(c.name || "?", c.args);
+        step.finish(false, `could not be read: ${c.error}`);
+        log.append(step.el);
+      }
+    } else if (m.type === "tool") {
+      const step = steps.get(m.tool_call_id);
+      if (step) step.finish(m.status !== "error", m.content);
+    }
+  }
+  scroll();
+}
+
+// Calls that ended without a tool_end event (denied, skipped, refused by policy) get their result from the
+// checkpoint once the turn is over.
+async function settleSteps(id) {
+  if (![...steps.values()].some((s) => !s.finished)) return;
+  let thread;
+  try {
+    thread = await api(`/api/threads/${encodeURIComponent(id)}`);
+  } catch (_) {
+    return;
+  }
+  if (current !== id) return;
+  for (const m of thread.messages) {
+    const step = m.type === "tool" ? steps.get(m.tool_call_id) : null;
+    if (step && !step.finished) step.finish(m.status !== "error", m.content);
+  }
+}
+
+function userBubble(text, names = []) {
+  return h("div", { class: "msg user" }, h("div", { class: "text", text }),
+    names.length ? h("div", { class: "attached" }, names.map((n) => h("span", { class: "chip", text: n }))) : null);
+}
+
+function scroll() {
+  log.scrollTop = log.scrollHeight;
+}
+
+// -- one tool step -------------------------------------------------------------------------------------
+class Step {
+  constructor(tool, args) {
+    this.status = h("span", { class: "status", text: "asked" });
+    this.duration = h("span", { class: "duration" });
+    this.argsPre = h("pre", { text: json(args || {}) });
+    this.result = h("pre", { class: "preview", hidden: true });
+    this.el = h("div", { class: "step", "data-tool": tool },
+      h("div", { class: "step-head" }, h("span", { class: "tool", text: tool }), this.status, this.duration),
+      h("details", {}, h("summary", {}, "arguments"), this.argsPre),
+      this.result);
+  }
+
+  start(args) {
+    this.status.textContent = "running";
+    this.el.classList.add("running");
+    if (args) this.argsPre.textContent = json(args);
+  }
+
+  finish(ok, preview, duration) {
+    this.finished = true;
+    this.el.classList.remove("running");
+    this.el.classList.add(ok ? "ok" : "failed");
+    this.status.textContent = ok ? "done" : "failed";
+    if (duration !== undefined) this.duration.textContent = ms(duration);
+    this.result.textContent = preview || "";
+    this.result.hidden = !preview;
+    const denied = /^(The user denied|Not done:|Skipped )/.test(preview || "");
+    if (!ok && !denied) {
+      this.el.append(h("p", { class: "hint", text: "The tool failed; Jarvis saw this error and may try another way. If it needs you (a missing file, a setting), fix it and ask again." }));
+    }
+  }
+}
+
+// -- one streamed turn ----------------------------------------------------------------------------------
+class Turn {
+  constructor() {
+    this.bubble = null;
+    this.text = "";
+    this.pending = [];
+    this.failed = false;
+    this.working = h("div", { class: "working", text: "Jarvis is working…" });
+    log.append(this.working);
+  }
+
+  place(el) {
+    log.insertBefore(el, this.working);
+    scroll();
+  }
+
+  handle(ev) {
+    switch (ev.event) {
+      case "token":
+        if (!this.bubble) {
+          this.bubble = h("div", { class: "msg assistant streaming" });
+          this.text = "";
+          this.place(this.bubble);
+        }
+        this.text += ev.text;
+        this.bubble.textContent = this.text;
+        scroll();
+        break;
+      case "tool_call": {
+        this.bubble = null;
+        let step = steps.get(ev.id);
+        if (!step) {
+          step = new Step(ev.tool, ev.args);
+          steps.set(ev.id, step);
+          this.place(step.el);
+        }
+        break;
+      }
+      case "tool_start":
+        this.step(ev).start(ev.args);
+        break;
+      case "tool_end":
+        this.step(ev).finish(ev.ok, ev.preview, ev.duration_ms);
+        scroll();
+        break;
+      case "progress":
+        this.place(h("div", { class: "progress", text: ev.message || [ev.stage, ev.attempt && `attempt ${ev.attempt}`].filter(Boolean).join(" · ") || json(ev, 0) }));
+        break;
+      case "confirmation":
+        this.pending.push(ev);
+        break;
+      case "done":
+        if (!this.bubble) {
+          this.bubble = h("div", { class: "msg assistant" });
+          this.place(this.bubble);
+        }
+        this.bubble.classList.remove("streaming");
+        if (ev.content) this.bubble.innerHTML = ev.html; // sanitized server-side
+        else this.bubble.remove();
+        break;
+      case "error":
+        this.fail(ev.message, ev.kind);
+        break;
+      default:
+        break;
+    }
+  }
+
+  step(ev) {
+    const callId = (ev.key || "").split("|")[2];
+    let step = steps.get(callId);
+    if (!step) {
+      step = new Step(ev.tool, ev.args);
+      steps.set(callId, step);
+      this.place(step.el);
+    }
+    return step;
+  }
+
+  fail(message, kind) {
+    this.failed = true;
+    if (this.bubble) this.bubble.classList.remove("streaming");
+    const actions = [h("button", { type: "button", onclick: (e) => { e.target.closest(".problem").remove(); retry(); } }, "Retry")];
+    if (kind === "model_endpoint" && ui.has("settings")) {
+      actions.push(h("button", { type: "button", onclick: () => ui.navigate("settings") }, "Check the model in Settings"));
+    }
+    const what = kind === "model_endpoint" ? "The model did not answer. " : "This turn stopped. ";
+    this.place(problem(`${what}${message} Your message is kept: Retry continues where it stopped.`, ...actions));
+  }
+
+  close() {
+    this.working.remove();
+  }
+}
+
+async function runStream(path, body, method = "POST") {
+  const id = current;
+  busy = true;
+  sendButton.disabled = true;
+  const turn = new Turn();
+  try {
+    await stream(path, { method, body }, (ev) => {
+      if (current === id) turn.handle(ev);
+    });
+  } catch (err) {
+    if (current === id) turn.fail(err.message, err.status === 0 ? "connection" : "request");
+  } finally {
+    turn.close();
+    busy = false;
+    sendButton.disabled = false;
+  }
+  refreshThreads();
+  if (current === id && !turn.pending.length) await settleSteps(id);
+  if (current === id && turn.pending.length) await confirm(turn.pending);
+}
+
+// -- confirmations ---------------------------------------------------------------------------------------
+async function confirm(pending) {
+  const id = current;
+  const note = h("div", { class: "pending-note", role: "status" },
+    h("strong", { text: "Waiting for your confirmation: " }), pending.map((p) => p.summary).join(" · "), " ",
+    h("button", { type: "button", onclick: () => { note.remove(); confirm(pending); } }, "Review"));
+  const decisions = await askAll(pending);
+  if (current !== id) return;
+  if (decisions === null) {
+    log.append(note);
+    scroll();
+    return;
+  }
+  await runStream(`/api/threads/${encodeURIComponent(id)}/resume`, { decisions });
+}
+
+function showStalled() {
+  log.append(problem("The last turn did not finish (the model endpoint may have been down, or Jarvis was stopped). Your message is kept.",
+    h("button", { type: "button", onclick: (e) => { e.target.closest(".problem").remove(); retry(); } }, "Retry")));
+  scroll();
+}
+
+async function retry() {
+  if (busy || !current) return;
+  await runStream(`/api/threads/${encodeURIComponent(current)}/retry`, undefined);
+}
+
+// -- sending ----------------------------------------------------------------------------------------------
+async function send() {
+  const text = input.value.trim();
+  if (busy || (!text && !staged.length)) return;
+  if (!current) await newThread();
+  const attachments = staged.map((a) => (a.upload_id ? { upload_id: a.upload_id } : { kind: a.kind, ref: a.ref }));
+  const names = staged.map((a) => a.name);
+  const empty = log.querySelector(".empty");
+  if (empty) empty.remove();
+  log.append(userBubble(text, names));
+  input.value = "";
+  staged = [];
+  renderChips();
+  scroll();
+  await runStream(`/api/threads/${encodeURIComponent(current)}/messages`, { text, attachments });
+}
+
+function addUrl(url) {
+  if (staged.some((a) => a.ref === url)) return;
+  staged.push({ kind: "youtube", ref: url, name: url });
+  renderChips();
+}
+
+async function addFiles(files) {
+  composerNote.textContent = "";
+  for (const file of files) {
+    const chip = h("span", { class: "chip uploading", text: `${file.name} (uploading…)` });
+    chipsEl.append(chip);
+    try {
+      const stored = await upload(file);
+      staged.push({ upload_id: stored.upload_id, name: stored.name, kind: stored.kind });
+    } catch (err) {
+      composerNote.append(problem(err.message));
+    } finally {
+      chip.remove();
+    }
+  }
+  renderChips();
+}
+
+function renderChips() {
+  clear(chipsEl);
+  for (const a of staged) {
+    chipsEl.append(h("span", { class: `chip ${a.kind}` }, a.name,
+      h("button", { type: "button", class: "remove", "aria-label": `Remove ${a.name}`, onclick: () => {
+        staged = staged.filter((x) => x !== a);
+        renderChips();
+      } }, "×")));
+  }
+}

@@ -1,0 +1,81 @@
+// Runs: each run of the graph with its node timeline, model calls and tool calls (orchestrator/telemetry.py).
+import { api } from "../api.js";
+import { clear, h, json, ms, problem, when } from "../dom.js";
+
+let ui;
+let listEl;
+let detailEl;
+
+export function mount(el, shell) {
+  ui = shell;
+  listEl = h("div", { class: "run-list" });
+  detailEl = h("div", { class: "run-detail" });
+  el.append(h("div", { class: "view-head" }, h("h1", {}, "Runs"), h("button", { type: "button", onclick: () => show() }, "Refresh")),
+    h("div", { class: "runs-split" }, listEl, detailEl));
+}
+
+export async function show(runId) {
+  await loadList(runId);
+  if (runId) await loadRun(runId);
+}
+
+async function loadList(selected) {
+  let runs;
+  try {
+    runs = await api("/api/runs?limit=100");
+  } catch (err) {
+    clear(listEl).append(problem(err.message));
+    return;
+  }
+  clear(listEl);
+  if (!runs.length) {
+    listEl.append(h("p", { class: "empty", text: "No runs yet: every chat turn and every resume is recorded here." }));
+    return;
+  }
+  const table = h("table", { class: "runs" },
+    h("thead", {}, h("tr", {}, ["started", "status", "duration", "tokens in/out", "tools", "thread"].map((c) => h("th", { text: c })))));
+  const tbody = h("tbody");
+  for (const r of runs) {
+    tbody.append(h("tr", { class: `${r.status}${r.id === selected ? " selected" : ""}` },
+      h("td", {}, h("a", { href: `#runs/${r.id}`, text: when(r.started_at) })),
+      h("td", {}, h("span", { class: `badge status-${r.status}`, text: r.status })),
+      h("td", { text: ms(r.duration_ms) }),
+      h("td", { text: `${r.prompt_tokens}/${r.completion_tokens}` }),
+      h("td", { text: r.tool_errors ? `${r.tool_calls} (${r.tool_errors} failed)` : String(r.tool_calls) }),
+      h("td", {}, r.thread_id && ui.has("chat") ? h("a", { href: `#chat/${encodeURIComponent(r.thread_id)}`, text: r.thread_id }) : (r.thread_id || ""))));
+  }
+  table.append(tbody);
+  listEl.append(table);
+}
+
+async function loadRun(runId) {
+  let run;
+  try {
+    run = await api(`/api/runs/${encodeURIComponent(runId)}`);
+  } catch (err) {
+    clear(detailEl).append(problem(err.message));
+    return;
+  }
+  clear(detailEl);
+  const total = Math.max(run.duration_ms, 1);
+  detailEl.append(
+    h("h2", { text: `Run ${run.id.slice(0, 8)}` }),
+    h("p", {}, `${run.status}, ${ms(run.duration_ms)}, ${run.model_calls} model call(s) (${ms(run.model_ms)}), tokens ${run.prompt_tokens} in / ${run.completion_tokens} out`),
+    run.error ? problem(run.error) : "",
+    // Recorded as each step ends; shown in the order they started.
+    h("ol", { class: "timeline" }, [...run.events].sort((x, y) => x.offset_ms - y.offset_ms).map((e) => h("li", { class: `event ${e.kind} ${e.ok ? "ok" : "failed"}` },
+      h("span", { class: "ev-kind", text: e.kind }),
+      h("span", { class: "ev-name", text: e.name }),
+      h("span", { class: "bar-wrap" }, bar(e.offset_ms / total, e.duration_ms / total)),
+      h("span", { class: "ev-time", text: `+${ms(e.offset_ms)} · ${ms(e.duration_ms)}` }),
+      e.detail !== null && e.detail !== undefined ? h("span", { class: "ev-detail", text: typeof e.detail === "string" ? e.detail : json(e.detail, 0) }) : null))),
+  );
+}
+
+// Set through the CSSOM: the page's CSP allows no inline style attributes.
+function bar(start, length) {
+  const el = h("span", { class: "bar" });
+  el.style.marginLeft = `${(100 * start).toFixed(2)}%`;
+  el.style.width = `${Math.max(0.5, 100 * length).toFixed(2)}%`;
+  return el;
+}

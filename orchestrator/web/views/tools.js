@@ -1,0 +1,77 @@
+// Tools: every tool the planner can call now (static, MCP, generated), with whatever metadata it carries.
+import { api } from "../api.js";
+import { clear, h, json, problem } from "../dom.js";
+
+let body;
+let filter;
+let data = { tools: [], provider_errors: {} };
+
+export function mount(el) {
+  filter = h("input", { type: "search", placeholder: "Filter by name, source or side effect", "aria-label": "Filter tools" });
+  filter.addEventListener("input", render);
+  body = h("div", { class: "tool-list" });
+  el.append(h("div", { class: "view-head" }, h("h1", {}, "Tools"), filter,
+    h("button", { type: "button", onclick: load }, "Refresh")), body);
+}
+
+export async function show() {
+  await load();
+}
+
+async function load() {
+  try {
+    data = await api("/api/tools");
+  } catch (err) {
+    clear(body).append(problem(err.message));
+    return;
+  }
+  render();
+}
+
+const SPECIAL = ["version", "trust", "trusted", "test_report", "tests_passed", "calls", "server", "path", "sha256"];
+
+function metaBlock(meta) {
+  const items = [];
+  for (const key of ["version", "trust", "trusted", "server"]) {
+    if (meta[key] !== undefined && meta[key] !== null) items.push(h("span", { class: `badge meta-${key}`, text: `${key}: ${typeof meta[key] === "object" ? json(meta[key], 0) : meta[key]}` }));
+  }
+  const rest = Object.entries(meta).filter(([k]) => !["version", "trust", "trusted", "server", "test_report"].includes(k));
+  return [
+    items.length ? h("div", { class: "meta-badges" }, items) : null,
+    meta.test_report !== undefined && meta.test_report !== null
+      ? h("details", { class: "test-report" }, h("summary", {}, "test report"),
+        h("pre", { text: typeof meta.test_report === "string" ? meta.test_report : json(meta.test_report) }))
+      : null,
+    rest.length ? h("dl", { class: "meta" }, rest.flatMap(([k, v]) => [h("dt", { text: k }), h("dd", { text: typeof v === "string" ? v : json(v, 0) })])) : null,
+  ];
+}
+
+function render() {
+  clear(body);
+  for (const [provider, error] of Object.entries(data.provider_errors || {})) {
+    body.append(problem(`Tool provider ${provider} failed: ${error}. Its tools are missing until it works again (see Settings).`));
+  }
+  const q = filter.value.trim().toLowerCase();
+  const tools = data.tools.filter((t) => !q || [t.name, t.source, t.provider, ...t.side_effects.map((e) => e.name)].join(" ").toLowerCase().includes(q));
+  if (!tools.length) body.append(h("p", { class: "empty", text: q ? "No tool matches." : "No tools." }));
+  for (const t of tools) {
+    const props = (t.args_schema && t.args_schema.properties) || {};
+    const required = new Set((t.args_schema && t.args_schema.required) || []);
+    body.append(h("article", { class: `tool source-${t.source}`, "data-tool": t.name, "data-source": t.source },
+      h("header", {},
+        h("h2", { text: t.name }),
+        h("span", { class: `badge source ${t.source}`, text: t.source }),
+        t.untrusted_output ? h("span", { class: "badge untrusted", title: "its results come from outside the conversation: later side effects in the turn ask first", text: "reads outside content" }) : null,
+        t.side_effects.length
+          ? t.side_effects.map((e) => h("span", { class: `badge effect mode-${e.mode}`, title: e.description, text: `${e.name}: ${e.mode}` }))
+          : h("span", { class: "badge readonly", text: "read-only" })),
+      h("p", { class: "description", text: t.description }),
+      ...metaBlock(t.metadata || {}),
+      Object.keys(props).length
+        ? h("details", {}, h("summary", {}, `arguments (${Object.keys(props).length})`),
+          h("ul", { class: "args" }, Object.entries(props).map(([name, p]) => h("li", {},
+            h("code", { text: name }), required.has(name) ? " (required)" : "", p.type ? ` ${p.type}` : "",
+            p.description ? ` — ${p.description}` : ""))))
+        : null));
+  }
+}

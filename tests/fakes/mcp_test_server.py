@@ -1,0 +1,94 @@
+"""An MCP server for the tests, on the real `mcp` SDK (FastMCP) over stdio.
+
+Tools with and without annotations, and tools that misbehave on purpose: one crashes the process, one hangs,
+one returns an error, one prints garbage on stdout.
+
+    python -m tests.fakes.mcp_test_server [--only a,b] [--fail-start] [--garbage-at-start]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from mcp.server.fastmcp import FastMCP
+from mcp.types import ToolAnnotations
+
+
+def build(only: set[str] | None = None) -> FastMCP:
+    server = FastMCP("jarvis-test-server", log_level="WARNING")
+
+    def tool(**kwargs):
+        def deco(fn):
+            if only is None or fn.__name__ in only:
+                server.tool(**kwargs)(fn)
+            return fn
+        return deco
+
+    @tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def lookup(word: str) -> str:
+        """Look a word up in the test dictionary."""
+        return {"jarvis": "a personal assistant", "mcp": "model context protocol"}.get(word.lower(), f"no entry for {word}")
+
+    @tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @tool()
+    def write_note(text: str) -> str:
+        """Write a note (no annotations: Jarvis must treat it as a side effect)."""
+        return f"noted: {text}"
+
+    @tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
+    def delete_all() -> str:
+        """Delete everything (destructive)."""
+        return "deleted"
+
+    @tool()
+    def crash() -> str:
+        """Exit the whole server process in the middle of the call."""
+        print("fatal: crashing on purpose", file=sys.stderr, flush=True)
+        os._exit(3)
+
+    @tool()
+    async def hang(seconds: float = 3600) -> str:
+        """Never answer (within any sane timeout)."""
+        await asyncio.sleep(seconds)
+        return "woke up"
+
+    @tool()
+    def fail(reason: str = "the widget is broken") -> str:
+        """Report an error (isError=True) and stay healthy."""
+        raise ValueError(reason)
+
+    @tool()
+    def garbage() -> str:
+        """Write a line that is not JSON-RPC on stdout, then answer."""
+        sys.stdout.buffer.write(b"this is not json-rpc, just noise\n")
+        sys.stdout.buffer.flush()
+        return "said something odd"
+
+    @tool()
+    def pid() -> int:
+        """The server's process id (tests use it to see a restart)."""
+        return os.getpid()
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", default=None, help="comma-separated tool names to offer")
+    parser.add_argument("--fail-start", action="store_true", help="exit at once, as a broken install would")
+    args = parser.parse_args()
+    if args.fail_start:
+        print("error: missing configuration file /etc/test-server.conf", file=sys.stderr, flush=True)
+        sys.exit(2)
+    build(set(args.only.split(",")) if args.only else None).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""Helpers for the MCP tests: write a server's TOML file pointing at a test server module."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from tests.conftest import REPO
+
+
+def write_server(mcp_dir: Path, name: str, module: str, *args: str, **extra: Any) -> Path:
+    mcp_dir.mkdir(parents=True, exist_ok=True)
+    table: dict[str, Any] = {"command": sys.executable, "args": ["-m", module, *args], "cwd": str(REPO),
+                             "timeout_s": 5, "startup_timeout_s": 20}
+    table.update(extra)
+    path = mcp_dir / f"{name}.toml"
+    path.write_text(tomli_w.dumps(table), encoding="utf-8")
+    return path
+
+
+def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def shutdown_mcp() -> None:
+    """Stop every MCP server the test started (the managers are per process, keyed by folder)."""
+    from orchestrator import android_tasks, mcp_manager
+
+    mcp_manager.shutdown_all()
+    android_tasks._services.clear()

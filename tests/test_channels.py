@@ -1,0 +1,162 @@
+"""Channels and the switchboard ([7]): Telegram against a local Bot API server, routing, bursts, interventions."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from orchestrator.channels.base import ChannelError, get_channel
+from tests.fakes.telegram_server import TelegramServer
+from tests.test_jorbs import _events, step
+
+
+@pytest.fixture
+def telegram(jarvis_env, monkeypatch):
+    with TelegramServer(token="123:TEST") as fake:
+        monkeypatch.setenv("JARVIS_SECRET_TELEGRAM_TOKEN", "123:TEST")
+        jarvis_env.write_config(channels={"telegram": {"enabled": True, "token": {"secret": "telegram_token"},
+                                                       "api_base": fake.base_url, "allowlist": ["@alice", "@magicapp"],
+                                                       "poll_timeout_s": 0}})
+        yield fake
+
+
+def _service(jarvis_env):
+    from orchestrator.jorbs.service import JorbService
+
+    return JorbService(jarvis_env.settings)
+
+
+def test_telegram_not_configured_says_how(jarvis_env):
+    with pytest.raises(ChannelError, match="jarvis secrets set telegram_token"):
+        get_channel(jarvis_env.settings, "telegram")
+
+
+def test_telegram_polling_allowlist_offsets_and_the_inbox(jarvis_env, telegram):
+    from orchestrator.channels.telegram import TelegramPoller
+
+    svc = _service(jarvis_env)
+    poller = TelegramPoller(jarvis_env.settings, lambda ch, who, text, meta: svc.inbound(ch, who, text, **meta))
+    assert poller.me()["username"] == "jarvis_test_bot"
+    telegram.state.say("hello Jarvis", username="Alice")
+    telegram.state.say("buy cheap watches", username="mallory", user_id=66)
+    assert poller.poll_once(timeout=0) == 1  # mallory is not on the allowlist
+    assert poller.poll_once(timeout=0) == 0  # the offset moved on: nothing is delivered twice
+    inbox = svc.store.messages(direction="in")
+    assert [(m.party, m.text, m.status) for m in inbox] == [("@alice", "hello Jarvis", "unmatched")]
+
+
+def test_a_jorb_talks_over_telegram_and_the_reply_finds_it(jarvis_env, telegram):
+    from orchestrator.channels.telegram import TelegramPoller
+
+    telegram.state.say("/start", username="magicapp", user_id=7)
+    srv = jarvis_env.server
+    srv.push(step(reasoning="ask", script="jarvis.messages.send('telegram', '@MagicApp', 'Hotels in Paris?')",
+                  await_reply=True),
+             step(reasoning="got it", done=True, result={"options": 3}))
+    svc = _service(jarvis_env)
+    poller = TelegramPoller(jarvis_env.settings, lambda ch, who, text, meta: svc.inbound(ch, who, text, **meta))
+    poller.poll_once(timeout=0)  # learns @magicapp's chat id (and puts /start in the inbox)
+    view = svc.create("Paris hotel", "Ask Magic for hotels", autonomy={"message_send": "auto"})
+    assert view.row.status == "awaiting_reply"
+    assert [m["text"] for m in telegram.state.sent] == ["Hotels in Paris?"]
+    assert telegram.state.sent[0]["chat"]["id"] == 7
+    telegram.state.say("3 options: A, B, C", username="magicapp", user_id=7)
+    poller.poll_once(timeout=0)
+    done = svc.view(view.row.id)
+    assert done.row.status == "done" and done.row.result == {"options": 3}
+    assert "3 options: A, B, C" in _events(srv)[1]
+
+
+def test_telegram_429_retry_after_is_obeyed(jarvis_env, telegram):
+    telegram.state.known_chats.add(5)
+    telegram.state.fail_next.append((429, {"ok": False, "error_code": 429, "description": "Too Many Requests: retry after 1",
+                                           "parameters": {"retry_after": 1}}))
+    channel = get_channel(jarvis_env.settings, "telegram")
+    start = time.monotonic()
+    sent = channel.send("5", "hi")
+    assert time.monotonic() - start >= 1.0
+    assert sent.external_id and [m["text"] for m in telegram.state.sent] == ["hi"]
+    with pytest.raises(ChannelError, match="only write to people who wrote to the bot first"):
+        channel.send("@stranger", "hello")
+    telegram.state.fail_next.append((400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"}))
+    with pytest.raises(ChannelError, match="chat not found"):
+        channel.send("5", "again")
+
+
+def test_exact_matches_across_phone_formats(jarvis_env):
+    srv = jarvis_env.server
+    srv.add_rule(lambda req: True, step(reasoning="wait", await_reply=True))
+    svc = _service(jarvis_env)
+    a = svc.create("Plumber", "Get a quote from the plumber", contacts=["+1 (415) 555-0100"]).row
+    b = svc.create("Dentist", "Book the dentist", contacts=["dentist@example.com"]).row
+    calls_before = len(srv.requests)
+    for sender in ("(415) 555-0100", "14155550100", "+1.415.555.0100"):
+        route = svc.inbound("sms", sender, "quote: $120")
+        assert route.jorb_id == a.id and route.status == "routed"
+    assert svc.inbound("email", "Dentist <DENTIST@example.com>", "Tuesday?").jorb_id == b.id
+    # Exact matches never ask the model for routing (the calls after are the jorbs' own steps).
+    routing_calls = [r for r in srv.requests[calls_before:] if "You route an incoming message" in r["messages"][0]["content"]]
+    assert routing_calls == []
+
+
+def test_ambiguous_resolved_by_the_model_low_confidence_and_spam_to_the_inbox(jarvis_env):
+    srv = jarvis_env.server
+    router_rule = lambda req: "You route an incoming message" in req["messages"][0]["content"]  # noqa: E731
+    srv.add_rule(lambda req: not router_rule(req), step(reasoning="wait", await_reply=True))
+    svc = _service(jarvis_env)
+    plumber = svc.create("Plumber", "Quote for the kitchen sink", contacts=["bob@example.com"]).row
+    svc.create("Party", "Invite Bob to the party", contacts=["bob@example.com"])
+
+    srv.add_rule(router_rule, {"content": json.dumps({"jorb_id": plumber.id, "confidence": 0.9,
+                                                      "reasoning": "talks about the sink"})}, times=1)
+    route = svc.inbound("email", "bob@example.com", "The sink part costs $40")
+    assert route.jorb_id == plumber.id and "talks about the sink" in route.reasoning
+    request = next(r for r in srv.requests if router_rule(r))
+    assert "Quote for the kitchen sink" in request["messages"][1]["content"]  # one-line summaries of open jorbs
+
+    srv.add_rule(router_rule, {"content": json.dumps({"jorb_id": plumber.id, "confidence": 0.3,
+                                                      "reasoning": "not sure"})}, times=1)
+    low = svc.inbound("email", "bob@example.com", "see you then")
+    assert low.jorb_id is None and low.status == "low_confidence"
+    srv.add_rule(router_rule, {"content": json.dumps({"jorb_id": None, "confidence": 0.95, "flags": ["spam"],
+                                                      "reasoning": "an advert"})}, times=1)
+    spam = svc.inbound("email", "promo@shop.example", "50% off watches")
+    assert spam.status == "spam"
+    inbox = {m["text"]: m for m in jarvis_env.cli_json("inbox", "--json")}
+    assert inbox["see you then"]["status"] == "low_confidence" and "please assign" in inbox["see you then"]["reasoning"]
+    assert inbox["50% off watches"]["status"] == "spam"
+
+
+def test_a_burst_of_three_messages_wakes_the_jorb_once(jarvis_env):
+    jarvis_env.write_config(channels={"burst_window_s": 0.5})
+    srv = jarvis_env.server
+    srv.push(step(reasoning="ask", script="jarvis.messages.send('local', '@carol', 'Which dates?')", await_reply=True),
+             step(reasoning="all three read", done=True, result="ok"))
+    svc = _service(jarvis_env)
+    jorb = svc.create("Dates", "Ask Carol for dates", autonomy={"message_send": "auto"}).row
+    for text in ("March 15", "to March 20", "for two people"):
+        svc.inbound("local", "@carol", text, debounce=True)
+        time.sleep(0.1)
+    svc.wait_background()
+    assert len(srv.requests) == 2  # one step for all three messages
+    event = _events(srv)[1]
+    assert "March 15" in event and "to March 20" in event and "for two people" in event
+    assert svc.view(jorb.id).row.status == "done"
+
+
+def test_the_users_own_message_in_a_jorb_thread_is_an_intervention(jarvis_env):
+    jarvis_env.write_config(channels={"user_identities": ["me@example.com"]})
+    srv = jarvis_env.server
+    srv.push(step(reasoning="ask", script="jarvis.messages.send('local', 'dave@example.com', 'Price?')", await_reply=True),
+             step(reasoning="the user said stop", done=True, result="stopped by the user"))
+    svc = _service(jarvis_env)
+    jorb = svc.create("Price", "Ask Dave for a price", autonomy={"message_send": "auto"}).row
+    out = svc.store.messages(jorb_id=jorb.id, direction="out")[0]
+    svc.store.set_message(out.id, thread_key="thread-1")
+    route = svc.inbound("local", "Me <me@example.com>", "Never mind, I bought it elsewhere", thread_key="thread-1")
+    assert route.jorb_id == jorb.id and route.is_user
+    view = svc.view(jorb.id)
+    assert view.state.history[-1].role == "user"
+    assert "THE USER (your principal) intervened" in srv.requests[1]["messages"][0]["content"]

@@ -1,0 +1,114 @@
+"""Configuration loading, profiles, clear errors, and secrets through the keyring ([1])."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator import secrets
+from orchestrator.config import ConfigError, load_settings
+from tests.conftest import REPO, answer
+
+
+def test_the_shipped_config_loads_with_the_documented_keys():
+    s = load_settings(REPO / "config" / "config.yml")
+    assert s.models.primary.base_url == "http://localhost:1337/v1"
+    assert s.models.primary.model == "local/llama3" and s.models.heavy is None
+    assert s.autonomy.default == "confirm"
+    assert s.autonomy.effects == {"email_send": "confirm", "calendar_write": "confirm", "fs_write": "confirm",
+                                  "ui_automation": "confirm"}
+    assert s.fs.roots == [Path.home().resolve()]
+    assert s.storage.data_dir == (REPO / "data").resolve() and s.storage.url is None
+    assert s.tools_dir == (REPO / "tools").resolve() and s.mcp.dir == (REPO / "mcp").resolve()
+    assert (s.server.host, s.server.port) == ("127.0.0.1", 8765)
+    assert s.sandbox.required is True
+
+
+def test_paths_are_relative_to_the_config_file_and_profiles_overlay(tmp_path):
+    cfg = tmp_path / "conf" / "jarvis.yml"
+    cfg.parent.mkdir()
+    cfg.write_text(
+        "storage: {data_dir: state}\n"
+        "fs: {roots: [docs, '~']}\n"
+        "profiles:\n"
+        "  work:\n"
+        "    models: {primary: {base_url: 'http://gpu-box:8000/v1', model: big}}\n"
+        "    storage: {data_dir: work-state}\n"
+    )
+    base = load_settings(cfg)
+    assert base.storage.data_dir == tmp_path / "conf" / "state"
+    assert base.fs.roots == [tmp_path / "conf" / "docs", Path.home().resolve()]
+    work = load_settings(cfg, profile="work")
+    assert work.models.primary.base_url == "http://gpu-box:8000/v1" and work.models.primary.model == "big"
+    assert work.models.primary.api_key == "jan"  # untouched keys keep their defaults
+    assert work.storage.data_dir == tmp_path / "conf" / "work-state"
+    with pytest.raises(ConfigError, match="profile 'home' not found.*known: work"):
+        load_settings(cfg, profile="home")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("autonomy: {defualt: auto}\n", r"autonomy\.defualt: unknown key"),
+        ("autonomy: {default: maybe}\n", r"autonomy\.default: Input should be 'auto', 'confirm' or 'deny'"),
+        ("server: {port: 99999}\n", r"server\.port: .*less than or equal to 65535"),
+        ("models: {primary: {api_key: {secret: a, env: B}}}\n", r"models\.primary\.api_key"),
+        ("- just a list\n", "the top level must be a mapping"),
+        ("models: [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_a_bad_config_fails_with_the_file_the_key_and_what_is_expected(tmp_path, text, expected):
+    cfg = tmp_path / "bad.yml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=expected) as info:
+        load_settings(cfg)
+    assert str(cfg) in str(info.value)
+
+
+def test_cli_reports_a_config_typo_and_exits_non_zero(jarvis_env):
+    jarvis_env.config_path.write_text(jarvis_env.config_path.read_text() + "planer: {max_steps: 3}\n")
+    proc = jarvis_env.cli("threads", "list")
+    assert proc.returncode == 1
+    assert "planer: unknown key" in proc.stderr and str(jarvis_env.config_path) in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_config_option_beats_the_environment(jarvis_env, tmp_path):
+    other = tmp_path / "other.yml"
+    other.write_text("storage: {data_dir: other-data}\nplaner: 1\n")
+    proc = jarvis_env.cli("--config", str(other), "threads", "list")
+    assert proc.returncode == 1 and str(other) in proc.stderr
+
+
+def test_secrets_set_and_use_never_leak(jarvis_env):
+    value = "sk-test-9f8e7d6c5b4a"
+    proc = jarvis_env.cli("secrets", "set", "llm_key", input=value + "\n")
+    assert proc.returncode == 0, proc.stderr
+    assert value not in proc.stdout + proc.stderr
+    jarvis_env.write_config(models={"primary": {"api_key": {"secret": "llm_key"}}})
+    jarvis_env.server.push(answer("hi"))
+    chat = jarvis_env.cli("chat", "--thread", "s", "hello")
+    assert chat.returncode == 0, chat.stderr
+    # The key reached the model endpoint as the bearer token (ChatOpenAI sent it) ...
+    # ... and is nowhere in the checkpoints or other state files.
+    for db in jarvis_env.data.glob("*.sqlite*"):
+        assert value.encode() not in db.read_bytes(), db
+    assert jarvis_env.cli("secrets", "delete", "llm_key").returncode == 0
+    gone = jarvis_env.cli("chat", "--thread", "s", "again")
+    assert gone.returncode == 1 and "secret 'llm_key' is not set: run `jarvis secrets set llm_key`" in gone.stderr
+
+
+def test_secret_values_are_redacted_from_logs_and_messages(monkeypatch):
+    monkeypatch.setenv("JARVIS_SECRET_TOKEN_X", "very-secret-value-123")
+    assert secrets.get_secret("token_x") == "very-secret-value-123"
+    assert secrets.redact("auth failed for very-secret-value-123!") == "auth failed for ***!"
+
+
+def test_secrets_from_the_environment(monkeypatch):
+    from orchestrator.config import SecretRef
+
+    monkeypatch.setenv("MY_API_KEY", "abc-123-xyz")
+    assert secrets.resolve(SecretRef(env="MY_API_KEY")) == "abc-123-xyz"
+    with pytest.raises(secrets.SecretError, match="environment variable NOPE_NOT_SET is not set"):
+        secrets.resolve(SecretRef(env="NOPE_NOT_SET"))

@@ -1,0 +1,64 @@
+"""The file tools stay inside fs.roots: traversal and symlink escapes are refused ([1], [4])."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from integrations.base import ToolError
+from integrations.fs_tools import build_fs_tools
+
+
+@pytest.fixture
+def fs(tmp_path):
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.txt").write_text("alpha\nneedle here\n")
+    (root / "b.md").write_text("beta")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("top secret")
+    os.symlink(outside, root / "escape")
+    os.symlink(outside / "secret.txt", root / "secret-link.txt")
+    tools = {t.name: t for t in build_fs_tools([root])}
+    return root, outside, tools
+
+
+def test_list_read_write_search_inside_the_root(fs):
+    root, _, tools = fs
+    names = {e["name"]: e["type"] for e in tools["fs_list_dir"].invoke({"path": str(root)})}
+    assert names == {"sub": "dir", "b.md": "file", "escape": "link", "secret-link.txt": "link"}
+    assert tools["fs_read_text"].invoke({"path": "sub/a.txt"}).startswith("alpha")
+    assert "Wrote 5 bytes" in tools["fs_write_text"].invoke({"path": str(root / "c.txt"), "content": "gamma"})
+    assert (root / "c.txt").read_text() == "gamma"
+    hits = tools["fs_search"].invoke({"folder": str(root), "content": "NEEDLE"})
+    assert hits == [{"path": str(root / "sub" / "a.txt"), "line": "2: needle here"}]
+    assert [h["path"] for h in tools["fs_search"].invoke({"folder": str(root), "name_pattern": "*.md"})] == [str(root / "b.md")]
+
+
+@pytest.mark.parametrize("path", ["../outside/secret.txt", "escape/secret.txt", "secret-link.txt", "/etc/passwd"])
+def test_escapes_are_refused(fs, path):
+    root, _, tools = fs
+    with pytest.raises(ToolError, match="outside the folders Jarvis may use"):
+        tools["fs_read_text"].invoke({"path": path})
+
+
+def test_writes_through_a_symlink_are_refused(fs):
+    root, outside, tools = fs
+    with pytest.raises(ToolError, match="outside"):
+        tools["fs_write_text"].invoke({"path": str(root / "escape" / "new.txt"), "content": "x"})
+    with pytest.raises(ToolError, match="outside"):
+        tools["fs_write_text"].invoke({"path": str(root / "secret-link.txt"), "content": "x"})
+    assert (outside / "secret.txt").read_text() == "top secret" and not (outside / "new.txt").exists()
+
+
+def test_clear_errors(fs):
+    root, _, tools = fs
+    with pytest.raises(ToolError, match="does not exist"):
+        tools["fs_read_text"].invoke({"path": "missing.txt"})
+    with pytest.raises(ToolError, match="is a folder"):
+        tools["fs_read_text"].invoke({"path": "sub"})
+    (root / "bin.dat").write_bytes(b"\x00\x01\x02")
+    with pytest.raises(ToolError, match="binary file"):
+        tools["fs_read_text"].invoke({"path": "bin.dat"})

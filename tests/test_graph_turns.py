@@ -1,0 +1,140 @@
+"""The chat graph end to end through the scripted model server over HTTP ([1])."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+
+from orchestrator.llm import ModelEndpointError
+from tests.conftest import answer, tool_call
+
+
+def _cfg(thread: str) -> dict:
+    return {"configurable": {"thread_id": thread}}
+
+
+def test_turn_calls_fs_list_dir_and_answers_from_its_result(jarvis_env):
+    (jarvis_env.root / "notes.txt").write_text("hello")
+    jarvis_env.server.push(tool_call("fs_list_dir", path=str(jarvis_env.root)), answer("You have notes.txt."))
+    out = jarvis_env.graph().invoke({"messages": [("user", "what is in my folder?")]}, _cfg("t1"))
+    kinds = [m.type for m in out["messages"]]
+    assert kinds == ["human", "ai", "tool", "ai"]
+    assert "notes.txt" in out["messages"][2].content
+    assert out["messages"][-1].content == "You have notes.txt."
+    # The model's second request carried the tool result and the tool schemas were bound.
+    first, second = jarvis_env.server.requests
+    assert {t["function"]["name"] for t in first["tools"]} >= {"fs_list_dir", "fs_read_text", "fs_write_text", "time_now"}
+    assert any(m["role"] == "tool" and "notes.txt" in m["content"] for m in second["messages"])
+
+
+def test_second_process_continues_the_thread(jarvis_env):
+    jarvis_env.server.push(answer("Nice to meet you, Ada."), answer("Your name is Ada."))
+    first = jarvis_env.cli("chat", "--thread", "shared", "my name is Ada")
+    assert first.returncode == 0, first.stderr
+    assert "Nice to meet you, Ada." in first.stdout
+    second = jarvis_env.cli("chat", "--thread", "shared", "what is my name?")
+    assert second.returncode == 0, second.stderr
+    assert "Your name is Ada." in second.stdout
+    # The second process (a new interpreter) sent the first turn's messages from the checkpoint on disk.
+    sent = [m.get("content") for m in jarvis_env.server.requests[1]["messages"]]
+    assert "my name is Ada" in sent and "Nice to meet you, Ada." in sent
+    shown = jarvis_env.cli("threads", "show", "shared", "--json", check=True)
+    assert "what is my name?" in shown.stdout
+    listed = jarvis_env.cli_json("threads", "list", "--json")
+    assert [t["thread_id"] for t in listed] == ["shared"] and listed[0]["title"] == "my name is Ada"
+
+
+def test_model_endpoint_down_gives_one_clear_sentence_and_keeps_the_thread(jarvis_env):
+    jarvis_env.write_config(models={"primary": {"base_url": "http://127.0.0.1:9/v1"}})
+    proc = jarvis_env.cli("chat", "--thread", "down", "hello?")
+    assert proc.returncode == 1
+    assert "Cannot reach the model endpoint at http://127.0.0.1:9/v1" in proc.stderr
+    assert "models.primary.base_url" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+    graph = jarvis_env.graph()
+    with pytest.raises(ModelEndpointError):
+        graph.invoke({"messages": [("user", "hello again?")]}, _cfg("down"))
+    # The thread is intact: both user messages are in the checkpoint, and once the model is back the turn goes on.
+    jarvis_env.write_config()
+    jarvis_env.server.push(answer("I am back."))
+    graph = jarvis_env.graph()
+    out = graph.invoke(None, _cfg("down"))
+    texts = [m.content for m in out["messages"]]
+    assert texts[:2] == ["hello?", "hello again?"] and texts[-1] == "I am back."
+
+
+def test_malformed_arguments_and_unknown_tool_go_back_to_the_planner(jarvis_env):
+    jarvis_env.server.push(
+        {"tool_calls": [{"name": "fs_list_dir", "arguments": '{"path": "/tmp'},
+                        {"name": "teleport", "arguments": {"to": "mars"}}]},
+        answer("Sorry, let me fix that."),
+    )
+    out = jarvis_env.graph().invoke({"messages": [("user", "do things")]}, _cfg("bad"))
+    tool_msgs = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert len(tool_msgs) == 2 and all(m.status == "error" for m in tool_msgs)
+    by_id = {m.tool_call_id: m.content for m in tool_msgs}
+    ai = out["messages"][1]
+    assert isinstance(ai, AIMessage)
+    assert len(ai.invalid_tool_calls) == 1 and len(ai.tool_calls) == 1
+    assert "not valid JSON" in by_id[ai.invalid_tool_calls[0]["id"]]
+    assert "no tool named 'teleport'" in by_id[ai.tool_calls[0]["id"]]
+    assert out["messages"][-1].content == "Sorry, let me fix that."
+    # The model saw both errors, each answering its own call id.
+    last_request = jarvis_env.server.requests[-1]
+    answered = {m["tool_call_id"] for m in last_request["messages"] if m["role"] == "tool"}
+    assert answered == set(by_id)
+
+
+def test_step_limit_ends_a_looping_turn_with_a_message(jarvis_env):
+    jarvis_env.write_config(planner={"max_steps": 3})
+    jarvis_env.server.add_rule(lambda req: True, tool_call("time_now"))
+    out = jarvis_env.graph().invoke({"messages": [("user", "loop forever")]}, _cfg("loop"))
+    assert "stopped this request after 3 steps" in out["messages"][-1].content
+    assert len(jarvis_env.server.requests) == 3
+
+
+def test_async_invoke_with_the_async_checkpointer(jarvis_env):
+    from orchestrator.graph import build_graph
+    from orchestrator.storage import make_async_checkpointer
+
+    (jarvis_env.root / "a.txt").write_text("x")
+    jarvis_env.server.push(tool_call("fs_list_dir", path=str(jarvis_env.root)), answer("one file"))
+
+    async def run() -> dict:
+        saver = await make_async_checkpointer(jarvis_env.settings)
+        try:
+            graph = build_graph(jarvis_env.settings, checkpointer=saver)
+            return await graph.ainvoke({"messages": [("user", "list")]}, _cfg("async"))
+        finally:
+            await saver.conn.close()
+
+    out = asyncio.run(run())
+    assert out["messages"][-1].content == "one file"
+    assert "a.txt" in out["messages"][2].content
+
+
+def test_attachments_in_the_message_reach_the_planner(jarvis_env):
+    pdf = jarvis_env.root / "report.pdf"
+    pdf.write_bytes(b"%PDF-1.4\n")
+    jarvis_env.server.push(answer("ok"))
+    jarvis_env.graph().invoke(
+        {"messages": [("user", f"summarize {pdf} and https://youtu.be/dQw4w9WgXcQ please")]}, _cfg("att"))
+    system = jarvis_env.server.requests[0]["messages"][0]["content"]
+    assert f"pdf: {pdf}" in system and "youtube: https://youtu.be/dQw4w9WgXcQ" in system
+
+
+def test_runs_are_recorded_with_nodes_tools_and_tokens(jarvis_env):
+    jarvis_env.server.push(tool_call("time_now"), answer("It is now."))
+    jarvis_env.graph().invoke({"messages": [("user", "time?")]}, _cfg("tele"))
+    runs = jarvis_env.cli_json("runs", "list", "--json")
+    assert len(runs) == 1
+    run = runs[0]
+    assert run["thread_id"] == "tele" and run["status"] == "ok"
+    assert run["model_calls"] == 2 and run["tool_calls"] == 1 and run["prompt_tokens"] > 0
+    shown = jarvis_env.cli_json("runs", "show", run["id"][:8], "--json")
+    names = [(e["kind"], e["name"]) for e in shown["events"]]
+    assert ("node", "entry") in names and ("tool", "time_now") in names and ("node", "respond") in names
+    assert sum(1 for k, _ in names if k == "model") == 2

@@ -1,0 +1,89 @@
+"""History that stays bounded ([11]): a 1,000-turn thread through the graph, the summary carries old facts, the
+folded messages stay readable, checkpoints are pruned, `jarvis threads prune` frees old checkpoints."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from langchain_core.messages import convert_to_messages
+from langchain_core.messages.utils import count_tokens_approximately
+
+from tests.conftest import answer
+
+BUDGET = 1500
+
+
+def _is_summary_request(req: dict) -> bool:
+    return req["messages"][0]["content"].startswith("You keep the memory of a long conversation")
+
+
+def _summarizer(req: dict) -> dict:
+    """The scripted model's summary: the previous summary plus every FACT line of the new messages."""
+    text = req["messages"][1]["content"]
+    previous = text.split("Current summary:\n", 1)[1].split("\n\nNew messages:", 1)[0]
+    facts = re.findall(r"FACT: [^\n]+", text)
+    kept = [] if previous == "(none yet)" else [previous]
+    return {"content": "\n".join(kept + facts) or "small talk only"}
+
+
+@pytest.mark.timeout(900)
+def test_a_thousand_turn_thread_stays_under_budget_and_remembers(jarvis_env):
+    jarvis_env.write_config(planner={"history_token_budget": BUDGET}, storage={"keep_checkpoints": 5})
+    srv = jarvis_env.server
+    srv.add_rule(_is_summary_request, _summarizer)
+    srv.add_rule(lambda req: "what is my locker code" in req["messages"][-1]["content"],
+                 lambda req: answer("Your locker code is 4711." if "4711" in req["messages"][0]["content"]
+                                    else "I do not know."))
+    srv.add_rule(lambda req: True, lambda req: answer(f"Noted: {req['messages'][-1]['content'][:40]}"))
+    graph = jarvis_env.graph()
+    config = {"configurable": {"thread_id": "long"}}
+    for turn in range(1, 1000):
+        text = "FACT: my locker code is 4711" if turn == 3 else f"turn {turn}: tell me something about the number {turn}"
+        graph.invoke({"messages": [("user", text)]}, config)
+    out = graph.invoke({"messages": [("user", "what is my locker code?")]}, config)
+    assert out["messages"][-1].content == "Your locker code is 4711."
+    assert "FACT: my locker code is 4711" in out["summary"]
+    assert len(out["messages"]) < 100  # the live state stays small ...
+    shown = jarvis_env.cli_json("threads", "show", "long", "--json")
+    assert len(shown["messages"]) == 2000  # ... and every raw message is still readable
+    assert shown["messages"][4]["content"] == "FACT: my locker code is 4711"
+
+    planner_requests = [r for r in srv.requests if not _is_summary_request(r)]
+    assert len(planner_requests) == 1000
+    worst = max(count_tokens_approximately(convert_to_messages(r["messages"])) for r in planner_requests)
+    assert worst <= BUDGET, worst
+    summaries = [r for r in srv.requests if _is_summary_request(r)]
+    assert 5 < len(summaries) < 200  # compaction now and then, not every turn
+    last = planner_requests[-1]["messages"]
+    assert not any("turn 5:" in (m.get("content") or "") for m in last[1:])  # old turns left the prompt
+
+    # Pruning after each turn keeps a bounded number of checkpoints for the thread.
+    import sqlite3
+
+    conn = sqlite3.connect(jarvis_env.data / "checkpoints.sqlite")
+    (count,) = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'long'").fetchone()
+    conn.close()
+    assert count <= 5 + 5  # the newest five, plus at most one turn in flight
+
+
+def test_threads_prune_reports_bytes_and_leaves_waiting_threads_alone(jarvis_env):
+    jarvis_env.write_config(storage={"keep_checkpoints": 0})
+    srv = jarvis_env.server
+    graph = jarvis_env.graph()
+    for i in range(3):
+        srv.push(answer(f"answer {i}"))
+        graph.invoke({"messages": [("user", f"question {i}")]}, {"configurable": {"thread_id": "done"}})
+    from tests.conftest import tool_call
+
+    srv.push(tool_call("fs_write_text", path=str(jarvis_env.root / "x.txt"), content="x"))
+    graph.invoke({"messages": [("user", "write")]}, {"configurable": {"thread_id": "waiting"}})
+    proc = jarvis_env.cli("threads", "prune", "--keep", "1", "--vacuum")
+    assert proc.returncode == 0, proc.stderr
+    match = re.search(r"removed (\d+) checkpoints from 2 threads, freeing (\d+) bytes", proc.stdout)
+    assert match and int(match.group(1)) > 5 and int(match.group(2)) > 1000
+    # The finished thread still reads, the waiting one still waits.
+    shown = jarvis_env.cli_json("threads", "show", "done", "--json")
+    assert [m["content"] for m in shown["messages"] if m["type"] == "ai"] == ["answer 0", "answer 1", "answer 2"]
+    assert jarvis_env.cli_json("pending", "--json")[0]["thread_id"] == "waiting"

@@ -1,0 +1,76 @@
+"""MCP tools in the chat graph: a published server (mcp-server-time from PyPI, pinned in the dev extra) loaded
+from a TOML file, a side-effecting tool behind a confirmation, and a crash that becomes an error ToolMessage."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from langgraph.types import Command
+
+from tests.conftest import answer, tool_call
+from tests.mcp_helpers import shutdown_mcp, write_server
+
+TIME_SERVER = str(Path(sys.executable).parent / "mcp-server-time")
+
+
+@pytest.fixture(autouse=True)
+def _stop_servers():
+    yield
+    shutdown_mcp()
+
+
+def _time_toml(mcp_dir: Path) -> None:
+    mcp_dir.mkdir(parents=True, exist_ok=True)
+    (mcp_dir / "time.toml").write_text(
+        f'description = "Time and time zones (mcp-server-time)"\ncommand = "{TIME_SERVER}"\n'
+        'args = ["--local-timezone", "UTC"]\ntimeout_s = 10\n', encoding="utf-8")
+
+
+def test_published_time_server_through_the_graph(jarvis_env):
+    _time_toml(jarvis_env.path / "mcp")
+    jarvis_env.server.push(tool_call("get_current_time", timezone="Europe/Paris"), answer("It is evening in Paris."))
+    graph = jarvis_env.graph()
+    out = graph.invoke({"messages": [("user", "what time is it in Paris?")]}, {"configurable": {"thread_id": "mcp-1"}})
+    tool_msg = next(m for m in out["messages"] if m.type == "tool")
+    assert tool_msg.status == "success"
+    data = json.loads(tool_msg.content)
+    assert data["timezone"] == "Europe/Paris" and data["datetime"].startswith("20")
+    first, second = jarvis_env.server.requests[0], jarvis_env.server.requests[1]
+    offered = {t["function"]["name"] for t in first["tools"]}
+    assert {"get_current_time", "convert_time"} <= offered
+    schema = next(t["function"] for t in first["tools"] if t["function"]["name"] == "get_current_time")
+    assert "timezone" in schema["parameters"]["properties"]
+    assert any(m["role"] == "tool" and "Europe/Paris" in m["content"] for m in second["messages"])
+    assert out["messages"][-1].content == "It is evening in Paris."
+
+
+def test_side_effect_asks_first_and_a_crash_is_an_error_message(jarvis_env):
+    _time_toml(jarvis_env.path / "mcp")
+    write_server(jarvis_env.path / "mcp", "notes", "tests.fakes.mcp_test_server", "--only", "write_note,crash")
+    jarvis_env.server.push(tool_call("write_note", text="buy milk"), answer("Noted."))
+    graph = jarvis_env.graph()
+    config = {"configurable": {"thread_id": "mcp-2"}}
+    result = graph.invoke({"messages": [("user", "note: buy milk")]}, config, version="v2")
+    (intr,) = result.interrupts
+    assert intr.value["tool"] == "write_note" and intr.value["side_effects"] == ["ui_automation"]
+    assert "write_note on the MCP server 'notes'" in intr.value["summary"]
+    result = graph.invoke(Command(resume={intr.id: {"decision": "approve"}}), config, version="v2")
+    tool_msg = next(m for m in result.value["messages"] if m.type == "tool")
+    assert tool_msg.content == "noted: buy milk"
+
+    jarvis_env.server.push(tool_call("crash"), answer("The notes server crashed; I could not do it."))
+    config = {"configurable": {"thread_id": "mcp-3"}}
+    result = graph.invoke({"messages": [("user", "crash it")]}, config, version="v2")
+    (intr,) = result.interrupts
+    result = graph.invoke(Command(resume={intr.id: {"decision": "approve"}}), config, version="v2")
+    msgs = result.value["messages"]
+    err = next(m for m in msgs if m.type == "tool")
+    assert err.status == "error" and "exited" in err.content
+    assert msgs[-1].content.startswith("The notes server crashed")
+    # the time server was not affected
+    jarvis_env.server.push(tool_call("get_current_time", timezone="UTC"), answer("ok"))
+    out = graph.invoke({"messages": [("user", "time?")]}, {"configurable": {"thread_id": "mcp-4"}})
+    assert next(m for m in out["messages"] if m.type == "tool").status == "success"

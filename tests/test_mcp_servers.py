@@ -1,0 +1,159 @@
+"""MCP servers over stdio through the manager, the catalog provider and the executor: naming, side effects,
+and health (a tool error, a crash, a hang, garbage on stdout, a server that cannot start)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchestrator.catalog import default_catalog
+from orchestrator.executor import CallContext, ToolExecutor
+from orchestrator.mcp_manager import get_manager
+from orchestrator.mcp_tools import exposed_names
+from integrations.base import is_untrusted, side_effects_of, source_of
+from tests.mcp_helpers import shutdown_mcp, wait_for, write_server
+
+SERVER = "tests.fakes.mcp_test_server"
+
+
+@pytest.fixture(autouse=True)
+def _stop_servers():
+    yield
+    shutdown_mcp()
+
+
+def _setup(jarvis_env, **mcp):
+    jarvis_env.write_config(mcp={"dir": str(jarvis_env.path / "mcp"), "restart_backoff_s": 0.2, **mcp})
+    settings = jarvis_env.settings
+    catalog = default_catalog(settings)
+    return settings, catalog, ToolExecutor(settings, catalog)
+
+
+def _call(executor, name, args=None, key=None):
+    ctx = CallContext(thread_id="t-mcp", key=key or f"k-{name}-{json.dumps(args, sort_keys=True)}")
+    return executor.execute(name, args or {}, ctx, confirm=lambda request: "approve")
+
+
+def test_names_side_effects_and_overrides(jarvis_env):
+    mcp_dir = jarvis_env.path / "mcp"
+    write_server(mcp_dir, "alpha", SERVER, tools={"write_note": {"side_effects": ["fs_write"]},
+                                                  "pid": {"enabled": False}})
+    write_server(mcp_dir, "beta", SERVER, "--only", "lookup,echo", side_effects=["phone_automation"])
+    settings, catalog, _ = _setup(jarvis_env)
+    names = set(catalog.names())
+    # shared names get the server prefix on both servers; unique ones keep their MCP name
+    assert {"alpha_lookup", "beta_lookup", "alpha_echo", "beta_echo"} <= names
+    assert {"write_note", "delete_all", "crash", "hang", "fail", "garbage"} <= names
+    assert "lookup" not in names and "pid" not in names and "alpha_pid" not in names
+    tools = {t.name: t for t in catalog.all()}
+    assert side_effects_of(tools["alpha_lookup"]) == []  # readOnlyHint
+    assert side_effects_of(tools["write_note"]) == ["fs_write"]  # the TOML wins over annotations
+    assert side_effects_of(tools["delete_all"]) == ["ui_automation"]  # destructiveHint -> the server default
+    assert side_effects_of(tools["crash"]) == ["ui_automation"]  # no hint -> the server default
+    assert side_effects_of(tools["beta_echo"]) == []
+    from_mcp = [t for t in tools.values() if (t.metadata or {}).get("server") in ("alpha", "beta")]
+    assert len(from_mcp) == 8 + 2  # alpha's nine tools but pid, and beta's two
+    assert all(is_untrusted(t) and source_of(t) == "mcp" for t in from_mcp)
+    assert "MCP server 'alpha'" in tools["write_note"].description
+
+
+def test_exposed_names_are_stable_and_avoid_static_names():
+    names = exposed_names({"a": ["search", "open.file", "time_now"], "b": ["search", "close"]}, reserved={"time_now"})
+    assert names == {("a", "search"): "a_search", ("a", "open.file"): "open_file", ("a", "time_now"): "a_time_now",
+                     ("b", "search"): "b_search", ("b", "close"): "close"}
+    assert exposed_names({"b": ["search", "close"], "a": ["search", "open.file", "time_now"]}, {"time_now"}) == names
+
+
+def test_results_are_text_and_errors_are_tool_messages(jarvis_env):
+    write_server(jarvis_env.path / "mcp", "alpha", SERVER)
+    _, _, executor = _setup(jarvis_env)
+    ok = _call(executor, "lookup", {"word": "Jarvis"})
+    assert ok.ok and ok.content == "a personal assistant" and ok.untrusted
+    pid_before = _call(executor, "pid").content
+    bad = _call(executor, "fail", {"reason": "the widget is broken"})
+    assert not bad.ok and "the widget is broken" in bad.content
+    invalid = _call(executor, "lookup", {"wrod": "x"})
+    assert not invalid.ok and "bad arguments" in invalid.content
+    # an error result is not a failure of the server: same process, still ready
+    assert _call(executor, "pid", key="again").content == pid_before
+
+
+def test_crash_mid_call_restarts_and_other_servers_keep_working(jarvis_env):
+    mcp_dir = jarvis_env.path / "mcp"
+    write_server(mcp_dir, "alpha", SERVER)
+    write_server(mcp_dir, "beta", SERVER, "--only", "echo")
+    settings, _, executor = _setup(jarvis_env)
+    manager = get_manager(settings)
+    pid_before = _call(executor, "pid").content
+    out = _call(executor, "crash")
+    assert not out.ok and "exited" in out.content and "crashing on purpose" in out.content
+    status = {s.name: s for s in manager.status()}
+    assert status["alpha"].state in ("unhealthy", "starting") and "exited" in (status["alpha"].last_error or "")
+    assert _call(executor, "beta_echo", {"text": "still here"}).content == "still here"
+    wait_for(lambda: manager.state_of("alpha").value == "ready")
+    assert _call(executor, "pid", key="after").content != pid_before
+    assert {s.name: s for s in manager.status()}["alpha"].restarts == 1
+
+
+def test_hang_past_timeout_is_an_error_and_a_restart(jarvis_env):
+    write_server(jarvis_env.path / "mcp", "alpha", SERVER, timeout_s=1)
+    settings, _, executor = _setup(jarvis_env)
+    out = _call(executor, "hang")
+    assert not out.ok and "did not answer within 1 s" in out.content
+    manager = get_manager(settings)
+    assert "did not answer" in (manager.reason("alpha") or "")
+    wait_for(lambda: manager.state_of("alpha").value == "ready")
+    assert _call(executor, "echo", {"text": "back"}).content == "back"
+
+
+def test_garbage_on_stdout_marks_the_server_unhealthy(jarvis_env, caplog):
+    write_server(jarvis_env.path / "mcp", "alpha", SERVER)
+    settings, _, executor = _setup(jarvis_env)
+    manager = get_manager(settings)
+    out = _call(executor, "garbage")  # the answer may or may not arrive before the session is torn down
+    assert out.ok or "not JSON-RPC" in out.content
+    wait_for(lambda: {s.name: s for s in manager.status()}["alpha"].restarts >= 1)
+    assert any("alpha is unhealthy (it wrote something that is not JSON-RPC on its stdout" in r.getMessage()
+               for r in caplog.records)
+    wait_for(lambda: manager.state_of("alpha").value == "ready")
+    assert _call(executor, "echo", {"text": "clean"}).content == "clean"
+
+
+def test_server_that_cannot_start_is_unhealthy_with_the_reason(jarvis_env):
+    mcp_dir = jarvis_env.path / "mcp"
+    write_server(mcp_dir, "broken", SERVER, "--fail-start")
+    write_server(mcp_dir, "good", SERVER, "--only", "echo")
+    write_server(mcp_dir, "missing", SERVER, command="/nonexistent/mcp-server")
+    settings, catalog, executor = _setup(jarvis_env)
+    assert "echo" in catalog.names()
+    manager = get_manager(settings)
+    wait_for(lambda: {s.name: s for s in manager.status()}["broken"].restarts >= 2)  # backoff keeps trying
+    status = {s.name: s for s in manager.status()}
+    assert status["broken"].state in ("unhealthy", "starting")
+    assert "missing configuration file" in manager.reason("broken")
+    assert status["missing"].state == "unavailable" and "/nonexistent/mcp-server is not installed" in status["missing"].last_error
+    assert status["good"].state == "ready" and status["good"].tools == 1
+    assert _call(executor, "echo", {"text": "fine"}).content == "fine"
+
+
+def test_broken_toml_is_reported_and_the_rest_loads(jarvis_env):
+    mcp_dir = jarvis_env.path / "mcp"
+    write_server(mcp_dir, "good", SERVER, "--only", "echo")
+    (mcp_dir / "bad.toml").write_text('command = "x"\ntimeout = 5\n')
+    (mcp_dir / "worse.toml").write_text("command = [unclosed\n")
+    settings, catalog, _ = _setup(jarvis_env)
+    assert "echo" in catalog.names()
+    status = {s.name: s for s in get_manager(settings).status()}
+    assert status["bad"].state == "broken" and "timeout: unknown key" in status["bad"].last_error
+    assert status["worse"].state == "broken" and "not valid TOML" in status["worse"].last_error
+
+
+def test_a_server_added_while_running_appears_without_restart(jarvis_env):
+    mcp_dir = jarvis_env.path / "mcp"
+    write_server(mcp_dir, "alpha", SERVER, "--only", "echo")
+    _, catalog, executor = _setup(jarvis_env)
+    assert "lookup" not in catalog.names()
+    write_server(mcp_dir, "beta", SERVER, "--only", "lookup")  # e.g. `jarvis mcp import` in another terminal
+    wait_for(lambda: "lookup" in catalog.names(), timeout=30, interval=0.3)
+    assert _call(executor, "lookup", {"word": "mcp"}).content == "model context protocol"

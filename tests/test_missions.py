@@ -1,0 +1,155 @@
+"""Policies and missions ([8]): one signature for model, human and heuristic deciders; batch jobs per round."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from orchestrator.jorbs.policies import heuristic
+from tests.test_jorbs import step
+
+
+def sheratan(**fields) -> dict:
+    return {"content": json.dumps({"ok": True, **fields})}
+
+
+@pytest.fixture
+def workspace(jarvis_env):
+    ws = jarvis_env.root / "project"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "main.py").write_text("import pkg.util\nprint('hello')\n")
+    (ws / "pkg" / "util.py").write_text("def helper():\n    return 42\n")
+    (ws / "README.md").write_text("# Project\n")
+    return ws
+
+
+def _svc(jarvis_env):
+    from orchestrator.jorbs.service import JorbService
+
+    return JorbService(jarvis_env.settings)
+
+
+@heuristic("say_done_after_time")
+async def say_done_after_time(ctx, observations, options=None, **kwargs):
+    """A fixed routine: check the time once, then finish with it."""
+    event = observations[-1].content
+    if '"script_result"' in event:
+        return [AIMessage(content=json.dumps({"reasoning": "have the time", "done": True, "result": "time checked"}))]
+    return [AIMessage(content=json.dumps({"reasoning": "check the time", "script": "jarvis.time.now()"}))]
+
+
+def test_one_jorb_goes_heuristic_then_human_then_model(jarvis_env):
+    """The same kind of routine decided by plain Python, then by a person through the CLI, then by the model."""
+    svc = _svc(jarvis_env)
+    view = svc.create("Clock", "Check the time", policy="heuristic:say_done_after_time")
+    assert view.row.status == "done" and view.row.result == "time checked"
+    assert jarvis_env.server.requests == []  # no model involved
+
+    view = svc.create("Clock (human)", "Check the time", policy="human")
+    assert view.row.status == "awaiting_reply" and view.pending[0]["type"] == "human_step"
+    answered = jarvis_env.cli("jorbs", "step", view.row.id,
+                              json.dumps({"reasoning": "I check", "script": "jarvis.time.now()"}), "--json")
+    assert answered.returncode == 0, answered.stderr
+    assert json.loads(answered.stdout)["status"] == "awaiting_reply"  # the person decides every step
+    svc2 = _svc(jarvis_env)
+    assert "script_result" in svc2.view(view.row.id).pending[0]["prompt"]
+    # It has matured: the model takes over on the paused jorb.
+    swapped = jarvis_env.cli("jorbs", "policy", view.row.id, "llm")
+    assert swapped.returncode == 0, swapped.stderr
+    jarvis_env.server.push(step(reasoning="done", done=True, result="time checked by the model"))
+    done = jarvis_env.cli("jorbs", "step", view.row.id, json.dumps({"reasoning": "continue", "script": "jarvis.time.now()"}),
+                          "--json")
+    assert json.loads(done.stdout)["status"] == "done", done.stderr
+    assert json.loads(done.stdout)["result"] == "time checked by the model"
+
+
+def test_unknown_policy_is_refused(jarvis_env):
+    from orchestrator.jorbs.service import JorbError
+
+    with pytest.raises(JorbError, match="no heuristic policy 'nope'"):
+        _svc(jarvis_env).create("x", "y", policy="heuristic:nope")
+
+
+def test_seed_004_rounds_list_read_write_complete(jarvis_env, workspace):
+    srv = jarvis_env.server
+    srv.push(
+        sheratan(action="create_followup_jobs", new_jobs=[{"name": "ListPy", "kind": "list_files",
+                                                           "params": {"patterns": ["**/*.py"]}}],
+                 commentary="Starting with file discovery"),
+        sheratan(action="create_followup_jobs", btw="Found 2 Python files",
+                 new_jobs=[{"name": "ReadMain", "kind": "read_file", "params": {"path": "main.py"}},
+                           {"name": "ReadUtil", "kind": "read_file", "params": {"path": "pkg/util.py"}},
+                           {"name": "ReadReport", "kind": "read_file", "params": {"path": "REPORT.md"}}]),
+        sheratan(action="create_followup_jobs", new_jobs=[{"name": "WriteReport", "kind": "write_file",
+                                                           "params": {"path": "REPORT.md", "content": "# Report\n2 files\n"}}]),
+        sheratan(action="mission_complete", summary="Report created"),
+    )
+    proc = jarvis_env.cli("missions", "create", "--goal", "Write a report of the Python files", "--workspace",
+                          str(workspace), "--autonomy", "fs_write=auto", "--yes", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["status"] == "done" and data["result"] == {"summary": "Report created"}
+    assert (workspace / "REPORT.md").read_text() == "# Report\n2 files\n"
+    contexts = [json.loads(r["messages"][-1]["content"]) for r in srv.requests]
+    assert contexts[0] == {"mission": {"goal": "Write a report of the Python files"}, "previous_results": [], "iteration": 1}
+    assert contexts[1]["iteration"] == 2
+    assert contexts[1]["previous_results"][0]["result"] == ["main.py", "pkg/util.py"]
+    reads = {r["job"]: r for r in contexts[2]["previous_results"]}
+    assert "print('hello')" in reads["ReadMain"]["result"] and reads["ReadUtil"]["ok"]
+    assert not reads["ReadReport"]["ok"] and "does not exist" in reads["ReadReport"]["error"]
+    assert contexts[3]["previous_results"][0]["result"].startswith("created REPORT.md")
+    shown = jarvis_env.cli("missions", "show", data["id"])
+    assert "commentary: Starting with file discovery" in shown.stdout and "btw: Found 2 Python files" in shown.stdout
+
+
+def test_six_jobs_refused_write_before_read_refused_and_ask_answered(jarvis_env, workspace):
+    srv = jarvis_env.server
+    six = [{"name": f"R{i}", "kind": "read_file", "params": {"path": "main.py"}} for i in range(6)]
+    srv.push(
+        sheratan(action="create_followup_jobs", new_jobs=six),
+        sheratan(action="create_followup_jobs", new_jobs=[{"name": "W", "kind": "write_file",
+                                                           "params": {"path": "main.py", "content": "x"}}]),
+        sheratan(action="create_followup_jobs", new_jobs=[], ask="Config file not found - should I create default?"),
+        sheratan(action="mission_complete", summary="Nothing to do"),
+    )
+    svc = _svc(jarvis_env)
+    view = svc.create("Six", "Test the rules", mode="mission", options={"workspace": str(workspace)},
+                      autonomy={"fs_write": "auto"})
+    assert view.row.status == "paused" and "should I create default" in view.row.pause_reason
+    contexts = [json.loads(r["messages"][-1]["content"]) for r in srv.requests]
+    assert "at most 5 are allowed" in contexts[1]["refused"][0] and contexts[1]["previous_results"] == []
+    (write,) = contexts[2]["previous_results"]
+    assert not write["ok"] and "read before write" in write["error"]
+    assert (workspace / "main.py").read_text().startswith("import pkg.util")
+    view = svc.approve(view.row.id, "No, leave it")
+    assert view.row.status == "done"
+    last = json.loads(srv.requests[-1]["messages"][-1]["content"])
+    assert last["answer_to_your_question"] == "No, leave it"
+
+
+def test_mission_write_needs_confirmation_without_an_override(jarvis_env, workspace):
+    srv = jarvis_env.server
+    srv.push(
+        sheratan(action="create_followup_jobs", new_jobs=[{"name": "R", "kind": "read_file", "params": {"path": "NOTES.md"}}]),
+        sheratan(action="create_followup_jobs", new_jobs=[{"name": "W", "kind": "write_file",
+                                                           "params": {"path": "NOTES.md", "content": "notes"}}]),
+        sheratan(action="mission_complete", summary="notes written"),
+    )
+    svc = _svc(jarvis_env)
+    view = svc.create("Notes", "Write notes", mode="mission", options={"workspace": str(workspace)})
+    assert view.row.status == "paused" and view.pending[0]["type"] == "confirmation"
+    assert not (workspace / "NOTES.md").exists()
+    view = svc.approve(view.row.id)
+    assert view.row.status == "done" and (workspace / "NOTES.md").read_text() == "notes"
+
+
+def test_a_call_outside_a_restricted_context_fails_clearly_in_a_mission(jarvis_env, workspace):
+    srv = jarvis_env.server
+    srv.push(sheratan(action="create_followup_jobs", new_jobs=[{"name": "T", "kind": "time_now", "params": {}}]),
+             sheratan(action="mission_complete", summary="done"))
+    view = _svc(jarvis_env).create("Ctx", "g", mode="mission", options={"workspace": str(workspace)},
+                                   context=["fs_list_dir"])
+    (result,) = view.state.results
+    assert not result.ok and "outside this task's context" in result.error

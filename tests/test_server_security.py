@@ -1,0 +1,162 @@
+"""Who may talk to the web UI: the token, the Host and Origin checks, the cookie, and `jarvis run` itself."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import stat
+import subprocess
+
+import httpx
+import pytest
+
+from tests.conftest import JARVIS_BIN
+from tests.ui_server import ui_server  # noqa: F401 - fixture
+
+
+def test_no_token_is_refused(ui_server):
+    with ui_server.client(token="") as c:
+        for path in ("/api/threads", "/api/tools", "/api/runs", "/api/settings", "/api/views"):
+            resp = c.get(path)
+            assert resp.status_code == 401, path
+            assert "jarvis run" in resp.json()["detail"]
+        assert c.post("/api/threads/web-x/messages", json={"text": "hi"}).status_code == 401
+        assert c.post("/api/uploads", params={"filename": "a.txt"}, content=b"a").status_code == 401
+        page = c.get("/")
+        assert page.status_code == 401 and "jarvis run" in page.text and page.headers["content-type"].startswith("text/html")
+
+
+def test_wrong_token_is_refused(ui_server):
+    with ui_server.client(token="x" * 43) as c:
+        assert c.get("/api/threads").status_code == 401
+    with ui_server.client(token="", Cookie=f"jarvis_token_{ui_server.url.rsplit(':', 1)[1]}=wrong") as c:
+        assert c.get("/api/threads").status_code == 401
+    with ui_server.client(token="") as c:
+        assert c.get("/", params={"token": "wrong"}).status_code == 401
+
+
+def test_right_token_is_accepted(ui_server):
+    with ui_server.client() as c:
+        resp = c.get("/api/threads")
+        assert resp.status_code == 200 and resp.json() == []
+        assert "default-src 'self'" in resp.headers["content-security-policy"]
+        assert resp.headers["x-frame-options"] == "DENY" and resp.headers["referrer-policy"] == "no-referrer"
+
+
+def test_foreign_host_is_refused(ui_server):
+    """DNS rebinding: a page on evil.example resolving to 127.0.0.1 reaches the socket, but not the API."""
+    port = ui_server.url.rsplit(":", 1)[1]
+    for host in (f"evil.example:{port}", "127.0.0.1:1", f"127.0.0.1.nip.io:{port}", "localhost"):
+        with ui_server.client(Host=host) as c:
+            assert c.get("/api/threads").status_code == 421, host
+            assert c.get("/static/app.js").status_code == 421, host
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+        with ui_server.client(Host=host) as c:
+            assert c.get("/api/threads").status_code == 200, host
+
+
+def test_foreign_origin_is_refused(ui_server):
+    port = ui_server.url.rsplit(":", 1)[1]
+    for origin in ("http://evil.example", f"http://evil.example:{port}", "null", f"https://127.0.0.1:{port}"):
+        with ui_server.client(Origin=origin) as c:
+            assert c.get("/api/threads").status_code == 403, origin
+            assert c.post("/api/threads/web-x/messages", json={"text": "hi"}).status_code == 403, origin
+    with ui_server.client(**{"Sec-Fetch-Site": "cross-site"}) as c:
+        assert c.get("/api/threads").status_code == 403
+    with ui_server.client(Origin=f"http://127.0.0.1:{port}") as c:
+        assert c.get("/api/threads").status_code == 200
+
+
+def test_first_visit_trades_the_url_token_for_a_strict_cookie(ui_server):
+    with httpx.Client(base_url=ui_server.url, follow_redirects=False) as c:
+        resp = c.get("/", params={"token": ui_server.token})
+        assert resp.status_code == 303 and resp.headers["location"] == "/"
+        cookie = resp.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+        assert ui_server.token in cookie
+        page = c.get("/")
+        assert page.status_code == 200 and '<script type="module" src="/static/app.js">' in page.text
+        assert c.get("/api/threads").status_code == 200
+        assert c.get("/static/app.js").status_code == 200
+
+
+def test_static_code_needs_no_token(ui_server):
+    with ui_server.client(token="") as c:
+        for path in ("/static/app.js", "/static/views/chat.js", "/static/style.css"):
+            assert c.get(path).status_code == 200, path
+        assert c.get("/static/../server_token").status_code in (401, 404)
+
+
+def test_token_is_persisted_privately(jarvis_env):
+    from orchestrator.server_security import load_or_create_token
+
+    settings = jarvis_env.settings
+    token = load_or_create_token(settings)
+    path = settings.data_dir / "server_token"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(token) >= 40
+    assert load_or_create_token(settings) == token
+    os.chmod(path, 0o644)
+    assert load_or_create_token(settings) == token and stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_allowed_hosts_extend_the_names(jarvis_env):
+    from orchestrator.server_security import Guard
+
+    jarvis_env.write_config(server={"host": "0.0.0.0", "allowed_hosts": ["jarvis.lan"]})
+    guard = Guard(jarvis_env.settings, "t" * 43, 8765)
+    assert guard.host_ok("jarvis.lan:8765") and guard.host_ok("127.0.0.1:8765")
+    assert not guard.host_ok("0.0.0.0:8765") and not guard.host_ok("other.lan:8765")
+    assert guard.origin_ok("http://jarvis.lan:8765") and not guard.origin_ok("http://other.lan:8765")
+
+
+def _start_run(jarvis_env, *args):
+    proc = subprocess.Popen([str(JARVIS_BIN), "run", "--port", "0", *args], env=jarvis_env.env(), cwd=str(jarvis_env.path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    line = proc.stdout.readline()
+    return proc, line
+
+
+def _stop(proc):
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail("jarvis run did not stop on Ctrl-C")
+
+
+@pytest.mark.slow
+def test_jarvis_run_serves_the_ui_with_its_token(jarvis_env):
+    proc, line = _start_run(jarvis_env)
+    try:
+        match = re.search(r"Jarvis is running at (http://127\.0\.0\.1:(\d+)/\?token=(\S+))", line)
+        assert match, line + proc.stderr.read() if proc.poll() is not None else line
+        base = f"http://127.0.0.1:{match.group(2)}"
+        token = match.group(3)
+        assert token == (jarvis_env.data / "server_token").read_text().strip()
+        with httpx.Client(base_url=base, follow_redirects=True, timeout=20) as c:
+            assert c.get("/").status_code == 401
+            assert c.get(f"/?token={token}").status_code == 200  # the cookie is set on the way
+            jarvis_env.server.push({"content": "Served."})
+            with c.stream("POST", "/api/threads/web-run/messages", json={"text": "hi"}) as resp:
+                body = resp.read().decode()
+            assert "event: done" in body and "Served." in body
+            services = c.get("/api/settings").json()["services"]
+            assert {"name": "recover-in-doubt", "state": "finished", "detail": None} in services
+    finally:
+        code = _stop(proc)
+    assert code == 0
+
+
+def test_jarvis_run_warns_off_loopback_and_says_when_the_port_is_taken(jarvis_env):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = jarvis_env.cli("run", "--host", "0.0.0.0", "--port", str(port), "--no-services", timeout=60)
+    assert "WARNING: serving on 0.0.0.0" in proc.stderr and "server.allowed_hosts" in proc.stderr
+    assert proc.returncode == 1 and f"cannot listen on 0.0.0.0:{port}" in proc.stderr and "--port" in proc.stderr

@@ -1,0 +1,298 @@
+"""The web UI in a real browser: Debian's Chromium, headless, driven by Playwright (no browser download).
+
+Screenshots go to test-output/ui/.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from integrations.base import make_tool
+from tests.conftest import REPO, answer, tool_call
+from tests.test_server_api import make_pdf
+from tests.ui_server import UIServer, start_ui
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+SHOTS = REPO / "test-output" / "ui"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip("chromium is not installed (scripts/install-system-deps.sh chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def open_ui(browser, jarvis_env):
+    """open_ui(tools=None) -> (page, server): a logged-in page on a fresh server."""
+    from contextlib import ExitStack
+
+    stack = ExitStack()
+
+    def opener(tools=None, env=jarvis_env):
+        server: UIServer = stack.enter_context(start_ui(env, tools=tools))
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        stack.callback(context.close)
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.js_errors = errors
+        page.goto(f"{server.url}/?token={server.token}")
+        page.get_by_role("textbox", name="Message").wait_for()
+        return page, server
+
+    yield opener
+    stack.close()
+
+
+def shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def send(page, text: str) -> None:
+    page.get_by_role("textbox", name="Message").fill(text)
+    page.get_by_role("button", name="Send").click()
+
+
+def test_send_a_message_and_see_the_answer_stream(open_ui):
+    page, server = open_ui()
+    assert "token=" not in page.url  # the token went into the cookie, not the history
+    words = "Here is a **streamed** answer, one token at a time, with `code` too."
+    server.env.server.push({"content": words, "token_delay_s": 0.12})
+    send(page, "hello Jarvis")
+    assert page.locator(".msg.user").inner_text() == "hello Jarvis"
+    streaming = page.locator(".msg.assistant.streaming")
+    streaming.wait_for()
+    partial = streaming.inner_text()
+    assert partial and partial != words.replace("**", "").replace("`", ""), "saw the answer before it was complete"
+    final = page.locator(".msg.assistant:not(.streaming)")
+    final.wait_for()
+    assert final.locator("strong").inner_text() == "streamed" and final.locator("code").inner_text() == "code"
+    assert page.locator(".threads li").first.inner_text().startswith("hello Jarvis")
+    shot(page, "chat-streamed")
+    assert page.js_errors == []
+
+
+def _confirm_flow(open_ui, decision: str):
+    page, server = open_ui()
+    target = server.env.root / "note.txt"
+    server.env.server.push(tool_call("fs_write_text", path=str(target), content="from the browser"))
+    send(page, "write a note")
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for()
+    assert f"Write 16 characters to {target}" in dialog.inner_text()
+    assert "fs_write" in dialog.inner_text()
+    # reload: the confirmation is read back from the checkpoint
+    page.reload()
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for()
+    assert '"content": "from the browser"' in dialog.get_by_label("Arguments (JSON)").input_value()
+    shot(page, f"confirm-after-reload-{decision}")
+    server.env.server.push(answer("Done as you said."))
+    dialog.get_by_role("button", name=decision).click()
+    page.locator(".msg.assistant", has_text="Done as you said.").wait_for()
+    assert page.get_by_role("dialog").count() == 0
+    return page, target, server
+
+
+def test_approve_a_confirmation_after_a_reload(open_ui):
+    page, target, _ = _confirm_flow(open_ui, "Approve")
+    assert target.read_text() == "from the browser"
+    assert page.locator(".step.ok .tool").inner_text() == "fs_write_text"
+    shot(page, "confirm-approved")
+    assert page.js_errors == []
+
+
+def test_deny_a_confirmation_after_a_reload(open_ui):
+    page, target, server = _confirm_flow(open_ui, "Deny")
+    assert not target.exists()
+    told = [m for m in server.env.server.requests[-1]["messages"] if m["role"] == "tool"][-1]["content"]
+    assert "denied" in told
+    assert page.locator(".step.failed .tool").inner_text() == "fs_write_text"
+    assert page.js_errors == []
+
+
+def test_a_call_that_may_have_happened_asks_approve_again_or_skip(open_ui):
+    from orchestrator.ledger import EffectsLedger
+    from tests.test_server_api import _ask_to_write, ledger_owned_by_dead_process
+
+    page, server = open_ui()
+    target, asked = _ask_to_write(server, "web-doubt")
+    ledger = EffectsLedger(server.env.settings)
+    ledger.begin(asked["key"], "web-doubt", "fs_write_text", {"path": str(target), "content": "hello"}, ["fs_write"])
+    with ledger_owned_by_dead_process(ledger, asked["key"]):  # as if Jarvis died in the middle of the call
+        events = server.stream("/api/threads/web-doubt/resume", {"decisions": {asked["interrupt_id"]: {"decision": "approve"}}})
+    assert any(e.get("kind") == "in_doubt" for e in events)
+    page.goto(f"{server.url}/#chat/web-doubt")
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for()
+    assert "May have happened: fs_write_text" in dialog.inner_text() and "null" not in dialog.inner_text()
+    assert dialog.get_by_role("button", name="Edit").count() == 0
+    assert dialog.get_by_role("button", name="Skip").is_visible()
+    shot(page, "in-doubt")
+    server.env.server.push(answer("Ran it again."))
+    dialog.get_by_role("button", name="Approve again").click()  # sends the question's key
+    page.locator(".msg.assistant", has_text="Ran it again.").wait_for()
+    assert target.read_text() == "hello"
+    assert page.js_errors == []
+
+
+def test_edit_the_arguments_before_approving(open_ui):
+    page, server = open_ui()
+    target = server.env.root / "edit.txt"
+    server.env.server.push(tool_call("fs_write_text", path=str(target), content="draft"))
+    send(page, "write a draft")
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for()
+    args = dialog.get_by_label("Arguments (JSON)")
+    assert args.get_attribute("readonly") is not None
+    dialog.get_by_role("button", name="Edit").click()
+    args.fill('{"path": "%s", "content": "not json' % target)
+    dialog.get_by_role("button", name="Approve").click()
+    assert "not valid JSON" in dialog.get_by_role("alert").inner_text()  # said in place, nothing sent
+    args.fill('{"path": "%s", "content": "final text"}' % target)
+    server.env.server.push(answer("Saved the final text."))
+    dialog.get_by_role("button", name="Approve").click()
+    page.locator(".msg.assistant", has_text="Saved the final text.").wait_for()
+    assert target.read_text() == "final text"
+
+
+def test_drop_a_pdf(open_ui, tmp_path):
+    page, server = open_ui()
+    data = make_pdf(tmp_path / "report.pdf")
+    transfer = page.evaluate_handle(
+        """([b64, name]) => {
+            const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+            const dt = new DataTransfer();
+            dt.items.add(new File([bytes], name, { type: "application/pdf" }));
+            return dt;
+        }""",
+        [base64.b64encode(data).decode(), "report.pdf"],
+    )
+    page.dispatch_event(".log", "dragover", {"dataTransfer": transfer})
+    page.dispatch_event(".log", "drop", {"dataTransfer": transfer})
+    chip = page.locator(".composer .chip.pdf")
+    chip.wait_for()
+    assert chip.inner_text().startswith("report.pdf")
+    shot(page, "pdf-dropped")
+    server.env.server.push(answer("A quarterly report."))
+    send(page, "what is in it?")
+    page.locator(".msg.assistant", has_text="A quarterly report.").wait_for()
+    system = server.env.server.requests[-1]["messages"][0]["content"]
+    stored = list((server.env.data / "uploads").glob("*/report.pdf"))
+    assert len(stored) == 1 and stored[0].read_bytes() == data
+    assert f"- pdf: {stored[0]} (report.pdf)" in system
+    assert page.locator(".msg.user .chip").inner_text() == "report.pdf"
+    assert page.js_errors == []
+
+
+def test_a_refused_file_is_explained_in_place(open_ui):
+    page, _ = open_ui()
+    transfer = page.evaluate_handle(
+        """() => { const dt = new DataTransfer(); dt.items.add(new File(["MZ"], "setup.exe")); return dt; }""")
+    page.dispatch_event(".log", "drop", {"dataTransfer": transfer})
+    note = page.locator(".composer-note .problem")
+    note.wait_for()
+    assert "only PDF and text files" in note.inner_text()
+
+
+def test_pasted_youtube_url_becomes_an_attachment(open_ui):
+    page, server = open_ui()
+    box = page.get_by_role("textbox", name="Message")
+    box.focus()
+    page.evaluate("""() => {
+        const dt = new DataTransfer();
+        dt.setData("text/plain", "https://www.youtube.com/watch?v=dQw4w9WgXcQ");
+        document.getElementById("message").dispatchEvent(new ClipboardEvent("paste", { clipboardData: dt, bubbles: true }));
+    }""")
+    page.locator(".composer .chip.youtube").wait_for()
+    server.env.server.push(answer("A music video."))
+    send(page, "summarize this video")
+    page.locator(".msg.assistant", has_text="A music video.").wait_for()
+    system = server.env.server.requests[-1]["messages"][0]["content"]
+    assert "- youtube: https://www.youtube.com/watch?v=dQw4w9WgXcQ" in system
+
+
+def test_tools_view_lists_static_and_generated_tools(open_ui):
+    from pydantic import BaseModel
+
+    class Args(BaseModel):
+        city: str
+
+    def weather(city: str) -> str:
+        """Today's weather for a city."""
+        return "sunny"
+
+    generated = make_tool(weather, args_schema=Args, side_effects=["network"])
+    generated.metadata.update({"source": "generated", "version": 2, "trust": "trusted",
+                               "test_report": "3 passed in 0.41s"})
+    page, _ = open_ui(tools=[generated])
+    page.get_by_role("link", name="Tools").click()
+    card = page.locator('article.tool[data-source="generated"]')
+    card.wait_for()
+    text = card.inner_text()
+    assert "weather" in text and "generated" in text and "version: 2" in text and "trust: trusted" in text
+    assert "network: confirm" in text
+    card.get_by_text("test report").click()
+    assert "3 passed in 0.41s" in card.inner_text()
+    static = page.locator('article.tool[data-tool="fs_write_text"]')
+    assert "fs_write: confirm" in static.inner_text() and "static" in static.inner_text()
+    assert "reads outside content" in page.locator('article.tool[data-tool="fs_read_text"]').inner_text()
+    shot(page, "tools")
+    assert page.js_errors == []
+
+
+def test_runs_and_settings_views(open_ui):
+    page, server = open_ui()
+    server.env.server.push(answer("Hi there."))
+    send(page, "hi")
+    page.locator(".msg.assistant", has_text="Hi there.").wait_for()
+    page.get_by_role("link", name="Runs").click()
+    page.locator("table.runs tbody tr").first.get_by_role("link").first.click()
+    timeline = page.locator(".timeline")
+    timeline.wait_for()
+    assert "planner" in timeline.inner_text() and "entry" in timeline.inner_text()
+    shot(page, "runs")
+    page.get_by_role("link", name="Settings").click()
+    page.locator('.endpoint[data-role="primary"]').wait_for()
+    assert "answers" in page.locator('.endpoint[data-role="primary"]').inner_text()
+    assert str(server.env.config_path) in page.locator(".settings-info").inner_text()
+    shot(page, "settings")
+    assert page.js_errors == []
+
+
+def test_model_endpoint_down_is_shown_in_place(browser, jarvis_env, open_ui):
+    jarvis_env.write_config(models={"primary": {"base_url": "http://127.0.0.1:9/v1"}})
+    page, _ = open_ui()
+    page.locator("#banner", has_text="Model endpoint down").wait_for()
+    send(page, "hello?")
+    problem = page.locator(".log .problem")
+    problem.wait_for()
+    text = problem.inner_text()
+    assert "Cannot reach the model endpoint at http://127.0.0.1:9/v1" in text and "models.primary.base_url" in text
+    assert problem.get_by_role("button", name="Retry").is_visible()
+    shot(page, "model-down")
+    page.reload()  # the stopped turn is still offered for a retry
+    page.locator(".log .problem", has_text="did not finish").wait_for()
+
+
+def iter_shots() -> Iterator[Path]:  # for a person looking at the output
+    return SHOTS.glob("*.png")
