@@ -60,6 +60,8 @@ class ModelConfig(_Section):
     n_ctx: int = Field(4096, gt=0)
     chat_format: str | None = None
     threads: int | None = Field(None, gt=0)
+    start_timeout_s: float = Field(120.0, gt=0, description="how long the embedded server may take to answer")
+    notice: str | None = Field(None, description="shown to the user when this model is used (a demo model's warning)")
 
     @model_validator(mode="after")
     def _embedded_needs_gguf(self) -> "ModelConfig":

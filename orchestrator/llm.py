@@ -68,6 +68,10 @@ def make_chat_model(settings: Settings, role: Role = "primary", *, streaming: bo
         kwargs["temperature"] = cfg.temperature
     if cfg.max_tokens is not None:
         kwargs["max_tokens"] = cfg.max_tokens
+    if cfg.provider == "embedded":
+        from .embedded import embedded_server  # its clients start (and restart) the child server on demand
+
+        kwargs["http_client"], kwargs["http_async_client"] = embedded_server(settings, used_role, cfg).http_clients()
     model = _fast_chat_openai_class()(
         base_url=endpoint_url(settings, used_role, cfg),
         api_key=api_key,
@@ -88,8 +92,13 @@ def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "prim
     import httpx
     import openai
 
-    if isinstance(exc, ModelEndpointError):
-        return exc
+    cause: BaseException | None = exc
+    for _ in range(10):  # an error raised inside the HTTP client (the embedded server) comes wrapped
+        if cause is None or isinstance(cause, ModelEndpointError):
+            break
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, ModelEndpointError):
+        return cause
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
         return ModelEndpointError(
             f"The model at {base_url} did not answer in time: check that the model is loaded, "
@@ -97,8 +106,10 @@ def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "prim
         )
     if isinstance(exc, openai.APIConnectionError | httpx.ConnectError | ConnectionError):
         return ModelEndpointError(
-            f"Cannot reach the model endpoint at {base_url}: start Jan (or your model server) "
-            f"or change models.{role}.base_url in the config."
+            f"Cannot reach the model endpoint at {base_url}. Either start Jan (open Jan, load a model and turn "
+            f"on its Local API Server, port 1337) or your model server; or point models.{role}.base_url in "
+            "config/config.yml (or a --profile) at another OpenAI-compatible endpoint; or run a GGUF model inside "
+            f"Jarvis with models.{role}.provider: embedded and gguf: PATH (`make demo` shows a tiny one)."
         )
     if isinstance(exc, openai.AuthenticationError):
         return ModelEndpointError(
@@ -123,7 +134,9 @@ def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, st
 
     used_role, cfg = model_config(settings, role)
     if cfg.provider == "embedded":
-        return True, f"embedded model {cfg.gguf}"
+        from .embedded import check_embedded
+
+        return check_embedded(used_role, cfg)
     url = cfg.base_url.rstrip("/") + "/models"
     try:
         api_key = secrets.resolve(cfg.api_key) or ""

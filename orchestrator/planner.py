@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime, timezone
+from collections.abc import Collection
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -13,6 +14,7 @@ from langchain_core.tools import BaseTool
 
 from .config import Settings
 from .llm import ModelEndpointError, describe_endpoint_error
+from .model_output import sanitize_message
 from .state import ConversationState
 
 log = logging.getLogger(__name__)
@@ -53,7 +55,17 @@ def step_limit_message(settings: Settings) -> AIMessage:
     )
 
 
-def finalize_message(message: Any) -> AIMessage:
+def tool_names(tools: list[BaseTool | dict[str, Any]]) -> list[str]:
+    names = [t.name if isinstance(t, BaseTool) else (t.get("function") or t).get("name") for t in tools]
+    return [n for n in names if n]
+
+
+def finalize_message(message: Any, known_tools: Collection[str] = ()) -> AIMessage:
+    """The strictly parsed message, with what small models get wrong repaired (see model_output.py)."""
+    return sanitize_message(_strict_message(message), known_tools)[0]
+
+
+def _strict_message(message: Any) -> AIMessage:
     """Turn the streamed result into an AIMessage whose tool calls were parsed strictly.
 
     LangChain parses streamed arguments leniently (a truncated `{"a": 1` becomes {"a": 1}); a call cut off
@@ -123,4 +135,4 @@ def call_model(
         raise
     if merged is None:
         return AIMessage(content="")
-    return finalize_message(merged)
+    return finalize_message(merged, tool_names(tools))

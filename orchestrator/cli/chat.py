@@ -132,6 +132,9 @@ def register(app: typer.Typer) -> None:
 
         st = state(ctx)
         graph = st.graph()
+        notice = st.settings.models.primary.notice  # e.g. the demo model's "do not trust its answers"
+        if notice:
+            typer.secho(notice, err=True, fg=typer.colors.YELLOW, bold=True)
         thread_id = thread or f"cli-{uuid.uuid4().hex[:8]}"
         attachments = [_attachment(a) for a in attach or []]
         interactive = _can_ask()

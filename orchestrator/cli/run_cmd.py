@@ -49,6 +49,8 @@ def register(app: typer.Typer) -> None:
         if not ok:
             typer.secho(f"model endpoint: {message} (the UI shows this too; chats fail until it answers)",
                         err=True, fg=typer.colors.YELLOW)
+        if settings.models.primary.notice:  # e.g. the demo model's "do not trust its answers"
+            typer.secho(settings.models.primary.notice, err=True, fg=typer.colors.YELLOW, bold=True)
         graph = st.graph()
         token = load_or_create_token(settings)
         app = create_app(settings, graph, token=token, services=[] if no_services else None)

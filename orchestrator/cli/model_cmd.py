@@ -1,0 +1,31 @@
+"""`jarvis model check`: does the configured model answer, and if not, what to do about it."""
+
+from __future__ import annotations
+
+import typer
+
+from ..llm import check_endpoint, model_config
+from . import EXIT_FAILURE, state
+
+model_app = typer.Typer(help="The chat models Jarvis plans with.", no_args_is_help=True)
+
+
+@model_app.command("check")
+def model_check(ctx: typer.Context) -> None:
+    """Check that each configured model answers (an embedded model is checked without being started)."""
+    settings = state(ctx).settings
+    roles = ["primary"] + (["heavy"] if settings.models.heavy is not None else [])
+    failed = False
+    for role in roles:
+        ok, message = check_endpoint(settings, role)  # type: ignore[arg-type]
+        typer.secho(f"{role}: {message}", err=not ok, fg=None if ok else typer.colors.RED)
+        notice = model_config(settings, role)[1].notice  # type: ignore[arg-type]
+        if notice:
+            typer.secho(notice, fg=typer.colors.YELLOW, bold=True)
+        failed = failed or not ok
+    if failed:
+        raise typer.Exit(EXIT_FAILURE)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(model_app, name="model")

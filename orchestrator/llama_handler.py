@@ -1,0 +1,235 @@
+"""A tool-calling chat handler for ChatML models in llama-cpp-python's server: `chat_format: jarvis-chatml-tools`.
+
+Loaded only inside the embedded server's child process (orchestrator/embedded.py registers it before the server
+starts); it imports llama_cpp, which the rest of Jarvis never does.
+
+Why not the library's `chatml-function-calling` (llama-cpp-python 0.3.x), measured with SmolLM2-135M here:
+  - without `tool_choice` in the request (LangChain sends none; OpenAI's default is "auto") it drops the tools;
+  - with "auto" and `stream: true` it raises "Automatic streaming tool choice is not supported";
+  - with "auto" a plain answer is generated under a grammar that only allows a function name or the end token,
+    so every answer in words comes back empty;
+  - tool results (`role: tool`) are left out of the prompt, so the model never sees what a tool returned;
+  - its grammars cost about 2 s per sampled token on this machine (SmolLM2's vocabulary is 49k tokens).
+This handler uses the same prompt convention ("message:" or "functions.<name>:" and JSON arguments) without
+grammars: one token, restricted to "message" or "functions", decides; the model then writes the name and the
+arguments freely (Jarvis's executor answers unknown tools and bad arguments). A streamed call
+carries its name once, in its first chunk. The function list comes first in the system prompt, before Jarvis's
+instructions (which hold the current time), so the evaluated prompt prefix is reused across calls and threads.
+One rule of its own: after tool results the model answers in words (one round of tool calls per user message),
+because a small model asked to choose again calls a tool again, every time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import jinja2.sandbox
+from llama_cpp.llama_chat_format import _convert_completion_to_chat, register_chat_completion_handler
+
+NAME = "jarvis-chatml-tools"
+
+_TEMPLATE = """\
+{%- for message in messages -%}
+{%- if message.role == 'system' -%}
+<|im_start|>system
+{% if tools -%}
+You can call these functions:
+{% for tool in tools -%}
+functions.{{ tool.function.name }}: {{ describe(tool) }}
+{% endfor %}
+To answer the user in words, write 'message:' and then your answer. To call a function, write
+'functions.<name>:' and then its arguments as JSON on the next line. After a function's result, answer the user.
+
+{% endif -%}
+{{ text(message.content) }}<|im_end|>
+{% elif message.role == 'user' -%}
+<|im_start|>user
+{{ text(message.content) }}<|im_end|>
+{% elif message.role == 'assistant' -%}
+<|im_start|>assistant
+{% if message.tool_calls -%}
+{% for call in message.tool_calls %}functions.{{ call.function.name }}:
+{{ call.function.arguments }}
+{% endfor -%}
+{%- else -%}
+{% if tools %}message:
+{% endif %}{{ text(message.content) }}
+{%- endif %}<|im_end|>
+{% elif message.role == 'tool' or message.role == 'function' -%}
+<|im_start|>tool
+{{ text(message.content) }}<|im_end|>
+{% endif -%}
+{%- endfor -%}
+<|im_start|>assistant
+"""
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def _describe(tool: dict[str, Any]) -> str:
+    fn = tool.get("function") or {}
+    desc = (fn.get("description") or "").strip().splitlines()
+    params = fn.get("parameters") or {}
+    required = set(params.get("required") or [])
+    args = []
+    for name, spec in (params.get("properties") or {}).items():
+        kind = spec.get("type") or "/".join(s.get("type", "?") for s in spec.get("anyOf", []) if s.get("type") != "null")
+        note = "" if name in required else ", optional"
+        hint = f": {spec['description']}" if spec.get("description") else ""
+        args.append(f'"{name}" ({kind}{note}){hint}')
+    return (desc[0] if desc else "") + (f" Arguments: {'; '.join(args)}." if args else " No arguments: {}.")
+
+
+_env = jinja2.sandbox.ImmutableSandboxedEnvironment(autoescape=False, trim_blocks=False, lstrip_blocks=False)
+_template = _env.from_string(_TEMPLATE)
+
+
+def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+    if tools and not any(m.get("role") == "system" for m in messages):
+        messages = [{"role": "system", "content": ""}, *messages]
+    return _template.render(messages=messages, tools=tools or [], describe=_describe, text=_text)
+
+
+def _tools_of(functions: list[dict] | None, tools: list[dict] | None) -> list[dict[str, Any]]:
+    if functions:
+        return [{"type": "function", "function": f} for f in functions]
+    return [t for t in tools or [] if (t.get("function") or {}).get("name")]
+
+
+def _only_tokens(allowed: set[int]) -> Any:
+    """A logits processor that leaves only `allowed` tokens possible."""
+    import numpy as np
+
+    def process(_input_ids: Any, scores: Any) -> Any:
+        masked = np.full_like(scores, -np.inf)
+        index = list(allowed)
+        masked[index] = scores[index]
+        return masked
+
+    from llama_cpp import LogitsProcessorList
+
+    return LogitsProcessorList([process])
+
+
+def _tool_call_response(name: str, arguments: str, completion: dict[str, Any], stream: bool) -> Any:
+    call_id = f"call_{uuid.uuid4().hex[:16]}"
+    created, model = completion.get("created", int(time.time())), completion.get("model", "")
+    chat_id = "chat" + str(completion.get("id", uuid.uuid4().hex))
+    if not stream:
+        return {
+            "id": chat_id, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None, "message": {
+                "role": "assistant", "content": None,
+                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
+            }}],
+            "usage": completion.get("usage"),
+        }
+
+    def chunks() -> Iterator[dict[str, Any]]:
+        base = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": model}
+        deltas = [
+            ({"role": "assistant", "content": None, "tool_calls": [
+                {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}, None),
+            ({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]}, None),
+            ({}, "tool_calls"),
+        ]
+        for delta, finish in deltas:
+            yield {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    return chunks()
+
+
+@register_chat_completion_handler(NAME)
+def jarvis_chatml_tools(
+    llama: Any,
+    messages: list[dict[str, Any]],
+    functions: list[dict] | None = None,
+    function_call: Any = None,
+    tools: list[dict] | None = None,
+    tool_choice: Any = None,
+    temperature: float = 0.2,
+    top_p: float = 0.95,
+    top_k: int = 40,
+    min_p: float = 0.05,
+    typical_p: float = 1.0,
+    stream: bool = False,
+    stop: str | list[str] | None = None,
+    response_format: Any = None,
+    max_tokens: int | None = None,
+    presence_penalty: float = 0.0,
+    frequency_penalty: float = 0.0,
+    repeat_penalty: float = 1.1,
+    tfs_z: float = 1.0,
+    mirostat_mode: int = 0,
+    mirostat_tau: float = 5.0,
+    mirostat_eta: float = 0.1,
+    model: str | None = None,
+    logits_processor: Any = None,
+    grammar: Any = None,
+    logprobs: bool | None = None,
+    top_logprobs: int | None = None,
+    **kwargs: Any,
+) -> Any:
+    stops = ([stop] if isinstance(stop, str) else list(stop or [])) + ["<|im_end|>"]
+    sampling = dict(top_p=top_p, top_k=top_k, min_p=min_p, typical_p=typical_p, presence_penalty=presence_penalty,
+                    frequency_penalty=frequency_penalty, repeat_penalty=repeat_penalty, tfs_z=tfs_z,
+                    mirostat_mode=mirostat_mode, mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, model=model,
+                    logits_processor=logits_processor)
+    available = _tools_of(functions, tools)
+    if function_call is not None and tool_choice is None:
+        tool_choice = function_call if isinstance(function_call, str) else {"function": function_call}
+    if tool_choice == "none":
+        available = []
+    prompt = render_prompt(messages, available)
+
+    def answer(prefix: str) -> Any:
+        return _convert_completion_to_chat(
+            llama.create_completion(prompt=prompt + prefix, temperature=temperature, stream=stream, stop=stops,
+                                    max_tokens=max_tokens, grammar=grammar,
+                                    logprobs=top_logprobs if logprobs else None, **sampling),
+            stream=stream,
+        )
+
+    if not available:
+        return answer("")
+
+    if isinstance(tool_choice, dict):  # a function named by the caller
+        name = (tool_choice.get("function") or {}).get("name")
+        if not any(t["function"]["name"] == name for t in available):
+            raise ValueError(f"tool_choice names {name!r}, which is not among the tools given")
+    elif tool_choice != "required" and messages and messages[-1].get("role") in ("tool", "function"):
+        # After a round of tool results the model answers in words. A small model left to choose calls a tool
+        # again every time (measured with SmolLM2-135M: 10 turns out of 10 ended at Jarvis's step limit).
+        return answer("message:\n")
+    else:
+        # One sampled token decides: the model's next token restricted to the first token of "message" or of
+        # "functions" (a logits mask; llama.cpp's grammar sampler cost about 2 s per token here over SmolLM2's
+        # 49k-token vocabulary). After "functions." the model writes the name freely: an unknown one goes back
+        # to it as an error from Jarvis's executor, as do arguments that are not what the tool takes.
+        first = {word: llama.tokenize(word.encode(), add_bos=False, special=False)[0] for word in ("message", "functions")}
+        decision = llama.create_completion(
+            prompt=prompt, temperature=temperature, stream=False, max_tokens=1,
+            logits_processor=_only_tokens(set(first.values())),
+            **{k: v for k, v in sampling.items() if k != "logits_processor"},
+        )["choices"][0]["text"]
+        if tool_choice != "required" and not decision.strip().startswith("functions"):
+            return answer("message:\n")
+        written = llama.create_completion(prompt=prompt + "functions.", temperature=temperature, stream=False,
+                                          stop=[":", "\n", "("], max_tokens=16, **sampling)["choices"][0]["text"]
+        name = written.strip() or "unnamed"
+
+    completion = llama.create_completion(
+        prompt=prompt + f"functions.{name}:\n", temperature=temperature, stream=False,
+        stop=stops + ["\nfunctions.", "\nmessage:"], max_tokens=max_tokens or 256, **sampling,
+    )
+    return _tool_call_response(name, completion["choices"][0]["text"].strip(), completion, stream)

@@ -1,0 +1,115 @@
+"""Repairs of what small models send (orchestrator/model_output.py), alone and through the real graph."""
+
+from __future__ import annotations
+
+import json
+
+from langchain_core.messages import AIMessage
+
+from orchestrator.model_output import (
+    recover_calls,
+    repeated_json_object,
+    repeated_name,
+    sanitize_message,
+    strip_prose_fence,
+)
+from tests.conftest import answer, tool_call
+
+KNOWN = {"fs_list_dir", "fs_read_text", "fs_write_text", "fs_search", "time_now"}
+
+
+def test_repeated_name_is_repaired_only_when_exact():
+    assert repeated_name("fs_list_dir" * 300, KNOWN) == "fs_list_dir"
+    assert repeated_name("time_nowtime_now", KNOWN) == "time_now"
+    assert repeated_name("fs_list_dir", KNOWN) is None  # already fine
+    assert repeated_name("fs_list_dirfs_list_di", KNOWN) is None  # not an exact repetition
+    assert repeated_name("fs_list_dirfs_read_text", KNOWN) is None
+    assert repeated_name("rm_rfrm_rf", KNOWN) is None  # unknown tool: left for the executor to refuse
+
+
+def test_repeated_arguments_object():
+    assert repeated_json_object('{"path": "/a"}{"path": "/a"}{"path": "/a"}') == {"path": "/a"}
+    assert repeated_json_object('{"path": "/a"}') == {"path": "/a"}
+    assert repeated_json_object('{"path": "/a"}{"path": "/b"}') is None
+    assert repeated_json_object('{"path": "/a"') is None
+
+
+def test_json_call_in_content_is_recovered_in_its_usual_wrappings():
+    bare = '{"name": "fs_list_dir", "arguments": {"path": "/tmp"}}'
+    for content in (
+        bare,
+        f"```json\n{bare}\n```",
+        f"<tool_call>\n{bare}\n</tool_call>",
+        f"<tool_call>[{bare}]</tool_call>",
+        '{"name": "fs_list_dir", "parameters": {"path": "/tmp"}}',
+        '{"function": {"name": "fs_list_dir", "arguments": "{\\"path\\": \\"/tmp\\"}"}}',
+        f"Sure, let me look.\n```\n{bare}\n```",
+    ):
+        found = recover_calls(content, KNOWN)
+        assert found is not None, content
+        calls, _rest = found
+        assert [(c["name"], c["args"]) for c in calls] == [("fs_list_dir", {"path": "/tmp"})], content
+
+
+def test_json_that_is_not_a_known_call_stays_text():
+    assert recover_calls('{"name": "delete_everything", "arguments": {}}', KNOWN) is None
+    assert recover_calls('{"city": "Paris", "temperature": 21}', KNOWN) is None
+    assert recover_calls('{"name": "fs_list_dir", "arguments": "not json"}', KNOWN) is None
+    long_prose = "Here is how a call looks in general. " * 20
+    assert recover_calls(long_prose + '```json\n{"name": "fs_list_dir", "arguments": {"path": "/"}}\n```', KNOWN) is None
+
+
+def test_lone_prose_fence_is_stripped_but_code_is_kept():
+    assert strip_prose_fence("```\nThe folder holds two files.\n```") == "The folder holds two files."
+    assert strip_prose_fence("```text\nhello\n```\n") == "hello"
+    assert strip_prose_fence("```python\nprint('hi')\n```") is None
+    assert strip_prose_fence("Intro\n```\nx\n```") is None
+
+
+def test_sanitize_message_leaves_clean_messages_alone():
+    msg = AIMessage(content="Hello!", tool_calls=[{"name": "time_now", "args": {}, "id": "c1"}])
+    out, repairs = sanitize_message(msg, KNOWN)
+    assert out is msg and not repairs
+
+
+def test_sanitize_repairs_invalid_call_with_repeated_name_and_arguments():
+    msg = AIMessage(content="", invalid_tool_calls=[{"name": "fs_list_dir" * 3, "args": '{"path": "/x"}{"path": "/x"}',
+                                                      "id": "c1", "error": "bad json"}])
+    out, repairs = sanitize_message(msg, KNOWN)
+    assert out.tool_calls == [{"name": "fs_list_dir", "args": {"path": "/x"}, "id": "c1", "type": "tool_call"}]
+    assert out.invalid_tool_calls == [] and repairs
+
+
+def test_repeated_name_through_the_graph(jarvis_env):
+    (jarvis_env.root / "a.txt").write_text("x")
+    jarvis_env.server.push(tool_call("fs_list_dir" * 200, path=str(jarvis_env.root)), answer("One file: a.txt."))
+    out = jarvis_env.graph().invoke({"messages": [("user", "list my folder")]}, {"configurable": {"thread_id": "r1"}})
+    tool_msg = next(m for m in out["messages"] if m.type == "tool")
+    assert tool_msg.name == "fs_list_dir" and tool_msg.status == "success" and "a.txt" in tool_msg.content
+    assert out["messages"][-1].content == "One file: a.txt."
+
+
+def test_json_call_in_content_still_needs_confirmation(jarvis_env):
+    target = jarvis_env.root / "note.txt"
+    call = {"name": "fs_write_text", "arguments": {"path": str(target), "content": "hi"}}
+    jarvis_env.server.push(answer(f"```json\n{json.dumps(call)}\n```"), answer("Done."))
+    graph = jarvis_env.graph()
+    config = {"configurable": {"thread_id": "r2"}}
+    result = graph.invoke({"messages": [("user", "write hi to note.txt")]}, config, version="v2")
+    assert result.interrupts and result.interrupts[0].value["tool"] == "fs_write_text"
+    assert not target.exists()  # nothing runs before the user says so
+    from langgraph.types import Command
+
+    result = graph.invoke(Command(resume={result.interrupts[0].id: {"decision": "deny"}}), config, version="v2")
+    assert not target.exists()
+    assert result.value["messages"][-1].content == "Done."
+
+
+def test_unknown_and_prose_arguments_go_back_to_the_model(jarvis_env):
+    jarvis_env.server.push(tool_call("list_files", path="/"), tool_call("fs_list_dir", path="the folder with my notes"),
+                           answer("```\nI could not find it.\n```"))
+    out = jarvis_env.graph().invoke({"messages": [("user", "where are my notes")]}, {"configurable": {"thread_id": "r3"}})
+    tools = [m for m in out["messages"] if m.type == "tool"]
+    assert "no tool named 'list_files'" in tools[0].content and tools[0].status == "error"
+    assert "does not exist" in tools[1].content and tools[1].status == "error"
+    assert out["messages"][-1].content == "I could not find it."
