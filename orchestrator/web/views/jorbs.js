@@ -205,8 +205,7 @@ function replyForm(j) {
     if (await act(j.id, "reply", { text: text.value, as_user: asUser.checked, party: party.value.trim() || null, channel: channel.value.trim() || "local" }, err)) text.value = "";
   };
   return h("section", { class: "reply" },
-    h("h3", {}, "Reply"),
-    h("label", { for: "jorb-reply" }, "Reply"), text,
+    h("label", { for: "jorb-reply", class: "heading" }, "Reply"), text,
     h("div", { class: "row" },
       h("label", { for: "jorb-reply-party" }, "from "), party,
       h("label", { for: "jorb-reply-channel" }, " on "), channel,
@@ -257,7 +256,7 @@ function rounds(j) {
         h("tbody", {}, r.jobs.map((job) => h("tr", { class: job.ok ? "ok" : "failed" },
           h("td", { text: job.job }), h("td", { text: job.kind }), h("td", {}, h("code", { text: json(job.params, 0) })),
           h("td", {}, h("pre", { text: job.ok ? (typeof job.result === "string" ? job.result : json(job.result)) : `error: ${job.error}` }))))))
-        : null));
+        : h("p", { class: "muted small", text: r.iteration === j.rounds.length && j.status === "done" ? "no jobs: the mission completed" : "no jobs this round" })));
   }
   return box;
 }
@@ -318,6 +317,7 @@ async function showForm() {
   const allow = h("input", { type: "text", id: "new-allow", placeholder: "optional: e.g. messages_send, time_now (empty: every capability)" });
   const overrides = h("div", { class: "overrides" });
   const approveBox = h("input", { type: "checkbox", id: "new-approve" });
+  approveBox.addEventListener("change", () => clear(err));
   const grant = h("p", { class: "grant" });
   const approveRow = h("div", { class: "approve-overrides", hidden: true }, grant,
     h("label", { for: "new-approve", class: "inline" }, approveBox, " I approve these autonomy overrides"));

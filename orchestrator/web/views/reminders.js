@@ -23,7 +23,7 @@ export function mount(el) {
   listEl = h("div", { class: "reminder-list" });
   formEl = h("div", { class: "reminder-form" });
   el.append(h("div", { class: "view-head" }, h("h1", {}, "Reminders"), filter, h("button", { type: "button", onclick: () => load() }, "Refresh")),
-    statusEl, h("div", { class: "split" }, listEl, formEl));
+    statusEl, h("div", { class: "split wide-first" }, listEl, formEl));
   renderForm();
 }
 
