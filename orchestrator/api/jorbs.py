@@ -119,7 +119,6 @@ def form(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
                     for k, v in KNOWN_SIDE_EFFECTS.items()],
         "policies": ["llm", "human", *[f"heuristic:{k}" for k in sorted(HEURISTICS)]],
         "channels": known_channels(),
-        "capabilities": sorted(service(ctx).rt.catalog.names()),
     }
 
 

@@ -55,7 +55,7 @@ function route() {
 async function checkModels() {
   if (!views.has("settings")) return;
   try {
-    const health = await api("/api/settings/health");
+    const health = await api("/api/settings/health?sections=false");
     const down = health.models.filter((m) => !m.ok);
     if (down.length) {
       ui.banner(`Model endpoint down: ${down[0].message} ${down[0].fix || ""}`, [

@@ -77,7 +77,8 @@ function schedule(j) {
   timer = null;
   if (j && (j.working || j.status === "planning" || j.status === "running")) {
     timer = setTimeout(async () => {
-      if (current !== j.id || reviewing) return;
+      // Stop while the user looks elsewhere (another tab or jorb, or the dialog); show() loads it again.
+      if (current !== j.id || reviewing || detailEl.closest(".view").hidden) return;
       await loadJorb(j.id, false, true);
       loadList();
     }, 700);

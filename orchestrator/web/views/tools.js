@@ -74,7 +74,14 @@ function render() {
   clear(body);
   for (const gone of data.disabled_absent || []) {
     body.append(h("div", { class: "problem" }, h("p", { text: `${gone.name} is disabled, and no provider offers it right now.` }),
-      h("button", { type: "button", onclick: async () => { await api(`/api/tools/${encodeURIComponent(gone.name)}/enable`, { method: "POST" }); load(); } }, `Enable ${gone.name} again`)));
+      h("button", { type: "button", onclick: async (ev) => {
+        try {
+          await api(`/api/tools/${encodeURIComponent(gone.name)}/enable`, { method: "POST" });
+          load();
+        } catch (e) {
+          ev.target.closest(".problem").append(problem(e.message));
+        }
+      } }, `Enable ${gone.name} again`)));
   }
   for (const [provider, error] of Object.entries(data.provider_errors || {})) {
     body.append(problem(`Tool provider ${provider} failed: ${error}. Its tools are missing until it works again (see Settings).`));
