@@ -14,6 +14,7 @@ let current = null; // jorb id shown, or "new"
 let timer = null;
 let form = null; // GET /api/jorbs/form, loaded once
 let reviewing = false;
+let shownSig = ""; // what the detail shows, to re-render only when the jorb changed
 
 const OPEN = ["planning", "running", "awaiting_reply", "paused"];
 
@@ -29,6 +30,12 @@ export function mount(el, shell) {
       h("label", { for: "jorbs-all", class: "inline" }, showAll, " show finished"),
       h("button", { type: "button", onclick: () => show(current && current !== "new" ? current : undefined) }, "Refresh")),
     h("div", { class: "split" }, listEl, detailEl));
+  // Replies arrive from the world while the view is open: look again every few seconds while it is visible.
+  setInterval(() => {
+    if (el.hidden || reviewing || document.querySelector("dialog[open]")) return;
+    loadList();
+    if (current && current !== "new" && timer === null) loadJorb(current, false, true);
+  }, 5000);
 }
 
 export async function show(arg) {
@@ -96,13 +103,18 @@ async function loadJorb(id, review = false, quiet = false) {
   if (current !== id) return;
   // Keep what the user is typing while the view refreshes itself.
   const typing = quiet ? [...detailEl.querySelectorAll("textarea, input[type=text]")].some((x) => x.value && x === document.activeElement) : false;
-  if (!typing) render(j);
+  if (!typing && !(quiet && signature(j) === shownSig)) render(j);
   schedule(j);
   const confirmations = j.pending.filter((p) => p.type === "confirmation");
   if (review && confirmations.length && !j.working) await review_(j, confirmations);
 }
 
+function signature(j) {
+  return JSON.stringify([j.status, j.updated_at, j.working, j.pending.map((p) => p.interrupt_id), j.queued.length]);
+}
+
 function render(j) {
+  shownSig = signature(j);
   clear(detailEl);
   const mission = j.mode === "mission";
   detailEl.append(
