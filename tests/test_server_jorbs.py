@@ -166,10 +166,30 @@ def test_cancel_while_a_confirmation_waits_runs_nothing_more(ui):
         assert c.post(f"/api/jorbs/{jid}/cancel").status_code == 200
     j = settled(ui, jid, status="cancelled")
     assert j["pending"] == [] and not target.exists() and len(ui.env.server.requests) == 1
+    assert ui.env.server.brain.remaining == 1  # the next step was never asked for
+    ui.env.server.brain.load([])
     assert j["history"] == []  # the rest of the script did not run
     with ui.client() as c:
         again = c.post(f"/api/jorbs/{jid}/cancel")
         assert again.status_code == 400 and "already cancelled" in again.json()["detail"]
+
+    # Cancelled while its step runs: the step ends, parks to wait for a reply, and is stopped there.
+    marker, go = ui.env.root / "started", ui.env.root / "go"
+    script = (f"open({str(marker)!r}, 'w').write('x')\nimport os, time\n"
+              f"for _ in range(400):\n    if os.path.exists({str(go)!r}): break\n    time.sleep(0.05)")
+    ui.env.server.push(step(reasoning="slow", script=script, await_reply=True))
+    jid = create(ui, name="Slow", plan="p")["id"]
+    deadline = time.monotonic() + 20
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.exists()
+    with ui.client() as c:
+        now = c.get(f"/api/jorbs/{jid}").json()
+        assert now["working"] is True, now
+        assert c.post(f"/api/jorbs/{jid}/cancel").status_code == 200
+    go.write_text("go")
+    j = settled(ui, jid, status="cancelled")
+    assert j["pending"] == [] and len(j["script_results"]) == 1
 
 
 def test_reply_as_counterpart_and_as_user_human_step_and_policy_swap(ui):

@@ -37,6 +37,7 @@ def _cancel_value(item: dict[str, Any]) -> Any:
 class JorbActions:
     def __init__(self, service: JorbService):
         self.svc = service
+        self._cancelling: set[str] = set()  # cancelled while a step ran: stopped when it parks (see _after)
 
     # -- state ---------------------------------------------------------------------------------------
     def working(self, jorb_id: str) -> bool:
@@ -66,9 +67,14 @@ class JorbActions:
         """Once a run parks: a reply that came in while it worked wakes it; a cancel that raced it lands."""
         try:
             view = self.svc.view(jorb_id)
-            if self.working(jorb_id) or not view.pending:
+            if self.working(jorb_id):
                 return
-            if view.row.status == "cancelled":
+            if not view.pending:
+                self._cancelling.discard(jorb_id)
+                return
+            if jorb_id in self._cancelling or view.row.status == "cancelled":
+                # A node that parks (wait, hold) sets its own status: the cancel is applied again here.
+                self.svc.store.update(jorb_id, status="cancelled")
                 self._go(jorb_id, Command(resume={p["interrupt_id"]: _cancel_value(p) for p in view.pending}))
             elif self.svc.store.has_pending(jorb_id):
                 waiting = [p for p in view.pending if p.get("type") == "await_reply"]
@@ -136,7 +142,8 @@ class JorbActions:
         row = view.row
         if row.status not in OPEN_STATUSES:
             raise JorbError(f"jorb {row.id} is {row.status}; it takes no more messages")
-        sender = "user" if is_user else (party or row.waiting_party or (row.contacts[0] if row.contacts else "user"))
+        waiting_on = row.waiting_party if row.waiting_party != "user" else None  # "user": a human-policy step
+        sender = "user" if is_user else (party or waiting_on or (row.contacts[0] if row.contacts else "user"))
         self.svc.store.log_message(direction="in", channel=channel, party=sender, text=text, status="pending",
                                    jorb_id=row.id, is_user=is_user, reasoning=reasoning)
         waiting = [p for p in view.pending if p.get("type") == "await_reply"]
@@ -150,7 +157,12 @@ class JorbActions:
             raise JorbError(f"jorb {view.row.id} is already {view.row.status}")
         self.svc.store.update(view.row.id, status="cancelled")
         # A jorb that is working sees the status at its next step, or is stopped by _after when it parks.
-        if view.pending and not self.working(view.row.id):
+        if self.working(view.row.id):
+            self._cancelling.add(view.row.id)
+            running = self.svc.queued(view.row.id)  # started elsewhere (create, an inbound message): follow it too
+            if running is not None:
+                running.add_done_callback(lambda _f: self._after(view.row.id))
+        elif view.pending:
             self._go(view.row.id, Command(resume={p["interrupt_id"]: _cancel_value(p) for p in view.pending}))
         return view
 

@@ -154,10 +154,14 @@ class JorbService:
         future.add_done_callback(forget)
         return future
 
+    def queued(self, jorb_id: str) -> Future | None:
+        """The background run of the jorb not finished yet, if any."""
+        with self._locks_guard:
+            return self._queued.get(jorb_id)
+
     def busy(self, jorb_id: str) -> bool:
         """A step of the jorb runs, or is queued to run, in this process (the UI waits before deciding again)."""
-        with self._locks_guard:
-            future = self._queued.get(jorb_id)
+        future = self.queued(jorb_id)
         return (future is not None and not future.done()) or self._lock(jorb_id).locked()
 
     def wait_background(self, timeout: float | None = None) -> None:

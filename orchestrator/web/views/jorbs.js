@@ -209,7 +209,7 @@ async function review_(j, confirmations, errEl) {
 function replyForm(j) {
   const err = h("div");
   const text = h("textarea", { id: "jorb-reply", rows: 3, placeholder: "what they (or you) say" });
-  const party = h("input", { type: "text", id: "jorb-reply-party", value: j.waiting_party || j.contacts[0] || "", placeholder: "who speaks" });
+  const party = h("input", { type: "text", id: "jorb-reply-party", value: (j.waiting_party !== "user" && j.waiting_party) || j.contacts[0] || "", placeholder: "who speaks" });
   const channel = h("input", { type: "text", id: "jorb-reply-channel", value: j.waiting_channel && j.waiting_channel !== "user" ? j.waiting_channel : "local" });
   const asUser = h("input", { type: "checkbox", id: "jorb-reply-as-user" });
   asUser.addEventListener("change", () => { party.disabled = asUser.checked; });
