@@ -150,6 +150,9 @@ def default_catalog(settings: Settings, extra_tools: Iterable[BaseTool] = ()) ->
     mcp = mcp_provider(settings, reserved=lambda: reserved)
     if mcp is not None:
         providers.append(mcp)
+    from .jarb_tools import generated_provider  # JARB's tools, read from the registry on each turn
+
+    providers.append(generated_provider(settings))
     from .tool_switches import ToolSwitches
 
     return ToolCatalog(providers, switches=ToolSwitches(settings))

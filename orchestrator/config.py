@@ -126,6 +126,8 @@ class ServerConfig(_Section):
 
 class SandboxConfig(_Section):
     required: bool = True
+    backend: Literal["auto", "bubblewrap", "sandbox-exec", "none"] = Field(
+        "auto", description="auto: bubblewrap on Linux, sandbox-exec on macOS; none needs required: false")
     cpu_seconds: int = Field(10, gt=0)
     memory_mb: int = Field(1024, gt=0)
     max_processes: int = Field(64, gt=0)
@@ -133,6 +135,8 @@ class SandboxConfig(_Section):
     workdir_mb: int = Field(128, gt=0)
     wall_timeout_s: float = Field(30.0, gt=0)
     output_limit_kb: int = Field(256, gt=0)
+    open_files: int = Field(256, gt=0)
+    unprivileged_uid: int = Field(65534, gt=0, description="the uid sandboxed code runs as when Jarvis runs as root")
 
 
 class PlannerConfig(_Section):

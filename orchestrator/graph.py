@@ -23,14 +23,16 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
 
-from .catalog import ToolCatalog, default_catalog
+from .catalog import StaticProvider, ToolCatalog, default_catalog
 from .config import Settings, load_settings
 from .executor import CallContext, ToolExecutor
 from .checkpoint_store import prune_later
 from .history import compact, estimate_tokens
+from .tool_index import FIND_TOOLS, ToolIndex, embedder_from_settings, find_tools_tool, found_names, select_tools
+from .jarb_subgraph import JARB_TOOL, create_new_tool_tool, jarb_task_for, make_jarb_node
 from .llm import model_config
 from .planner import call_model, step_limit_message, system_prompt
-from .state import Attachment, ConversationState, ToolTask, TurnCount
+from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount
 from .threads import IDLE, RUNNING, WAITING, ThreadIndex
 
 log = logging.getLogger(__name__)
@@ -62,12 +64,24 @@ class JarvisRuntime:
     executor: ToolExecutor
     threads: ThreadIndex
     meta_tools: list[BaseTool] = field(default_factory=list)
+    tool_index: ToolIndex = field(default_factory=ToolIndex)
 
     def model_base_url(self) -> str:
         return getattr(self.llm, "openai_api_base", None) or model_config(self.settings, "primary")[1].base_url
 
     def tools_for_turn(self, state: ConversationState) -> list[BaseTool]:
-        return self.catalog.all() + self.meta_tools
+        """Every tool when they fit in planner.max_bound_tools; otherwise the turn's best matches, the
+        recently used ones and find_tools (tool_index.py)."""
+        tools = self.catalog.all()
+        limit = self.settings.planner.max_bound_tools
+        finder = [t for t in tools if t.name == FIND_TOOLS]
+        others = [t for t in tools if t.name != FIND_TOOLS]
+        if len(others) <= limit:
+            return others + self.meta_tools
+        human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
+        query = human.text if human is not None else ""
+        chosen = select_tools(self.tool_index, others, query, state.recent_tools, limit)
+        return chosen + finder + self.meta_tools
 
 
 def _thread_id(config: RunnableConfig) -> str:
@@ -103,14 +117,19 @@ def make_nodes(rt: JarvisRuntime):
             return {"messages": [step_limit_message(settings)], "stop_reason": "step_limit"}
         tools = rt.tools_for_turn(state)
         system = system_prompt(settings, state)
+        thread_id = _thread_id(config)
         folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system)]),
-                         settings.planner.history_token_budget, config)
+                         settings.planner.history_token_budget, config,
+                         archive=lambda msgs: rt.threads.archive(thread_id, msgs))
+        live = state.messages
         if folded:
-            state = state.model_copy(update=folded)
+            gone = {r.id for r in folded["messages"]}
+            live = [m for m in state.messages if m.id not in gone]
+            state = state.model_copy(update={"summary": folded["summary"]})
             system = system_prompt(settings, state)
-        messages = [SystemMessage(content=system), *state.messages[state.summarized_count:]]
-        ai = call_model(rt.llm, tools, messages, config, rt.model_base_url())
-        return {**folded, "messages": [ai], "turn_steps": state.turn_steps + 1}
+        ai = call_model(rt.llm, tools, [SystemMessage(content=system), *live], config, rt.model_base_url())
+        new = [*folded.pop("messages", []), ai]
+        return {**folded, "messages": new, "turn_steps": state.turn_steps + 1}
 
     def route(state: ConversationState) -> Any:
         last = state.messages[-1] if state.messages else None
@@ -119,6 +138,9 @@ def make_nodes(rt: JarvisRuntime):
         sends: list[Send] = []
         base = {"message_id": last.id, "turn": state.turn, "untrusted_turn": state.untrusted_turn, "effects": state.effects}
         for i, call in enumerate(last.tool_calls):
+            if call.get("name") == JARB_TOOL:  # the tool factory, not the executor
+                sends.append(Send("jarb", jarb_task_for(dict(call), i, base)))
+                continue
             sends.append(Send("tool_node", ToolTask(call=dict(call), index=i, **base)))
         offset = len(last.tool_calls)
         for j, bad in enumerate(last.invalid_tool_calls):
@@ -150,10 +172,13 @@ def make_nodes(rt: JarvisRuntime):
             return interrupt(request.payload())
 
         outcome = rt.executor.execute(name, call.get("args") or {}, ctx, confirm=ask)
+        recent = [name] if outcome.ok else []
+        if name == FIND_TOOLS and outcome.ok:
+            recent = found_names(outcome.content)  # bound on the planner's next step
         update: dict[str, Any] = {
             "messages": [ToolMessage(content=outcome.content, tool_call_id=call_id, name=name,
                                      status="success" if outcome.ok else "error")],
-            "recent_tools": [name] if outcome.ok else [],
+            "recent_tools": recent,
         }
         if outcome.untrusted:
             update["untrusted_turn"] = task.turn
@@ -188,8 +213,11 @@ def build_graph(
 
         llm = make_chat_model(settings, "primary")
     catalog = catalog or default_catalog(settings, tools or ())
+    index = ToolIndex(embedder_from_settings(settings))
+    catalog.add_provider(StaticProvider("find_tools", [find_tools_tool(index, catalog.all)]))
     executor = ToolExecutor(settings, catalog)
-    rt = JarvisRuntime(settings=settings, llm=llm, catalog=catalog, executor=executor, threads=ThreadIndex(settings))
+    rt = JarvisRuntime(settings=settings, llm=llm, catalog=catalog, executor=executor, threads=ThreadIndex(settings),
+                       meta_tools=[create_new_tool_tool(settings.jarb.max_repairs)], tool_index=index)
 
     entry, planner, route, tool_node, respond = make_nodes(rt)
     g = StateGraph(ConversationState)
@@ -197,10 +225,12 @@ def build_graph(
     g.add_node("planner", planner)
     g.add_node("tool_node", tool_node, input_schema=ToolTask)
     g.add_node("respond", respond)
+    g.add_node("jarb", make_jarb_node(rt), input_schema=JarbTask)
     g.add_edge(START, "entry")
     g.add_edge("entry", "planner")
-    g.add_conditional_edges("planner", route, ["tool_node", "respond"])
+    g.add_conditional_edges("planner", route, ["tool_node", "jarb", "respond"])
     g.add_edge("tool_node", "planner")
+    g.add_edge("jarb", "planner")
     g.add_edge("respond", END)
 
     if checkpointer is None:

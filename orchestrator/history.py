@@ -1,10 +1,12 @@
 """Keeping the planner's prompt under a token budget however long the thread.
 
-When the system prompt and the messages since the last summary exceed `planner.history_token_budget`, the oldest
-whole turns are folded into a running summary (one model call), until the rest fits in half the budget, so
-that compaction happens now and then rather than every turn. The summary lives in the state; the raw messages
-stay in the checkpoint, readable with `jarvis threads show`. Cuts fall only at the start of a user turn, so
-a tool call is never separated from its result.
+When the system prompt and the thread's live messages exceed `planner.history_token_budget`, the oldest whole
+turns are folded into a running summary (one model call), until the rest fits in half the budget, so that
+compaction happens now and then rather than every turn. The summary lives in the state; the folded raw messages
+move, once, to the thread's message archive (threads.py) and leave the live state, so that loading, validating
+and checkpointing a turn costs the same at turn 1,000 as at turn 10, and storage grows linearly. `jarvis threads
+show` and the UI read archive and state together. Cuts fall only at the start of a user turn, so a tool call is
+never separated from its result.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 log = logging.getLogger(__name__)
@@ -75,11 +77,17 @@ def summarize(llm: BaseChatModel, previous: str | None, messages: list[AnyMessag
     return text.strip() or (previous or "")
 
 
-def compact(llm: BaseChatModel, state: Any, system_tokens: int, budget: int, config: dict | None) -> dict[str, Any]:
-    """The state update that folds old turns into the summary, or {} when the prompt fits."""
-    cut = plan_cut(state.messages, state.summarized_count, system_tokens, budget)
+def compact(llm: BaseChatModel, state: Any, system_tokens: int, budget: int, config: dict | None,
+            archive: Any) -> dict[str, Any]:
+    """The state update that folds old turns into the summary and archives them, or {} when the prompt fits.
+
+    `archive(messages)` stores the folded messages (idempotent: a re-run of the node stores nothing twice)."""
+    cut = plan_cut(state.messages, 0, system_tokens, budget)
     if cut is None:
         return {}
-    log.info("summarizing messages %d..%d of a long thread", state.summarized_count, cut)
-    summary = summarize(llm, state.summary, state.messages[state.summarized_count:cut], config)
-    return {"summary": summary, "summarized_count": cut}
+    folded = state.messages[:cut]
+    log.info("summarizing %d messages of a long thread", len(folded))
+    summary = summarize(llm, state.summary, folded, config)
+    archive(folded)
+    return {"summary": summary, "summarized_count": state.summarized_count + len(folded),
+            "messages": [RemoveMessage(id=m.id) for m in folded]}

@@ -81,6 +81,25 @@ def finalize_message(message: Any) -> AIMessage:
     return AIMessage(content=str(getattr(message, "content", message)))
 
 
+_SCHEMAS: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+
+def openai_schema(tool: BaseTool | dict[str, Any]) -> dict[str, Any]:
+    """A tool's OpenAI function schema, computed once per tool object (pydantic schema generation is not free,
+    and the planner binds the same tools turn after turn)."""
+    if isinstance(tool, dict):
+        return tool
+    cached = _SCHEMAS.get(id(tool))
+    if cached is None or cached[0] is not tool:
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        if len(_SCHEMAS) > 8192:
+            _SCHEMAS.clear()
+        cached = (tool, convert_to_openai_tool(tool))
+        _SCHEMAS[id(tool)] = cached
+    return cached[1]
+
+
 def call_model(
     llm: BaseChatModel,
     tools: list[BaseTool | dict[str, Any]],
@@ -90,7 +109,7 @@ def call_model(
     role: str = "primary",
 ) -> AIMessage:
     """Stream one model call (so the UI and CLI see tokens) and return the strictly parsed message."""
-    model = llm.bind_tools(tools) if tools else llm
+    model = llm.bind_tools([openai_schema(t) for t in tools]) if tools else llm
     merged: Any = None
     try:
         for chunk in model.stream(messages, config=config):

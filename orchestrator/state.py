@@ -61,6 +61,15 @@ class JarbTask(BaseModel):
     passed: bool = False
     error: str | None = None
     registered_name: str | None = None
+    # where the request came from (graph.route) and what happened on the way (jarb_subgraph)
+    message_id: str | None = None
+    index: int = 0
+    turn: int = 0
+    untrusted: bool = False
+    report: dict[str, Any] | None = None
+    history: list[str] = Field(default_factory=list)
+    registered_version: int | None = None
+    failed_dir: str | None = None
 
 
 class ConversationState(BaseModel):
@@ -73,7 +82,7 @@ class ConversationState(BaseModel):
     effects: Annotated[TurnCount, merge_turn_count] = Field(default_factory=TurnCount)
     recent_tools: Annotated[list[str], merge_recent] = Field(default_factory=list)
     summary: str | None = None
-    summarized_count: int = 0
+    summarized_count: int = 0  # messages folded into the summary and moved to the archive
     jarb: JarbTask | None = None
     stop_reason: str | None = None
 

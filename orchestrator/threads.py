@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from sqlalchemy import DateTime, String, Text, case, desc, select
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, messages_from_dict, messages_to_dict
+from sqlalchemy import DateTime, Integer, String, Text, case, desc, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -34,6 +34,17 @@ class ThreadRow(Base):
     status: Mapped[str] = mapped_column(String(16), default=IDLE, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, index=True)
+
+
+class ArchivedMessageRow(Base):
+    """Messages folded into a thread's summary, moved out of the live state (history.py), kept readable."""
+
+    __tablename__ = "message_archive"
+
+    thread_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    message_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, index=True)
+    data: Mapped[str] = mapped_column(Text)
 
 
 @dataclass
@@ -93,6 +104,26 @@ class ThreadIndex:
             if statuses:
                 q = q.where(ThreadRow.status.in_(statuses))
             return [_info(r) for r in s.scalars(q)]
+
+    def archive(self, thread_id: str, messages: list[BaseMessage]) -> None:
+        """Append messages to the thread's archive, once each (a re-run stores nothing twice)."""
+        if not messages:
+            return
+        with Session(self.engine) as s, s.begin():
+            known = set(s.scalars(select(ArchivedMessageRow.message_id).where(
+                ArchivedMessageRow.thread_id == thread_id,
+                ArchivedMessageRow.message_id.in_([m.id for m in messages]))))
+            start = s.scalar(select(func.count()).select_from(ArchivedMessageRow)
+                             .where(ArchivedMessageRow.thread_id == thread_id)) or 0
+            for offset, m in enumerate(m for m in messages if m.id not in known):
+                s.add(ArchivedMessageRow(thread_id=thread_id, message_id=m.id, position=start + offset,
+                                         data=json.dumps(messages_to_dict([m])[0], default=str)))
+
+    def archived(self, thread_id: str) -> list[BaseMessage]:
+        with Session(self.engine) as s:
+            rows = s.scalars(select(ArchivedMessageRow.data).where(ArchivedMessageRow.thread_id == thread_id)
+                             .order_by(ArchivedMessageRow.position))
+            return messages_from_dict([json.loads(d) for d in rows])
 
     def delete(self, thread_id: str) -> None:
         with Session(self.engine) as s, s.begin():

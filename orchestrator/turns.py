@@ -46,7 +46,11 @@ def resume_command(decisions: dict[str, Any]) -> Command:
 def stream_turn(graph: Any, thread_id: str, graph_input: Any) -> Iterator[dict[str, Any]]:
     config = thread_config(thread_id)
     try:
-        for mode, data in graph.stream(graph_input, config, stream_mode=["messages", "custom", "updates"]):
+        # subgraphs=True: progress events written inside the JARB subgraph reach the caller too.
+        for namespace, mode, data in graph.stream(graph_input, config, stream_mode=["messages", "custom", "updates"],
+                                                  subgraphs=True):
+            if namespace and mode != "custom":
+                continue
             if mode == "messages":
                 chunk, meta = data
                 if INTERNAL_TAG in (meta.get("tags") or []):

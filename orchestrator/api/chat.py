@@ -112,7 +112,7 @@ def get_thread(thread_id: ThreadId, ctx: AppContext = Depends(app_context)) -> d
     info = ThreadIndex(ctx.settings).get(thread_id)
     snapshot = _snapshot(ctx, thread_id)
     values = _values(snapshot)
-    messages = values.get("messages", [])
+    messages = ThreadIndex(ctx.settings).archived(thread_id) + list(values.get("messages", []))
     if info is None and not messages:
         raise HTTPException(404, f"There is no thread {thread_id}.")
     running = ctx.turns.running(thread_id) is not None

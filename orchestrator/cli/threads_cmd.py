@@ -30,15 +30,15 @@ def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most
 
 @threads_app.command("show")
 def threads_show(ctx: typer.Context, thread_id: str, as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
-    """Show a thread's messages and tool calls, read from its checkpoint."""
-    from ..threads import dumps, message_view
+    """Show a thread's messages and tool calls (its checkpoint, and the archive of messages folded into its summary)."""
+    from ..threads import ThreadIndex, dumps, message_view
     from ..turns import thread_config
 
     st = state(ctx)
     graph = st.graph()
     snapshot = graph.get_state(thread_config(thread_id))
     values = snapshot.values if isinstance(snapshot.values, dict) else {}
-    messages = values.get("messages", [])
+    messages = ThreadIndex(st.settings).archived(thread_id) + list(values.get("messages", []))
     if not messages:
         fail(f"no thread {thread_id!r} (see `jarvis threads list`)")
     views = [message_view(m) for m in messages]

@@ -1,0 +1,206 @@
+"""Run a command isolated from the machine, with resource limits, a wall timeout and capped output.
+
+    sandbox = Sandbox(Limits(cpu_seconds=10, wall_timeout_s=20), required=True)
+    result = sandbox.run([sandbox.python, "-I", "-B", "-m", "pytest", "-q", "test_x.py"],
+                         binds=[Bind(Path("tools/x_v1.py"), "x.py"), Bind(Path("tests/test_x.py"), "test_x.py")])
+    result.ok, result.returncode, result.stdout, result.reasons   # why it failed, in plain words
+
+    with sandbox.spawn([sandbox.python, "-I", "script.py"], binds=[...]) as proc:   # a long-lived pipe
+        proc.send_json({"hello": 1}); reply = proc.read_json(timeout=5)
+    proc.result   # SandboxResult once it has ended
+
+Backends (see sandbox_backends.py): bubblewrap on Linux, sandbox-exec on macOS. Where neither exists the
+constructor refuses (SandboxUnavailable, with how to install bubblewrap) unless `required=False`; then the
+command runs with resource limits only and every result carries a warning saying so.
+
+Processes are capped by a pids cgroup made for the run where possible (it holds for root too), and by
+RLIMIT_NPROC under an unprivileged uid (when Jarvis runs as root the command drops to uid 65534: uid 0
+ignores RLIMIT_NPROC). When the run ends (or is killed) every process it left is killed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .cgroups import PidsCgroup
+from .sandbox_backends import (
+    INSTALL_HINT,
+    Bind,
+    BubblewrapBackend,
+    HostDirBackend,
+    Limits,
+    SandboxUnavailable,
+    SeatbeltBackend,
+    readable_by_others,
+)
+from .sandbox_process import SandboxProcess, SandboxProtocolError, SandboxResult, TextPipe
+
+__all__ = ["Bind", "Limits", "Sandbox", "SandboxProcess", "SandboxResult", "SandboxUnavailable", "SandboxProtocolError",
+           "TextPipe", "script_spawner"]
+
+log = logging.getLogger(__name__)
+
+NOBODY = 65534
+
+
+class Sandbox:
+    """Runs commands isolated. One instance per configuration; safe to share between threads."""
+
+    def __init__(self, limits: Limits | None = None, *, required: bool = True, backend: str = "auto",
+                 unprivileged_uid: int = NOBODY):
+        self.limits = limits or Limits()
+        self.required = required
+        self.unprivileged_uid = unprivileged_uid
+        self._backend = self._choose(backend)
+        self.backend = self._backend.name
+
+    @property
+    def python(self) -> str:
+        """The interpreter to run inside (the same one Jarvis runs on, with its packages, read-only)."""
+        return sys.executable
+
+    @property
+    def isolated(self) -> bool:
+        return self.backend in ("bubblewrap", "sandbox-exec")
+
+    # -- choosing a backend -------------------------------------------------------------------------------
+    def _choose(self, wanted: str):
+        system = platform.system()
+        errors: list[str] = []
+        if wanted in ("auto", "bubblewrap") and system == "Linux":
+            bwrap = shutil.which("bwrap")
+            if bwrap:
+                backend = self._bubblewrap(bwrap)
+                problem = _probe(backend)
+                if problem is None:
+                    return backend
+                errors.append(f"bubblewrap is installed but cannot create a sandbox here: {problem}")
+            else:
+                errors.append("bubblewrap (bwrap) is not installed")
+        if wanted in ("auto", "sandbox-exec") and system == "Darwin":
+            sandbox_exec = shutil.which("sandbox-exec") or ("/usr/bin/sandbox-exec" if Path("/usr/bin/sandbox-exec").exists() else None)
+            if sandbox_exec:
+                return SeatbeltBackend(sandbox_exec)
+            errors.append("sandbox-exec is not available")
+        if wanted not in ("auto", "bubblewrap", "sandbox-exec", "none"):
+            raise ValueError(f"unknown sandbox backend {wanted!r}: use auto, bubblewrap, sandbox-exec or none")
+        if wanted == "none" and self.required:
+            raise SandboxUnavailable("sandbox.backend is none but sandbox.required is true: set sandbox.required: "
+                                     "false to run generated code without isolation (resource limits only)")
+        if wanted != "none" and self.required:
+            why = "; ".join(errors) or f"no sandbox backend for {system}"
+            raise SandboxUnavailable(f"Cannot run generated code safely: {why}. To fix it, {INSTALL_HINT}.")
+        drop = None
+        if os.geteuid() == 0 and shutil.which("setpriv") and all(
+                _readable_by_nobody(p) for p in (sys.executable, os.path.realpath(sys.executable))):
+            drop = self.unprivileged_uid
+        return HostDirBackend(prlimit=shutil.which("prlimit"), setpriv=shutil.which("setpriv"), drop_uid=drop)
+
+    def _bubblewrap(self, bwrap: str) -> BubblewrapBackend:
+        drop = None
+        setpriv = shutil.which("setpriv")
+        if os.geteuid() == 0 and setpriv:
+            drop = self.unprivileged_uid
+        return BubblewrapBackend(bwrap, drop_uid=drop, setpriv=setpriv, prlimit=shutil.which("prlimit"))
+
+    # -- running ------------------------------------------------------------------------------------------
+    def spawn(self, argv: Sequence[str], *, binds: Sequence[Bind] = (), workdir: Path | None = None,
+              env: Mapping[str, str] | None = None, network: bool = False, limits: Limits | None = None,
+              stdin: bool = True, capture_stdout: bool = False, capture_stderr: bool = True, keep_uid: bool = False,
+              hide: Sequence[Path] = ()) -> SandboxProcess:
+        """Start `argv` in the sandbox and return at once (stdin/stdout pipes for a long-lived conversation).
+
+        binds: host files/folders to show read-only (or writable) inside; a relative target lands in the work
+        directory. workdir: None for a private size-limited scratch directory, or a host folder to work in (when
+        Jarvis runs as root it is handed to the sandbox uid so the command can write there).
+        network: keep the host network (only for tools whose network access the user approved).
+        keep_uid: when Jarvis runs as root, run as root without capabilities instead of the unprivileged uid, so
+        writable binds of the user's folders work; a pids cgroup is then required. hide: host folders covered
+        by an empty tmpfs where binds would show them.
+        """
+        limits = limits or self.limits
+        if not argv:
+            raise ValueError("no command given")
+        cgroup = PidsCgroup.create(limits.max_processes) if sys.platform.startswith("linux") else None
+        drops = getattr(self._backend, "drop_uid", None) is not None and not keep_uid
+        if cgroup is None and os.geteuid() == 0 and not drops:
+            raise SandboxUnavailable(
+                "Cannot cap the number of processes: Jarvis runs as root, no pids cgroup can be made here and "
+                "`setpriv` (util-linux) is missing or cannot be used, so a fork bomb could take the machine down. "
+                "Install util-linux's setpriv, or run Jarvis as an ordinary user.")
+        try:
+            plan = self._backend.plan(list(argv), binds=binds, workdir=workdir, env=env, network=network, limits=limits,
+                                      cgroup_procs=cgroup.procs_file if cgroup else None, keep_uid=keep_uid, hide=hide)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+        if cgroup is None and self.isolated is False and os.geteuid() != 0:
+            plan.warnings.append("the number of processes is not capped (no pids cgroup without a sandbox)")
+        return SandboxProcess(plan, backend=self.backend, limits=limits, cgroup=cgroup, pipe_stdin=stdin,
+                              capture_stdout=capture_stdout, capture_stderr=capture_stderr)
+
+    def run(self, argv: Sequence[str], *, input: bytes | None = None, binds: Sequence[Bind] = (),
+            workdir: Path | None = None, env: Mapping[str, str] | None = None, network: bool = False,
+            limits: Limits | None = None, keep_uid: bool = False, hide: Sequence[Path] = ()) -> SandboxResult:
+        """Run `argv` to completion and return what it did (stdout and stderr captured, capped)."""
+        proc = self.spawn(argv, binds=binds, workdir=workdir, env=env, network=network, limits=limits,
+                          stdin=input is not None, capture_stdout=True, keep_uid=keep_uid, hide=hide)
+        return proc.communicate(input)
+
+    def with_limits(self, **changes: Any) -> Limits:
+        return replace(self.limits, **changes)
+
+
+def script_spawner(settings: Any) -> Callable[[list[str]], TextPipe]:
+    """How orchestrator.jorbs starts a jorb script: `spawn(argv)` -> a text-mode pipe to a sandboxed process.
+
+    `settings` is Jarvis' Settings (read duck-typed: `sandbox.*` and `jorbs.script_timeout_s`). The script
+    runner keeps its own deadline; the sandbox's wall timeout is a backstop a little beyond it. Raises
+    SandboxUnavailable (with how to install bubblewrap) when no sandbox exists and sandbox.required is true.
+    """
+    c = settings.sandbox
+    script_timeout = float(getattr(getattr(settings, "jorbs", None), "script_timeout_s", c.wall_timeout_s))
+    limits = Limits(cpu_seconds=c.cpu_seconds, memory_mb=c.memory_mb, max_processes=c.max_processes,
+                    file_size_mb=c.file_size_mb, workdir_mb=c.workdir_mb,
+                    wall_timeout_s=max(c.wall_timeout_s, script_timeout + 10), output_limit_kb=c.output_limit_kb,
+                    open_files=c.open_files)
+    sandbox = Sandbox(limits, required=c.required, backend=c.backend, unprivileged_uid=c.unprivileged_uid)
+
+    def spawn(argv: list[str]) -> TextPipe:
+        return TextPipe(sandbox.spawn(argv, stdin=True, capture_stdout=False, capture_stderr=False))
+
+    return spawn
+
+
+def _readable_by_nobody(path: str) -> bool:
+    return readable_by_others(Path(path))
+
+
+_probe_cache: dict[tuple, str | None] = {}
+
+
+def _probe(backend: BubblewrapBackend) -> str | None:
+    """Run `true` in a minimal bubblewrap sandbox once, so a bwrap that cannot work here (no user namespaces,
+    a container without privileges) is reported at start with its own error."""
+    key = (backend.bwrap, backend.drop_uid)
+    if key in _probe_cache:
+        return _probe_cache[key]
+    plan = backend.plan(["/bin/true"], binds=(), workdir=None, env=None, network=False, limits=Limits(), cgroup_procs=None)
+    try:
+        proc = subprocess.run(plan.argv, cwd=plan.cwd, env=plan.env, capture_output=True, timeout=20)
+        problem = None if proc.returncode == 0 else (proc.stderr.decode("utf-8", "replace").strip() or
+                                                     f"exit status {proc.returncode}")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        problem = str(exc)
+    _probe_cache[key] = problem
+    return problem

@@ -1,0 +1,388 @@
+"""How each sandbox backend turns a command into an isolated process (the command line, cwd, env).
+
+bubblewrap (Linux): new mount, pid, ipc, uts, cgroup and (unless allowed) network namespaces; the root is
+an empty tmpfs remounted read-only after the system folders (/usr, /etc, ...) and the Python installation are
+bound read-only into it, so the home directory, /work, /var, /root... simply do not exist inside. The work
+directory is a size-limited tmpfs (or a host folder the caller asked for), /tmp a private size-limited tmpfs.
+Resource limits are set inside by `prlimit`; when Jarvis runs as root the command then drops to an
+unprivileged uid with `setpriv` (no capabilities, no new privileges), because uid 0 ignores RLIMIT_NPROC.
+
+sandbox-exec (macOS): a Seatbelt profile that denies network, writes outside the work directory and /tmp,
+reads of the home directory, fork and exec of anything but the interpreter; limits by `_limits_exec.py`.
+Not testable on Linux.
+
+rlimits (only with sandbox.required: false): resource limits and a scrubbed environment, no isolation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCRATCH = "/sandbox"  # the work directory inside bubblewrap
+# Readable by root only: masked when the command keeps uid 0 (capabilities dropped, but file permissions still
+# let root's uid read them).
+ROOT_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+                "/etc/ssh", "/etc/ssl/private", "/etc/security/opasswd")
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+LIMITS_EXEC = Path(__file__).with_name("_limits_exec.py")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed process tree."""
+
+    cpu_seconds: int = 10
+    memory_mb: int = 1024
+    max_processes: int = 64
+    file_size_mb: int = 64
+    workdir_mb: int = 128
+    wall_timeout_s: float = 30.0
+    output_limit_kb: int = 256
+    open_files: int = 256
+
+    def rlimits(self, *, nproc: bool) -> dict[str, tuple[int, int]]:
+        """(soft, hard) per resource. The CPU hard limit is one second later, so SIGXCPU (a clear reason)
+        arrives before SIGKILL."""
+        mb = 1024 * 1024
+        values = {
+            "cpu": (self.cpu_seconds, self.cpu_seconds + 1),
+            "as": (self.memory_mb * mb, self.memory_mb * mb),
+            "fsize": (self.file_size_mb * mb, self.file_size_mb * mb),
+            "nofile": (self.open_files, self.open_files),
+            "core": (0, 0),
+        }
+        if nproc:
+            values["nproc"] = (self.max_processes, self.max_processes)
+        return values
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path made visible inside. `target`: None = the same path; relative = inside the work directory."""
+
+    source: Path
+    target: str | None = None
+    writable: bool = False
+
+
+@dataclass
+class LaunchPlan:
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    workdir: str  # the work directory as the command sees it
+    warnings: list[str] = field(default_factory=list)
+    cleanup: list[Callable[[], None]] = field(default_factory=list)
+
+
+class SandboxUnavailable(RuntimeError):
+    """No sandbox can run here; the message says how to get one."""
+
+
+INSTALL_HINT = (
+    "install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`, Fedora: `sudo dnf install bubblewrap`, "
+    "Arch: `sudo pacman -S bubblewrap`; `make install-system` does it where apt-get exists), or set "
+    "`sandbox.required: false` in the config to run generated code with resource limits only (not isolated)"
+)
+
+
+def base_env(workdir: str, extra: Mapping[str, str] | None) -> dict[str, str]:
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.update(extra or {})
+    return env
+
+
+def python_dirs() -> list[str]:
+    """Folders the interpreter and its packages live in (outside the system folders), outermost only."""
+    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                  os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))}
+    for p in list(candidates):
+        candidates.add(os.path.realpath(p))
+    paths = sorted({os.path.abspath(p) for p in candidates if p and os.path.isdir(p)})
+    outside = [p for p in paths if not any(_under(p, s) for s in SYSTEM_DIRS)]
+    return [p for p in outside if not any(q != p and _under(p, q) for q in outside)]
+
+
+def _under(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = Path(path).parts[1:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def readable_by_others(path: Path, *, parents: bool = True) -> bool:
+    """Whether an unprivileged uid can read `path` (the path o+r, a folder o+rx; with `parents`, every folder
+    on the way o+x: needed without a mount namespace, where the real parents are traversed)."""
+    p = Path(os.path.abspath(path))
+    try:
+        for parent in reversed(p.parents) if parents else ():
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+        mode = os.stat(p).st_mode
+    except OSError:
+        return False
+    need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(mode) else 0)
+    return mode & need == need
+
+
+# -- bubblewrap -------------------------------------------------------------------------------------
+
+
+class BubblewrapBackend:
+    name = "bubblewrap"
+
+    def __init__(self, bwrap: str, *, drop_uid: int | None, setpriv: str | None, prlimit: str | None):
+        self.bwrap = bwrap
+        self.drop_uid = drop_uid  # set when running as root: the uid the command runs as
+        self.setpriv = setpriv
+        self.prlimit = prlimit
+
+    def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
+             network: bool, limits: Limits, cgroup_procs: Path | None, keep_uid: bool = False,
+             hide: Sequence[Path] = ()) -> LaunchPlan:
+        """keep_uid: run as the caller's uid even when it is root (capabilities dropped; the pids cgroup is then the
+        process cap): needed to write the caller's files through writable binds. hide: host folders to cover
+        with an empty tmpfs where a bind would show them (Jarvis' own data, for instance)."""
+        drop_uid = None if keep_uid else self.drop_uid
+        inside_wd = str(workdir) if workdir is not None else SCRATCH
+        args = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
+                "--die-with-parent", "--new-session", "--hostname", "jarvis-sandbox"]
+        if not network:
+            args.append("--unshare-net")
+        args.append("--clearenv")
+        for key, value in base_env(inside_wd, env).items():
+            args += ["--setenv", key, value]
+        for d in SYSTEM_DIRS:
+            if os.path.islink(d):
+                args += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                args += ["--ro-bind", d, d]
+        if network:
+            resolv = Path("/etc/resolv.conf")
+            if resolv.is_symlink():  # e.g. /run/systemd/resolve/stub-resolv.conf
+                real = resolv.resolve().parent
+                args += ["--ro-bind-try", str(real), str(real)]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        size = str(limits.workdir_mb * 1024 * 1024)
+        args += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+        made: set[str] = {"/", "/tmp", "/proc", "/dev", *SYSTEM_DIRS}
+
+        def mkdirs(target: str) -> None:
+            for a in _ancestors(target):
+                if a not in made and not any(_under(a, s) for s in SYSTEM_DIRS):
+                    args.extend(["--perms", "0755", "--dir", a])
+                    made.add(a)
+
+        pythons = python_dirs()
+        for d in pythons:
+            mkdirs(d)
+            args += ["--ro-bind", d, d]
+            made.add(d)
+        if workdir is None:
+            args += ["--perms", "0777", "--size", size, "--tmpfs", SCRATCH]
+        else:
+            if drop_uid is not None:
+                _give_to(Path(inside_wd), drop_uid)
+            mkdirs(inside_wd)
+            args += ["--bind", inside_wd, inside_wd]
+        made.add(inside_wd)
+        targets: list[str] = []
+        for b in binds:
+            target = _target(b, inside_wd)
+            if drop_uid is not None and not readable_by_others(b.source, parents=False):
+                raise ValueError(f"{b.source} is not readable by the sandbox user (uid {drop_uid}): "
+                                 "make it and its folders world-readable, or bind a copy")
+            mkdirs(target)
+            args += ["--bind" if b.writable else "--ro-bind", str(b.source), target]
+            targets.append(target)
+        # A bind of a folder holding the interpreter (say the home directory) must not make it writable, and a
+        # bind must not expose what the caller hides: both go back on top.
+        for d in pythons:
+            if any(_under(d, t) for t in targets):
+                args += ["--ro-bind", d, d]
+        if drop_uid is None and os.geteuid() == 0:
+            for secret in ROOT_SECRETS:
+                if os.path.isdir(secret) and not os.path.islink(secret):
+                    args += ["--perms", "0700", "--tmpfs", secret, "--remount-ro", secret]
+                elif os.path.isfile(secret):
+                    args += ["--ro-bind", "/dev/null", secret]
+        for h in hide:
+            h_abs = os.path.abspath(h)
+            if any(_under(h_abs, t) and h_abs != t for t in targets) and os.path.isdir(h_abs):
+                args += ["--perms", "0700", "--tmpfs", h_abs, "--remount-ro", h_abs]
+        args += ["--remount-ro", "/", "--chdir", inside_wd, "--"]
+
+        inner: list[str] = []
+        if self.prlimit:
+            inner += [self.prlimit, *_prlimit_args(limits.rlimits(nproc=drop_uid is not None or os.geteuid() != 0)),
+                      "--"]
+        else:
+            inner += [sys.executable, "-I", "-S", str(LIMITS_EXEC), json.dumps(limits.rlimits(nproc=True)), "--"]
+        if drop_uid is not None:
+            uid = str(drop_uid)
+            inner += [self.setpriv or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                      "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        elif os.geteuid() == 0:
+            args[1:1] = ["--cap-drop", "ALL"]
+        full = [*args, *inner, *argv]
+        if cgroup_procs is not None:
+            full = _join_cgroup(cgroup_procs, full)
+        return LaunchPlan(argv=full, cwd="/", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, workdir=inside_wd)
+
+
+def _give_to(folder: Path, uid: int) -> None:
+    """A host work directory must be writable by the uid the command runs as."""
+    st = os.stat(folder)
+    if st.st_uid != uid:
+        os.chown(folder, uid, uid)
+
+
+def _target(b: Bind, inside_wd: str) -> str:
+    if b.target is None:
+        return str(Path(b.source).absolute())
+    return b.target if b.target.startswith("/") else f"{inside_wd.rstrip('/')}/{b.target}"
+
+
+def _prlimit_args(values: Mapping[str, tuple[int, int]]) -> list[str]:
+    return [f"--{k}={soft}:{hard}" for k, (soft, hard) in values.items()]
+
+
+def _join_cgroup(procs_file: Path, argv: list[str]) -> list[str]:
+    """Enter the cgroup before anything else runs, then become the command (no window to fork outside)."""
+    return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(procs_file), *argv]
+
+
+# -- macOS sandbox-exec ----------------------------------------------------------------------------
+
+
+def _sb_quote(path: str) -> str:
+    return json.dumps(os.path.realpath(path))
+
+
+def seatbelt_profile(*, workdir: str, tmpdir: str, readable: Sequence[str], executables: Sequence[str],
+                     network: bool, home: str) -> str:
+    """A Seatbelt profile: deny network, writes outside workdir/tmp, reads of home, fork, exec of other programs."""
+    lines = ["(version 1)", "(allow default)"]
+    if not network:
+        lines.append("(deny network*)")
+    lines += [
+        "(deny file-write*)",
+        f"(allow file-write* (subpath {_sb_quote(workdir)}) (subpath {_sb_quote(tmpdir)}) "
+        '(literal "/dev/null") (literal "/dev/zero") (literal "/dev/dtracehelper") (regex #"^/dev/tty"))',
+        f"(deny file-read* (subpath {_sb_quote(home)}))",
+        "(allow file-read* " + " ".join(f"(subpath {_sb_quote(p)})" for p in [workdir, tmpdir, *readable]) + ")",
+        "(deny process-fork)",
+        "(deny process-exec*)",
+        "(allow process-exec* " + " ".join(f"(literal {_sb_quote(e)})" for e in executables) + ")",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class HostDirBackend:
+    """Backends without a mount namespace (sandbox-exec, rlimits): the command sees host paths, so the work
+    directory is a host folder (a fresh temporary one unless given) and relative binds are copied into it."""
+
+    name = "rlimits"
+
+    def __init__(self, *, prlimit: str | None, setpriv: str | None, drop_uid: int | None):
+        self.prlimit = prlimit
+        self.setpriv = setpriv
+        self.drop_uid = drop_uid
+
+    def _workdir(self, workdir: Path | None, binds: Sequence[Bind], plan_cleanup: list) -> tuple[str, str]:
+        if workdir is None:
+            wd = tempfile.mkdtemp(prefix="jarvis-sbx-")
+            plan_cleanup.append(lambda: shutil.rmtree(wd, ignore_errors=True))
+        else:
+            wd = str(workdir)
+        tmp = os.path.join(wd, ".tmp")
+        os.makedirs(tmp, exist_ok=True)
+        for b in binds:
+            if b.target is None or b.target.startswith("/"):
+                if b.target is not None and os.path.abspath(b.target) != os.path.abspath(b.source):
+                    raise ValueError(f"the {self.name} sandbox cannot show {b.source} at {b.target}; "
+                                     "use a path relative to the work directory")
+                continue
+            dest = Path(wd) / b.target
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if Path(b.source).is_dir():
+                shutil.copytree(b.source, dest, dirs_exist_ok=True)
+            else:
+                shutil.copy2(b.source, dest)
+        if self.drop_uid is not None:
+            for root, dirs, files in os.walk(wd):
+                for name in [*dirs, *files]:
+                    os.chown(os.path.join(root, name), self.drop_uid, self.drop_uid)
+            os.chown(wd, self.drop_uid, self.drop_uid)
+        return wd, tmp
+
+    def _limits_prefix(self, limits: Limits) -> list[str]:
+        # Without a user namespace RLIMIT_NPROC counts all of a user's processes, not the sandbox's: only set
+        # it for the dedicated unprivileged uid.
+        nproc = self.drop_uid is not None
+        if self.prlimit:
+            return [self.prlimit, *_prlimit_args(limits.rlimits(nproc=nproc)), "--"]
+        return [sys.executable, "-I", "-S", str(LIMITS_EXEC), json.dumps(limits.rlimits(nproc=nproc)), "--"]
+
+    def _drop(self) -> list[str]:
+        if self.drop_uid is None:
+            return []
+        uid = str(self.drop_uid)
+        return [self.setpriv or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+    def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
+             network: bool, limits: Limits, cgroup_procs: Path | None, keep_uid: bool = False,
+             hide: Sequence[Path] = ()) -> LaunchPlan:
+        cleanup: list[Callable[[], None]] = []
+        wd, tmp = self._workdir(workdir, binds, cleanup)
+        full = [*self._limits_prefix(limits), *([] if keep_uid else self._drop()), *argv]
+        if cgroup_procs is not None:
+            full = _join_cgroup(cgroup_procs, full)
+        e = base_env(wd, env)
+        e["TMPDIR"] = tmp
+        warning = ("NOT ISOLATED: no sandbox is available (sandbox.required is false), so this ran with resource "
+                   "limits only: it could read your files and use the network. " + INSTALL_HINT.split(", or set")[0])
+        return LaunchPlan(argv=full, cwd=wd, env=e, workdir=wd, warnings=[warning], cleanup=cleanup)
+
+
+class SeatbeltBackend(HostDirBackend):
+    name = "sandbox-exec"
+
+    def __init__(self, sandbox_exec: str):
+        super().__init__(prlimit=None, setpriv=None, drop_uid=None)
+        self.sandbox_exec = sandbox_exec
+
+    def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
+             network: bool, limits: Limits, cgroup_procs: Path | None, keep_uid: bool = False,
+             hide: Sequence[Path] = ()) -> LaunchPlan:
+        cleanup: list[Callable[[], None]] = []
+        wd, tmp = self._workdir(workdir, binds, cleanup)
+        readable = [*python_dirs(), *(str(b.source) for b in binds if b.target is None or b.target.startswith("/")),
+                    str(LIMITS_EXEC.parent)]
+        first = shutil.which(argv[0]) or argv[0]
+        profile = seatbelt_profile(workdir=wd, tmpdir=tmp, readable=readable, network=network,
+                                   executables=[sys.executable, os.path.realpath(sys.executable), first],
+                                   home=os.path.expanduser("~"))
+        full = [self.sandbox_exec, "-p", profile, *self._limits_prefix(limits), *argv]
+        e = base_env(wd, env)
+        e["TMPDIR"] = tmp
+        return LaunchPlan(argv=full, cwd=wd, env=e, workdir=wd, cleanup=cleanup)

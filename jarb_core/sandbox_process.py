@@ -1,0 +1,344 @@
+"""A running sandboxed process and what it did: SandboxProcess (Popen-style, with a JSON line protocol) and
+SandboxResult (return code, captured output, and the reasons it failed in plain words)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from .cgroups import PidsCgroup
+from .sandbox_backends import LaunchPlan, Limits
+
+log = logging.getLogger(__name__)
+
+
+class SandboxProtocolError(RuntimeError):
+    """The sandboxed process broke the line protocol (a line too long, not JSON, or it ended)."""
+
+
+@dataclass
+class SandboxResult:
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    duration_s: float
+    backend: str
+    killed: str | None = None  # "timeout", "output_limit" or another reason the parent stopped it
+    reasons: list[str] = field(default_factory=list)  # why it failed, for people and for the repair prompt
+    truncated: bool = False
+    warnings: list[str] = field(default_factory=list)
+    process_limit_hits: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.killed is None
+
+    @property
+    def stdout_text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+    def describe(self) -> str:
+        if self.ok:
+            return "succeeded"
+        return "; ".join(self.reasons) or f"exited with status {self.returncode}"
+
+
+def _explain(returncode: int | None, killed: str | None, limits: Limits, output: bytes, hits: int) -> list[str]:
+    reasons: list[str] = []
+    if killed == "timeout":
+        reasons.append(f"stopped after the wall timeout of {limits.wall_timeout_s:g} s")
+    elif killed == "output_limit":
+        reasons.append(f"stopped: it wrote more than the output limit of {limits.output_limit_kb} KB")
+    elif killed:
+        reasons.append(f"stopped: {killed}")
+    if hits:
+        reasons.append(f"it tried to start more than {limits.max_processes} processes (the process limit)")
+    sig = None
+    if returncode is not None and returncode < 0:
+        sig = -returncode
+    elif returncode is not None and 128 < returncode < 160:
+        sig = returncode - 128
+    tail = output
+    if sig == signal.SIGXCPU:
+        reasons.append(f"it used more than the CPU limit of {limits.cpu_seconds} s")
+    elif sig == signal.SIGXFSZ or b"File too large" in tail:
+        reasons.append(f"it wrote a file larger than the file size limit of {limits.file_size_mb} MB")
+    elif sig == signal.SIGKILL and killed is None:
+        reasons.append(f"it was killed (SIGKILL): the CPU limit ({limits.cpu_seconds} s) or memory ran out")
+    elif sig is not None and killed is None:
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        reasons.append(f"it was killed by {name}")
+    if b"MemoryError" in tail or b"Cannot allocate memory" in tail:
+        reasons.append(f"it ran out of memory (the memory limit is {limits.memory_mb} MB)")
+    if b"No space left on device" in tail:
+        reasons.append(f"it filled its work space (limit {limits.workdir_mb} MB)")
+    if not reasons and returncode not in (0, None):
+        reasons.append(f"exited with status {returncode}")
+    return reasons
+
+
+class _Capture(threading.Thread):
+    """Reads one pipe into a buffer, up to the run's shared output budget; past it, stops the run."""
+
+    def __init__(self, stream: IO[bytes], budget: "_Budget", on_overflow):
+        super().__init__(daemon=True, name="sandbox-capture")
+        self.stream = stream
+        self.budget = budget
+        self.on_overflow = on_overflow
+        self.chunks: list[bytes] = []
+
+    def run(self) -> None:
+        fd = self.stream.fileno()
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            kept = self.budget.take(len(data))
+            if kept:
+                self.chunks.append(data[:kept])
+            if kept < len(data):
+                self.on_overflow()
+                break
+        try:
+            self.stream.close()
+        except OSError:
+            pass
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+class _Budget:
+    def __init__(self, limit: int):
+        self.left = limit
+        self.overflowed = False
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> int:
+        with self._lock:
+            kept = min(n, max(self.left, 0))
+            self.left -= n
+            if self.left < 0:
+                self.overflowed = True
+            return kept
+
+
+class SandboxProcess:
+    """A running sandboxed command. `stdin`/`stdout` are pipes when asked for (Popen-style); stderr is always
+    captured (capped). `wait()` returns the SandboxResult and cleans up; the context manager kills on exit."""
+
+    def __init__(self, plan: LaunchPlan, *, backend: str, limits: Limits, cgroup: PidsCgroup | None,
+                 pipe_stdin: bool, capture_stdout: bool, capture_stderr: bool = True):
+        self.backend = backend
+        self.limits = limits
+        self.workdir = plan.workdir
+        self.warnings = list(plan.warnings)
+        self._plan = plan
+        self._cgroup = cgroup
+        self._killed: str | None = None
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self.result: SandboxResult | None = None
+        self._budget = _Budget(limits.output_limit_kb * 1024)
+        self._buffer = b""
+        try:
+            self._popen = subprocess.Popen(
+                plan.argv, cwd=plan.cwd, env=plan.env, start_new_session=True, close_fds=True,
+                stdin=subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )
+        except BaseException:
+            self._cleanup()
+            raise
+        self.pid = self._popen.pid
+        self.stdin: IO[bytes] | None = self._popen.stdin
+        self._err: _Capture | None = None
+        self.stderr: IO[bytes] | None = None
+        if capture_stderr:
+            self._err = _Capture(self._popen.stderr, self._budget, lambda: self.kill("output_limit"))
+            self._err.start()
+        else:
+            self.stderr = self._popen.stderr  # the caller drains it
+        self._out: _Capture | None = None
+        self.stdout: IO[bytes] | None = None
+        if capture_stdout:
+            self._out = _Capture(self._popen.stdout, self._budget, lambda: self.kill("output_limit"))
+            self._out.start()
+        else:
+            self.stdout = self._popen.stdout
+        self._timer = threading.Timer(limits.wall_timeout_s, self.kill, args=("timeout",))
+        self._timer.daemon = True
+        self._timer.start()
+
+    # -- control ---------------------------------------------------------------------------------------
+    def poll(self) -> int | None:
+        return self._popen.poll()
+
+    def kill(self, reason: str = "killed by the caller") -> None:
+        """Stop the whole tree: the process group, and (bubblewrap) its pid namespace, and the cgroup's members."""
+        with self._lock:
+            if self._killed is None and self._popen.poll() is None:
+                self._killed = reason
+        try:
+            os.killpg(self._popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
+
+    def wait(self, timeout: float | None = None) -> SandboxResult:
+        if self.result is not None:
+            return self.result
+        try:
+            returncode = self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"the sandboxed process is still running after {timeout} s") from None
+        self._timer.cancel()
+        if self._cgroup is not None:
+            self._cgroup.kill_all()  # --die-with-parent stops the namespace; this also stops escapees elsewhere
+        if self._err is not None:
+            self._err.join(5)
+        if self._out is not None:
+            self._out.join(5)
+        hits = self._cgroup.limit_hits() if self._cgroup is not None else 0
+        stderr = self._err.data if self._err is not None else b""
+        stdout = self._out.data if self._out is not None else b""
+        killed = self._killed
+        self.result = SandboxResult(
+            returncode=returncode, stdout=stdout, stderr=stderr, duration_s=time.monotonic() - self._started,
+            backend=self.backend, killed=killed,
+            reasons=_explain(returncode, killed, self.limits, stdout[-20000:] + stderr[-20000:], hits),
+            truncated=self._budget.overflowed, warnings=self.warnings, process_limit_hits=hits,
+        )
+        self._cleanup()
+        return self.result
+
+    def communicate(self, input: bytes | None = None) -> SandboxResult:
+        """Write `input` to stdin (if piped), close it, and wait for the end."""
+        if self.stdin is not None:
+            try:
+                if input:
+                    self.stdin.write(input)
+                self.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+        return self.wait()
+
+    def _cleanup(self) -> None:
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
+        for fn in self._plan.cleanup:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - cleanup must not hide the result
+                log.debug("sandbox cleanup failed", exc_info=True)
+        self._plan.cleanup = []
+
+    # -- a JSON line protocol over stdin/stdout (jorb scripts) -------------------------------------------
+    def send_json(self, obj: Any) -> None:
+        if self.stdin is None:
+            raise SandboxProtocolError("this process was started without a stdin pipe")
+        try:
+            self.stdin.write(json.dumps(obj, ensure_ascii=False).encode() + b"\n")
+            self.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise SandboxProtocolError(f"the sandboxed process is not reading: {exc}") from None
+
+    def read_json(self, timeout: float | None = None) -> Any:
+        """The next line of stdout as JSON. None at end of output. A line past the output limit kills the run."""
+        line = self.read_line(timeout)
+        if line is None:
+            return None
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SandboxProtocolError(f"not a JSON line: {line[:200]!r} ({exc})") from None
+
+    def read_line(self, timeout: float | None = None) -> bytes | None:
+        if self.stdout is None:
+            raise SandboxProtocolError("this process was started without a stdout pipe")
+        limit = self.limits.output_limit_kb * 1024
+        deadline = None if timeout is None else time.monotonic() + timeout
+        fd = self.stdout.fileno()
+        while b"\n" not in self._buffer:
+            if len(self._buffer) > limit:
+                self.kill("output_limit")
+                raise SandboxProtocolError(f"a line longer than the output limit ({self.limits.output_limit_kb} KB)")
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([fd], [], [], wait)
+            if not ready:
+                raise TimeoutError(f"no line from the sandboxed process within {timeout} s")
+            data = os.read(fd, 65536)
+            if not data:
+                rest, self._buffer = self._buffer, b""
+                return rest or None
+            self._buffer += data
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def __enter__(self) -> "SandboxProcess":
+        return self
+
+    def close(self, grace_s: float = 2.0) -> SandboxResult:
+        """Close stdin (end of conversation), give the process `grace_s` to finish, then kill what is left."""
+        for stream in (self.stdin,):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        try:
+            self._popen.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            self.kill("still running when the caller closed it")
+        if self.stdout is not None:
+            try:
+                self.stdout.close()
+            except OSError:
+                pass
+        return self.wait()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close(grace_s=0.0 if exc and exc[0] is not None else 2.0)
+
+
+class TextPipe:
+    """A SandboxProcess seen as a text-mode `subprocess.Popen`: `stdin`/`stdout`/`stderr` line streams, `poll()`,
+    `kill()`, `wait(timeout) -> returncode`. What orchestrator.jorbs' script runner expects of a child."""
+
+    def __init__(self, proc: SandboxProcess):
+        import io
+
+        if proc.stdin is None or proc.stdout is None or proc.stderr is None:
+            raise ValueError("TextPipe needs a process spawned with stdin, stdout and stderr as pipes")
+        self.process = proc
+        self.pid = proc.pid
+        self.stdin = io.TextIOWrapper(proc.stdin, encoding="utf-8", line_buffering=True, write_through=True)
+        self.stdout = io.TextIOWrapper(proc.stdout, encoding="utf-8", errors="replace")
+        self.stderr = io.TextIOWrapper(proc.stderr, encoding="utf-8", errors="replace")
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def kill(self) -> None:
+        self.process.kill("killed by the caller")
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return self.process.wait(timeout).returncode

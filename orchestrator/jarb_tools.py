@@ -1,0 +1,65 @@
+"""JARB wired to the settings: the sandbox, the registry, the generated-tools provider and the factory.
+
+jarb_core is a plain library that knows nothing of Settings; this module builds its parts from them
+(engines through orchestrator.storage, limits from `sandbox:` and `jarb:`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from jarb_core.factory import ToolFactory
+from jarb_core.loader import GeneratedToolProvider
+from jarb_core.registry import ToolRegistry
+from jarb_core.sandbox import Limits, Sandbox
+
+from .config import Settings
+from .storage import TOOL_REGISTRY_DB, engine_for
+
+_sandboxes: dict[tuple, Sandbox] = {}
+_lock = threading.Lock()
+
+
+def sandbox_limits(settings: Settings) -> Limits:
+    c = settings.sandbox
+    return Limits(cpu_seconds=c.cpu_seconds, memory_mb=c.memory_mb, max_processes=c.max_processes,
+                  file_size_mb=c.file_size_mb, workdir_mb=c.workdir_mb, wall_timeout_s=c.wall_timeout_s,
+                  output_limit_kb=c.output_limit_kb, open_files=c.open_files)
+
+
+def call_limits(settings: Settings) -> Limits:
+    """A generated tool's call: the sandbox limits with the call timeout of `jarb.call_timeout_s`."""
+    return replace(sandbox_limits(settings), wall_timeout_s=settings.jarb.call_timeout_s)
+
+
+def make_sandbox(settings: Settings) -> Sandbox:
+    """The sandbox for this configuration (made once per process; raises SandboxUnavailable with a fix)."""
+    c = settings.sandbox
+    key = (c.required, c.backend, c.unprivileged_uid, sandbox_limits(settings))
+    with _lock:
+        sandbox = _sandboxes.get(key)
+        if sandbox is None:
+            sandbox = Sandbox(sandbox_limits(settings), required=c.required, backend=c.backend,
+                              unprivileged_uid=c.unprivileged_uid)
+            _sandboxes[key] = sandbox
+        return sandbox
+
+
+def open_registry(settings: Settings) -> ToolRegistry:
+    return ToolRegistry(engine_for(settings, TOOL_REGISTRY_DB))
+
+
+def generated_provider(settings: Settings) -> GeneratedToolProvider:
+    """The catalog provider of generated tools; it opens nothing until the catalog is first read."""
+    return GeneratedToolProvider(lambda: open_registry(settings), lambda: make_sandbox(settings),
+                                 trust_after=settings.jarb.trust_after, call_limits=call_limits(settings),
+                                 file_roots=settings.fs.roots,
+                                 protected=[settings.data_dir, settings.tools_dir])
+
+
+def make_factory(settings: Settings, taken_names: Callable[[], Iterable[str]] = lambda: ()) -> ToolFactory:
+    return ToolFactory(open_registry(settings), lambda: make_sandbox(settings), settings.tools_dir,
+                       trust_after=settings.jarb.trust_after, test_limits=sandbox_limits(settings),
+                       taken_names=taken_names)

@@ -1,0 +1,69 @@
+"""Tool retrieval ([11]): with 1,000 tools the planner is handed a dozen, and the one it needs is among them."""
+
+from __future__ import annotations
+
+from langchain_core.messages import HumanMessage
+
+from orchestrator.catalog import StaticProvider, ToolCatalog, static_tools
+from orchestrator.state import ConversationState
+from orchestrator.tool_index import ToolIndex, select_tools
+from tests.conftest import answer, tool_call
+from tests.retrieval_catalog import QUERIES, build_catalog
+
+
+def test_the_needed_tool_is_bound_for_at_least_95_of_100_queries(jarvis_env):
+    catalog = build_catalog(static_tools(jarvis_env.settings))
+    assert len(catalog) == 1000 and len(QUERIES) == 100
+    names = {t.name for t in catalog}
+    assert all(needed in names for _, needed in QUERIES)
+    index = ToolIndex()
+    misses = []
+    for query, needed in QUERIES:
+        chosen = [t.name for t in select_tools(index, catalog, query, [], 12)]
+        assert len(chosen) <= 12
+        if needed not in chosen:
+            misses.append((query, needed, chosen[:5]))
+    assert len(misses) <= 5, misses
+
+
+def test_the_planner_gets_a_dozen_tools_and_find_tools_reaches_the_rest(jarvis_env):
+    catalog = build_catalog(static_tools(jarvis_env.settings))
+    graph = jarvis_env.graph(catalog=ToolCatalog([StaticProvider("big", catalog)]))
+    srv = jarvis_env.server
+    srv.push(tool_call("find_tools", query="roman numerals"), tool_call("roman_numerals", n="1987"), answer("MCMLXXXVII"))
+    out = graph.invoke({"messages": [("user", "how did the ancient empire of Caesar write 1987?")]}, {"configurable": {"thread_id": "r"}})
+    assert out["messages"][-1].content == "MCMLXXXVII"
+    bound = [[t["function"]["name"] for t in r["tools"]] for r in srv.requests]
+    assert all(len(b) <= 12 + 2 for b in bound)  # the dozen, find_tools and create_new_tool
+    assert all("find_tools" in b and "create_new_tool" in b for b in bound)
+    assert "roman_numerals" not in bound[0] and "roman_numerals" in bound[1]  # found, then bound
+    assert "roman_numerals ran with {'n': '1987'}" in out["messages"][-2].content
+    # Used recently, it stays bound on the thread's next turn whatever is asked.
+    srv.push(answer("ok"))
+    graph.invoke({"messages": [("user", "thanks, what's the weather like?")]}, {"configurable": {"thread_id": "r"}})
+    assert "roman_numerals" in [t["function"]["name"] for t in srv.requests[-1]["tools"]]
+
+
+def test_small_catalogs_bind_everything_without_find_tools(jarvis_env):
+    state = ConversationState(messages=[HumanMessage(content="hi")])
+    rt = jarvis_env.graph().jarvis
+    tools = rt.tools_for_turn(state)
+    if len([t for t in rt.catalog.all() if t.name != "find_tools"]) <= jarvis_env.settings.planner.max_bound_tools:
+        assert "find_tools" not in [t.name for t in tools]
+
+
+def test_hybrid_ranking_with_embeddings(jarvis_env):
+    jarvis_env.write_config(models={"embeddings": {"base_url": jarvis_env.server.base_url, "model": "emb"}})
+    from orchestrator.tool_index import embedder_from_settings
+
+    embed = embedder_from_settings(jarvis_env.settings)
+    index = ToolIndex(embed)
+    catalog = build_catalog(static_tools(jarvis_env.settings))
+    chosen = [t.name for t in select_tools(index, catalog, "add buy milk to my todoist inbox", [], 12)]
+    assert "todoist_create_task" in chosen
+    assert jarvis_env.server.brain.embedding_requests  # the vectors were asked for
+    # Without an embeddings endpoint: keyword ranking alone, said once, not an error.
+    jarvis_env.server.brain.embeddings_enabled = False
+    index2 = ToolIndex(embed)
+    chosen = [t.name for t in select_tools(index2, catalog, "add buy milk to my todoist inbox", [], 12)]
+    assert "todoist_create_task" in chosen
