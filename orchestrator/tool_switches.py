@@ -1,4 +1,5 @@
-"""Tools the user switched off (static, MCP and generated alike), by name, in the jarvis database.
+"""Tools the user switched off by name, in the jarvis database: static and MCP tools (generated tools are switched
+in JARB's registry, whose provider then stops offering them; see `jarvis tools disable` and api/tools.py).
 
 The catalog (orchestrator/catalog.py) leaves a disabled tool out of what the planner and jorb scripts are
 given, and the executor answers a call to it with a message saying the user disabled it. The set is cached for
@@ -30,8 +31,8 @@ class DisabledToolRow(Base):
 
 
 def disabled_message(name: str) -> str:
-    return (f"Error: the user disabled the tool {name} (in the Tools view of the web UI); it was not run. "
-            "Do not retry it; tell the user if the task needs it, so they can enable it again.")
+    return (f"Error: the user disabled the tool {name}; it was not run. Do not retry it; if the task needs it, tell "
+            f"the user, who can enable it again (the web UI's Tools view, or `jarvis tools enable {name}`).")
 
 
 class ToolSwitches:

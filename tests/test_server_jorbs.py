@@ -155,7 +155,16 @@ def test_a_jorb_script_confirmation_is_listed_pending_and_answered_through_the_d
         assert c.get("/api/pending").json() == []
 
 
-def test_cancel_while_a_confirmation_waits_runs_nothing_more(ui):
+@pytest.fixture
+def ui_unsandboxed(jarvis_env):
+    """Jorb scripts as plain child processes: the test coordinates with a script through files on the host."""
+    jarvis_env.write_config(channels={"burst_window_s": 0.2}, sandbox={"required": False, "backend": "none"})
+    with start_ui(jarvis_env) as server:
+        yield server
+
+
+def test_cancel_while_a_confirmation_waits_runs_nothing_more(ui_unsandboxed):
+    ui = ui_unsandboxed
     target = ui.env.root / "never.txt"
     ui.env.server.push(step(reasoning="write", script=f"jarvis.fs.write_text({str(target)!r}, 'x')\n"
                                                       "jarvis.messages.send('local', 'bob', 'written')"),

@@ -1,5 +1,4 @@
-"""The Reminders view's API, tools switched off and on (and what the planner then gets), MCP server health in
-Settings; over real HTTP, with a real MCP server over stdio."""
+"""The Reminders view's API and MCP server health in Settings; over real HTTP, with a real MCP server over stdio."""
 
 from __future__ import annotations
 
@@ -7,13 +6,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from tests.conftest import answer, tool_call
 from tests.mcp_helpers import shutdown_mcp, write_server
 from tests.ui_server import start_ui, ui_server  # noqa: F401 - fixture
-
-
-def offered(request: dict) -> set[str]:
-    return {t["function"]["name"] for t in request.get("tools", [])}
 
 
 def test_reminders_create_list_cancel(ui_server):
@@ -51,42 +45,6 @@ def test_reminders_create_list_cancel(ui_server):
         assert c.post("/api/reminders/rem_nope/cancel").status_code == 404
         assert [x["id"] for x in c.get("/api/reminders?status=pending").json()["reminders"]] == [hook["id"]]
         assert c.get("/api/reminders?status=bogus").status_code == 400
-
-
-def test_a_disabled_tool_is_not_offered_and_a_call_to_it_is_refused(ui_server):
-    (ui_server.env.root / "a.txt").write_text("x")
-    srv = ui_server.env.server
-    with ui_server.client() as c:
-        tools = {t["name"]: t for t in c.get("/api/tools").json()["tools"]}
-        assert tools["fs_list_dir"]["enabled"] and tools["fs_list_dir"]["can_disable"]
-        assert c.post("/api/tools/no_such_tool/disable").status_code == 404
-        assert c.post("/api/tools/fs_list_dir/enable").status_code == 409
-        assert c.post("/api/tools/fs_list_dir/disable", json={"note": "testing"}).json() == {"name": "fs_list_dir", "enabled": False}
-        assert {t["name"]: t["enabled"] for t in c.get("/api/tools").json()["tools"]}["fs_list_dir"] is False
-    # The planner no longer gets it; a call anyway is answered with why.
-    srv.push(tool_call("fs_list_dir", path=str(ui_server.env.root)), answer("I cannot list folders now."))
-    events = ui_server.stream("/api/threads/web-off/messages", {"text": "what is in my folder?"})
-    assert "fs_list_dir" not in offered(srv.requests[0]) and "fs_read_text" in offered(srv.requests[0])
-    told = [m for m in srv.requests[1]["messages"] if m["role"] == "tool"][-1]["content"]
-    assert "the user disabled the tool fs_list_dir" in told
-    assert next(e for e in events if e["event"] == "done")["content"] == "I cannot list folders now."
-    with ui_server.client() as c:
-        assert c.post("/api/tools/fs_list_dir/enable").json() == {"name": "fs_list_dir", "enabled": True}
-    srv.push(answer("ok"))
-    ui_server.stream("/api/threads/web-on/messages", {"text": "hi"})
-    assert "fs_list_dir" in offered(srv.requests[-1])
-
-
-def test_a_disabled_tool_is_missing_from_jorb_scripts_too(jarvis_env):
-    from orchestrator.jorbs.service import JorbService
-    from orchestrator.tool_switches import ToolSwitches
-    from tests.test_jorbs import step
-
-    ToolSwitches(jarvis_env.settings).disable("time_now")
-    jarvis_env.server.push(step(reasoning="time?", script="jarvis.time.now()"), step(reasoning="ok", done=True))
-    view = JorbService(jarvis_env.settings).create("Clock", "Tell the time")
-    assert "jarvis.time.now" not in jarvis_env.server.requests[0]["messages"][0]["content"]
-    assert "is not a capability of this jorb" in view.state.script_results[0].error
 
 
 @pytest.fixture

@@ -195,7 +195,8 @@ def test_create_and_cancel_a_reminder(ui):
     assert script_errors(page) == []
 
 
-def test_disable_a_tool_and_the_planner_no_longer_gets_it(ui):
+def test_disable_a_tool_and_the_planner_no_longer_gets_it(ui, jarvis_env):
+    jarvis_env.write_config(planner={"max_bound_tools": 200})  # every tool bound: a missing one was disabled
     page, server = ui()
     srv = server.env.server
     page.get_by_role("link", name="Tools").click()
