@@ -52,6 +52,7 @@ function toggle(t) {
   const id = `tool-enabled-${t.name}`;
   const box = h("input", { type: "checkbox", id, checked: t.enabled, "aria-label": `${t.name} enabled` });
   const err = h("span");
+  const hint = h("span", { class: "muted small", hidden: t.enabled, text: " off: Jarvis and its jorbs no longer get this tool" });
   box.addEventListener("change", async () => {
     box.disabled = true;
     try {
@@ -59,6 +60,7 @@ function toggle(t) {
       t.enabled = box.checked;
       clear(err);
       box.closest("article").classList.toggle("disabled", !t.enabled);
+      hint.hidden = t.enabled;
     } catch (e) {
       box.checked = !box.checked;
       clear(err).append(problem(e.message));
@@ -66,8 +68,7 @@ function toggle(t) {
       box.disabled = false;
     }
   });
-  return h("div", { class: "switch" }, box, h("label", { for: id }, "Enabled"),
-    h("span", { class: "muted small", text: " (off: Jarvis and its jorbs no longer get this tool)" }), err);
+  return h("div", { class: "switch" }, box, h("label", { for: id }, "Enabled"), hint, err);
 }
 
 function render() {
