@@ -2,7 +2,8 @@
 
 Providers are asked for their tools each time the catalog is read, so a tool registered by JARB or a
 restarted MCP server shows up in the running graph at once (hot loading). A provider that fails is logged
-and left out; the others keep working.
+and left out; the others keep working. Tools the user disabled (orchestrator/tool_switches.py) are left out of
+`all()`, `names()` and `get()`; `disabled_message(name)` tells the executor what to answer a call to one.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from langchain_core.tools import BaseTool
 
@@ -53,15 +54,28 @@ class LazyProvider:
 
 
 class ToolCatalog:
-    def __init__(self, providers: Iterable[ToolProvider] = ()):
+    def __init__(self, providers: Iterable[ToolProvider] = (), switches: Any = None):
         self.providers: list[ToolProvider] = list(providers)
         self.errors: dict[str, str] = {}
+        self.switches = switches  # tool_switches.ToolSwitches, or None: nothing can be disabled
+
+    def _disabled(self) -> frozenset[str]:
+        return self.switches.disabled() if self.switches is not None else frozenset()
+
+    def disabled_message(self, name: str) -> str | None:
+        """What a call to a tool the user disabled gets back (None when `name` is not disabled)."""
+        if name not in self._disabled():
+            return None
+        from .tool_switches import disabled_message
+
+        return disabled_message(name)
 
     def add_provider(self, provider: ToolProvider) -> None:
         self.providers.append(provider)
 
     def _tools_by_name(self) -> dict[str, BaseTool]:
         found: dict[str, BaseTool] = {}
+        off = self._disabled()
         for provider in self.providers:
             try:
                 tools = provider.list_tools()
@@ -72,6 +86,8 @@ class ToolCatalog:
                 self.errors[provider.name] = str(exc)
                 continue
             for tool in tools:
+                if tool.name in off:
+                    continue
                 if tool.name in found:
                     log.debug("tool %s from %s shadowed by an earlier provider", tool.name, provider.name)
                     continue
@@ -85,6 +101,8 @@ class ToolCatalog:
         return list(self._tools_by_name())
 
     def get(self, name: str) -> BaseTool | None:
+        if name in self._disabled():
+            return None
         for provider in self.providers:
             getter = getattr(provider, "get_tool", None)
             try:
@@ -179,4 +197,6 @@ def default_catalog(settings: Settings, extra_tools: Iterable[BaseTool] = ()) ->
     from .jarb_tools import generated_provider  # JARB's tools, read from the registry on each turn
 
     providers.append(generated_provider(settings))
-    return ToolCatalog(providers)
+    from .tool_switches import ToolSwitches
+
+    return ToolCatalog(providers, switches=ToolSwitches(settings))

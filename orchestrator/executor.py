@@ -175,6 +175,10 @@ class ToolExecutor:
 
     # -- lookup and validation ------------------------------------------------------------------
     def _unknown(self, name: str) -> CallOutcome:
+        disabled = getattr(self.catalog, "disabled_message", None)
+        message = disabled(name) if disabled is not None else None
+        if message:
+            return CallOutcome(name, message, ok=False)
         names = self.catalog.names()
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(close)}?" if close else ""

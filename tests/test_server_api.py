@@ -207,7 +207,7 @@ def test_unreachable_model_says_what_to_do(jarvis_env):
         assert "models.primary.base_url" in err["message"]
         with server.client() as c:
             body = c.get("/api/settings/health").json()
-        assert body["sections"] == []
+        assert [s["title"] for s in body["sections"]] == ["MCP servers"]  # orchestrator/api/mcp_health.py
         health = body["models"][0]
         assert health["ok"] is False and "models.primary.base_url" in health["fix"]
 
@@ -329,12 +329,12 @@ def test_runs_and_settings(ui_server):
         assert settings["effective"]["models"]["primary"]["api_key"] == "********"
         assert settings["server"]["port"] == int(ui_server.url.rsplit(":", 1)[1])
         body = c.get("/api/settings/health").json()
-        assert body["sections"] == []
+        assert [s["title"] for s in body["sections"]] == ["MCP servers"]  # orchestrator/api/mcp_health.py
         health = body["models"]
         assert health == [{"role": "primary", "base_url": ui_server.env.server.base_url, "model": "scripted-model",
                            "ok": True, "message": f"{ui_server.env.server.base_url} answers (scripted-model)", "fix": None}]
         views = [v["name"] for v in c.get("/api/views").json()]
-        assert views == ["chat", "tools", "runs", "settings"]
+        assert views == ["chat", "jorbs", "inbox", "tools", "runs", "reminders", "settings"]
 
 
 def test_health_sections_plug_in(ui_server):
@@ -347,12 +347,13 @@ def test_health_sections_plug_in(ui_server):
     def broken(ctx):
         raise RuntimeError("boom")
 
+    saved = list(settings_api.HEALTH_CHECKS)
     settings_api.HEALTH_CHECKS[:] = [mcp_servers, broken]
     try:
         with ui_server.client() as c:
             sections = c.get("/api/settings/health").json()["sections"]
     finally:
-        settings_api.HEALTH_CHECKS.clear()
+        settings_api.HEALTH_CHECKS[:] = saved
     assert sections[0]["title"] == "MCP servers" and sections[0]["items"][0]["ok"] is False
     assert sections[1]["title"] == "broken" and "RuntimeError: boom" in sections[1]["items"][0]["message"]
 

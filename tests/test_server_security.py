@@ -17,12 +17,15 @@ from tests.ui_server import ui_server  # noqa: F401 - fixture
 
 def test_no_token_is_refused(ui_server):
     with ui_server.client(token="") as c:
-        for path in ("/api/threads", "/api/tools", "/api/runs", "/api/settings", "/api/views"):
+        for path in ("/api/threads", "/api/tools", "/api/runs", "/api/settings", "/api/views", "/api/jorbs",
+                     "/api/inbox", "/api/reminders", "/api/pending"):
             resp = c.get(path)
             assert resp.status_code == 401, path
             assert "jarvis run" in resp.json()["detail"]
         assert c.post("/api/threads/web-x/messages", json={"text": "hi"}).status_code == 401
         assert c.post("/api/uploads", params={"filename": "a.txt"}, content=b"a").status_code == 401
+        assert c.post("/api/inbound", json={"channel": "local", "sender": "x", "text": "y"}).status_code == 401
+        assert c.post("/api/tools/fs_list_dir/disable").status_code == 401
         page = c.get("/")
         assert page.status_code == 401 and "jarvis run" in page.text and page.headers["content-type"].startswith("text/html")
 

@@ -17,8 +17,9 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 
 # More health sections for the Settings view (MCP servers, channels...): callables (ctx) -> {"title": str,
-# "items": [{"name", "ok", "message", "fix"}]}. A module of this package can append to it when it is imported,
-# e.g. orchestrator/api/mcp.py: `HEALTH_CHECKS.append(mcp_servers_health)`; the page renders them as they come.
+# "items": [{"name", "ok", "message", "fix", "state"?}], "note"?: str}; ok is true, false (shown with its fix) or
+# null (neither: switched off, not started). A module of this package appends to it when it is imported, as
+# orchestrator/api/mcp_health.py does: `HEALTH_CHECKS.append(mcp_servers_health)`.
 HEALTH_CHECKS: list[Callable[[AppContext], dict[str, Any]]] = []
 
 _SECRET_KEYS = re.compile(r"(api_key|token|password|secret|client_secret)$", re.I)
@@ -61,7 +62,8 @@ def settings_view(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
 
 
 @router.get("/settings/health")
-def health(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+def health(sections: bool = True, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    """`sections=false`: the model endpoints only (the UI's start-up banner, which must not wait for MCP servers)."""
     roles = ["primary"] + (["heavy"] if ctx.settings.models.heavy is not None else [])
     models = []
     for role in roles:
@@ -70,15 +72,15 @@ def health(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
         models.append({"role": role, "base_url": cfg.base_url, "model": cfg.model, "ok": ok, "message": message,
                        "fix": None if ok else f"Start the model server, or change models.{role}.base_url / "
                                               f"models.{role}.model in the config file and restart `jarvis run`."})
-    sections = []
-    for check in HEALTH_CHECKS:
+    found: list[dict[str, Any]] = []
+    for check in HEALTH_CHECKS if sections else []:
         try:
-            sections.append(check(ctx))
+            found.append(check(ctx))
         except Exception as exc:  # noqa: BLE001 - one failing check is itself reported
             log.exception("health check %s failed", getattr(check, "__name__", check))
-            sections.append({"title": getattr(check, "__name__", "health check"), "items": [
+            found.append({"title": getattr(check, "__name__", "health check"), "items": [
                 {"name": "check", "ok": False, "message": f"{type(exc).__name__}: {exc}", "fix": None}]})
-    return {"models": models, "sections": sections}
+    return {"models": models, "sections": found}
 
 
 VIEW = View(name="settings", title="Settings", router=router, order=90)

@@ -3,6 +3,11 @@
 Whatever a tool carries in its metadata is shown: source (static, mcp, generated), side effects with the
 autonomy mode each gets, untrusted output, and for generated tools their version, trust and test report when
 the registry puts them there. Providers that fail are listed with their error.
+
+POST /api/tools/{name}/disable and /enable switch a tool off and on, like `jarvis tools disable|enable NAME`: a
+generated tool through JARB's registry (every version), any other tool in the disabled_tools table
+(orchestrator/tool_switches.py). A disabled tool is not given to the planner or to jorb scripts, and a call to it
+is answered with "the user disabled it".
 """
 
 from __future__ import annotations
@@ -10,11 +15,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, HTTPException, Path
+from pydantic import BaseModel, Field
 
 from integrations.base import KNOWN_SIDE_EFFECTS, is_untrusted, side_effects_of, source_of
 
 from ..autonomy import mode_for_effect
+from ..tool_switches import ToolSwitches
 from . import AppContext, View, app_context
 
 router = APIRouter()
@@ -30,7 +37,15 @@ def _jsonable(value: Any) -> Any:
         return str(value)
 
 
-def tool_view(tool: Any, ctx: AppContext, provider: str | None = None) -> dict[str, Any]:
+def switches(ctx: AppContext) -> ToolSwitches:
+    catalog_switches = getattr(ctx.runtime.catalog, "switches", None)
+    if catalog_switches is None:
+        catalog_switches = ctx.extras.setdefault("tool_switches", ToolSwitches(ctx.settings))
+    return catalog_switches
+
+
+def tool_view(tool: Any, ctx: AppContext, provider: str | None = None,
+              disabled: frozenset[str] = frozenset()) -> dict[str, Any]:
     meta = tool.metadata or {}
     effects = side_effects_of(tool)
     try:
@@ -47,13 +62,16 @@ def tool_view(tool: Any, ctx: AppContext, provider: str | None = None) -> dict[s
         "untrusted_output": is_untrusted(tool),
         "args_schema": _jsonable(schema),
         "metadata": {k: _jsonable(v) for k, v in meta.items() if k not in _SHOWN_ELSEWHERE and not callable(v)},
+        "enabled": tool.name not in disabled,
+        # Meta-tools (create_new_tool) belong to the graph itself, not to a provider the switch applies to.
+        "can_disable": provider != "meta",
     }
 
 
-@router.get("/tools")
-def list_tools(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+def _all_tools(ctx: AppContext) -> tuple[list[tuple[Any, str]], dict[str, str]]:
+    """(tool, provider) for every tool any provider offers, disabled ones included, first provider wins."""
     catalog = ctx.runtime.catalog
-    tools: list[dict[str, Any]] = []
+    found: list[tuple[Any, str]] = []
     seen: set[str] = set()
     for provider in catalog.providers:
         try:
@@ -64,11 +82,103 @@ def list_tools(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
         for tool in provided:
             if tool.name not in seen:
                 seen.add(tool.name)
-                tools.append(tool_view(tool, ctx, provider.name))
+                found.append((tool, provider.name))
     for tool in ctx.runtime.meta_tools:
         if tool.name not in seen:
-            tools.append(tool_view(tool, ctx, "meta"))
-    return {"tools": tools, "provider_errors": dict(catalog.errors)}
+            seen.add(tool.name)
+            found.append((tool, "meta"))
+    return found, dict(catalog.errors)
+
+
+@router.get("/tools")
+def list_tools(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    disabled = switches(ctx).disabled()
+    found, errors = _all_tools(ctx)
+    tools = [tool_view(tool, ctx, provider, disabled) for tool, provider in found]
+    offered = {t["name"] for t in tools}
+    tools += [t for t in _disabled_generated(ctx) if t["name"] not in offered]
+    offered |= {t["name"] for t in tools}
+    # Switched off while its provider is gone (an MCP server that is down): still listed, so it can be enabled.
+    absent = [{"name": r.name, "disabled_at": r.disabled_at.isoformat(), "note": r.note}
+              for r in switches(ctx).rows() if r.name not in offered]
+    return {"tools": tools, "provider_errors": errors, "disabled_absent": absent}
+
+
+def _registry(ctx: AppContext) -> Any:
+    from ..jarb_tools import open_registry
+
+    return open_registry(ctx.settings)
+
+
+def _disabled_generated(ctx: AppContext) -> list[dict[str, Any]]:
+    """Generated tools with no version in use because the user disabled them (the provider no longer offers them)."""
+    try:
+        registry = _registry(ctx)
+        records = registry.all()
+    except Exception as exc:  # noqa: BLE001 - the registry's own problems show as a provider error
+        ctx.runtime.catalog.errors.setdefault("generated", str(exc))
+        return []
+    latest: dict[str, Any] = {}
+    for r in records:
+        if r.name not in latest or r.version > latest[r.name].version:
+            latest[r.name] = r
+    out = []
+    for name, r in sorted(latest.items()):
+        if r.status != "disabled" or registry.get(name) is not None:
+            continue
+        out.append({"name": name, "description": r.spec.get("description", ""), "source": "generated",
+                    "provider": "generated",
+                    "side_effects": [{"name": e, "description": KNOWN_SIDE_EFFECTS.get(e, "declared by the tool"),
+                                      "mode": mode_for_effect(e, ctx.settings.autonomy)} for e in r.side_effects],
+                    "untrusted_output": False, "args_schema": _jsonable(r.schema),
+                    "metadata": {"version": r.version, "trust": r.trust, "status": r.status},
+                    "enabled": False, "can_disable": True})
+    return out
+
+
+ToolName = Path(pattern=r"^[A-Za-z0-9_.:-]{1,256}$", description="a tool name")
+
+
+class SwitchIn(BaseModel):
+    note: str | None = Field(None, max_length=500)
+
+
+@router.post("/tools/{name}/disable")
+def disable_tool(name: str = ToolName, body: SwitchIn | None = None,
+                 ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    if _registry(ctx).versions(name):
+        return _set_generated(ctx, name, False)
+    found, _ = _all_tools(ctx)
+    match = next(((t, p) for t, p in found if t.name == name), None)
+    if match is None:
+        raise HTTPException(404, f"There is no tool {name} (see the Tools view for the names).")
+    if match[1] == "meta":
+        raise HTTPException(400, f"{name} is part of Jarvis itself (a meta-tool) and cannot be disabled here.")
+    switches(ctx).disable(name, body.note if body else None)
+    return {"name": name, "enabled": False}
+
+
+def _set_generated(ctx: AppContext, name: str, enabled: bool) -> dict[str, Any]:
+    from jarb_core.factory import RegistryError
+
+    from ..jarb_tools import make_factory
+
+    try:
+        make_factory(ctx.settings).set_enabled(name, enabled)
+    except RegistryError as exc:
+        raise HTTPException(400, str(exc)) from None
+    in_use = _registry(ctx).get(name)
+    return {"name": name, "enabled": in_use is not None, "version": in_use.version if in_use else None}
+
+
+@router.post("/tools/{name}/enable")
+def enable_tool(name: str = ToolName, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    switched = switches(ctx).enable(name)
+    if _registry(ctx).versions(name):
+        return _set_generated(ctx, name, True)
+    if not switched:
+        raise HTTPException(409, f"{name} is not disabled; there is nothing to enable.")
+    return {"name": name, "enabled": True}
 
 
 VIEW = View(name="tools", title="Tools", router=router, order=20)

@@ -4,7 +4,8 @@
     jarvis tools show NAME [--json]              a tool's spec, versions, manifest and last test report
     jarvis tools register --spec S.json --module M.py --tests T.py [--approve-network]
     jarvis tools test NAME [--with-old-tests]    run its tests again in the sandbox
-    jarvis tools disable|enable NAME [--version N]
+    jarvis tools disable|enable NAME [--version N] a generated tool (every version, or one), or any static or MCP
+                                                 tool (kept in the disabled_tools table, like the web UI's switch)
     jarvis tools trust NAME                      skip the per-call confirmations of a new tool
 """
 
@@ -61,11 +62,19 @@ def _read(path: Path, what: str) -> str:
         fail(f"cannot read the {what} {path}: {exc.strerror}")
 
 
+def _switches(ctx: typer.Context):
+    from ..tool_switches import ToolSwitches
+
+    return ToolSwitches(state(ctx).settings)
+
+
 def _rows(ctx: typer.Context) -> list[dict[str, Any]]:
     factory, _ = _factory(ctx)
     rows: list[dict[str, Any]] = []
+    off = _switches(ctx).disabled()
     for name, tool in sorted(_other_tools(ctx).items()):
-        rows.append({"name": name, "source": source_of(tool), "version": None, "status": "active",
+        rows.append({"name": name, "source": source_of(tool), "version": None,
+                     "status": "disabled" if name in off else "active",
                      "in_use": True, "trust": "policy", "side_effects": side_effects_of(tool),
                      "description": (tool.description or "").strip().splitlines()[0] if tool.description else ""})
     in_use = {(r.name, r.version) for r in factory.registry.in_use()}
@@ -195,6 +204,11 @@ def _status(ctx: typer.Context, name: str, enabled: bool, version: int | None) -
     from jarb_core.factory import RegistryError
 
     factory, _ = _factory(ctx)
+    if not factory.registry.versions(name):  # a static or MCP tool: the switch table
+        _switch(ctx, name, enabled, version)
+        return
+    if enabled:
+        _switches(ctx).enable(name)  # switched off by name as well (before it was generated): on again
     try:
         records = factory.set_enabled(name, enabled, version)
     except RegistryError as exc:
@@ -205,17 +219,34 @@ def _status(ctx: typer.Context, name: str, enabled: bool, version: int | None) -
     typer.echo(f"{name} in use: {f'v{in_use.version}' if in_use else 'none'}")
 
 
+def _switch(ctx: typer.Context, name: str, enabled: bool, version: int | None) -> None:
+    if version is not None:
+        fail(f"{name} is not a generated tool; --version is only for generated tools")
+    switches = _switches(ctx)
+    if enabled:
+        if not switches.enable(name):
+            fail(f"{name} is not disabled (see `jarvis tools list`)")
+        typer.echo(f"{name}: enabled (the planner and jorb scripts get it again)")
+        return
+    tool = _other_tools(ctx).get(name)
+    if tool is None:
+        fail(f"no tool named {name} (see `jarvis tools list`)")
+    switches.disable(name, note="jarvis tools disable")
+    typer.echo(f"{name}: disabled ({source_of(tool)} tool; the planner and jorb scripts no longer get it, and a call "
+               "to it is refused)")
+
+
 @tools_app.command("disable")
 def tools_disable(ctx: typer.Context, name: str,
                   version: int = typer.Option(None, "--version", help="only this version (an older one takes over)")) -> None:
-    """Stop offering a generated tool (every version, or one)."""
+    """Stop offering a tool: a generated one (every version, or one), or any static or MCP tool."""
     _status(ctx, name, False, version)
 
 
 @tools_app.command("enable")
 def tools_enable(ctx: typer.Context, name: str,
                  version: int = typer.Option(None, "--version", help="this version (default: the latest)")) -> None:
-    """Offer a generated tool again (its latest version, or the one given)."""
+    """Offer a tool again (a generated one: its latest version, or the one given)."""
     _status(ctx, name, True, version)
 
 

@@ -136,6 +136,8 @@ def make_jorb_nodes(rt: JorbRuntime):
 
     def act(state: JorbState, config: RunnableConfig) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
+        if row.status == "cancelled":  # cancelled while a confirmation of this script waited: run nothing more
+            return {"outcome": "cancelled"}
         step = state.decision
         assert step is not None and step.script
         namespace = rt.namespace(row)

@@ -91,6 +91,7 @@ class JorbService:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._bursts: dict[str, tuple[threading.Timer | None, float]] = {}
+        self._queued: dict[str, Future] = {}  # background runs not finished yet, by jorb
         self._pool: ThreadPoolExecutor | None = None
         self._workers = workers
 
@@ -141,7 +142,27 @@ class JorbService:
             except Exception:  # noqa: BLE001 - recorded on the jorb row by run()
                 return None
 
-        return self._pool.submit(work)
+        future = self._pool.submit(work)
+        with self._locks_guard:
+            self._queued[jorb_id] = future
+
+        def forget(done: Future) -> None:
+            with self._locks_guard:
+                if self._queued.get(jorb_id) is done:
+                    del self._queued[jorb_id]
+
+        future.add_done_callback(forget)
+        return future
+
+    def queued(self, jorb_id: str) -> Future | None:
+        """The background run of the jorb not finished yet, if any."""
+        with self._locks_guard:
+            return self._queued.get(jorb_id)
+
+    def busy(self, jorb_id: str) -> bool:
+        """A step of the jorb runs, or is queued to run, in this process (the UI waits before deciding again)."""
+        future = self.queued(jorb_id)
+        return (future is not None and not future.done()) or self._lock(jorb_id).locked()
 
     def wait_background(self, timeout: float | None = None) -> None:
         """Wait for pending burst timers and background runs (tests, and a CLI process before it exits)."""

@@ -55,7 +55,7 @@ function route() {
 async function checkModels() {
   if (!views.has("settings")) return;
   try {
-    const health = await api("/api/settings/health");
+    const health = await api("/api/settings/health?sections=false");
     const down = health.models.filter((m) => !m.ok);
     if (down.length) {
       ui.banner(`Model endpoint down: ${down[0].message} ${down[0].fix || ""}`, [
@@ -63,6 +63,33 @@ async function checkModels() {
       ]);
     }
   } catch (_) { /* shown by the views themselves */ }
+}
+
+// Confirmations a jorb's script waits for (chat threads show theirs in the conversation). The banner leads to the
+// jorb, where the same dialog opens; it is checked at start and on every change of view.
+async function checkJorbConfirmations() {
+  if (!views.has("jorbs") || (!banner.hidden && !banner.dataset.jorbs)) return;
+  let pending;
+  try {
+    pending = await api("/api/pending");
+  } catch (_) {
+    return;
+  }
+  const jorbs = pending.filter((p) => (p.thread_id || "").startsWith("jorb:"));
+  const here = location.hash.startsWith("#jorbs/");
+  if (!jorbs.length || here) {
+    if (banner.dataset.jorbs) {
+      delete banner.dataset.jorbs;
+      ui.banner(null);
+    }
+    return;
+  }
+  const first = jorbs[0];
+  const id = first.thread_id.slice(5);
+  banner.dataset.jorbs = "1";
+  ui.banner(`${jorbs.length === 1 ? "A jorb waits" : `${jorbs.length} jorb calls wait`} for your confirmation: ${first.jorb_name || id}: ${first.summary}`, [
+    h("button", { type: "button", onclick: () => ui.navigate("jorbs", `${id}/review`) }, "Review"),
+  ]);
 }
 
 async function start() {
@@ -80,9 +107,13 @@ async function start() {
     main.append(el);
     views.set(info.name, { info, tab, el, module: null });
   }
-  window.addEventListener("hashchange", route);
+  window.addEventListener("hashchange", () => {
+    route();
+    checkJorbConfirmations();
+  });
   route();
-  checkModels();
+  await checkModels();
+  checkJorbConfirmations();
 }
 
 start();

@@ -1,4 +1,4 @@
-// Settings: model endpoint health, background services, tool providers, the active configuration file.
+// Settings: model endpoint health, MCP server health (and other HEALTH_CHECKS sections), background services, tool providers, the active configuration file.
 import { api } from "../api.js";
 import { clear, h, json, problem } from "../dom.js";
 
@@ -33,12 +33,17 @@ async function loadHealth() {
       m.ok ? null : problem(`${m.message} ${m.fix || ""}`)));
   }
   for (const section of health.sections || []) {
-    healthEl.append(h("h2", { text: section.title }));
+    const sectionEl = h("section", { class: "health-section", "aria-label": section.title }, h("h2", { text: section.title }));
+    healthEl.append(sectionEl);
+    if (section.note) sectionEl.append(h("p", { class: "muted", text: section.note }));
     for (const item of section.items || []) {
-      healthEl.append(h("div", { class: `endpoint ${item.ok ? "ok" : "down"}` },
-        h("span", { class: `badge ${item.ok ? "ok" : "down"}`, text: item.ok ? "healthy" : "unhealthy" }),
-        h("strong", { text: ` ${item.name}` }), item.ok && item.message ? ` ${item.message}` : "",
-        item.ok ? null : problem(`${item.message || ""} ${item.fix || ""}`)));
+      // ok: true healthy, false unhealthy (with what to do), null neither (switched off, not started yet)
+      const cls = item.ok === true ? "ok" : item.ok === false ? "down" : "neutral";
+      const label = item.state || (item.ok ? "healthy" : "unhealthy");
+      sectionEl.append(h("div", { class: `endpoint ${cls}`, "data-item": item.name },
+        h("span", { class: `badge ${cls}`, text: label }),
+        h("strong", { text: ` ${item.name}` }), item.ok !== false && item.message ? ` ${item.message}` : "",
+        item.ok === false ? problem(`${item.message || ""} ${item.fix || ""}`) : null));
     }
   }
 }

@@ -1,4 +1,5 @@
-// Tools: every tool the planner can call now (static, MCP, generated), with whatever metadata it carries.
+// Tools: every tool the planner can call now (static, MCP, generated), with whatever metadata it carries, and a
+// switch to disable or enable each.
 import { api } from "../api.js";
 import { clear, h, json, problem } from "../dom.js";
 
@@ -46,8 +47,43 @@ function metaBlock(meta) {
   ];
 }
 
+// The switch: a disabled tool is not given to the planner or to jorb scripts; a call to it is refused.
+function toggle(t) {
+  const id = `tool-enabled-${t.name}`;
+  const box = h("input", { type: "checkbox", id, checked: t.enabled, "aria-label": `${t.name} enabled` });
+  const err = h("span");
+  const hint = h("span", { class: "muted small", hidden: t.enabled, text: " off: Jarvis and its jorbs no longer get this tool" });
+  box.addEventListener("change", async () => {
+    box.disabled = true;
+    try {
+      await api(`/api/tools/${encodeURIComponent(t.name)}/${box.checked ? "enable" : "disable"}`, { method: "POST" });
+      t.enabled = box.checked;
+      clear(err);
+      box.closest("article").classList.toggle("disabled", !t.enabled);
+      hint.hidden = t.enabled;
+    } catch (e) {
+      box.checked = !box.checked;
+      clear(err).append(problem(e.message));
+    } finally {
+      box.disabled = false;
+    }
+  });
+  return h("div", { class: "switch" }, box, h("label", { for: id }, "Enabled"), hint, err);
+}
+
 function render() {
   clear(body);
+  for (const gone of data.disabled_absent || []) {
+    body.append(h("div", { class: "problem" }, h("p", { text: `${gone.name} is disabled, and no provider offers it right now.` }),
+      h("button", { type: "button", onclick: async (ev) => {
+        try {
+          await api(`/api/tools/${encodeURIComponent(gone.name)}/enable`, { method: "POST" });
+          load();
+        } catch (e) {
+          ev.target.closest(".problem").append(problem(e.message));
+        }
+      } }, `Enable ${gone.name} again`)));
+  }
   for (const [provider, error] of Object.entries(data.provider_errors || {})) {
     body.append(problem(`Tool provider ${provider} failed: ${error}. Its tools are missing until it works again (see Settings).`));
   }
@@ -57,7 +93,7 @@ function render() {
   for (const t of tools) {
     const props = (t.args_schema && t.args_schema.properties) || {};
     const required = new Set((t.args_schema && t.args_schema.required) || []);
-    body.append(h("article", { class: `tool source-${t.source}`, "data-tool": t.name, "data-source": t.source },
+    body.append(h("article", { class: `tool source-${t.source}${t.enabled === false ? " disabled" : ""}`, "data-tool": t.name, "data-source": t.source },
       h("header", {},
         h("h2", { text: t.name }),
         h("span", { class: `badge source ${t.source}`, text: t.source }),
@@ -66,6 +102,7 @@ function render() {
           ? t.side_effects.map((e) => h("span", { class: `badge effect mode-${e.mode}`, title: e.description, text: `${e.name}: ${e.mode}` }))
           : h("span", { class: "badge readonly", text: "read-only" })),
       h("p", { class: "description", text: t.description }),
+      t.can_disable ? toggle(t) : null,
       ...metaBlock(t.metadata || {}),
       Object.keys(props).length
         ? h("details", {}, h("summary", {}, `arguments (${Object.keys(props).length})`),
