@@ -39,6 +39,8 @@ SERVICE_FACTORIES: list[str] = [
     "orchestrator.services:recover_in_doubt_service",
     "orchestrator.services:reminder_scheduler_service",
     "orchestrator.services:telegram_inbound_service",
+    "orchestrator.services:email_inbound_service",
+    "orchestrator.services:jorbs_recover_service",
 ]
 
 
@@ -209,3 +211,32 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
         return TelegramPoller(ctx.settings, deliver).start()
 
     return _StartStop("telegram-inbound", start, detail=lambda poller: poller.last_error)
+
+
+def email_inbound_service(settings: Settings) -> _StartStop | None:
+    """Polls the Gmail threads open jorbs wrote in and routes each reply to its jorb."""
+    if not settings.channels.email.enabled:
+        return None
+
+    def start(ctx: ServiceContext) -> Any:
+        from .channels.email import EmailPoller
+        from .jorbs.tools import service_for
+
+        jorbs = service_for(ctx.settings)
+        deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
+        return EmailPoller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email")).start()
+
+    return _StartStop("email-inbound", start, detail=lambda poller: poller.last_error)
+
+
+def jorbs_recover_service(settings: Settings) -> ThreadService:
+    """Once at start: jorbs a dead process left mid-step retry that step (executed side effects are not repeated)."""
+
+    def run(ctx: ServiceContext, stop: threading.Event) -> None:
+        from .jorbs.tools import service_for
+
+        resumed = service_for(ctx.settings).recover()
+        if resumed:
+            log.info("resumed %d jorbs after the restart: %s", len(resumed), ", ".join(resumed))
+
+    return ThreadService("jorbs-recover", run)

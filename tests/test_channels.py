@@ -160,3 +160,62 @@ def test_the_users_own_message_in_a_jorb_thread_is_an_intervention(jarvis_env):
     view = svc.view(jorb.id)
     assert view.state.history[-1].role == "user"
     assert "THE USER (your principal) intervened" in srv.requests[1]["messages"][0]["content"]
+
+
+@pytest.fixture
+def email_env(jarvis_env, google_server):
+    from google.oauth2.credentials import Credentials
+
+    from orchestrator import google_auth
+
+    jarvis_env.write_config(google={"gmail_base_url": google_server.url, "calendar_base_url": google_server.url,
+                                    "token_uri": google_server.token_uri, "backoff_s": 0.01},
+                            channels={"email": {"enabled": True}})
+    google_auth.save_credentials(jarvis_env.settings,
+                                 Credentials.from_authorized_user_info(google_server.authorized_user_info()))
+    return jarvis_env
+
+
+def test_email_not_configured_says_how(jarvis_env):
+    with pytest.raises(ChannelError, match="jarvis auth google"):
+        get_channel(jarvis_env.settings, "email")
+
+
+def test_a_jorb_emails_and_the_reply_in_the_thread_wakes_it(email_env, google_server):
+    from orchestrator.channels.email import EmailPoller
+
+    srv = email_env.server
+    srv.push(step(reasoning="ask Alice", script="jarvis.messages.send('email', 'alice@example.com', 'Which day suits you?')",
+                  await_reply=True),
+             step(reasoning="she answered; confirm in the same thread",
+                  script="jarvis.messages.send('email', 'alice@example.com', 'Thursday it is.')", done=True, result="Thursday"))
+    svc = _service(email_env)
+    google_server.add_message(sender="Bob <bob@example.com>", subject="unrelated", body="hello")  # not a jorb's thread
+    jorb = svc.create("Meet Alice", "Find a day with Alice by email", autonomy={"email_send": "auto"}).row
+    assert svc.view(jorb.id).row.status == "awaiting_reply"
+    (first,) = google_server.sent
+    assert first["to"] == ["alice@example.com"]
+    thread = first["threadId"]
+    poller = EmailPoller(email_env.settings, lambda ch, who, text, meta: svc.inbound(ch, who, text, **meta),
+                         lambda: svc.store.open_threads("email"))
+    assert poller.poll_once() == 0  # nothing new yet: our own message is not a reply
+    google_server.add_message(sender="Alice <alice@example.com>", subject="Re: Which day suits you?",
+                              body="Thursday works for me.", thread_id=thread)
+    assert poller.poll_once() == 1
+    assert poller.poll_once() == 0  # each reply once
+    view = svc.view(jorb.id)
+    assert view.row.status == "done" and view.row.result == "Thursday"
+    assert "Thursday works for me." in _events(srv)[1]
+    second = google_server.sent[1]
+    assert second["threadId"] == thread  # the answer stays in the conversation
+    from orchestrator.ledger import EffectsLedger
+
+    assert EffectsLedger(email_env.settings).count_for_thread(f"jorb:{jorb.id}") == 2
+
+
+def test_email_send_asks_under_the_email_policy(email_env, google_server):
+    srv = email_env.server
+    srv.push(step(reasoning="mail", script="jarvis.messages.send('email', 'carl@example.com', 'Hi Carl')", await_reply=True))
+    view = _service(email_env).create("Mail Carl", "Write to Carl", autonomy={"message_send": "auto"})
+    (pending,) = view.pending
+    assert pending["side_effects"] == ["email_send"] and google_server.sent == []

@@ -53,4 +53,4 @@ def known_channels() -> list[str]:
 
 
 def _load_builtin() -> None:
-    from . import local, telegram  # noqa: F401  (they register themselves)
+    from . import email, local, telegram  # noqa: F401  (they register themselves)

@@ -39,12 +39,13 @@ def build_message_tools(settings: Settings) -> list[BaseTool]:
     def messages_send(channel: str, to: str, text: str, config: RunnableConfig = None) -> dict[str, Any]:
         """Send a message to a person over a channel. Within a jorb, set await_reply to wait for their answer."""
         name = channel.strip().lower()
+        jorb_id = jorb_id_of(config)
+        thread = store.last_thread(jorb_id, name, to) if jorb_id else None  # stay in the conversation
         try:
             ch = get_channel(settings, name)
-            sent = ch.send(to, text)
+            sent = ch.send(to, text, thread_key=thread)
         except ChannelError as exc:
             raise ToolError(f"{exc} (channels: {', '.join(known_channels())})") from None
-        jorb_id = jorb_id_of(config)
         row = store.log_message(direction="out", channel=name, party=sent.to, text=text, status="sent", jorb_id=jorb_id,
                                 external_id=sent.external_id, thread_key=sent.thread_key)
         if jorb_id:

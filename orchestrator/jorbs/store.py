@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timezone
 from typing import Any
 
 from sqlalchemy import select, update
@@ -101,6 +102,28 @@ class JorbStore:
                 return None
             row = s.get(JorbRow, jorb_id)
             return row if row is not None and row.status in OPEN_STATUSES else None
+
+    def last_thread(self, jorb_id: str, channel: str, party: str) -> str | None:
+        """The conversation thread this jorb last used with `party` on `channel` (so replies stay in it)."""
+        who = normalize_party(party)
+        with Session(self.engine) as s:
+            return s.scalar(select(ChannelMessageRow.thread_key).where(
+                ChannelMessageRow.jorb_id == jorb_id, ChannelMessageRow.channel == channel,
+                ChannelMessageRow.party == who, ChannelMessageRow.thread_key.is_not(None))
+                .order_by(ChannelMessageRow.id.desc()).limit(1))
+
+    def open_threads(self, channel: str) -> list[tuple[str, Any]]:
+        """(thread key, first message time) of the conversations open jorbs have written in on `channel`."""
+        from sqlalchemy import func
+
+        with Session(self.engine) as s:
+            rows = s.execute(select(ChannelMessageRow.thread_key, func.min(ChannelMessageRow.created_at))
+                             .join(JorbRow, JorbRow.id == ChannelMessageRow.jorb_id)
+                             .where(ChannelMessageRow.direction == "out", ChannelMessageRow.channel == channel,
+                                    ChannelMessageRow.thread_key.is_not(None), JorbRow.status.in_(OPEN_STATUSES))
+                             .group_by(ChannelMessageRow.thread_key))
+            return [(key, first if first is None or first.tzinfo else first.replace(tzinfo=timezone.utc))
+                    for key, first in rows]
 
     # -- channel messages ----------------------------------------------------------------------------
     def log_message(self, *, direction: str, channel: str, party: str, text: str, status: str, jorb_id: str | None = None,

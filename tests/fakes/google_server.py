@@ -413,9 +413,16 @@ class _Handler(BaseHTTPRequestHandler):
         if draft is None:
             return self._error(404, "Requested entity was not found.", "notFound")
         msg = draft["message"]
-        sent = {"id": self.fake.next_id("s"), "threadId": msg.get("threadId"), "labelIds": ["SENT"], "raw": msg["raw"],
+        sent = {"id": self.fake.next_id("s"), "threadId": msg.get("threadId") or self.fake.next_id("t"),
+                "labelIds": ["SENT"], "raw": msg["raw"],
                 "to": [a for _, a in getaddresses([h["value"] for h in msg["payload"]["headers"] if h["name"] == "To"])]}
         self.fake.state.sent.append(sent)
+        # As in Gmail, the sent message joins its thread (a new one when the draft started a conversation).
+        self.fake.state.messages[sent["id"]] = {
+            "id": sent["id"], "threadId": sent["threadId"], "labelIds": ["SENT"], "snippet": "",
+            "internalDate": str(int(datetime.now(timezone.utc).timestamp() * 1000)),
+            "payload": {**msg["payload"], "headers": [*msg["payload"]["headers"],
+                                                        {"name": "From", "value": self.fake.state.me}]}}
         self._send(200, {k: v for k, v in sent.items() if k in ("id", "threadId", "labelIds")})
 
     # -- Calendar ----------------------------------------------------------------------------------

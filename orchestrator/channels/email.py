@@ -1,0 +1,144 @@
+"""The `email` channel through Gmail: sending is a draft sent at once (side effect `email_send`, so the
+autonomy policy for email applies), in the same Gmail thread as the conversation so far; replies are found by
+polling the threads jorbs wait on (`channels.email.poll_interval_s`) and routed by thread to their jorb."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from collections.abc import Callable
+from email.message import EmailMessage
+from email.utils import parseaddr
+from typing import Any
+
+from ..config import Settings
+from .base import ChannelError, Sent, register_channel
+from .models import ChannelState
+
+log = logging.getLogger(__name__)
+
+API = "/gmail/v1/users/me"
+HOW_TO = ("email is not configured: run `jarvis auth google` (Gmail), then set channels.email: {enabled: true} in "
+          "the config")
+
+
+def _api(settings: Settings) -> Any:
+    from ..google_auth import google_api
+
+    return google_api(settings, "Gmail", settings.google.gmail_base_url)
+
+
+def _headers(msg: dict) -> dict[str, str]:
+    return {h["name"].lower(): h["value"] for h in (msg.get("payload") or {}).get("headers", [])}
+
+
+class EmailChannel:
+    name = "email"
+
+    def __init__(self, settings: Settings):
+        if not settings.channels.email.enabled:
+            raise ChannelError(HOW_TO)
+        self.settings = settings
+        self.api = _api(settings)
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        from integrations.base import ToolError
+
+        try:
+            return self.api.request(method, path, **kwargs)
+        except ToolError as exc:
+            raise ChannelError(str(exc)) from None
+
+    def send(self, to: str, text: str, *, thread_key: str | None = None) -> Sent:
+        mail = EmailMessage()
+        mail["To"] = to
+        subject = " ".join(text.strip().splitlines()[0].split())[:70] if text.strip() else "(no subject)"
+        if thread_key:
+            thread = self._call("GET", f"{API}/threads/{thread_key}", params={"format": "metadata"}, what="The thread")
+            msgs = thread.get("messages") or []
+            if msgs:
+                h = _headers(msgs[-1])
+                first = h.get("subject", subject)
+                subject = first if first.lower().startswith("re:") else f"Re: {first}"
+                if h.get("message-id"):
+                    mail["In-Reply-To"] = h["message-id"]
+                    mail["References"] = f"{h.get('references', '')} {h['message-id']}".strip()
+        mail["Subject"] = subject
+        mail.set_content(text)
+        raw = base64.urlsafe_b64encode(mail.as_bytes()).decode("ascii")
+        message: dict[str, Any] = {"raw": raw}
+        if thread_key:
+            message["threadId"] = thread_key
+        draft = self._call("POST", f"{API}/drafts", json={"message": message}, what="The email draft")
+        sent = self._call("POST", f"{API}/drafts/send", json={"id": draft.get("id")}, idempotent=False, what="The email")
+        return Sent(channel=self.name, to=parseaddr(to)[1] or to, external_id=sent.get("id"),
+                    thread_key=sent.get("threadId") or thread_key)
+
+
+register_channel("email", EmailChannel)
+
+
+class EmailPoller:
+    """Looks at the Gmail threads open jorbs have written in and delivers each new message from someone else."""
+
+    def __init__(self, settings: Settings, deliver: Callable[..., Any], threads: Callable[[], list[tuple[str, Any]]]):
+        if not settings.channels.email.enabled:
+            raise ChannelError(HOW_TO)
+        self.settings = settings
+        self.api = _api(settings)
+        self.deliver = deliver
+        self.threads = threads
+        self.state = ChannelState(settings, "email")
+        self._me: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_error: str | None = None
+
+    def me(self) -> str:
+        if self._me is None:
+            self._me = (self.api.request("GET", f"{API}/profile", what="The Gmail profile") or {}).get("emailAddress", "").lower()
+        return self._me
+
+    def poll_once(self) -> int:
+        from integrations.gmail_tools import message_body
+
+        delivered = 0
+        for thread_id, since in self.threads():
+            since_ms = int(since.timestamp() * 1000) if since is not None else 0
+            thread = self.api.request("GET", f"{API}/threads/{thread_id}", params={"format": "full"}, what="The thread")
+            for msg in thread.get("messages") or []:
+                mid = msg.get("id")
+                if not mid or self.state.get(f"seen:{mid}"):
+                    continue
+                self.state.set(f"seen:{mid}", "1")
+                if int(msg.get("internalDate") or 0) < since_ms:
+                    continue  # written before the jorb joined the conversation
+                if "SENT" in (msg.get("labelIds") or []) or "DRAFT" in (msg.get("labelIds") or []):
+                    continue
+                sender = _headers(msg).get("from", "")
+                if parseaddr(sender)[1].lower() == self.me():
+                    continue  # our own message (the user's own replies come with their address: see user_identities)
+                self.deliver("email", sender, message_body(msg.get("payload") or {}).strip(),
+                             {"thread_key": thread_id, "external_id": mid})
+                delivered += 1
+        return delivered
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.settings.channels.email.poll_interval_s):
+            try:
+                self.poll_once()
+                self.last_error = None
+            except Exception as exc:  # noqa: BLE001 - keep polling; say why it failed
+                self.last_error = str(exc)
+                log.warning("email polling failed: %s", exc)
+
+    def start(self) -> "EmailPoller":
+        self._thread = threading.Thread(target=self._run, name="email-poller", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
