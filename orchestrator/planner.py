@@ -33,7 +33,12 @@ Use the tools you are given to act; answer directly when no tool is needed.
 
 def system_prompt(settings: Settings, state: ConversationState, extra: str | None = None) -> str:
     now = datetime.now(timezone.utc).astimezone()
-    parts = [BASE_INSTRUCTIONS, f"Current time: {now.isoformat(timespec='minutes')} ({now.strftime('%A')})."]
+    # To the hour only: the prompt prefix then stays identical for an hour, so local servers (llama.cpp, Ollama)
+    # reuse their prompt cache instead of re-reading the whole conversation every minute. time_now is exact.
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    parts = [BASE_INSTRUCTIONS, f"Today is {now.strftime('%A')} {now.date().isoformat()}; the time is between "
+                                f"{hour.strftime('%H:%M')} and {hour.strftime('%H')}:59 ({now.tzname()}); call time_now "
+                                "for the exact time."]
     if settings.planner.instructions:
         parts.append(settings.planner.instructions)
     if state.attachments:
