@@ -24,7 +24,8 @@ run: install
 	$(VENV)/bin/jarvis run
 
 test: install install-system install-local demo-model
-	JARVIS_REQUIRE_REAL_MODEL=1 $(PY) -m pytest $(PYTEST_ARGS)
+	JARVIS_REQUIRE_REAL_MODEL=1 JARVIS_REQUIRE_POSTGRES=$$(command -v apt-get >/dev/null && echo 1 || echo 0) \
+	  $(PY) -m pytest $(PYTEST_ARGS)
 
 bench: install install-system install-local demo-model
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

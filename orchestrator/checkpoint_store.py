@@ -12,7 +12,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from .config import Settings
-from .storage import CHECKPOINTS_DB, sqlite_path
+from .storage import CHECKPOINTS_DB, is_postgres, sqlite_path
 
 log = logging.getLogger(__name__)
 
@@ -30,15 +30,11 @@ def _connect(settings: Settings) -> sqlite3.Connection:
     return conn
 
 
-def _is_postgres(settings: Settings) -> bool:
-    return bool(settings.storage.url and settings.storage.url.startswith("postgres"))
-
-
 def prune_thread(settings: Settings, thread_id: str, keep: int) -> PruneReport:
     """Delete all but the newest `keep` checkpoints of the thread (and their pending writes)."""
     if keep < 1:
         raise ValueError("keep at least one checkpoint: the newest is the thread")
-    if _is_postgres(settings):
+    if is_postgres(settings):
         from .pg import prune_postgres_thread
 
         return prune_postgres_thread(settings.storage.url or "", thread_id, keep)
@@ -66,7 +62,7 @@ def prune_thread(settings: Settings, thread_id: str, keep: int) -> PruneReport:
 
 def vacuum(settings: Settings) -> int:
     """Give freed pages back to the file system. Returns the bytes the file shrank by."""
-    if _is_postgres(settings):
+    if is_postgres(settings):
         return 0
     path = sqlite_path(settings, CHECKPOINTS_DB)
     before = path.stat().st_size

@@ -185,6 +185,10 @@ class JorbsConfig(_Section):
     token_budget: int = Field(200_000, ge=1000)
     max_malformed: int = Field(2, ge=0)
     script_timeout_s: float = Field(60.0, gt=0)
+    claim_lease_s: float = Field(300.0, gt=0, description="a worker that dies mid-step frees its jorbs after this "
+                                 "long (renewed while it runs)")
+    sweep_interval_s: float = Field(30.0, gt=0, description="how often `jarvis run` wakes jorbs whose reply came in "
+                                    "while another worker held them")
 
 
 class TelegramConfig(_Section):

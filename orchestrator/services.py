@@ -230,13 +230,23 @@ def email_inbound_service(settings: Settings) -> _StartStop | None:
 
 
 def jorbs_recover_service(settings: Settings) -> ThreadService:
-    """Once at start: jorbs a dead process left mid-step retry that step (executed side effects are not repeated)."""
+    """At start: jorbs a dead process left mid-step retry that step (executed side effects are not repeated).
+    Then every jorbs.sweep_interval_s: jorbs whose reply came in while another worker held them wake."""
 
     def run(ctx: ServiceContext, stop: threading.Event) -> None:
         from .jorbs.tools import service_for
 
-        resumed = service_for(ctx.settings).recover()
+        jorbs = service_for(ctx.settings)
+        resumed = jorbs.recover()
         if resumed:
             log.info("resumed %d jorbs after the restart: %s", len(resumed), ", ".join(resumed))
+        while not stop.wait(ctx.settings.jorbs.sweep_interval_s):
+            try:
+                woken = jorbs.resume_waiting()
+            except Exception as exc:  # noqa: BLE001 - the next sweep tries again
+                log.warning("jorb sweep failed: %s", exc)
+                continue
+            if woken:
+                log.info("woke %d jorbs with replies waiting: %s", len(woken), ", ".join(woken))
 
     return ThreadService("jorbs-recover", run)

@@ -7,6 +7,7 @@ docs_index); every table and the checkpointer move to one PostgreSQL database wh
 from __future__ import annotations
 
 import sqlite3
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from sqlalchemy import Engine, MetaData, create_engine, event
 from sqlalchemy.orm import DeclarativeBase
 
 from .config import Settings
+from .pg import is_postgres_url, sqlalchemy_url
 
 CHECKPOINTS_DB = "checkpoints"
 JARVIS_DB = "jarvis"
@@ -41,6 +43,10 @@ def database_url(settings: Settings, name: str) -> str:
     return f"sqlite:///{sqlite_path(settings, name)}"
 
 
+def is_postgres(settings: Settings) -> bool:
+    return is_postgres_url(settings.storage.url)
+
+
 def _tune_sqlite(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -58,7 +64,7 @@ def engine_for_url(url: str) -> Engine:
                 engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
                 event.listen(engine, "connect", _tune_sqlite)
             else:
-                engine = create_engine(url, pool_pre_ping=True)
+                engine = create_engine(sqlalchemy_url(url), pool_pre_ping=True)
             _engines[url] = engine
         return engine
 
@@ -74,7 +80,22 @@ def ensure_schema(engine: Engine, metadata: MetaData = Base.metadata) -> None:
         return
     with _lock:
         if key not in _schemas_ready:
-            metadata.create_all(engine)
+            if engine.dialect.name == "postgresql":
+                from sqlalchemy import text
+
+                from .pg import SCHEMA_LOCK, unavailable
+
+                from sqlalchemy.exc import OperationalError
+
+                # Workers starting together would race on CREATE TABLE; the lock ends with the transaction.
+                try:
+                    with engine.begin() as conn:
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+                        metadata.create_all(conn)
+                except OperationalError as exc:
+                    raise unavailable(str(engine.url), exc.orig or exc) from None
+            else:
+                metadata.create_all(engine)
             _schemas_ready.add(key)
 
 
@@ -90,6 +111,8 @@ def dispose_all() -> None:
             engine.dispose()
         _engines.clear()
         _schemas_ready.clear()
+    if "orchestrator.pg" in sys.modules:
+        sys.modules["orchestrator.pg"].close_pools()
 
 
 # Modules whose pydantic models live in checkpoints; only their classes (and LangGraph's own safe types)
@@ -115,7 +138,7 @@ def checkpoint_serde():
 
 def make_checkpointer(settings: Settings):
     """A synchronous checkpointer (SqliteSaver, or PostgresSaver when storage.url is PostgreSQL)."""
-    if settings.storage.url and settings.storage.url.startswith("postgres"):
+    if is_postgres(settings):
         from .pg import make_postgres_checkpointer
 
         return make_postgres_checkpointer(settings.storage.url)
@@ -134,7 +157,7 @@ def make_checkpointer(settings: Settings):
 
 async def make_async_checkpointer(settings: Settings):
     """An asyncio checkpointer for `graph.ainvoke` (AsyncSqliteSaver, or AsyncPostgresSaver)."""
-    if settings.storage.url and settings.storage.url.startswith("postgres"):
+    if is_postgres(settings):
         from .pg import make_async_postgres_checkpointer
 
         return await make_async_postgres_checkpointer(settings.storage.url)

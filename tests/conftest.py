@@ -131,3 +131,22 @@ def google_server():
 
     with FakeGoogle() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for the session (tests/pg_server.py); skipped with a reason where there is none."""
+    from tests.pg_server import postgres_session
+
+    yield from postgres_session()
+
+
+@pytest.fixture
+def pg_env(jarvis_env: JarvisEnv, postgres_server) -> JarvisEnv:
+    """jarvis_env with storage.url on a fresh PostgreSQL database."""
+    from orchestrator import storage
+
+    jarvis_env.pg_url = postgres_server.new_database()
+    jarvis_env.write_config(storage={"url": jarvis_env.pg_url})
+    yield jarvis_env
+    storage.dispose_all()

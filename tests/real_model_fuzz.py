@@ -101,7 +101,8 @@ def fuzz_overrides(root: Path, gguf: Path) -> dict[str, Any]:
         }},
         # A small model loops and rambles; a short step budget, short answers and short reads keep 50 turns
         # within minutes on 2 cores.
-        "planner": {"max_steps": 3},
+        # Fewer tool schemas and a shorter history: a 135M model reads its prompt at a few hundred tokens a second.
+        "planner": {"max_steps": 3, "max_bound_tools": 6, "history_token_budget": 1500},
         "fs": {"roots": [str(root)], "max_read_bytes": 1500},
         "autonomy": {"effects": {"fs_write": "confirm"}},
     }

@@ -104,4 +104,10 @@ _register_commands()
 
 
 def main() -> None:
-    app()
+    from ..pg import StorageUnavailable
+
+    try:
+        app()
+    except StorageUnavailable as exc:  # a database the config names and that is not there: say so, no traceback
+        print(f"jarvis: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_FAILURE) from None

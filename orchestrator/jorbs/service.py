@@ -6,17 +6,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from langgraph.types import Command
+from pydantic import ValidationError
 
 from ..catalog import ToolCatalog, default_catalog
 from ..checkpoint_store import prune_later
 from ..config import Settings
 from ..executor import ToolExecutor
 from ..threads import IDLE, RUNNING, ThreadIndex
+from .claims import JorbClaims
 from .graph import JorbRuntime, build_jorb_graph
 from .mission import MissionState, build_mission_graph
 from .models import JorbRow
@@ -29,6 +33,10 @@ log = logging.getLogger(__name__)
 
 class JorbError(Exception):
     """A jorb operation that cannot be done as asked; the message says why and what to do."""
+
+
+class JorbBusy(JorbError):
+    """Another worker (a `jarvis run` process here or on another machine) is running a step of the jorb."""
 
 
 @dataclass
@@ -78,6 +86,7 @@ class JorbService:
 
         self.settings = settings
         self.store = JorbStore(settings)
+        self.claims = JorbClaims(settings)
         self.threads = ThreadIndex(settings)
         catalog = catalog or default_catalog(settings)
         self.executor = ToolExecutor(settings, catalog)
@@ -114,31 +123,59 @@ class JorbService:
         limit = self.settings.jorbs.max_steps_per_hour * 3 + 50
         return {"configurable": {"thread_id": f"jorb:{jorb_id}"}, "recursion_limit": limit}
 
+    @contextmanager
+    def _hold(self, jorb_id: str) -> Iterator[None]:
+        """This process's lock on the jorb, then the claim every worker honors (JorbBusy if another holds it)."""
+        with self._lock(jorb_id):
+            if not self.claims.acquire(jorb_id):
+                holder = self.claims.holder(jorb_id) or "it has just finished a step"
+                raise JorbBusy(f"jorb {jorb_id} is running in another worker ({holder}); try again when it parks")
+            stop = self.claims.keep_alive(jorb_id)
+            try:
+                yield
+            finally:
+                stop.set()
+                self.claims.release(jorb_id)
+
     def run(self, jorb_id: str, graph_input: Any = None) -> JorbView:
         """Run the jorb until it parks (waits for a reply, pauses, needs a confirmation) or ends."""
-        with self._lock(jorb_id):
-            row = self.store.get(jorb_id)
-            self.threads.touch(row.thread_id, kind="jorb", title=row.name, status=RUNNING)
-            try:
-                self.graph_for(row).invoke(graph_input, self.config(row.id))
-            except Exception as exc:
-                log.exception("jorb %s failed", row.id)
-                self.store.update(row.id, status="failed", error=f"{type(exc).__name__}: {exc}")
-                raise
-            prune_later(self.settings, row.thread_id)
-            view = self.view(row.id)
-            if self._sync_status(view):
-                view.row = self.store.get(row.id)
-            return view
+        row = self.store.get(jorb_id)
+        with self._hold(row.id):
+            view = self._run_held(row, graph_input)
+        # A reply that came in while it ran (perhaps to another worker, which could not wake it) wakes it now;
+        # checked after the claim is released, so a message is never left behind between two workers.
+        if view.pending and self.store.has_pending(row.id):
+            return self._wake_now(row.id) or view
+        return view
+
+    def _run_held(self, row: JorbRow, graph_input: Any) -> JorbView:
+        self.threads.touch(row.thread_id, kind="jorb", title=row.name, status=RUNNING)
+        try:
+            self.graph_for(row).invoke(graph_input, self.config(row.id))
+        except Exception as exc:
+            log.exception("jorb %s failed", row.id)
+            self.store.update(row.id, status="failed", error=f"{type(exc).__name__}: {exc}")
+            raise
+        prune_later(self.settings, row.thread_id)
+        view = self.view(row.id)
+        if self._sync_status(view):
+            view.row = self.store.get(row.id)
+        return view
 
     def submit(self, jorb_id: str, graph_input: Any = None) -> Future:
         """Run in the background (the server, the chat tool); errors are logged and stored on the jorb."""
+        return self._submit_call(jorb_id, lambda: self.run(jorb_id, graph_input))
+
+    def _submit_call(self, jorb_id: str, call: Callable[[], JorbView | None]) -> Future:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="jorb")
 
         def work() -> JorbView | None:
             try:
-                return self.run(jorb_id, graph_input)
+                return call()
+            except JorbBusy as exc:
+                log.info("%s", exc)
+                return None
             except Exception:  # noqa: BLE001 - recorded on the jorb row by run()
                 return None
 
@@ -213,6 +250,8 @@ class JorbService:
         row = self.store.create(name=name, plan=plan, contacts=contacts, policy=policy, autonomy=autonomy,
                                 context=context, mode=mode, options=options, origin_thread=origin_thread)
         self.threads.touch(row.thread_id, kind="jorb", title=name, status=RUNNING)
+        # Claimed at once, so another worker's recovery does not start it while its first run is still queued here.
+        self.claims.acquire(row.id)
         first = ({"jorb_id": row.id} if mode == "mission"
                  else {"jorb_id": row.id, "current_event": {"type": "created", "task": name}})
         if start:
@@ -228,7 +267,10 @@ class JorbService:
         pending = [{"interrupt_id": i.id, **(i.value if isinstance(i.value, dict) else {"value": i.value})}
                    for i in snapshot.interrupts]
         state_model = MissionState if row.mode == "mission" else JorbState
-        state = state_model.model_validate(snapshot.values) if snapshot.values else None
+        try:
+            state = state_model.model_validate(snapshot.values) if snapshot.values else None
+        except ValidationError:  # read while its first step is still being written (a background run)
+            state = None
         return JorbView(row=row, pending=pending, state=state, finished=not snapshot.next)
 
     def list(self, statuses: tuple[str, ...] | None = None, mode: str | None = None) -> list[JorbRow]:
@@ -257,14 +299,43 @@ class JorbService:
         return self.wake(row.id, background=background)
 
     def wake(self, jorb_id: str, background: bool = False) -> JorbView:
-        """Resume a jorb waiting for a reply; other states keep the message until their next wait."""
+        """Resume a jorb waiting for a reply; other states keep the message until their next wait. A jorb another
+        worker runs is left to it: that worker takes the message when its step ends."""
         view = self.view(jorb_id)
         if any(p.get("type") == "await_reply" for p in view.pending):
             if background:
-                self.submit(jorb_id, Command(resume={"type": "wake"}))
+                self._submit_call(view.row.id, lambda: self._wake_now(view.row.id))
                 return view
-            return self.run(jorb_id, Command(resume={"type": "wake"}))
+            return self._wake_now(view.row.id) or self.view(view.row.id)
         return view
+
+    def _wake_now(self, jorb_id: str) -> JorbView | None:
+        """Under the claim, resume the jorb if it still waits for a reply and one is pending (checked again there:
+        another worker may have taken the message meanwhile). None if there was nothing to wake."""
+        view = None
+        for _ in range(10):  # messages that arrive during the run wake it again
+            try:
+                with self._hold(jorb_id):
+                    current = self.view(jorb_id)
+                    waiting = [p for p in current.pending if p.get("type") == "await_reply"]
+                    if not waiting or not self.store.has_pending(jorb_id):
+                        break
+                    view = self._run_held(current.row, Command(resume={waiting[0]["interrupt_id"]: {"type": "wake"}}))
+            except JorbBusy:
+                break  # its holder follows up when its step ends
+        return view
+
+    def resume_waiting(self) -> list[str]:
+        """Wake every jorb whose reply is pending (it came in while the jorb ran here or in another worker, or
+        while no worker was up). Each is resumed by exactly one worker, whichever claims it first."""
+        woken = []
+        for jorb_id in self.store.waiting_with_pending():
+            try:
+                if self._wake_now(jorb_id) is not None:
+                    woken.append(jorb_id)
+            except Exception:  # noqa: BLE001 - recorded on the jorb row by run()
+                continue
+        return woken
 
     def inbound(self, channel: str, sender: str, text: str, jorb_id: str | None = None, *, thread_key: str | None = None,
                 external_id: str | None = None, background: bool = False, debounce: bool = False) -> Route:
@@ -320,7 +391,7 @@ class JorbService:
         view, pending = self._parked(jorb_id)
         kind = pending.get("type")
         if kind == "jorb_pause":
-            return self.run(view.row.id, Command(resume={"type": "approve", "note": note}))
+            return self.run(view.row.id, Command(resume={pending["interrupt_id"]: {"type": "approve", "note": note}}))
         if kind == "confirmation":
             decision = ({"decision": "approve", "key": pending.get("key")} if pending.get("kind") == "in_doubt"
                         else {"decision": "approve"})
@@ -332,7 +403,7 @@ class JorbService:
         view, pending = self._parked(jorb_id)
         kind = pending.get("type")
         if kind == "jorb_pause":
-            return self.run(view.row.id, Command(resume={"type": "reject", "note": note}))
+            return self.run(view.row.id, Command(resume={pending["interrupt_id"]: {"type": "reject", "note": note}}))
         if kind == "confirmation":
             decision = {"decision": "skip"} if pending.get("kind") == "in_doubt" else {"decision": "deny", "reason": note}
             return self.run(view.row.id, Command(resume={pending["interrupt_id"]: decision}))
@@ -343,7 +414,7 @@ class JorbService:
         view, pending = self._parked(jorb_id)
         if pending.get("type") != "human_step":
             raise JorbError(f"jorb {view.row.id} is not waiting for a step from you")
-        return self.run(view.row.id, Command(resume={"step": step}))
+        return self.run(view.row.id, Command(resume={pending["interrupt_id"]: {"step": step}}))
 
     def cancel(self, jorb_id: str) -> JorbView:
         view = self.view(jorb_id)
@@ -356,7 +427,7 @@ class JorbService:
         if pending.get("type") == "confirmation":
             resume: Any = {pending["interrupt_id"]: {"decision": "deny", "reason": "the jorb was cancelled"}}
         else:
-            resume = {"type": "cancel"}
+            resume = {pending["interrupt_id"]: {"type": "cancel"}}
         return self.run(view.row.id, Command(resume=resume))
 
     def set_policy(self, jorb_id: str, policy: str) -> JorbRow:
@@ -378,15 +449,20 @@ class JorbService:
         executed are answered from the effects ledger, not repeated."""
         resumed = []
         for row in self.store.list(statuses=("planning", "running")):
-            snapshot = self.graph_for(row).get_state(self.config(row.id))
-            if snapshot.interrupts:
-                continue
-            graph_input = None if snapshot.next else (
-                {"jorb_id": row.id} if row.mode == "mission" else {"jorb_id": row.id, "current_event": {"type": "created"}})
-            log.info("resuming jorb %s (%s) after a restart", row.id, row.name)
             try:
-                self.run(row.id, graph_input)
+                # Checked under the claim: a jorb "running" in a live worker is that worker's, not a leftover.
+                with self._hold(row.id):
+                    snapshot = self.graph_for(row).get_state(self.config(row.id))
+                    if snapshot.interrupts:
+                        continue
+                    graph_input = None if snapshot.next else (
+                        {"jorb_id": row.id} if row.mode == "mission"
+                        else {"jorb_id": row.id, "current_event": {"type": "created"}})
+                    log.info("resuming jorb %s (%s) after a restart", row.id, row.name)
+                    self._run_held(self.store.get(row.id), graph_input)
+            except JorbBusy:
+                continue
             except Exception:  # noqa: BLE001 - logged and stored by run()
                 continue
             resumed.append(row.id)
-        return resumed
+        return resumed + [j for j in self.resume_waiting() if j not in resumed]

@@ -161,6 +161,14 @@ class JorbStore:
                 ChannelMessageRow.jorb_id == jorb_id, ChannelMessageRow.direction == "in",
                 ChannelMessageRow.status == "pending").limit(1)) is not None
 
+    def waiting_with_pending(self) -> list[str]:
+        """Jorbs waiting for a reply that has already come in (an indexed join, cheap when there are none)."""
+        with Session(self.engine) as s:
+            q = (select(JorbRow.id).join(ChannelMessageRow, ChannelMessageRow.jorb_id == JorbRow.id)
+                 .where(JorbRow.status == "awaiting_reply", ChannelMessageRow.direction == "in",
+                        ChannelMessageRow.status == "pending").distinct())
+            return list(s.scalars(q))
+
     def messages(self, *, jorb_id: str | None = None, statuses: tuple[str, ...] | None = None,
                  direction: str | None = None, limit: int = 200) -> list[ChannelMessageRow]:
         with Session(self.engine, expire_on_commit=False) as s:

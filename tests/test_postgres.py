@@ -1,0 +1,174 @@
+"""PostgreSQL storage ([11]): with storage.url every table and the checkpointer live in one PostgreSQL database,
+so several workers share threads, jorbs and reminders; a jorb is resumed by exactly one worker. Runs against a
+real server (tests/pg_server.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.conftest import REPO, answer, tool_call
+
+pytestmark = pytest.mark.postgres
+
+
+def _pg(url: str):
+    import psycopg
+
+    return psycopg.connect(url, autocommit=True)
+
+
+def test_a_chat_thread_lives_in_postgres_and_other_processes_see_it(pg_env):
+    srv = pg_env.server
+    (pg_env.root / "notes.txt").write_text("hello")
+    srv.push(tool_call("fs_list_dir", path=str(pg_env.root)), answer("You have notes.txt."))
+    graph = pg_env.graph()
+    config = {"configurable": {"thread_id": "pg-chat"}}
+    out = graph.invoke({"messages": [("user", "what files do I have?")]}, config)
+    assert out["messages"][-1].content == "You have notes.txt."
+    for i in range(3):
+        srv.push(answer(f"answer {i}"))
+        graph.invoke({"messages": [("user", f"question {i}")]}, config)
+
+    # Nothing went to SQLite files: the checkpoints and the tables are in the database.
+    assert not list(pg_env.data.glob("jarvis.sqlite*")) and not list(pg_env.data.glob("checkpoints.sqlite*"))
+    with _pg(pg_env.pg_url) as conn:
+        (checkpoints,) = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'pg-chat'").fetchone()
+        (indexed,) = conn.execute("SELECT COUNT(*) FROM threads WHERE thread_id = 'pg-chat'").fetchone()
+    assert checkpoints > 4 and indexed == 1
+
+    # Another process (the CLI) reads the same thread from the database ...
+    listed = pg_env.cli_json("threads", "list", "--json")
+    assert "pg-chat" in [t["thread_id"] for t in listed]
+    shown = pg_env.cli_json("threads", "show", "pg-chat", "--json")
+    assert [m["content"] for m in shown["messages"] if m["type"] == "ai" and m["content"]][-1] == "answer 2"
+    # ... and prunes it: old checkpoints and the channel blobs only they used go; the thread still reads.
+    proc = pg_env.cli("threads", "prune", "--keep", "1")
+    assert proc.returncode == 0, proc.stderr
+    match = re.search(r"removed (\d+) checkpoints from \d+ threads, freeing (\d+) bytes", proc.stdout)
+    assert match and int(match.group(1)) >= 4 and int(match.group(2)) > 1000, proc.stdout
+    with _pg(pg_env.pg_url) as conn:
+        (left,) = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'pg-chat' "
+                               "AND checkpoint_ns = ''").fetchone()
+    assert left == 1
+    srv.push(answer("still here"))
+    out = pg_env.graph().invoke({"messages": [("user", "and now?")]}, config)
+    assert out["messages"][-1].content == "still here"
+    assert [m.content for m in out["messages"] if m.type == "human"][0] == "what files do I have?"
+
+
+def test_a_confirmation_parked_by_one_process_is_approved_from_another(pg_env):
+    pg_env.write_config(storage={"url": pg_env.pg_url}, autonomy={"effects": {"fs_write": "confirm"}})
+    target = pg_env.root / "x.txt"
+    pg_env.server.push(tool_call("fs_write_text", path=str(target), content="from postgres"), answer("Written."))
+    pg_env.graph().invoke({"messages": [("user", "write it")]}, {"configurable": {"thread_id": "pg-confirm"}})
+    assert not target.exists()
+    pending = pg_env.cli_json("pending", "--json")
+    assert [p["thread_id"] for p in pending] == ["pg-confirm"]
+    proc = pg_env.cli("approve", "pg-confirm")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert target.read_text() == "from postgres"
+
+
+def test_two_workers_resume_a_hundred_jorbs_each_exactly_once(pg_env, tmp_path):
+    """100 jorbs wait for a reply; the replies come in while no worker runs; two worker processes (two threads
+    each) start on the same database at once. Every jorb is resumed once, by one of them."""
+    from orchestrator.jorbs.service import JorbService
+
+    decisions = tmp_path / "decisions.jsonl"
+    env = {**pg_env.env(), "JARVIS_TEST_DECISIONS": str(decisions)}
+    os.environ["JARVIS_TEST_DECISIONS"] = str(decisions)
+    svc = JorbService(pg_env.settings, llm=object())
+    policy = "heuristic:tests.helpers.jorb_worker:ask_then_finish"
+    ids = [svc.create(f"Ask {i}", "Ask Alice and wait for her answer", contacts=["alice@example.com"],
+                      policy=policy).row.id for i in range(100)]
+    assert {svc.store.get(j).status for j in ids} == {"awaiting_reply"}
+    for i, jorb_id in enumerate(ids):
+        svc.store.log_message(direction="in", channel="email", party="alice@example.com", text=f"yes {i}",
+                              status="pending", jorb_id=jorb_id)
+    del os.environ["JARVIS_TEST_DECISIONS"]
+
+    argv = [sys.executable, "-m", "tests.helpers.jorb_worker", str(pg_env.config_path), "2"]
+    workers = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                cwd=str(REPO)) for _ in range(2)]
+    outputs = []
+    for w in workers:
+        out, err = w.communicate(timeout=600)
+        assert w.returncode == 0, err[-3000:]
+        outputs.append(json.loads(out.strip().splitlines()[-1]))
+
+    resumed = [set(o["resumed"]) for o in outputs]
+    assert resumed[0] | resumed[1] == set(ids)
+    assert not resumed[0] & resumed[1]
+    lines = [json.loads(line) for line in decisions.read_text().splitlines()]
+    replies = Counter(d["jorb"] for d in lines if d["event"] == "reply")
+    assert replies == Counter({j: 1 for j in ids})  # one decision on the reply per jorb: no double resume
+    worker_pids = {o["pid"] for o in outputs}
+    assert {d["pid"] for d in lines if d["event"] == "reply"} <= worker_pids
+    fresh = JorbService(pg_env.settings, llm=object())
+    for jorb_id in ids:
+        row = fresh.store.get(jorb_id)
+        assert row.status == "done" and row.result in {f"pid {p}" for p in worker_pids}
+        assert [m.status for m in fresh.store.messages(jorb_id=jorb_id, direction="in")] == ["delivered"]
+    # Both workers did a share of the work (the claims split it; neither waited for the other to finish).
+    assert all(resumed), [len(r) for r in resumed]
+
+
+def test_a_jorb_running_in_one_worker_is_not_run_by_another(pg_env):
+    from orchestrator.jorbs.claims import JorbClaims
+    from orchestrator.jorbs.service import JorbBusy, JorbService
+
+    svc = JorbService(pg_env.settings, llm=object())
+    row = svc.store.create(name="Busy", plan="p")
+    other = JorbClaims(pg_env.settings, worker="elsewhere:1:abc")
+    assert other.acquire(row.id)
+    with pytest.raises(JorbBusy, match="another worker \\(elsewhere:1:abc\\)"):
+        svc.run(row.id, {"jorb_id": row.id})
+    assert svc.recover() == []  # "planning" but held by a live worker: not a leftover
+    other.release(row.id)
+    assert svc.claims.acquire(row.id)
+    assert not other.acquire(row.id)
+
+
+def test_two_schedulers_share_due_reminders_without_double_delivery(pg_env):
+    """Two workers claim due reminders from one database at the same time: each reminder goes to one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from orchestrator.reminders.store import ReminderStore
+
+    settings = pg_env.settings
+    store = ReminderStore(settings)
+    now = datetime.now(timezone.utc)
+    from orchestrator.reminders.spec import ReminderRequest
+
+    for i in range(200):
+        store.create(ReminderRequest(title=f"r{i}", when=(now + timedelta(seconds=1)).isoformat(), thread_id="t"),
+                     now=now)
+    now = now + timedelta(seconds=2)
+
+    def claim(_: int) -> list[str]:
+        mine = []
+        worker = ReminderStore(settings)
+        while batch := worker.claim_due(now, now + timedelta(minutes=5), 7, 3600):
+            mine.extend(r.id for r in batch)
+        return mine
+
+    with ThreadPoolExecutor(4) as pool:
+        shares = list(pool.map(claim, range(4)))
+    claimed = [r for share in shares for r in share]
+    assert len(claimed) == 200 and len(set(claimed)) == 200
+
+
+def test_an_unreachable_database_is_a_clear_error(jarvis_env):
+    jarvis_env.write_config(storage={"url": "postgresql://jarvis@127.0.0.1:9/jarvis"})
+    proc = jarvis_env.cli("threads", "list")
+    assert proc.returncode == 1
+    assert "cannot use PostgreSQL at 127.0.0.1:9/jarvis (storage.url)" in proc.stderr
+    assert "Traceback" not in proc.stderr
