@@ -1,6 +1,7 @@
 """Scale: planner prompt tokens and turn time with 10, 100 and 1,000 registered tools (targets: tokens flat past
 12 tools; turn time at 1,000 <= 1.2x at 10), and database bytes per turn at turn 10 and at turn 1,000 of one
-thread (target <= 1.5x). Zero-latency in-process model; SQLite."""
+thread (target <= 1.5x). Zero-latency in-process model; SQLite, and PostgreSQL too where its server is installed
+(the bytes per turn again, with the Postgres saver's blobs)."""
 
 from __future__ import annotations
 
@@ -78,8 +79,19 @@ def logical_bytes(settings) -> int:
     return total
 
 
-def bytes_per_turn() -> tuple[float, float]:
-    settings, _ = isolated_settings(planner={"history_token_budget": 1500})
+def postgres_bytes(settings) -> int:
+    import psycopg
+
+    with psycopg.connect(settings.storage.url) as conn:
+        return int(conn.execute(
+            "SELECT (SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) FROM checkpoints)"
+            " + (SELECT COALESCE(SUM(pg_column_size(blob)), 0) FROM checkpoint_blobs)"
+            " + (SELECT COALESCE(SUM(pg_column_size(blob)), 0) FROM checkpoint_writes)"
+            " + (SELECT COALESCE(SUM(LENGTH(data)), 0) FROM message_archive)").fetchone()[0])
+
+
+def bytes_per_turn(storage: dict | None = None, measure=logical_bytes) -> tuple[float, float]:
+    settings, _ = isolated_settings(planner={"history_token_budget": 1500}, **({"storage": storage} if storage else {}))
 
     def answer_only(messages):
         if messages[0].content.startswith("You keep the memory"):
@@ -93,7 +105,7 @@ def bytes_per_turn() -> tuple[float, float]:
                      {"configurable": {"thread_id": "long"}})
         if turn in (10, 60, 950, 1000):
             writer.flush()
-            sizes[turn] = logical_bytes(settings)
+            sizes[turn] = measure(settings)
     return (sizes[60] - sizes[10]) / 50, (sizes[1000] - sizes[950]) / 50
 
 
@@ -110,6 +122,28 @@ def main() -> None:
     ratio = late / early
     print(f"  database bytes per turn: {early:.0f} at turn 10, {late:.0f} at turn 1,000; ratio {ratio:.3f} "
           f"(target <= 1.5) -> {'OK' if ratio <= 1.5 else 'MISSED'}")
+    postgres_case()
+
+
+def postgres_case() -> None:
+    from tests.pg_server import postgres_session
+
+    try:
+        sessions = postgres_session()
+        server = next(sessions)
+    except BaseException as exc:  # pytest's skip outside pytest: no PostgreSQL here
+        print(f"  PostgreSQL: not measured ({exc})")
+        return
+    try:
+        early, late = bytes_per_turn({"url": server.new_database()}, postgres_bytes)
+        ratio = late / early
+        print(f"  PostgreSQL bytes per turn: {early:.0f} at turn 10, {late:.0f} at turn 1,000; ratio {ratio:.3f} "
+              f"(target <= 1.5) -> {'OK' if ratio <= 1.5 else 'MISSED'}")
+    finally:
+        from orchestrator import storage
+
+        storage.dispose_all()
+        sessions.close()
 
 
 if __name__ == "__main__":

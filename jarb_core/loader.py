@@ -35,11 +35,24 @@ class ModuleChanged(ToolError):
     """The module file no longer matches the sha256 recorded at registration."""
 
 
+def registered_source(record: ToolRecord) -> str | None:
+    """The source kept in the registry, if it is there and matches the registered sha256."""
+    if record.source is not None and hashlib.sha256(record.source.encode("utf-8")).hexdigest() == record.sha256:
+        return record.source
+    return None
+
+
 def read_verified(record: ToolRecord) -> str:
-    """The module's source, if its bytes still match the registry; ModuleChanged (with what to do) if not."""
+    """The module's source, if its bytes still match the registry; ModuleChanged (with what to do) if not. A
+    module file that is not on this machine (a tool another worker built) runs from the registry's copy."""
     path = Path(record.path)
     try:
         data = path.read_bytes()
+    except FileNotFoundError:
+        if (kept := registered_source(record)) is not None:
+            return kept
+        raise ModuleChanged(f"{record.label} cannot be loaded: its module {path} is missing. "
+                            f"Restore the file or register the tool again.") from None
     except OSError as exc:
         raise ModuleChanged(f"{record.label} cannot be loaded: its module {path} cannot be read ({exc.strerror}). "
                             f"Restore the file or register the tool again.") from None
@@ -102,6 +115,9 @@ class GeneratedToolProvider:
         try:
             st = os.stat(record.path)
         except OSError:
+            if registered_source(record) is not None:  # built by a worker on another machine: runs from the registry
+                self.refused.pop(record.name, None)
+                return True
             self.refused[record.name] = f"{record.path} is missing"
             return False
         cached = self._hashes.get(record.path)

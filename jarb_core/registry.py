@@ -1,6 +1,7 @@
 """The registry of generated tools (SQLAlchemy; `tool_registry.sqlite` by default, the engine is passed in).
 
-One row per version: name, version, module and tests paths, sha256 of the module source, schema_json,
+One row per version: name, version, module and tests paths, sha256 of the module source and the source itself
+(so workers on other machines sharing a PostgreSQL registry can run the tool without the file), schema_json,
 side_effects, spec_json, manifest, test report, status (`active`, `disabled`, `failed`), trust (`confirm`
 until it has earned its declared policy, then `policy`), created_at. A new version of a name is `_v<n+1>`;
 older versions stay listed. The version in use is the highest `active` one.
@@ -23,10 +24,12 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    inspect,
     select,
+    text,
     update,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 ACTIVE, DISABLED, FAILED = "active", "disabled", "failed"
@@ -68,6 +71,7 @@ class ToolRow(RegistryBase):
     request_key: Mapped[str | None] = mapped_column(String(512), unique=True, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
+    source: Mapped[str | None] = mapped_column(Text, nullable=True)  # null in rows registered before it was kept
 
 
 @dataclass
@@ -89,6 +93,7 @@ class ToolRecord:
     network_approved: bool
     created_at: datetime
     updated_at: datetime
+    source: str | None = None
 
     @classmethod
     def from_row(cls, row: ToolRow) -> "ToolRecord":
@@ -98,7 +103,7 @@ class ToolRecord:
             spec=json.loads(row.spec_json or "{}"), manifest=json.loads(row.manifest_json or "{}"),
             test_report=json.loads(row.test_report or "{}"), status=row.status, trust=row.trust,
             confirmed_calls=row.confirmed_calls, network_approved=bool(row.network_approved),
-            created_at=row.created_at, updated_at=row.updated_at,
+            created_at=row.created_at, updated_at=row.updated_at, source=row.source,
         )
 
     @property
@@ -122,12 +127,26 @@ class RegistryError(RuntimeError):
 _ready: set[str] = set()
 
 
+def _add_missing_columns(engine: Engine) -> None:
+    """Registries made by an earlier version lack newer (nullable) columns: add them."""
+    have = {c["name"] for c in inspect(engine).get_columns(ToolRow.__tablename__)}
+    for column in ToolRow.__table__.columns:
+        if column.name not in have and column.nullable:
+            with engine.begin() as conn:
+                conn.execute(text(f"ALTER TABLE {ToolRow.__tablename__} ADD COLUMN {column.name} "
+                                  f"{column.type.compile(engine.dialect)}"))
+
+
 class ToolRegistry:
     def __init__(self, engine: Engine):
         self.engine = engine
         key = str(engine.url)
         if key not in _ready:
-            RegistryBase.metadata.create_all(engine)
+            try:
+                RegistryBase.metadata.create_all(engine)
+            except (OperationalError, ProgrammingError, IntegrityError):
+                RegistryBase.metadata.create_all(engine)  # another worker created it at the same moment
+            _add_missing_columns(engine)
             _ready.add(key)
 
     # -- reading ------------------------------------------------------------------------------------------
@@ -196,7 +215,7 @@ class ToolRegistry:
             schema_json=json.dumps(schema), side_effects=json.dumps(side_effects), spec_json=json.dumps(spec),
             manifest_json=json.dumps(manifest), test_report=json.dumps(test_report), status=ACTIVE, trust=trust,
             confirmed_calls=0, network_approved=network_approved, request_key=request_key,
-            created_at=_now(), updated_at=_now(),
+            created_at=_now(), updated_at=_now(), source=source,
         )
         try:
             with Session(self.engine) as s, s.begin():

@@ -172,3 +172,53 @@ def test_an_unreachable_database_is_a_clear_error(jarvis_env):
     assert proc.returncode == 1
     assert "cannot use PostgreSQL at 127.0.0.1:9/jarvis (storage.url)" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_tool_built_on_one_machine_runs_on_another(pg_env, tmp_path):
+    """Two workers with their own tools folders (two machines) share the registry in PostgreSQL: the tool one
+    registered runs on the other from the registry's copy of its source; a changed file is still refused."""
+    from orchestrator.jarb_tools import generated_provider
+    from tests.jarb_helpers import FIXED_WORD_COUNT, WORD_COUNT_SPEC, WORD_COUNT_TESTS
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "spec.json").write_text(json.dumps(WORD_COUNT_SPEC))
+    (src / "good.py").write_text(FIXED_WORD_COUNT)
+    (src / "tests.py").write_text(WORD_COUNT_TESTS)
+    done = pg_env.cli("tools", "register", "--spec", str(src / "spec.json"), "--module", str(src / "good.py"),
+                      "--tests", str(src / "tests.py"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    module = pg_env.path / "tools" / "word_count_v1.py"
+    assert module.exists()
+    # Machine B has no such file (it was written on machine A): it runs from the registry's copy.
+    module.rename(tmp_path / "elsewhere.py")
+    other = pg_env.settings.model_copy(update={"tools_dir": tmp_path / "machine-b-tools"})
+    provider = generated_provider(other)
+    tool = next(t for t in provider.list_tools() if t.name == "word_count")
+    assert tool.invoke({"text": "one two three"}) == 3
+
+    # Where the file is present, a changed file is refused as before.
+    module.write_text(FIXED_WORD_COUNT + "\nimport os\n")
+    here = generated_provider(pg_env.settings)
+    assert "word_count" not in [t.name for t in here.list_tools()]
+    assert "changed after registration" in here.refused["word_count"]
+
+
+def test_two_workers_polling_one_mailbox_deliver_each_email_once(pg_env):
+    """The email poller marks a message seen with an insert-if-absent: of several workers polling the same
+    threads, one delivers it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from orchestrator.channels.models import ChannelState
+
+    settings = pg_env.settings
+    keys = [f"seen:msg{i}" for i in range(100)]
+
+    def poll(_: int) -> list[str]:
+        state = ChannelState(settings, "email")
+        return [k for k in keys if state.claim(k)]
+
+    with ThreadPoolExecutor(4) as pool:
+        shares = list(pool.map(poll, range(4)))
+    delivered = [k for share in shares for k in share]
+    assert sorted(delivered) == sorted(keys)

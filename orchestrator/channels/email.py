@@ -109,9 +109,8 @@ class EmailPoller:
             thread = self.api.request("GET", f"{API}/threads/{thread_id}", params={"format": "full"}, what="The thread")
             for msg in thread.get("messages") or []:
                 mid = msg.get("id")
-                if not mid or self.state.get(f"seen:{mid}"):
-                    continue
-                self.state.set(f"seen:{mid}", "1")
+                if not mid or not self.state.claim(f"seen:{mid}"):
+                    continue  # seen before, by this worker or another polling the same mailbox
                 if int(msg.get("internalDate") or 0) < since_ms:
                     continue  # written before the jorb joined the conversation
                 if "SENT" in (msg.get("labelIds") or []) or "DRAFT" in (msg.get("labelIds") or []):

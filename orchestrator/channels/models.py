@@ -31,14 +31,22 @@ class ChannelState:
                                                                  ChannelStateRow.key == key))
         return default if value is None else value
 
-    def set(self, key: str, value: str) -> None:
+    def _insert(self, key: str, value: str):
         table = ChannelStateRow.__table__
         if self.engine.dialect.name == "sqlite":
-            stmt = sqlite_insert(table).values(channel=self.channel, key=key, value=value)
-        else:
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
+            return sqlite_insert(table).values(channel=self.channel, key=key, value=value)
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-            stmt = pg_insert(table).values(channel=self.channel, key=key, value=value)
-        stmt = stmt.on_conflict_do_update(index_elements=["channel", "key"], set_={"value": value})
+        return pg_insert(table).values(channel=self.channel, key=key, value=value)
+
+    def set(self, key: str, value: str) -> None:
+        stmt = self._insert(key, value).on_conflict_do_update(index_elements=["channel", "key"], set_={"value": value})
         with self.engine.begin() as conn:
             conn.execute(stmt)
+
+    def claim(self, key: str, value: str = "1") -> bool:
+        """Set the key only if it is not set yet; True for the one caller (of any worker) that set it."""
+        stmt = (self._insert(key, value).on_conflict_do_nothing(index_elements=["channel", "key"])
+                .returning(ChannelStateRow.key))
+        with self.engine.begin() as conn:
+            return conn.execute(stmt).first() is not None
