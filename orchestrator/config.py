@@ -107,6 +107,8 @@ class StorageConfig(_Section):
     data_dir: Path = Path("../data")
     url: str | None = Field(None, description="a SQLAlchemy URL (postgresql://...) replacing the SQLite files")
     keep_checkpoints: int = Field(20, ge=0, description="checkpoints kept per thread after each run (0: all)")
+    claim_lease_s: float = Field(300.0, gt=0, description="a worker that dies mid-run frees its jorbs and chat "
+                                 "threads after this long (renewed while it runs; at once after a restart here)")
 
 
 class McpConfig(_Section):
@@ -185,8 +187,6 @@ class JorbsConfig(_Section):
     token_budget: int = Field(200_000, ge=1000)
     max_malformed: int = Field(2, ge=0)
     script_timeout_s: float = Field(60.0, gt=0)
-    claim_lease_s: float = Field(300.0, gt=0, description="a worker that dies mid-step frees its jorbs after this "
-                                 "long (renewed while it runs)")
     sweep_interval_s: float = Field(30.0, gt=0, description="how often `jarvis run` wakes jorbs whose reply came in "
                                     "while another worker held them")
 

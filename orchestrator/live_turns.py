@@ -3,7 +3,8 @@
 The chat graph is synchronous (SqliteSaver is sync-only), so each turn runs `turns.stream_turn` in its own
 thread; the events it yields are kept in order on a LiveTurn and pushed to every subscribed asyncio queue with
 `call_soon_threadsafe`. A browser that reloads mid-turn subscribes again and gets the turn's events from the
-start, then the live ones. One turn per thread at a time: a second request gets TurnBusy.
+start, then the live ones. One turn per thread at a time, in this process and (through claims.py, when given)
+in every worker sharing the database: a second request gets TurnBusy.
 
 Background services (scheduler, inbound routing) use the same hub to start turns, so the UI sees them live.
 """
@@ -26,7 +27,12 @@ _END: dict[str, Any] = {"event": "__end__"}
 
 
 class TurnBusy(Exception):
-    """A turn is already running on this thread."""
+    """A turn is already running on this thread (here, or in another worker: `elsewhere` names it)."""
+
+    def __init__(self, thread_id: str, elsewhere: str | None = None):
+        super().__init__(thread_id)
+        self.thread_id = thread_id
+        self.elsewhere = elsewhere
 
 
 @dataclass
@@ -83,9 +89,11 @@ class LiveTurn:
 
 
 class TurnHub:
-    def __init__(self, graph: Any, decorate: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
+    def __init__(self, graph: Any, decorate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                 claims: Any = None):
         self.graph = graph
         self.decorate = decorate or (lambda ev: ev)
+        self.claims = claims  # claims.Claims: other workers on the same database see the thread as busy
         self._lock = threading.Lock()
         self._running: dict[str, LiveTurn] = {}
 
@@ -102,6 +110,8 @@ class TurnHub:
         with self._lock:
             if thread_id in self._running:
                 raise TurnBusy(thread_id)
+            if self.claims is not None and not self.claims.acquire(thread_id):
+                raise TurnBusy(thread_id, elsewhere=self.claims.holder(thread_id) or "another worker")
             turn = LiveTurn(thread_id)
             self._running[thread_id] = turn
         worker = threading.Thread(target=self._work, args=(turn, graph_input), name=f"turn-{thread_id}", daemon=True)
@@ -109,6 +119,7 @@ class TurnHub:
         return turn
 
     def _work(self, turn: LiveTurn, graph_input: Any) -> None:
+        renewing = self.claims.keep_alive(turn.thread_id) if self.claims is not None else None
         try:
             for event in stream_turn(self.graph, turn.thread_id, graph_input):
                 turn.publish(self.decorate(event))
@@ -116,6 +127,12 @@ class TurnHub:
             log.exception("turn on %s failed", turn.thread_id)
             turn.publish({"event": "error", "message": f"{type(exc).__name__}: {exc}", "kind": "internal"})
         finally:
+            if renewing is not None:
+                renewing.set()
+                try:
+                    self.claims.release(turn.thread_id)
+                except Exception as exc:  # noqa: BLE001 - the lease ends on its own
+                    log.warning("could not release the claim on %s: %s", turn.thread_id, exc)
             with self._lock:
                 self._running.pop(turn.thread_id, None)
             turn.publish(_END)

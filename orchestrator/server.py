@@ -57,7 +57,9 @@ def create_app(
 
         graph = build_graph(settings)
     token = token or load_or_create_token(settings)
-    hub = TurnHub(graph, decorate=decorate_event)
+    from .claims import Claims
+
+    hub = TurnHub(graph, decorate=decorate_event, claims=Claims(settings))
     manager = ServiceManager(services)
     ctx = AppContext(settings=settings, graph=graph, turns=hub, services=manager)
 

@@ -122,19 +122,19 @@ def test_two_workers_resume_a_hundred_jorbs_each_exactly_once(pg_env, tmp_path):
 
 
 def test_a_jorb_running_in_one_worker_is_not_run_by_another(pg_env):
-    from orchestrator.jorbs.claims import JorbClaims
+    from orchestrator.claims import Claims
     from orchestrator.jorbs.service import JorbBusy, JorbService
 
     svc = JorbService(pg_env.settings, llm=object())
     row = svc.store.create(name="Busy", plan="p")
-    other = JorbClaims(pg_env.settings, worker="elsewhere:1:abc")
-    assert other.acquire(row.id)
+    other = Claims(pg_env.settings, worker="elsewhere:1:abc")
+    assert other.acquire(row.thread_id)
     with pytest.raises(JorbBusy, match="another worker \\(elsewhere:1:abc\\)"):
         svc.run(row.id, {"jorb_id": row.id})
     assert svc.recover() == []  # "planning" but held by a live worker: not a leftover
-    other.release(row.id)
-    assert svc.claims.acquire(row.id)
-    assert not other.acquire(row.id)
+    other.release(row.thread_id)
+    assert svc.claims.acquire(row.thread_id)
+    assert not other.acquire(row.thread_id)
 
 
 def test_two_schedulers_share_due_reminders_without_double_delivery(pg_env):
@@ -222,3 +222,21 @@ def test_two_workers_polling_one_mailbox_deliver_each_email_once(pg_env):
         shares = list(pool.map(poll, range(4)))
     delivered = [k for share in shares for k in share]
     assert sorted(delivered) == sorted(keys)
+
+
+def test_a_chat_thread_answered_by_one_worker_is_busy_for_the_others(pg_env):
+    from orchestrator.claims import Claims
+    from orchestrator.live_turns import TurnBusy, TurnHub
+
+    pg_env.server.push(answer("hello from this worker"))
+    other = Claims(pg_env.settings, worker="elsewhere:7:xyz")
+    hub = TurnHub(pg_env.graph(), claims=Claims(pg_env.settings))
+    assert other.acquire("shared-thread")
+    with pytest.raises(TurnBusy) as busy:
+        hub.start("shared-thread", {"messages": [("user", "hi")]})
+    assert busy.value.elsewhere == "elsewhere:7:xyz"
+    other.release("shared-thread")
+    turn = hub.start("shared-thread", {"messages": [("user", "hi")]})
+    assert turn.wait(30)
+    assert turn.events[-1]["event"] == "done" and turn.events[-1]["content"] == "hello from this worker"
+    assert other.acquire("shared-thread")  # released when the turn ended

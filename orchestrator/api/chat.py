@@ -86,8 +86,9 @@ def _attachment_view(a: Any) -> dict[str, Any]:
     return {"kind": data.get("kind"), "name": data.get("name") or data.get("ref"), "ref": data.get("ref")}
 
 
-def _busy(thread_id: str) -> HTTPException:
-    return HTTPException(409, f"Jarvis is still working on thread {thread_id}; wait for that turn to finish.")
+def _busy(thread_id: str, busy: TurnBusy | None = None) -> HTTPException:
+    where = f" in another worker ({busy.elsewhere})" if busy is not None and busy.elsewhere else ""
+    return HTTPException(409, f"Jarvis is still working on thread {thread_id}{where}; wait for that turn to finish.")
 
 
 @router.get("/threads")
@@ -171,8 +172,8 @@ async def send_message(body: MessageIn, thread_id: ThreadId, ctx: AppContext = D
         text = "I attached " + ", ".join(a.get("name") or a["ref"] for a in new) + "."
     try:
         turn = ctx.turns.start(thread_id, user_input(text, attachments))
-    except TurnBusy:
-        raise _busy(thread_id) from None
+    except TurnBusy as busy:
+        raise _busy(thread_id, busy) from None
     return sse_response(thread_id, turn.listen())
 
 
@@ -215,8 +216,8 @@ async def resume(body: ResumeIn, thread_id: ThreadId, ctx: AppContext = Depends(
         decisions[interrupt_id] = decision.model_dump(exclude_none=True)
     try:
         turn = ctx.turns.start(thread_id, resume_command(decisions))
-    except TurnBusy:
-        raise _busy(thread_id) from None
+    except TurnBusy as busy:
+        raise _busy(thread_id, busy) from None
     return sse_response(thread_id, turn.listen())
 
 
@@ -231,8 +232,8 @@ async def retry(thread_id: ThreadId, ctx: AppContext = Depends(app_context)):
         raise HTTPException(409, "The last turn finished; there is nothing to retry. Send a new message instead.")
     try:
         turn = ctx.turns.start(thread_id, None)
-    except TurnBusy:
-        raise _busy(thread_id) from None
+    except TurnBusy as busy:
+        raise _busy(thread_id, busy) from None
     return sse_response(thread_id, turn.listen())
 
 

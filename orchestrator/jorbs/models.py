@@ -112,13 +112,3 @@ class ChannelMessageRow(Base):
             "created_at": self.created_at.isoformat(),
         }
 
-
-class JorbClaimRow(Base):
-    """Which worker runs a jorb now. Every worker (one `jarvis run` process, on any machine sharing the database)
-    claims a jorb before running a step of it, so a jorb is resumed by exactly one of them; see claims.py."""
-
-    __tablename__ = "jorb_claims"
-
-    jorb_id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    worker: Mapped[str] = mapped_column(String(160))
-    until: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -17,10 +17,10 @@ from pydantic import ValidationError
 
 from ..catalog import ToolCatalog, default_catalog
 from ..checkpoint_store import prune_later
+from ..claims import Claims
 from ..config import Settings
 from ..executor import ToolExecutor
 from ..threads import IDLE, RUNNING, ThreadIndex
-from .claims import JorbClaims
 from .graph import JorbRuntime, build_jorb_graph
 from .mission import MissionState, build_mission_graph
 from .models import JorbRow
@@ -86,7 +86,7 @@ class JorbService:
 
         self.settings = settings
         self.store = JorbStore(settings)
-        self.claims = JorbClaims(settings)
+        self.claims = Claims(settings)
         self.threads = ThreadIndex(settings)
         catalog = catalog or default_catalog(settings)
         self.executor = ToolExecutor(settings, catalog)
@@ -126,16 +126,17 @@ class JorbService:
     @contextmanager
     def _hold(self, jorb_id: str) -> Iterator[None]:
         """This process's lock on the jorb, then the claim every worker honors (JorbBusy if another holds it)."""
+        key = f"jorb:{jorb_id}"  # the jorb's thread id
         with self._lock(jorb_id):
-            if not self.claims.acquire(jorb_id):
-                holder = self.claims.holder(jorb_id) or "it has just finished a step"
+            if not self.claims.acquire(key):
+                holder = self.claims.holder(key) or "it has just finished a step"
                 raise JorbBusy(f"jorb {jorb_id} is running in another worker ({holder}); try again when it parks")
-            stop = self.claims.keep_alive(jorb_id)
+            stop = self.claims.keep_alive(key)
             try:
                 yield
             finally:
                 stop.set()
-                self.claims.release(jorb_id)
+                self.claims.release(key)
 
     def run(self, jorb_id: str, graph_input: Any = None) -> JorbView:
         """Run the jorb until it parks (waits for a reply, pauses, needs a confirmation) or ends."""
@@ -251,7 +252,7 @@ class JorbService:
                                 context=context, mode=mode, options=options, origin_thread=origin_thread)
         self.threads.touch(row.thread_id, kind="jorb", title=name, status=RUNNING)
         # Claimed at once, so another worker's recovery does not start it while its first run is still queued here.
-        self.claims.acquire(row.id)
+        self.claims.acquire(row.thread_id)
         first = ({"jorb_id": row.id} if mode == "mission"
                  else {"jorb_id": row.id, "current_event": {"type": "created", "task": name}})
         if start:

@@ -1,8 +1,9 @@
-"""Claims: a jorb runs in one worker at a time, across processes and machines.
+"""Claims: a thread (a jorb, a chat turn) runs in one worker at a time, across processes and machines.
 
-A claim is a row (jorb, worker, lease end) taken with one conditional statement (an INSERT, or an UPDATE that
-only matches a free, expired or already-own claim), so two workers racing for a jorb cannot both win, on SQLite
-or PostgreSQL alike. A worker renews its claims while it runs; one that dies frees them when the lease ends.
+A claim is a row (key, worker, lease end) taken with one conditional statement (an INSERT, or an UPDATE that
+only matches a free, expired or already-own claim), so two workers racing for a key cannot both win, on SQLite
+or PostgreSQL alike. A worker renews its claims while it runs; one that dies frees them when the lease ends, or
+at once when it was a process of this machine (a restart). Keys are thread ids (`jorb:<id>` for jorbs).
 """
 
 from __future__ import annotations
@@ -18,11 +19,21 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..config import Settings
-from ..storage import jarvis_engine
-from .models import JorbClaimRow
+from sqlalchemy import DateTime, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .config import Settings
+from .storage import Base, jarvis_engine
 
 log = logging.getLogger(__name__)
+
+
+class ClaimRow(Base):
+    __tablename__ = "work_claims"
+
+    key: Mapped[str] = mapped_column(String(300), primary_key=True)
+    worker: Mapped[str] = mapped_column(String(160))
+    until: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 # This process, as other workers see it in the claims table.
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -47,58 +58,58 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class JorbClaims:
+class Claims:
     def __init__(self, settings: Settings, worker: str = WORKER_ID):
         self.engine = jarvis_engine(settings)
-        self.lease = timedelta(seconds=settings.jorbs.claim_lease_s)
+        self.lease = timedelta(seconds=settings.storage.claim_lease_s)
         self.worker = worker
 
-    def acquire(self, jorb_id: str) -> bool:
-        """Take the jorb for this worker; False if another worker holds a live claim on it."""
+    def acquire(self, key: str) -> bool:
+        """Take the key for this worker; False if another worker holds a live claim on it."""
         now = _now()
         try:
             with Session(self.engine) as s, s.begin():
-                s.add(JorbClaimRow(jorb_id=jorb_id, worker=self.worker, until=now + self.lease))
+                s.add(ClaimRow(key=key, worker=self.worker, until=now + self.lease))
             return True
         except IntegrityError:
             pass  # claimed before (by anyone): take it over only if it is free, expired or ours
         with Session(self.engine) as s, s.begin():
-            taken = s.execute(update(JorbClaimRow)
-                              .where(JorbClaimRow.jorb_id == jorb_id,
-                                     (JorbClaimRow.worker == self.worker) | (JorbClaimRow.until < now))
+            taken = s.execute(update(ClaimRow)
+                              .where(ClaimRow.key == key,
+                                     (ClaimRow.worker == self.worker) | (ClaimRow.until < now))
                               .values(worker=self.worker, until=now + self.lease))
             if taken.rowcount == 1:
                 return True
-            holder = s.scalar(select(JorbClaimRow.worker).where(JorbClaimRow.jorb_id == jorb_id))
+            holder = s.scalar(select(ClaimRow.worker).where(ClaimRow.key == key))
             if holder is None or not _dead_here(holder):
                 return False
             # A process of this machine that has died (a restart): no need to wait for its lease to end.
-            taken = s.execute(update(JorbClaimRow)
-                              .where(JorbClaimRow.jorb_id == jorb_id, JorbClaimRow.worker == holder)
+            taken = s.execute(update(ClaimRow)
+                              .where(ClaimRow.key == key, ClaimRow.worker == holder)
                               .values(worker=self.worker, until=now + self.lease))
             return taken.rowcount == 1
 
-    def release(self, jorb_id: str) -> None:
+    def release(self, key: str) -> None:
         with Session(self.engine) as s, s.begin():
-            s.execute(delete(JorbClaimRow).where(JorbClaimRow.jorb_id == jorb_id, JorbClaimRow.worker == self.worker))
+            s.execute(delete(ClaimRow).where(ClaimRow.key == key, ClaimRow.worker == self.worker))
 
-    def renew(self, jorb_id: str) -> bool:
+    def renew(self, key: str) -> bool:
         with Session(self.engine) as s, s.begin():
-            done = s.execute(update(JorbClaimRow)
-                             .where(JorbClaimRow.jorb_id == jorb_id, JorbClaimRow.worker == self.worker)
+            done = s.execute(update(ClaimRow)
+                             .where(ClaimRow.key == key, ClaimRow.worker == self.worker)
                              .values(until=_now() + self.lease))
             return done.rowcount == 1
 
-    def holder(self, jorb_id: str) -> str | None:
-        """The worker holding a live claim on the jorb, if any."""
+    def holder(self, key: str) -> str | None:
+        """The worker holding a live claim on the key, if any."""
         with Session(self.engine) as s:
-            row = s.scalar(select(JorbClaimRow).where(JorbClaimRow.jorb_id == jorb_id))
+            row = s.scalar(select(ClaimRow).where(ClaimRow.key == key))
             if row is None:
                 return None
             until = row.until if row.until.tzinfo else row.until.replace(tzinfo=timezone.utc)
             return row.worker if until >= _now() else None
 
-    def keep_alive(self, jorb_id: str) -> threading.Event:
+    def keep_alive(self, key: str) -> threading.Event:
         """Renew the claim every third of the lease until the returned event is set."""
         stop = threading.Event()
         interval = self.lease.total_seconds() / 3
@@ -106,11 +117,11 @@ class JorbClaims:
         def beat() -> None:
             while not stop.wait(interval):
                 try:
-                    if not self.renew(jorb_id):
-                        log.warning("lost the claim on jorb %s (its lease ran out); another worker may take it", jorb_id)
+                    if not self.renew(key):
+                        log.warning("lost the claim on %s (its lease ran out); another worker may take it", key)
                         return
                 except Exception as exc:  # noqa: BLE001 - the next beat tries again
-                    log.warning("could not renew the claim on jorb %s: %s", jorb_id, exc)
+                    log.warning("could not renew the claim on %s: %s", key, exc)
 
-        threading.Thread(target=beat, name=f"claim-{jorb_id}", daemon=True).start()
+        threading.Thread(target=beat, name=f"claim-{key}", daemon=True).start()
         return stop
