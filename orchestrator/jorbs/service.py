@@ -145,7 +145,7 @@ class JorbService:
             view = self._run_held(row, graph_input)
         # A reply that came in while it ran (perhaps to another worker, which could not wake it) wakes it now;
         # checked after the claim is released, so a message is never left behind between two workers.
-        if view.pending and self.store.has_pending(row.id):
+        if any(p.get("type") == "await_reply" for p in view.pending) and self.store.has_pending(row.id):
             return self._wake_now(row.id) or view
         return view
 
@@ -251,12 +251,12 @@ class JorbService:
         row = self.store.create(name=name, plan=plan, contacts=contacts, policy=policy, autonomy=autonomy,
                                 context=context, mode=mode, options=options, origin_thread=origin_thread)
         self.threads.touch(row.thread_id, kind="jorb", title=name, status=RUNNING)
-        # Claimed at once, so another worker's recovery does not start it while its first run is still queued here.
-        self.claims.acquire(row.thread_id)
         first = ({"jorb_id": row.id} if mode == "mission"
                  else {"jorb_id": row.id, "current_event": {"type": "created", "task": name}})
         if start:
             if background:
+                # Claimed at once, so another worker's recovery does not start it while its run waits in the queue.
+                self.claims.acquire(row.thread_id)
                 self.submit(row.id, first)
             else:
                 return self.run(row.id, first)
