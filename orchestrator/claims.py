@@ -35,6 +35,7 @@ class ClaimRow(Base):
     worker: Mapped[str] = mapped_column(String(160))
     until: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
+
 # This process, as other workers see it in the claims table.
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 

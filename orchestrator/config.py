@@ -151,6 +151,8 @@ class PlannerConfig(_Section):
 
 
 class JarbConfig(_Section):
+    enabled: bool = Field(True, description="false: the planner is not offered create_new_tool (small models, or "
+                          "when you do not want Jarvis to write tools); registered tools still work")
     max_repairs: int = Field(3, ge=0)
     trust_after: int = Field(3, ge=0)
     call_timeout_s: float = Field(20.0, gt=0)

@@ -217,7 +217,8 @@ def build_graph(
     catalog.add_provider(StaticProvider("find_tools", [find_tools_tool(index, catalog.all)]))
     executor = ToolExecutor(settings, catalog)
     rt = JarvisRuntime(settings=settings, llm=llm, catalog=catalog, executor=executor, threads=ThreadIndex(settings),
-                       meta_tools=[create_new_tool_tool(settings.jarb.max_repairs)], tool_index=index)
+                       meta_tools=[create_new_tool_tool(settings.jarb.max_repairs)] if settings.jarb.enabled else [],
+                       tool_index=index)
 
     entry, planner, route, tool_node, respond = make_nodes(rt)
     g = StateGraph(ConversationState)

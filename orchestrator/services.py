@@ -230,8 +230,9 @@ def email_inbound_service(settings: Settings) -> _StartStop | None:
 
 
 def jorbs_recover_service(settings: Settings) -> ThreadService:
-    """At start: jorbs a dead process left mid-step retry that step (executed side effects are not repeated).
-    Then every jorbs.sweep_interval_s: jorbs whose reply came in while another worker held them wake."""
+    """At start and then every jorbs.sweep_interval_s: jorbs a dead worker left mid-step retry that step (executed
+    side effects are not repeated; a worker on another machine frees its jorbs when its claims' lease ends), and
+    jorbs whose reply came in while another worker held them wake."""
 
     def run(ctx: ServiceContext, stop: threading.Event) -> None:
         from .jorbs.tools import service_for
@@ -242,11 +243,11 @@ def jorbs_recover_service(settings: Settings) -> ThreadService:
             log.info("resumed %d jorbs after the restart: %s", len(resumed), ", ".join(resumed))
         while not stop.wait(ctx.settings.jorbs.sweep_interval_s):
             try:
-                woken = jorbs.resume_waiting()
+                woken = jorbs.recover()
             except Exception as exc:  # noqa: BLE001 - the next sweep tries again
                 log.warning("jorb sweep failed: %s", exc)
                 continue
             if woken:
-                log.info("woke %d jorbs with replies waiting: %s", len(woken), ", ".join(woken))
+                log.info("resumed %d jorbs: %s", len(woken), ", ".join(woken))
 
     return ThreadService("jorbs-recover", run)

@@ -139,3 +139,13 @@ def test_runs_are_recorded_with_nodes_tools_and_tokens(jarvis_env):
     names = [(e["kind"], e["name"]) for e in shown["events"]]
     assert ("node", "entry") in names and ("tool", "time_now") in names and ("node", "respond") in names
     assert sum(1 for k, _ in names if k == "model") == 2
+
+
+def test_tool_writing_can_be_turned_off(jarvis_env):
+    """jarb.enabled: false (small models): the planner is neither offered create_new_tool nor told about it."""
+    jarvis_env.write_config(jarb={"enabled": False})
+    jarvis_env.server.push(answer("Hello."))
+    jarvis_env.graph().invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "nojarb"}})
+    (request,) = jarvis_env.server.requests
+    assert "create_new_tool" not in {t["function"]["name"] for t in request["tools"]}
+    assert "create_new_tool" not in request["messages"][0]["content"]

@@ -240,3 +240,22 @@ def test_a_chat_thread_answered_by_one_worker_is_busy_for_the_others(pg_env):
     assert turn.wait(30)
     assert turn.events[-1]["event"] == "done" and turn.events[-1]["content"] == "hello from this worker"
     assert other.acquire("shared-thread")  # released when the turn ended
+
+
+def test_a_jorb_whose_worker_died_elsewhere_is_recovered_when_its_lease_ends(pg_env, tmp_path, monkeypatch):
+    """A worker on another machine claimed a jorb and died (no renewals): once the lease ends, this worker's
+    recovery sweep runs the jorb's step."""
+    import time
+
+    from orchestrator.claims import Claims
+    from orchestrator.jorbs.service import JorbService
+
+    monkeypatch.setenv("JARVIS_TEST_DECISIONS", str(tmp_path / "decisions.jsonl"))
+    svc = JorbService(pg_env.settings, llm=object())
+    row = svc.store.create(name="Orphan", plan="Ask Alice", policy="heuristic:tests.helpers.jorb_worker:ask_then_finish")
+    short = pg_env.settings.model_copy(update={"storage": pg_env.settings.storage.model_copy(update={"claim_lease_s": 0.5})})
+    assert Claims(short, worker="other-host:4242:dead00").acquire(row.thread_id)
+    assert svc.recover() == []  # its lease still runs: that worker may be alive
+    time.sleep(0.6)
+    assert svc.recover() == [row.id]
+    assert svc.store.get(row.id).status == "awaiting_reply"

@@ -31,6 +31,12 @@ from .store import JorbStore
 log = logging.getLogger(__name__)
 
 
+# One lock per jorb for the whole process: the database claim is per process (worker), so two JorbService
+# objects of one process must not run the same jorb side by side either.
+_PROCESS_LOCKS: dict[str, threading.Lock] = {}
+_PROCESS_LOCKS_GUARD = threading.Lock()
+
+
 class JorbError(Exception):
     """A jorb operation that cannot be done as asked; the message says why and what to do."""
 
@@ -97,7 +103,6 @@ class JorbService:
         saver = checkpointer if checkpointer is not None else make_checkpointer(settings)
         self.graph = build_jorb_graph(self.rt, saver)
         self.mission_graph = build_mission_graph(self.rt, saver)
-        self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._bursts: dict[str, tuple[threading.Timer | None, float]] = {}
         self._queued: dict[str, Future] = {}  # background runs not finished yet, by jorb
@@ -111,8 +116,8 @@ class JorbService:
 
     # -- running -------------------------------------------------------------------------------------
     def _lock(self, jorb_id: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault(jorb_id, threading.Lock())
+        with _PROCESS_LOCKS_GUARD:
+            return _PROCESS_LOCKS.setdefault(jorb_id, threading.Lock())
 
     def graph_for(self, row: JorbRow | str) -> Any:
         """The compiled graph a jorb lives in: script jorbs and missions have their own."""
@@ -255,9 +260,10 @@ class JorbService:
                  else {"jorb_id": row.id, "current_event": {"type": "created", "task": name}})
         if start:
             if background:
-                # Claimed at once, so another worker's recovery does not start it while its run waits in the queue.
-                self.claims.acquire(row.thread_id)
-                self.submit(row.id, first)
+                # Claimed at once (and locked until queued), so no recovery starts it while its run waits.
+                with self._lock(row.id):
+                    self.claims.acquire(row.thread_id)
+                    self.submit(row.id, first)
             else:
                 return self.run(row.id, first)
         return self.view(row.id)
@@ -446,21 +452,25 @@ class JorbService:
 
     # -- restarts -----------------------------------------------------------------------------------------
     def recover(self) -> list[str]:
-        """Jorbs a dead process left mid-step (planning / running) retry that step; side effects already
-        executed are answered from the effects ledger, not repeated."""
+        """Jorbs a dead worker left mid-step (planning / running) retry that step; side effects already
+        executed are answered from the effects ledger, not repeated. Then jorbs with a reply waiting wake.
+        Safe to call while jorbs run: one held by a live worker (this one or another) is skipped."""
         resumed = []
         for row in self.store.list(statuses=("planning", "running")):
+            if self.busy(row.id):
+                continue  # running or queued in this process: not a leftover
             try:
                 # Checked under the claim: a jorb "running" in a live worker is that worker's, not a leftover.
                 with self._hold(row.id):
+                    row = self.store.get(row.id)  # again, under the claim: a run may have ended meanwhile
                     snapshot = self.graph_for(row).get_state(self.config(row.id))
-                    if snapshot.interrupts:
+                    if row.status not in ("planning", "running") or snapshot.interrupts:
                         continue
                     graph_input = None if snapshot.next else (
                         {"jorb_id": row.id} if row.mode == "mission"
                         else {"jorb_id": row.id, "current_event": {"type": "created"}})
-                    log.info("resuming jorb %s (%s) after a restart", row.id, row.name)
-                    self._run_held(self.store.get(row.id), graph_input)
+                    log.info("resuming jorb %s (%s), left mid-step by a worker that stopped", row.id, row.name)
+                    self._run_held(row, graph_input)
             except JorbBusy:
                 continue
             except Exception:  # noqa: BLE001 - logged and stored by run()
