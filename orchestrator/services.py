@@ -230,9 +230,9 @@ def email_inbound_service(settings: Settings) -> _StartStop | None:
 
 
 def jorbs_recover_service(settings: Settings) -> ThreadService:
-    """At start and then every jorbs.sweep_interval_s: jorbs a dead worker left mid-step retry that step (executed
-    side effects are not repeated; a worker on another machine frees its jorbs when its claims' lease ends), and
-    jorbs whose reply came in while another worker held them wake."""
+    """At start: jorbs a dead worker left mid-step retry that step (executed side effects are not repeated). With
+    several workers (storage.url), also every jorbs.sweep_interval_s: jorbs of a worker that died on another machine
+    (once its claims' lease ends), and jorbs whose reply came in while another worker held them."""
 
     def run(ctx: ServiceContext, stop: threading.Event) -> None:
         from .jorbs.tools import service_for
@@ -241,6 +241,10 @@ def jorbs_recover_service(settings: Settings) -> ThreadService:
         resumed = jorbs.recover()
         if resumed:
             log.info("resumed %d jorbs after the restart: %s", len(resumed), ", ".join(resumed))
+        from .storage import is_postgres
+
+        if not is_postgres(ctx.settings):
+            return  # one worker: a reply that comes in while its jorb runs is taken when the run ends (service.run)
         while not stop.wait(ctx.settings.jorbs.sweep_interval_s):
             try:
                 woken = jorbs.recover()

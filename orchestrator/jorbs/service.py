@@ -26,7 +26,7 @@ from .mission import MissionState, build_mission_graph
 from .models import JorbRow
 from .router import Route, route_inbound
 from .schema import OPEN_STATUSES, JorbState
-from .store import JorbStore
+from .store import JorbStore, new_jorb_id
 
 log = logging.getLogger(__name__)
 
@@ -253,17 +253,19 @@ class JorbService:
         for effect, mode_value in (autonomy or {}).items():
             if mode_value not in ("auto", "confirm", "deny"):
                 raise JorbError(f"autonomy override {effect}={mode_value}: use auto, confirm or deny")
+        # Claimed before its row exists, so no recovery sweep (of this worker or another) takes the new jorb for a
+        # leftover before its first run; the run renews and releases the claim.
+        jorb_id = new_jorb_id()
+        self.claims.acquire(f"jorb:{jorb_id}")
         row = self.store.create(name=name, plan=plan, contacts=contacts, policy=policy, autonomy=autonomy,
-                                context=context, mode=mode, options=options, origin_thread=origin_thread)
+                                context=context, mode=mode, options=options, origin_thread=origin_thread,
+                                jorb_id=jorb_id)
         self.threads.touch(row.thread_id, kind="jorb", title=name, status=RUNNING)
         first = ({"jorb_id": row.id} if mode == "mission"
                  else {"jorb_id": row.id, "current_event": {"type": "created", "task": name}})
         if start:
             if background:
-                # Claimed at once (and locked until queued), so no recovery starts it while its run waits.
-                with self._lock(row.id):
-                    self.claims.acquire(row.thread_id)
-                    self.submit(row.id, first)
+                self.submit(row.id, first)
             else:
                 return self.run(row.id, first)
         return self.view(row.id)
@@ -457,8 +459,8 @@ class JorbService:
         Safe to call while jorbs run: one held by a live worker (this one or another) is skipped."""
         resumed = []
         for row in self.store.list(statuses=("planning", "running")):
-            if self.busy(row.id):
-                continue  # running or queued in this process: not a leftover
+            if self.busy(row.id) or self.claims.holder(row.thread_id) == self.claims.worker:
+                continue  # running, queued or just created in this process: not a leftover
             try:
                 # Checked under the claim: a jorb "running" in a live worker is that worker's, not a leftover.
                 with self._hold(row.id):

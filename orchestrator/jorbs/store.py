@@ -17,6 +17,10 @@ from .models import ChannelMessageRow, JorbContactRow, JorbRow, utcnow
 from .schema import OPEN_STATUSES
 
 
+def new_jorb_id() -> str:
+    return uuid.uuid4().hex[:10]
+
+
 class JorbNotFound(LookupError):
     pass
 
@@ -28,10 +32,11 @@ class JorbStore:
     # -- jorbs ----------------------------------------------------------------------------------------
     def create(self, *, name: str, plan: str, contacts: list[str] | None = None, policy: str = "llm",
                autonomy: dict[str, str] | None = None, context: list[str] | None = None, mode: str = "script",
-               options: dict[str, Any] | None = None, origin_thread: str | None = None) -> JorbRow:
+               options: dict[str, Any] | None = None, origin_thread: str | None = None,
+               jorb_id: str | None = None) -> JorbRow:
         parties = sorted({p for p in (normalize_party(c) for c in contacts or []) if p})
         row = JorbRow(
-            id=uuid.uuid4().hex[:10], name=name.strip(), plan=plan.strip(), status="planning", mode=mode, policy=policy,
+            id=jorb_id or new_jorb_id(), name=name.strip(), plan=plan.strip(), status="planning", mode=mode, policy=policy,
             contacts_json=json.dumps(parties),
             autonomy_json=json.dumps(autonomy or {}), context_json=json.dumps(context) if context is not None else None,
             options_json=json.dumps(options or {}), origin_thread=origin_thread, created_at=utcnow(), updated_at=utcnow(),
