@@ -49,7 +49,7 @@ def open_ui(browser, jarvis_env):
         context = browser.new_context(viewport={"width": 1200, "height": 800})
         stack.callback(context.close)
         page = context.new_page()
-        page.set_default_timeout(15_000)
+        page.set_default_timeout(30_000)  # the full suite runs 380 tests in one process on 2 cores
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
