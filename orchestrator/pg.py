@@ -139,14 +139,3 @@ def prune_postgres_thread(url: str, thread_id: str, keep: int):
         freed = sum(int(r["size"] or 0) for r in [*gone, *writes, *blobs])
         return PruneReport(thread_id, len(gone), freed)
 
-
-def thread_bytes(url: str, thread_id: str) -> int:
-    """What a thread's checkpoints take in the database (the bench's bytes per turn)."""
-    with _pool(url).connection() as conn:
-        row = conn.execute(
-            "SELECT (SELECT COALESCE(SUM(pg_column_size(checkpoint) + pg_column_size(metadata)), 0) FROM checkpoints "
-            "        WHERE thread_id = %(t)s)"
-            " + (SELECT COALESCE(SUM(pg_column_size(blob)), 0) FROM checkpoint_blobs WHERE thread_id = %(t)s)"
-            " + (SELECT COALESCE(SUM(pg_column_size(blob)), 0) FROM checkpoint_writes WHERE thread_id = %(t)s) AS n",
-            {"t": thread_id}).fetchone()
-        return int(row["n"])

@@ -7,7 +7,6 @@ docs_index); every table and the checkpointer move to one PostgreSQL database wh
 from __future__ import annotations
 
 import sqlite3
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from sqlalchemy import Engine, MetaData, create_engine, event
 from sqlalchemy.orm import DeclarativeBase
 
 from .config import Settings
-from .pg import is_postgres_url, sqlalchemy_url
+from .pg import close_pools, is_postgres_url, sqlalchemy_url
 
 CHECKPOINTS_DB = "checkpoints"
 JARVIS_DB = "jarvis"
@@ -111,8 +110,7 @@ def dispose_all() -> None:
             engine.dispose()
         _engines.clear()
         _schemas_ready.clear()
-    if "orchestrator.pg" in sys.modules:
-        sys.modules["orchestrator.pg"].close_pools()
+    close_pools()
 
 
 # Modules whose pydantic models live in checkpoints; only their classes (and LangGraph's own safe types)
