@@ -100,6 +100,7 @@ class GeneratedToolProvider:
         self._lock = threading.Lock()
         self._tools: dict[str, tuple[tuple, BaseTool]] = {}
         self._hashes: dict[str, tuple[int, int, str]] = {}  # path -> (mtime_ns, size, sha256)
+        self._kept_ok: set[int] = set()  # registry ids whose kept source matches their sha256
         self.refused: dict[str, str] = {}  # name -> why it is not listed
         self._revision: tuple | None = None
         self._in_use: list[ToolRecord] = []
@@ -115,7 +116,9 @@ class GeneratedToolProvider:
         try:
             st = os.stat(record.path)
         except OSError:
-            if registered_source(record) is not None:  # built by a worker on another machine: runs from the registry
+            # built by a worker on another machine: runs from the registry's copy (hashed once per version)
+            if record.id in self._kept_ok or registered_source(record) is not None:
+                self._kept_ok.add(record.id)
                 self.refused.pop(record.name, None)
                 return True
             self.refused[record.name] = f"{record.path} is missing"

@@ -56,7 +56,8 @@ def test_create_a_jorb_see_it_wait_reply_as_the_counterpart_and_see_it_continue(
     assert "Waiting for a reply from @magicapp on local" in page.locator(".pending-await_reply").inner_text()
     assert "Hotels in Paris, March 15-20?" in page.locator(".conversation-log").inner_text()
     assert "jarvis.messages.send" in page.locator(".scripts").inner_text()
-    assert page.locator('.jorb-list li', has_text="Paris hotel").locator(".jorb-status").inner_text() == "waiting for a reply"
+    # The list refreshes after the detail: wait for it rather than read it at once.
+    page.locator('.jorb-list li', has_text="Paris hotel").locator(".jorb-status", has_text="waiting for a reply").wait_for()
     shot(page, "jorb-waiting")
 
     assert page.get_by_label("from").input_value() == "@magicapp"

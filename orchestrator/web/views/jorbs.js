@@ -17,6 +17,10 @@ let reviewing = false;
 let shownSig = ""; // what the detail shows, to re-render only when the jorb changed
 
 const OPEN = ["planning", "running", "awaiting_reply", "paused"];
+// The list and the detail are loaded from several places (show, the poll, the 5 s look); an answer that arrives
+// after a newer one was asked for is stale and must not draw over it.
+let listLoads = 0;
+let jorbLoads = 0;
 
 export function mount(el, shell) {
   ui = shell;
@@ -54,13 +58,15 @@ function badge(status) {
 
 // -- the list -------------------------------------------------------------------------------------------
 async function loadList() {
+  const mine = ++listLoads;
   let rows;
   try {
     rows = await api(`/api/jorbs${showAll.checked ? "?all=1" : ""}`);
   } catch (err) {
-    clear(listEl).append(problem(err.message));
+    if (mine === listLoads) clear(listEl).append(problem(err.message));
     return;
   }
+  if (mine !== listLoads) return;
   clear(listEl);
   if (!rows.length) {
     listEl.append(h("p", { class: "empty", text: showAll.checked ? "No jorbs yet." : "No open jorbs (tick “show finished” for the others)." }));
@@ -93,14 +99,15 @@ function schedule(j) {
 }
 
 async function loadJorb(id, review = false, quiet = false) {
+  const mine = ++jorbLoads;
   let j;
   try {
     j = await api(`/api/jorbs/${encodeURIComponent(id)}`);
   } catch (err) {
-    clear(detailEl).append(problem(err.status === 404 ? `There is no jorb ${id}.` : err.message));
+    if (mine === jorbLoads) clear(detailEl).append(problem(err.status === 404 ? `There is no jorb ${id}.` : err.message));
     return;
   }
-  if (current !== id) return;
+  if (current !== id || mine !== jorbLoads) return;
   // Keep what the user is typing while the view refreshes itself.
   const typing = quiet ? [...detailEl.querySelectorAll("textarea, input[type=text]")].some((x) => x.value && x === document.activeElement) : false;
   if (!typing && !(quiet && signature(j) === shownSig)) render(j);
@@ -295,6 +302,7 @@ async function act(id, what, body, errEl) {
   try {
     const j = await api(`/api/jorbs/${encodeURIComponent(id)}/${what}`, { method: "POST", body });
     if (current === id) {
+      jorbLoads += 1; // a load asked for before this answer is older than it
       render(j);
       schedule({ ...j, working: true }); // the run was just handed to the background: look again shortly
     }

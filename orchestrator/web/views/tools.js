@@ -6,6 +6,10 @@ import { clear, h, json, problem } from "../dom.js";
 let body;
 let filter;
 let data = { tools: [], provider_errors: {} };
+// A list fetched before a switch was flipped is stale: it would show the tool as it was. Count the flips and
+// fetch again when one happened while a load was under way; count the loads so only the newest one renders.
+let flips = 0;
+let loads = 0;
 
 export function mount(el) {
   filter = h("input", { type: "search", placeholder: "Filter by name, source or side effect", "aria-label": "Filter tools" });
@@ -20,12 +24,18 @@ export async function show() {
 }
 
 async function load() {
+  const mine = ++loads;
+  const flipsBefore = flips;
+  let fresh;
   try {
-    data = await api("/api/tools");
+    fresh = await api("/api/tools");
   } catch (err) {
-    clear(body).append(problem(err.message));
+    if (mine === loads) clear(body).append(problem(err.message));
     return;
   }
+  if (mine !== loads) return;
+  if (flips !== flipsBefore) return load();
+  data = fresh;
   render();
 }
 
@@ -55,15 +65,19 @@ function toggle(t) {
   const hint = h("span", { class: "muted small", hidden: t.enabled, text: " off: Jarvis and its jorbs no longer get this tool" });
   box.addEventListener("change", async () => {
     box.disabled = true;
+    flips += 1;
     try {
       await api(`/api/tools/${encodeURIComponent(t.name)}/${box.checked ? "enable" : "disable"}`, { method: "POST" });
+      // A load rendered the list again while the switch was on its way: this switch is gone, show the new state.
+      if (!box.isConnected) return load();
       t.enabled = box.checked;
       clear(err);
       box.closest("article").classList.toggle("disabled", !t.enabled);
       hint.hidden = t.enabled;
     } catch (e) {
       box.checked = !box.checked;
-      clear(err).append(problem(e.message));
+      if (box.isConnected) clear(err).append(problem(e.message));
+      else body.prepend(problem(`${t.name}: ${e.message}`));
     } finally {
       box.disabled = false;
     }
