@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import ClientSession, McpError, StdioServerParameters
+from mcp import McpError, StdioServerParameters
 from mcp import types as mt
 from mcp.client.stdio import stdio_client
 from mcp.shared.session import RequestResponder
@@ -32,6 +32,7 @@ from . import secrets
 from .aio import background_loop, run_sync
 from .config import Settings
 from .mcp_config import LoadedServers, ServerConfig, load_servers
+from .mcp_session import ValidatorCachingSession
 from .mcp_server_state import (ServerRuntime, ServerStatus, State, current_task_or_none, describe_failure,
                                list_all_tools, on_background_loop, shorten)
 
@@ -257,7 +258,7 @@ class McpManager:
                     srv, srv.generation, "the server exited" + self._stderr_tail(srv)),
             )
             session = await stack.enter_async_context(
-                ClientSession(watched, write, message_handler=self._message_handler(srv))  # type: ignore[arg-type]
+                ValidatorCachingSession(watched, write, message_handler=self._message_handler(srv))  # type: ignore[arg-type]
             )
             with anyio.fail_after(cfg.startup_timeout_s):
                 await session.initialize()
