@@ -13,6 +13,8 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import delete, select, update
@@ -53,6 +55,15 @@ def _dead_here(worker: str) -> bool:
     except PermissionError:
         return False
     return False
+
+
+class ClaimBusy(Exception):
+    """Another worker holds a live claim on the key."""
+
+    def __init__(self, key: str, holder: str):
+        super().__init__(f"{key} is busy in {holder}")
+        self.key = key
+        self.holder = holder
 
 
 def _now() -> datetime:
@@ -109,6 +120,21 @@ class Claims:
                 return None
             until = row.until if row.until.tzinfo else row.until.replace(tzinfo=timezone.utc)
             return row.worker if until >= _now() else None
+
+    @contextmanager
+    def held(self, key: str) -> Iterator[None]:
+        """Hold the key for the block, renewed while it runs; ClaimBusy when another worker has it."""
+        if not self.acquire(key):
+            raise ClaimBusy(key, self.holder(key) or "another worker")
+        renewing = self.keep_alive(key)
+        try:
+            yield
+        finally:
+            renewing.set()
+            try:
+                self.release(key)
+            except Exception as exc:  # noqa: BLE001 - the lease ends on its own
+                log.warning("could not release the claim on %s: %s", key, exc)
 
     def keep_alive(self, key: str) -> threading.Event:
         """Renew the claim every third of the lease until the returned event is set."""

@@ -210,7 +210,7 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
         return TelegramPoller(ctx.settings, deliver).start()
 
-    return _StartStop("telegram-inbound", start, detail=lambda poller: poller.last_error)
+    return _StartStop("telegram-inbound", start, detail=lambda poller: poller.status_note())
 
 
 def email_inbound_service(settings: Settings) -> _StartStop | None:

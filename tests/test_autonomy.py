@@ -248,3 +248,24 @@ def test_inline_confirmation_on_a_terminal(jarvis_env):
     assert proc.returncode == 0
     assert "Written via tty." in stdout.decode()
     assert target.read_text() == "via tty"
+
+
+def test_a_thread_busy_in_another_worker_is_neither_chatted_on_nor_approved_from_the_cli(jarvis_env):
+    from orchestrator.claims import Claims
+
+    target = jarvis_env.root / "busy.txt"
+    jarvis_env.server.push(tool_call("fs_write_text", path=str(target), content="once"), answer("Written."))
+    assert jarvis_env.cli("chat", "--thread", "busy", "write once to busy.txt").returncode == 3
+    other = Claims(jarvis_env.settings, worker="elsewhere:1:abc")  # the UI or a worker on another machine
+    assert other.acquire("busy")
+    approve = jarvis_env.cli("approve", "busy")
+    assert approve.returncode == 1 and "is running a turn in elsewhere:1:abc" in approve.stderr
+    chat = jarvis_env.cli("chat", "--thread", "busy", "and again")
+    assert chat.returncode == 1 and "is running a turn in elsewhere:1:abc" in chat.stderr
+    assert len(jarvis_env.server.requests) == 1 and not target.exists()  # neither reached the model or the tool
+    other.release("busy")
+
+    approved = jarvis_env.cli("approve", "busy")
+    assert approved.returncode == 0 and "Written." in approved.stdout, approved.stderr
+    assert target.read_text() == "once"
+    assert Claims(jarvis_env.settings).holder("busy") is None  # let go when the turn ended

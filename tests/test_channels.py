@@ -47,6 +47,30 @@ def test_telegram_polling_allowlist_offsets_and_the_inbox(jarvis_env, telegram):
     assert [(m.party, m.text, m.status) for m in inbox] == [("@alice", "hello Jarvis", "unmatched")]
 
 
+def test_only_one_worker_polls_telegram_and_another_takes_over_when_it_stops(jarvis_env, telegram):
+    from orchestrator.channels.telegram import POLL_CLAIM, TelegramPoller
+    from orchestrator.claims import Claims
+
+    got: list[str] = []
+    other = Claims(jarvis_env.settings, worker="elsewhere:1:abc")  # a worker on another machine polls now
+    assert other.acquire(POLL_CLAIM)
+    poller = TelegramPoller(jarvis_env.settings, lambda ch, who, text, meta: got.append(text)).start()
+    try:
+        deadline = time.time() + 10
+        while poller.standing_by_for is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert poller.status_note() == "standing by: elsewhere:1:abc polls Telegram"
+        assert not [c for c in telegram.state.calls if c[0] == "getUpdates"]  # no second getUpdates: no 409s
+        other.release(POLL_CLAIM)  # it stopped
+        poller.take_turn()  # what the standby loop does next (its wait is long): this worker now polls
+        telegram.state.say("hello Jarvis", username="Alice")
+        assert poller.poll_once(timeout=0) == 1 and got == ["hello Jarvis"]
+        assert Claims(jarvis_env.settings).holder(POLL_CLAIM) == poller.claims.worker
+    finally:
+        poller.stop()
+    assert Claims(jarvis_env.settings).holder(POLL_CLAIM) is None  # let go at once for the next worker
+
+
 def test_a_jorb_talks_over_telegram_and_the_reply_finds_it(jarvis_env, telegram):
     from orchestrator.channels.telegram import TelegramPoller
 

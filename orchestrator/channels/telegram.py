@@ -123,6 +123,9 @@ class TelegramChannel:
 register_channel("telegram", TelegramChannel)
 
 
+POLL_CLAIM = "channel:telegram:getUpdates"
+
+
 class TelegramPoller:
     """Long polling of getUpdates in a background thread; each allowed message goes to `deliver`."""
 
@@ -136,6 +139,26 @@ class TelegramPoller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
+        # Telegram allows one getUpdates at a time per bot: of the workers sharing a database (or two `jarvis
+        # run` on one data folder) only the claim's holder polls; the others stand by and take over when its
+        # lease ends.
+        from ..claims import Claims
+
+        self.claims = Claims(settings)
+        self.standing_by_for: str | None = None
+
+    def status_note(self) -> str | None:
+        if self.last_error:
+            return self.last_error
+        return f"standing by: {self.standing_by_for} polls Telegram" if self.standing_by_for else None
+
+    def take_turn(self) -> bool:
+        """Hold (or renew) the polling claim; False when another worker polls."""
+        if self.claims.acquire(POLL_CLAIM):
+            self.standing_by_for = None
+            return True
+        self.standing_by_for = self.claims.holder(POLL_CLAIM) or "another worker"
+        return False
 
     def me(self) -> dict[str, Any]:
         return self.api.call("getMe")
@@ -168,8 +191,12 @@ class TelegramPoller:
 
     def _run(self) -> None:
         backoff = 1.0
+        standby_wait = min(30.0, self.claims.lease.total_seconds() / 3)
         while not self._stop.is_set():
             try:
+                if not self.take_turn():
+                    self._stop.wait(standby_wait)
+                    continue
                 self.poll_once()
                 self.last_error = None
                 backoff = 1.0
@@ -188,4 +215,8 @@ class TelegramPoller:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.cfg.poll_timeout_s + 15)
+        try:
+            self.claims.release(POLL_CLAIM)  # another worker takes over without waiting for the lease
+        except Exception as exc:  # noqa: BLE001 - the lease ends on its own
+            log.warning("could not release the Telegram polling claim: %s", exc)
 

@@ -119,6 +119,21 @@ def run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool)
         graph_input = resume_command(decisions)
 
 
+def claimed_turn(settings: Any, graph: Any, thread_id: str, graph_input: Any, *, interactive: bool) -> int:
+    """run_turn while this process holds the thread's claim, so the UI or another `jarvis chat` (on this machine
+    or, with a shared database, another one) cannot run a turn on the same thread at the same time."""
+    from ..claims import ClaimBusy, Claims
+
+    try:
+        with Claims(settings).held(thread_id):
+            return run_turn(graph, thread_id, graph_input, interactive=interactive)
+    except ClaimBusy as busy:
+        typer.secho(f"error: thread {thread_id} is running a turn in {busy.holder} (the web UI or another "
+                    "`jarvis chat`). Wait for it to finish and try again, or start a new thread.",
+                    err=True, fg=typer.colors.RED)
+        return EXIT_FAILURE
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def chat(
@@ -139,7 +154,8 @@ def register(app: typer.Typer) -> None:
         attachments = [_attachment(a) for a in attach or []]
         interactive = _can_ask()
         if message:
-            code = run_turn(graph, thread_id, user_input(" ".join(message), attachments), interactive=interactive)
+            code = claimed_turn(st.settings, graph, thread_id, user_input(" ".join(message), attachments),
+                                interactive=interactive)
             if code == 0 and not thread:
                 typer.secho(f"(thread {thread_id})", err=True, dim=True)
             raise typer.Exit(code)
@@ -156,7 +172,7 @@ def register(app: typer.Typer) -> None:
                 continue
             if text in ("/quit", "/exit"):
                 break
-            run_turn(graph, thread_id, user_input(text, attachments), interactive=True)
+            claimed_turn(st.settings, graph, thread_id, user_input(text, attachments), interactive=True)
             attachments = []
 
 

@@ -21,10 +21,26 @@ def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> li
 
 
 def _resolve(ctx: typer.Context, thread_id: str, decision: dict[str, Any], call: str | None) -> None:
+    from ..claims import ClaimBusy, Claims
+
+    st = state(ctx)
+    if thread_id.startswith("jorb:"):  # the jorb service takes the jorb's own claim
+        _resolve_held(st, thread_id, decision, call)
+        return
+    # Held from reading what is pending to the end of the resumed turn: a second approver (another process,
+    # the UI) sees the thread busy, then finds nothing pending, and never resumes it twice.
+    try:
+        with Claims(st.settings).held(thread_id):
+            _resolve_held(st, thread_id, decision, call)
+    except ClaimBusy as busy:
+        fail(f"thread {thread_id} is running a turn in {busy.holder}; try again when it has finished "
+             "(`jarvis pending` shows what is still waiting)")
+
+
+def _resolve_held(st: Any, thread_id: str, decision: dict[str, Any], call: str | None) -> None:
     from ..confirmations import list_pending, recover_in_doubt
     from ..turns import resume_command
 
-    st = state(ctx)
     graph = st.graph()
     recover_in_doubt(graph, st.settings, thread_id)
     pending = [p for p in list_pending(graph, st.settings, thread_id)]
