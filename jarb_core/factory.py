@@ -109,6 +109,7 @@ class ToolFactory:
             try:
                 return self.registry.add(
                     name=spec.name, version=version, path=str(module_path), tests_path=str(tests_path), source=code,
+                    tests_source=tests,
                     schema=spec.args_schema(), side_effects=spec.effects(), spec=spec.model_dump(),
                     manifest=manifest.as_dict(), test_report=report.to_dict(),
                     trust=TRUST_POLICY if self.trust_after == 0 else TRUST_CONFIRM,
@@ -173,8 +174,11 @@ class ToolFactory:
             path = Path(r.tests_path)
             if path.exists():
                 tests[path.name] = path.read_text(encoding="utf-8")
+            elif r.tests_source is not None:  # registered on another machine: the registry's copy
+                tests[path.name] = r.tests_source
         if not tests:
-            raise RegistryError(f"{record.label} has no tests on disk ({record.tests_path} is missing)")
+            raise RegistryError(f"{record.label} has no tests on disk ({record.tests_path} is missing) "
+                                "nor in the registry (it was registered before the registry kept them)")
         report = run_pytest(self.open_sandbox(), name, code, tests, limits=self.test_limits)
         status = None
         if not report.passed and record.status == ACTIVE:

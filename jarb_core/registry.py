@@ -1,7 +1,8 @@
 """The registry of generated tools (SQLAlchemy; `tool_registry.sqlite` by default, the engine is passed in).
 
-One row per version: name, version, module and tests paths, sha256 of the module source and the source itself
-(so workers on other machines sharing a PostgreSQL registry can run the tool without the file), schema_json,
+One row per version: name, version, module and tests paths, sha256 of the module source, the source itself and
+its tests (so workers on other machines sharing a PostgreSQL registry can run and re-test the tool without the
+files), schema_json,
 side_effects, spec_json, manifest, test report, status (`active`, `disabled`, `failed`), trust (`confirm`
 until it has earned its declared policy, then `policy`), created_at. A new version of a name is `_v<n+1>`;
 older versions stay listed. The version in use is the highest `active` one.
@@ -72,6 +73,7 @@ class ToolRow(RegistryBase):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, onupdate=_now)
     source: Mapped[str | None] = mapped_column(Text, nullable=True)  # null in rows registered before it was kept
+    tests_source: Mapped[str | None] = mapped_column(Text, nullable=True)  # likewise, for its tests
 
 
 @dataclass
@@ -94,6 +96,7 @@ class ToolRecord:
     created_at: datetime
     updated_at: datetime
     source: str | None = None
+    tests_source: str | None = None
 
     @classmethod
     def from_row(cls, row: ToolRow) -> "ToolRecord":
@@ -103,7 +106,7 @@ class ToolRecord:
             spec=json.loads(row.spec_json or "{}"), manifest=json.loads(row.manifest_json or "{}"),
             test_report=json.loads(row.test_report or "{}"), status=row.status, trust=row.trust,
             confirmed_calls=row.confirmed_calls, network_approved=bool(row.network_approved),
-            created_at=row.created_at, updated_at=row.updated_at, source=row.source,
+            created_at=row.created_at, updated_at=row.updated_at, source=row.source, tests_source=row.tests_source,
         )
 
     @property
@@ -208,14 +211,14 @@ class ToolRegistry:
     # -- writing ------------------------------------------------------------------------------------------
     def add(self, *, name: str, version: int, path: str, tests_path: str, source: str, schema: dict, side_effects: list[str],
             spec: dict, manifest: dict, test_report: dict, trust: str, network_approved: bool,
-            request_key: str | None = None) -> ToolRecord:
+            request_key: str | None = None, tests_source: str | None = None) -> ToolRecord:
         """Insert a version. Raises RegistryError('taken') when the (name, version) exists already."""
         row = ToolRow(
             name=name, version=version, path=path, tests_path=tests_path, sha256=sha256_text(source),
             schema_json=json.dumps(schema), side_effects=json.dumps(side_effects), spec_json=json.dumps(spec),
             manifest_json=json.dumps(manifest), test_report=json.dumps(test_report), status=ACTIVE, trust=trust,
             confirmed_calls=0, network_approved=network_approved, request_key=request_key,
-            created_at=_now(), updated_at=_now(), source=source,
+            created_at=_now(), updated_at=_now(), source=source, tests_source=tests_source,
         )
         try:
             with Session(self.engine) as s, s.begin():

@@ -176,7 +176,8 @@ def test_an_unreachable_database_is_a_clear_error(jarvis_env):
 
 def test_a_tool_built_on_one_machine_runs_on_another(pg_env, tmp_path):
     """Two workers with their own tools folders (two machines) share the registry in PostgreSQL: the tool one
-    registered runs on the other from the registry's copy of its source; a changed file is still refused."""
+    registered runs (and is re-tested) on the other from the registry's copy of its source and tests; a changed
+    file is still refused."""
     from orchestrator.jarb_tools import generated_provider
     from tests.jarb_helpers import FIXED_WORD_COUNT, WORD_COUNT_SPEC, WORD_COUNT_TESTS
 
@@ -196,6 +197,11 @@ def test_a_tool_built_on_one_machine_runs_on_another(pg_env, tmp_path):
     provider = generated_provider(other)
     tool = next(t for t in provider.list_tools() if t.name == "word_count")
     assert tool.invoke({"text": "one two three"}) == 3
+    # Its tests run there too, from the registry's copy.
+    tests_file = pg_env.path / "tools" / "tests" / "test_word_count_v1.py"
+    tests_file.rename(tmp_path / "elsewhere_tests.py")
+    retested = pg_env.cli("tools", "test", "word_count")
+    assert retested.returncode == 0 and "passed" in retested.stdout, retested.stdout + retested.stderr
 
     # Where the file is present, a changed file is refused as before.
     module.write_text(FIXED_WORD_COUNT + "\nimport os\n")
