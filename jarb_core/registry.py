@@ -25,13 +25,13 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
-    inspect,
     select,
-    text,
     update,
 )
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from .sql_schema import add_missing_columns
 
 ACTIVE, DISABLED, FAILED = "active", "disabled", "failed"
 STATUSES = (ACTIVE, DISABLED, FAILED)
@@ -130,16 +130,6 @@ class RegistryError(RuntimeError):
 _ready: set[str] = set()
 
 
-def _add_missing_columns(engine: Engine) -> None:
-    """Registries made by an earlier version lack newer (nullable) columns: add them."""
-    have = {c["name"] for c in inspect(engine).get_columns(ToolRow.__tablename__)}
-    for column in ToolRow.__table__.columns:
-        if column.name not in have and column.nullable:
-            with engine.begin() as conn:
-                conn.execute(text(f"ALTER TABLE {ToolRow.__tablename__} ADD COLUMN {column.name} "
-                                  f"{column.type.compile(engine.dialect)}"))
-
-
 class ToolRegistry:
     def __init__(self, engine: Engine):
         self.engine = engine
@@ -149,7 +139,8 @@ class ToolRegistry:
                 RegistryBase.metadata.create_all(engine)
             except (OperationalError, ProgrammingError, IntegrityError):
                 RegistryBase.metadata.create_all(engine)  # another worker created it at the same moment
-            _add_missing_columns(engine)
+            with engine.begin() as conn:  # registries made by an earlier version lack newer columns
+                add_missing_columns(conn, RegistryBase.metadata)
             _ready.add(key)
 
     # -- reading ------------------------------------------------------------------------------------------

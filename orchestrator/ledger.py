@@ -19,8 +19,10 @@ from sqlalchemy import DateTime, Integer, String, Text, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from .claims import WORKER_ID
 from .config import Settings
 from .storage import Base, jarvis_engine
+from .workers import ensure_heartbeat, seems_alive
 
 STARTED, COMPLETED, SKIPPED = "started", "completed", "skipped"
 
@@ -44,6 +46,7 @@ class LedgerRow(Base):
     host: Mapped[str] = mapped_column(String(256))
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    worker: Mapped[str | None] = mapped_column(String(160), nullable=True)  # claims.WORKER_ID of the starter
 
 
 @dataclass
@@ -59,12 +62,14 @@ class LedgerEntry:
     pid: int
     host: str
     started_at: datetime
+    remote_alive: bool = True  # for a call started on another host: its worker's heartbeat (workers.py)
 
     @property
     def owner_alive(self) -> bool:
-        """Whether the process that started the call is still running (on this host)."""
+        """Whether the process that started the call is still running: the kernel says on this host, the
+        worker's heartbeat on another."""
         if self.host != socket.gethostname():
-            return True  # cannot tell; assume a live worker elsewhere
+            return self.remote_alive
         try:
             os.kill(self.pid, 0)
         except ProcessLookupError:
@@ -74,7 +79,10 @@ class LedgerEntry:
         return True
 
 
-def _entry(row: LedgerRow) -> LedgerEntry:
+def _entry(row: LedgerRow, settings: Settings) -> LedgerEntry:
+    remote_alive = True
+    if row.host != socket.gethostname() and row.status == STARTED:
+        remote_alive = seems_alive(settings, row.worker)
     return LedgerEntry(
         key=row.key,
         thread_id=row.thread_id,
@@ -87,20 +95,23 @@ def _entry(row: LedgerRow) -> LedgerEntry:
         pid=row.pid,
         host=row.host,
         started_at=row.started_at,
+        remote_alive=remote_alive,
     )
 
 
 class EffectsLedger:
     def __init__(self, settings: Settings):
+        self.settings = settings
         self.engine = jarvis_engine(settings)
 
     def get(self, key: str) -> LedgerEntry | None:
         with Session(self.engine) as s:
             row = s.get(LedgerRow, key)
-            return _entry(row) if row else None
+            return _entry(row, self.settings) if row else None
 
     def begin(self, key: str, thread_id: str, tool: str, args: dict[str, Any], side_effects: list[str]) -> bool:
         """Record that the call starts now. False when a row for the key already exists."""
+        ensure_heartbeat(self.settings)  # so workers on other machines can tell when this one is gone
         row = LedgerRow(
             key=key,
             thread_id=thread_id,
@@ -111,6 +122,7 @@ class EffectsLedger:
             pid=os.getpid(),
             host=socket.gethostname(),
             started_at=_now(),
+            worker=WORKER_ID,
         )
         try:
             with Session(self.engine) as s, s.begin():
@@ -121,11 +133,13 @@ class EffectsLedger:
 
     def restart(self, key: str) -> None:
         """The user approved running an in-doubt call again: it is ours now."""
+        ensure_heartbeat(self.settings)
         with Session(self.engine) as s, s.begin():
             s.execute(
                 update(LedgerRow)
                 .where(LedgerRow.key == key)
-                .values(status=STARTED, pid=os.getpid(), host=socket.gethostname(), started_at=_now())
+                .values(status=STARTED, pid=os.getpid(), host=socket.gethostname(), started_at=_now(),
+                        worker=WORKER_ID)
             )
 
     def complete(self, key: str, result_text: str, ok: bool = True) -> None:
@@ -150,7 +164,7 @@ class EffectsLedger:
             q = select(LedgerRow).where(LedgerRow.status == STARTED)
             if thread_id:
                 q = q.where(LedgerRow.thread_id == thread_id)
-            entries = [_entry(r) for r in s.scalars(q)]
+            entries = [_entry(r, self.settings) for r in s.scalars(q)]
         return [e for e in entries if not e.owner_alive]
 
     def count_for_thread(self, thread_id: str) -> int:

@@ -11,8 +11,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, MetaData, create_engine, event
+from sqlalchemy import Engine, MetaData, create_engine, event, text
 from sqlalchemy.orm import DeclarativeBase
+
+from jarb_core.sql_schema import add_missing_columns
 
 from .config import Settings
 from .pg import close_pools, is_postgres_url, sqlalchemy_url
@@ -73,15 +75,14 @@ def engine_for(settings: Settings, name: str = JARVIS_DB) -> Engine:
 
 
 def ensure_schema(engine: Engine, metadata: MetaData = Base.metadata) -> None:
-    """Create missing tables; again whenever a module imported later has added tables to the metadata."""
+    """Create missing tables and columns; again whenever a module imported later has added tables to the
+    metadata."""
     key = (str(engine.url), id(metadata), len(metadata.tables))
     if key in _schemas_ready:
         return
     with _lock:
         if key not in _schemas_ready:
             if engine.dialect.name == "postgresql":
-                from sqlalchemy import text
-
                 from .pg import SCHEMA_LOCK, unavailable
 
                 from sqlalchemy.exc import OperationalError
@@ -91,10 +92,13 @@ def ensure_schema(engine: Engine, metadata: MetaData = Base.metadata) -> None:
                     with engine.begin() as conn:
                         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
                         metadata.create_all(conn)
+                        add_missing_columns(conn, metadata)
                 except OperationalError as exc:
                     raise unavailable(str(engine.url), exc.orig or exc) from None
             else:
                 metadata.create_all(engine)
+                with engine.begin() as conn:
+                    add_missing_columns(conn, metadata)
             _schemas_ready.add(key)
 
 
