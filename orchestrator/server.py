@@ -14,20 +14,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI
-from fastapi.responses import FileResponse
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.exc import SQLAlchemyError
 
 from .api import AppContext, app_context, discover
 from .config import Settings
+from .disk_full import disk_full_message, is_disk_full
 from .live_turns import TurnHub
 from .markdown import render_markdown
+from .secrets import redact
 from .server_security import Guard, GuardMiddleware, load_or_create_token
 from .services import ServiceContext, ServiceManager
 
@@ -41,6 +45,20 @@ def decorate_event(event: dict[str, Any]) -> dict[str, Any]:
     if event.get("event") == "done":
         return {**event, "html": render_markdown(event.get("content") or "")}
     return event
+
+
+STORAGE_ERRORS = (SQLAlchemyError, sqlite3.Error, OSError)
+
+
+async def _storage_failed(request: Request, exc: Exception) -> JSONResponse:
+    """A database or file write that failed: a full disk gets 507 and what to do (the UI shows it and gives
+    the user's words back); anything else a 500 that names the error, logged with its traceback."""
+    if is_disk_full(exc):
+        log.error("%s %s: the disk is full (%s)", request.method, request.url.path, exc)
+        return JSONResponse({"detail": disk_full_message("this request could not be saved")}, status_code=507)
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return JSONResponse({"detail": f"Jarvis could not do this: {type(exc).__name__}: {redact(str(exc))[:300]}"},
+                        status_code=500)
 
 
 def create_app(
@@ -83,6 +101,8 @@ def create_app(
         return app.state.guard
 
     app.add_middleware(GuardMiddleware, guard_of=guard_of)
+    for storage_error in STORAGE_ERRORS:
+        app.add_exception_handler(storage_error, _storage_failed)
 
     views, routers = discover()
     shown = [v for v in views if _available(v, ctx)]

@@ -16,6 +16,8 @@ from sqlalchemy.orm import DeclarativeBase
 
 from jarb_core.sql_schema import add_missing_columns
 
+from .disk_full import watch as watch_for_full_disk
+
 from .config import Settings
 from .pg import close_pools, is_postgres_url, sqlalchemy_url
 
@@ -35,7 +37,9 @@ _lock = threading.Lock()
 
 
 def sqlite_path(settings: Settings, name: str) -> Path:
-    return settings.data_path(f"{name}.sqlite")
+    path = settings.data_path(f"{name}.sqlite")
+    watch_for_full_disk(path.parent)
+    return path
 
 
 def database_url(settings: Settings, name: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langgraph.types import Command
 
+from .disk_full import disk_full_message, is_disk_full
 from .history import INTERNAL_TAG
 from .llm import ModelEndpointError
 from .secrets import redact
@@ -73,6 +74,10 @@ def stream_turn(graph: Any, thread_id: str, graph_input: Any) -> Iterator[dict[s
         yield {"event": "error", "message": str(exc), "kind": "model_endpoint"}
         return
     except Exception as exc:  # noqa: BLE001 - reported as an event; the checkpoint keeps the thread
+        if is_disk_full(exc):
+            log.error("turn on %s stopped: the disk is full (%s)", thread_id, exc)
+            yield {"event": "error", "message": disk_full_message("this turn could not be saved"), "kind": "disk_full"}
+            return
         log.exception("turn failed")
         yield {"event": "error", "message": redact(f"{type(exc).__name__}: {exc}"), "kind": "internal"}
         return

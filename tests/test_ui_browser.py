@@ -296,3 +296,28 @@ def test_model_endpoint_down_is_shown_in_place(browser, jarvis_env, open_ui):
 
 def iter_shots() -> Iterator[Path]:  # for a person looking at the output
     return SHOTS.glob("*.png")
+
+
+def test_a_message_the_server_refuses_comes_back_to_the_box(open_ui):
+    from orchestrator.claims import Claims
+
+    page, server = open_ui()
+    server.env.server.push(answer("First answer."))
+    send(page, "first question")
+    page.locator(".msg.assistant", has_text="First answer.").wait_for()
+    with server.client() as c:
+        thread_id = c.get("/api/threads").json()[0]["thread_id"]
+    other = Claims(server.env.settings, worker="machine-b:7:abcdef")  # another worker answers this thread now
+    assert other.acquire(thread_id)
+    send(page, "second question, while it is busy elsewhere")
+    page.locator(".problem", has_text="Not sent:").wait_for()
+    assert "in another worker" in page.locator(".problem", has_text="Not sent:").inner_text()
+    box = page.get_by_role("textbox", name="Message")
+    assert box.input_value() == "second question, while it is busy elsewhere"  # the words are not lost
+    assert "back in the box" in page.locator(".composer-note").inner_text()
+    other.release(thread_id)
+    server.env.server.push(answer("Second answer."))
+    page.get_by_role("button", name="Send").click()
+    page.locator(".msg.assistant", has_text="Second answer.").wait_for()
+    assert box.input_value() == "" and page.locator(".composer-note").inner_text() == ""
+    assert len(server.env.server.requests) == 2

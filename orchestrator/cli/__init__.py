@@ -53,6 +53,10 @@ class CliState:
             try:
                 self._graph = build_graph(self.settings)
             except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
+                from ..disk_full import disk_full_message, is_disk_full
+
+                if is_disk_full(exc):
+                    fail(disk_full_message("Jarvis could not open its databases"))
                 fail(f"could not start Jarvis: {exc}")
         return self._graph
 
@@ -110,4 +114,11 @@ def main() -> None:
         app()
     except StorageUnavailable as exc:  # a database the config names and that is not there: say so, no traceback
         print(f"jarvis: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_FAILURE) from None
+    except Exception as exc:
+        from ..disk_full import disk_full_message, is_disk_full
+
+        if not is_disk_full(exc):
+            raise
+        print(f"jarvis: {disk_full_message('this command could not finish')}", file=sys.stderr)
         raise SystemExit(EXIT_FAILURE) from None

@@ -299,7 +299,12 @@ class Turn {
 
   fail(message, kind) {
     this.failed = true;
+    this.failKind = kind;
     if (this.bubble) this.bubble.classList.remove("streaming");
+    if (kind === "refused") { // the server said no before the turn began: nothing was saved, nothing to retry
+      this.place(problem(`Not sent: ${message}`));
+      return;
+    }
     const actions = [h("button", { type: "button", onclick: (e) => { e.target.closest(".problem").remove(); retry(); } }, "Retry")];
     if (kind === "model_endpoint" && ui.has("settings")) {
       actions.push(h("button", { type: "button", onclick: () => ui.navigate("settings") }, "Check the model in Settings"));
@@ -323,7 +328,7 @@ async function runStream(path, body, method = "POST") {
       if (current === id) turn.handle(ev);
     });
   } catch (err) {
-    if (current === id) turn.fail(err.message, err.status === 0 ? "connection" : "request");
+    if (current === id) turn.fail(err.message, err.status === 0 ? "connection" : err.status >= 400 ? "refused" : "request");
   } finally {
     turn.close();
     busy = false;
@@ -332,6 +337,7 @@ async function runStream(path, body, method = "POST") {
   refreshThreads();
   if (current === id && !turn.pending.length) await settleSteps(id);
   if (current === id && turn.pending.length) await confirm(turn.pending);
+  return turn;
 }
 
 // -- confirmations ---------------------------------------------------------------------------------------
@@ -372,10 +378,15 @@ async function send() {
   if (empty) empty.remove();
   log.append(userBubble(text, names));
   input.value = "";
+  composerNote.textContent = "";
   staged = [];
   renderChips();
   scroll();
-  await runStream(`/api/threads/${encodeURIComponent(current)}/messages`, { text, attachments });
+  const turn = await runStream(`/api/threads/${encodeURIComponent(current)}/messages`, { text, attachments });
+  if (turn.failKind === "refused" && !input.value) { // not sent: give the words back rather than lose them
+    input.value = text;
+    composerNote.textContent = "Your message is back in the box: send it again when the problem above is fixed.";
+  }
 }
 
 function addUrl(url) {

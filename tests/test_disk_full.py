@@ -1,0 +1,138 @@
+"""A full disk under Jarvis's data folder (a real, small tmpfs filled to the last byte): a turn stops with one
+sentence saying what happened and what to do, the thread keeps everything it had, and once there is space
+again the conversation goes on. Needs permission to mount a tmpfs (root here and in CI); skipped otherwise."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+
+import pytest
+
+from orchestrator.disk_full import is_disk_full
+from tests.conftest import answer
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}): needs root with CAP_SYS_ADMIN")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(folder) -> None:
+    """Write until not one more byte fits."""
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (1 << 20, 1 << 16, 4096, 512, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+
+
+def test_a_turn_on_a_full_disk_says_so_and_the_thread_goes_on_after(jarvis_env, small_disk):
+    jarvis_env.write_config(storage={"data_dir": str(small_disk / "data")})
+    jarvis_env.server.push(answer("First answer."))
+    first = jarvis_env.cli("chat", "--thread", "d1", "first question")
+    assert first.returncode == 0 and "First answer." in first.stdout, first.stderr
+
+    _fill(small_disk)
+    full = jarvis_env.cli("chat", "--thread", "d1", "second question")
+    assert full.returncode == 1 and len(jarvis_env.server.requests) == 1  # stopped before asking the model
+    assert "The disk holding Jarvis's data is full" in full.stderr and "Free some space" in full.stderr
+    assert "Traceback" not in full.stderr
+
+    (small_disk / "filler").unlink()
+    jarvis_env.server.push(answer("Third answer."))
+    again = jarvis_env.cli("chat", "--thread", "d1", "third question")
+    assert again.returncode == 0 and "Third answer." in again.stdout, again.stderr
+    shown = jarvis_env.cli("threads", "show", "d1", check=True).stdout
+    assert "first question" in shown and "First answer." in shown and "third question" in shown
+
+
+def test_full_disk_errors_are_recognized_through_their_wrappers():
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    sqlite_full = sqlite3.OperationalError("database or disk is full")
+    wrapped = OperationalError("INSERT ...", {}, sqlite_full)
+    assert is_disk_full(wrapped)
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as inner:
+            raise RuntimeError("could not write the checkpoint") from inner
+    except RuntimeError as outer:
+        assert is_disk_full(outer)
+    assert not is_disk_full(sqlite3.OperationalError("database is locked"))
+    assert not is_disk_full(ValueError("bad"))
+
+
+def test_the_disk_fills_while_the_ui_runs_a_message_is_refused_with_the_reason_then_goes_through(jarvis_env, small_disk):
+    from tests.ui_server import start_ui
+
+    jarvis_env.write_config(storage={"data_dir": str(small_disk / "data")})
+    with start_ui(jarvis_env) as ui:
+        jarvis_env.server.push(answer("First answer."))
+        assert any(e["event"] == "done" for e in ui.stream("/api/threads/web-d/messages", {"text": "first question"}))
+        _fill(small_disk)
+        with ui.client() as c:
+            refused = c.post("/api/threads/web-d/messages", json={"text": "second question"})
+            assert refused.status_code == 507  # Insufficient Storage, before the turn starts: nothing half-done
+            assert "The disk holding Jarvis's data is full" in refused.json()["detail"]
+            assert c.get("/api/threads/web-d").status_code == 200  # reading still works
+        assert len(jarvis_env.server.requests) == 1  # the model was not asked
+
+        (small_disk / "filler").unlink()
+        jarvis_env.server.push(answer("Second answer."))
+        assert any(e["event"] == "done" for e in ui.stream("/api/threads/web-d/messages", {"text": "second question"}))
+        with ui.client() as c:
+            texts = [m["content"] for m in c.get("/api/threads/web-d").json()["messages"]]
+        assert texts == ["first question", "First answer.", "second question", "Second answer."], texts
+
+
+def test_the_disk_fills_during_a_turn_it_stops_with_the_reason_and_retry_finishes_it(jarvis_env, small_disk):
+    from tests.ui_server import parse_sse, start_ui
+
+    jarvis_env.write_config(storage={"data_dir": str(small_disk / "data")})
+    with start_ui(jarvis_env) as ui:
+        jarvis_env.server.push(answer("First answer."))
+        assert any(e["event"] == "done" for e in ui.stream("/api/threads/web-m/messages", {"text": "first question"}))
+        # The model takes its time; the disk fills while it answers (a download elsewhere, say): filled as the
+        # first words arrive, so the question is saved and the answer is not.
+        jarvis_env.server.push({"content": "A slow and careful second answer.", "token_delay_s": 0.1})
+        text = ""
+        with ui.client() as c, c.stream("POST", "/api/threads/web-m/messages", json={"text": "second question"}) as resp:
+            assert resp.status_code == 200
+            chunks = resp.iter_text()
+            for chunk in chunks:
+                text += chunk
+                if any(e["event"] == "token" for e in parse_sse([text])):
+                    _fill(small_disk)
+                    break
+            text += "".join(chunks)
+        events = parse_sse([text])
+        error = next(e for e in events if e["event"] == "error")
+        assert error["kind"] == "disk_full" and "The disk holding Jarvis's data is full" in error["message"], events
+
+        (small_disk / "filler").unlink()
+        with ui.client() as c:
+            thread = c.get("/api/threads/web-m").json()
+        assert thread["stalled"], thread  # the question was saved; the answer was not
+        jarvis_env.server.push(answer("Second answer."))
+        assert any(e["event"] == "done" for e in ui.stream("/api/threads/web-m/retry"))
+        with ui.client() as c:
+            texts = [m["content"] for m in c.get("/api/threads/web-m").json()["messages"]]
+        assert texts == ["first question", "First answer.", "second question", "Second answer."], texts
