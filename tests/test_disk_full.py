@@ -5,8 +5,10 @@ again the conversation goes on. Needs permission to mount a tmpfs (root here and
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -136,3 +138,85 @@ def test_the_disk_fills_during_a_turn_it_stops_with_the_reason_and_retry_finishe
         with ui.client() as c:
             texts = [m["content"] for m in c.get("/api/threads/web-m").json()["messages"]]
         assert texts == ["first question", "First answer.", "second question", "Second answer."], texts
+
+
+# -- jorbs ------------------------------------------------------------------------------------------------
+_BROKEN = {"times": 0}
+
+
+def _decider_that_breaks(what):
+    """A heuristic decider that breaks the first time in the given way, then finishes the jorb."""
+    from langchain_core.messages import AIMessage
+
+    async def decide(ctx, observations, options=None, **kwargs):
+        _BROKEN["times"] += 1
+        if _BROKEN["times"] == 1:
+            what()
+        return [AIMessage(content='{"reasoning": "fine now", "done": true, "result": "finished after the retry"}')]
+
+    return decide
+
+
+def _raise():
+    raise RuntimeError("the decider broke (a bug, say)")
+
+
+def test_a_failed_jorb_runs_its_step_again_on_retry(jarvis_env):
+    from orchestrator.jorbs.policies import HEURISTICS
+    from orchestrator.jorbs.service import JorbError, JorbService
+
+    _BROKEN["times"] = 0
+    HEURISTICS["breaks_once"] = _decider_that_breaks(_raise)
+    svc = JorbService(jarvis_env.settings)
+    with pytest.raises(RuntimeError):
+        svc.create("Flaky", "Do the thing", policy="heuristic:breaks_once")
+    row = svc.list(statuses=None)[0]
+    assert row.status == "failed" and "the decider broke" in row.error
+    view = svc.retry(row.id)
+    assert view.row.status == "done" and view.row.result == "finished after the retry" and view.row.error is None
+    with pytest.raises(JorbError, match="only a failed or stalled jorb is retried"):
+        svc.retry(row.id)
+
+
+def test_a_jorb_stopped_by_a_full_disk_is_retried_once_there_is_space(jarvis_env, small_disk):
+    """The disk fills during the jorb's step: not even the failure can be written, so the jorb is left mid-step
+    (stalled). Once there is space, Retry (here through the API, as the UI does) runs the step again."""
+    from orchestrator.jorbs.policies import HEURISTICS
+    from orchestrator.jorbs.service import JorbService
+    from tests.ui_server import start_ui
+
+    jarvis_env.write_config(storage={"data_dir": str(small_disk / "data")})
+    _BROKEN["times"] = 0
+    HEURISTICS["fills_the_disk_once"] = _decider_that_breaks(lambda: _fill(small_disk))
+    with start_ui(jarvis_env) as ui:
+        svc = JorbService(jarvis_env.settings)
+        with pytest.raises(Exception) as stopped:
+            svc.create("Disk", "Do the thing", policy="heuristic:fills_the_disk_once")
+        assert is_disk_full(stopped.value)
+        (small_disk / "filler").unlink()
+        row = svc.list(statuses=None)[0]
+        assert row.status in ("planning", "running") and svc.stalled(row)
+        with ui.client() as c:
+            detail = c.get(f"/api/jorbs/{row.id}").json()
+            assert detail["can"]["retry"] is True
+            assert c.post(f"/api/jorbs/{row.id}/retry").status_code == 200
+            for _ in range(100):
+                detail = c.get(f"/api/jorbs/{row.id}").json()
+                if detail["status"] == "done":
+                    break
+                time.sleep(0.1)
+        assert detail["status"] == "done" and detail["result"] == "finished after the retry", detail
+
+
+def test_jarvis_jorbs_retry_from_the_cli(jarvis_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("JARVIS_TEST_FLAKY", str(tmp_path))
+    created = jarvis_env.cli("jorbs", "create", "--name", "Flaky", "--plan", "Do the thing",
+                             "--policy", "heuristic:tests.helpers.flaky_decider:breaks_once")
+    assert created.returncode == 1 and "Traceback" not in created.stderr
+    assert "the jorb step failed: RuntimeError: the decider broke" in created.stderr
+    assert "jarvis jorbs retry ID" in created.stderr
+    jorb = jarvis_env.cli_json("jorbs", "list", "--all", "--json")[0]
+    assert jorb["status"] == "failed"
+    retried = jarvis_env.cli("jorbs", "retry", jorb["id"], "--json")
+    assert retried.returncode == 0, retried.stderr
+    assert json.loads(retried.stdout)["result"] == "finished after the retry"

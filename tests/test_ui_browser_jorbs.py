@@ -225,3 +225,22 @@ def test_disable_a_tool_and_the_planner_no_longer_gets_it(ui, jarvis_env):
     page.locator(".msg.assistant", has_text="ok").wait_for()
     assert "fs_list_dir" in {t["function"]["name"] for t in srv.requests[-1]["tools"]}
     assert script_errors(page) == []
+
+
+def test_a_failed_jorb_shows_why_and_retry_runs_its_step_again(ui, tmp_path, monkeypatch):
+    from orchestrator.jorbs.service import JorbService
+
+    monkeypatch.setenv("JARVIS_TEST_FLAKY", str(tmp_path))
+    page, server = ui()
+    svc = JorbService(server.env.settings)
+    with pytest.raises(RuntimeError):
+        svc.create("Flaky", "Do the thing", policy="heuristic:tests.helpers.flaky_decider:breaks_once")
+    jorb_id = svc.list(statuses=None)[0].id
+    page.goto(f"{server.url}/#jorbs/{jorb_id}")
+    page.locator(".jorb-detail .problem", has_text="This jorb failed: RuntimeError: the decider broke").wait_for()
+    shot(page, "jorb-failed")
+    page.get_by_role("button", name="Retry the step").click()
+    page.locator(".jorb-head .jorb-status", has_text="done").wait_for()
+    assert "finished after the retry" in page.locator(".jorb-detail .result").inner_text()
+    assert page.get_by_role("button", name="Retry the step").count() == 0
+    assert script_errors(page) == []

@@ -95,7 +95,8 @@ def detail(ctx: AppContext, view: JorbView) -> dict[str, Any]:
     data["queued"] = [m.as_dict() for m in svc.store.messages(jorb_id=row.id, statuses=("pending",), direction="in")]
     is_open = row.status in OPEN_STATUSES
     data["can"] = {"reply": is_open, "cancel": is_open,
-                   "policy": row.status in ("paused", "awaiting_reply", "planning") and not working}
+                   "policy": row.status in ("paused", "awaiting_reply", "planning") and not working,
+                   "retry": (row.status == "failed" or svc.stalled(row)) and not view.finished and not working}
     return data
 
 
@@ -228,6 +229,12 @@ def set_policy(jorb_id: JorbId, body: PolicyIn, ctx: AppContext = Depends(app_co
     if service(ctx).busy(jorb_id):
         raise HTTPException(409, f"jorb {jorb_id} is working; swap its policy once it waits")
     call(service(ctx).set_policy, jorb_id, body.policy.strip())
+    return _after(ctx, jorb_id)
+
+
+@router.post("/jorbs/{jorb_id}/retry")
+def retry(jorb_id: JorbId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    call(actions(ctx).retry, jorb_id)
     return _after(ctx, jorb_id)
 
 

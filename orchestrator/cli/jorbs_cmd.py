@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import typer
@@ -24,10 +25,19 @@ def _guard(fn, *args: Any, **kwargs: Any):
     from ..jorbs.store import JorbNotFound
     from ..llm import ModelEndpointError
 
+    from ..disk_full import disk_full_message, is_disk_full
+    from ..secrets import redact
+
     try:
         return fn(*args, **kwargs)
     except (JorbError, JorbNotFound, ModelEndpointError) as exc:
         fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - a step that broke: say so, and how to go on
+        logging.getLogger(__name__).debug("jorb step failed", exc_info=exc)
+        how = "`jarvis jorbs list --all` shows it; `jarvis jorbs retry ID` runs the step again once that is fixed."
+        if is_disk_full(exc):
+            fail(f"{disk_full_message('the jorb step could not be saved')} Then: {how}")
+        fail(f"the jorb step failed: {type(exc).__name__}: {redact(str(exc))[:500]}. {how}")
 
 
 def print_view(view: Any, as_json: bool = False, full: bool = False) -> None:
@@ -145,6 +155,12 @@ def reject(ctx: typer.Context, jorb_id: str, note: str = typer.Option(None, "--n
 def cancel(ctx: typer.Context, jorb_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """Stop a jorb for good."""
     print_view(_guard(service(ctx).cancel, jorb_id), as_json)
+
+
+@jorbs_app.command("retry")
+def retry(ctx: typer.Context, jorb_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Run a failed jorb's interrupted step again (after fixing what failed: a full disk, a broken tool)."""
+    print_view(_guard(service(ctx).retry, jorb_id), as_json)
 
 
 @jorbs_app.command("step")

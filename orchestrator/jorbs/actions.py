@@ -151,6 +151,14 @@ class JorbActions:
             self._go(row.id, Command(resume={waiting[0]["interrupt_id"]: {"type": "wake"}}))
         return view
 
+    def retry(self, jorb_id: str) -> JorbView:
+        """Run a failed jorb's interrupted step again, in the background."""
+        if self.working(jorb_id):
+            raise JorbBusy(f"jorb {jorb_id} is working already")
+        row = self.svc.retry_input(jorb_id)
+        self._go(row.id, None)
+        return self.svc.view(row.id)
+
     def cancel(self, jorb_id: str) -> JorbView:
         view = self.svc.view(jorb_id)
         if view.row.status not in OPEN_STATUSES:

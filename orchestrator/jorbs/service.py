@@ -19,6 +19,7 @@ from ..catalog import ToolCatalog, default_catalog
 from ..checkpoint_store import prune_later
 from ..claims import Claims
 from ..config import Settings
+from ..disk_full import disk_full_message, is_disk_full
 from ..executor import ToolExecutor
 from ..threads import IDLE, RUNNING, ThreadIndex
 from .graph import JorbRuntime, build_jorb_graph
@@ -159,8 +160,19 @@ class JorbService:
         try:
             self.graph_for(row).invoke(graph_input, self.config(row.id))
         except Exception as exc:
-            log.exception("jorb %s failed", row.id)
-            self.store.update(row.id, status="failed", error=f"{type(exc).__name__}: {exc}")
+            if is_disk_full(exc):
+                log.error("jorb %s stopped: the disk is full (%s)", row.id, exc)
+                error = disk_full_message(f"jorb {row.id}'s step could not be saved") + \
+                    f" Then run the step again: `jarvis jorbs retry {row.id}`, or Retry on the jorb in the web UI."
+            else:
+                # One line by default (the CLI prints it under its own message); the traceback at debug level.
+                log.error("jorb %s failed: %s: %s", row.id, type(exc).__name__, exc)
+                log.debug("jorb %s failed", row.id, exc_info=exc)
+                error = f"{type(exc).__name__}: {exc}"
+            try:
+                self.store.update(row.id, status="failed", error=error)
+            except Exception as store_exc:  # noqa: BLE001 - the disk may refuse this write too; the log has it
+                log.error("could not record that jorb %s failed: %s", row.id, store_exc)
             raise
         prune_later(self.settings, row.thread_id)
         view = self.view(row.id)
@@ -424,6 +436,30 @@ class JorbService:
         if pending.get("type") != "human_step":
             raise JorbError(f"jorb {view.row.id} is not waiting for a step from you")
         return self.run(view.row.id, Command(resume={pending["interrupt_id"]: {"step": step}}))
+
+    def stalled(self, row: JorbRow) -> bool:
+        """Mid-step (planning / running) with nothing running it: its run stopped on an error it could not even
+        record (a full disk), or its worker died. No worker, here or elsewhere, holds it."""
+        return (row.status in ("planning", "running") and not self.busy(row.id)
+                and self.claims.holder(row.thread_id) in (None, self.claims.worker))
+
+    def retry_input(self, jorb_id: str) -> JorbRow:
+        """Make a failed or stalled jorb ready to run its interrupted step again from its last checkpoint (side
+        effects that step already made are answered from the effects ledger). JorbError when there is none."""
+        row = self.store.get(jorb_id)
+        if row.status != "failed" and not self.stalled(row):
+            raise JorbError(f"jorb {row.id} is {row.status}" + (" and working" if self.busy(row.id) else "") +
+                            "; only a failed or stalled jorb is retried")
+        snapshot = self.graph_for(row).get_state(self.config(row.id))
+        if not snapshot.next:
+            raise JorbError(f"jorb {row.id} has no step left to run again (it failed after its last step); "
+                            "create a new jorb to go on")
+        self.store.update(row.id, status="running", error=None)
+        return self.store.get(row.id)
+
+    def retry(self, jorb_id: str) -> JorbView:
+        row = self.retry_input(jorb_id)
+        return self.run(row.id, None)
 
     def cancel(self, jorb_id: str) -> JorbView:
         view = self.view(jorb_id)

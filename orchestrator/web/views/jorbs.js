@@ -284,6 +284,9 @@ function rounds(j) {
 function controls(j) {
   const err = h("div");
   const box = h("section", { class: "controls" });
+  if (j.can.retry) { // a failed step runs again from its checkpoint; side effects it made are not repeated
+    box.append(h("button", { type: "button", class: "primary", onclick: () => act(j.id, "retry", undefined, err) }, "Retry the step"));
+  }
   if (j.can.policy) {
     const select = h("select", { id: "jorb-policy" }, (form ? form.policies : ["llm", "human"]).map((p) => h("option", { value: p, selected: p === j.policy }, p)));
     box.append(h("label", { for: "jorb-policy" }, "Policy "), select,
