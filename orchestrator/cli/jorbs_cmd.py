@@ -21,11 +21,10 @@ def service(ctx: typer.Context):
 
 
 def _guard(fn, *args: Any, **kwargs: Any):
+    from ..disk_full import disk_full_message, is_disk_full
     from ..jorbs.service import JorbError
     from ..jorbs.store import JorbNotFound
     from ..llm import ModelEndpointError
-
-    from ..disk_full import disk_full_message, is_disk_full
     from ..secrets import redact
 
     try:
