@@ -19,6 +19,8 @@ SQLITE_FULL = 13
 SQLITE_IOERR = 10
 PG_DISK_FULL = "53100"
 LOW_SPACE_BYTES = 64 * 1024  # less than this free: nothing SQLite writes fits
+HOW_TO_FREE = ("Free some space on that disk (`jarvis threads prune --vacuum` also frees old checkpoints) and "
+               "try again.")
 
 _data_folders: set[Path] = set()
 
@@ -37,9 +39,6 @@ def _out_of_space() -> bool:
         if st.f_bavail * st.f_frsize < LOW_SPACE_BYTES:
             return True
     return False
-
-HOW_TO_FREE = ("Free some space on that disk (`jarvis threads prune --vacuum` also frees old checkpoints) and "
-               "try again.")
 
 
 def is_disk_full(exc: BaseException | None) -> bool:
