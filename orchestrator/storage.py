@@ -16,9 +16,8 @@ from sqlalchemy.orm import DeclarativeBase
 
 from jarb_core.sql_schema import add_missing_columns
 
-from .disk_full import watch as watch_for_full_disk
-
 from .config import Settings
+from .disk_full import watch as watch_for_full_disk
 from .pg import close_pools, is_postgres_url, sqlalchemy_url
 
 CHECKPOINTS_DB = "checkpoints"
