@@ -58,10 +58,10 @@ def _dead_here(worker: str) -> bool:
 
 
 class ClaimBusy(Exception):
-    """Another worker holds a live claim on the key."""
+    """Another worker holds a live claim on the key (holder None: it was let go just now)."""
 
-    def __init__(self, key: str, holder: str):
-        super().__init__(f"{key} is busy in {holder}")
+    def __init__(self, key: str, holder: str | None):
+        super().__init__(f"{key} is busy in {holder or 'another worker'}")
         self.key = key
         self.holder = holder
 
@@ -125,16 +125,21 @@ class Claims:
     def held(self, key: str) -> Iterator[None]:
         """Hold the key for the block, renewed while it runs; ClaimBusy when another worker has it."""
         if not self.acquire(key):
-            raise ClaimBusy(key, self.holder(key) or "another worker")
+            raise ClaimBusy(key, self.holder(key))
         renewing = self.keep_alive(key)
         try:
             yield
         finally:
-            renewing.set()
-            try:
-                self.release(key)
-            except Exception as exc:  # noqa: BLE001 - the lease ends on its own
-                log.warning("could not release the claim on %s: %s", key, exc)
+            self.let_go(key, renewing)
+
+    def let_go(self, key: str, renewing: threading.Event) -> None:
+        """Stop renewing a claim and release it. A release that fails (the database is gone, the disk is full)
+        is logged, not raised over what the holder was doing: the lease ends on its own."""
+        renewing.set()
+        try:
+            self.release(key)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not release the claim on %s: %s", key, exc)
 
     def keep_alive(self, key: str) -> threading.Event:
         """Renew the claim every third of the lease until the returned event is set."""

@@ -128,11 +128,7 @@ class TurnHub:
             turn.publish({"event": "error", "message": f"{type(exc).__name__}: {exc}", "kind": "internal"})
         finally:
             if renewing is not None:
-                renewing.set()
-                try:
-                    self.claims.release(turn.thread_id)
-                except Exception as exc:  # noqa: BLE001 - the lease ends on its own
-                    log.warning("could not release the claim on %s: %s", turn.thread_id, exc)
+                self.claims.let_go(turn.thread_id, renewing)
             with self._lock:
                 self._running.pop(turn.thread_id, None)
             turn.publish(_END)

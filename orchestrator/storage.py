@@ -36,9 +36,7 @@ _lock = threading.Lock()
 
 
 def sqlite_path(settings: Settings, name: str) -> Path:
-    path = settings.data_path(f"{name}.sqlite")
-    watch_for_full_disk(path.parent)
-    return path
+    return settings.data_path(f"{name}.sqlite")
 
 
 def database_url(settings: Settings, name: str) -> str:
@@ -67,6 +65,8 @@ def engine_for_url(url: str) -> Engine:
             if url.startswith("sqlite"):
                 engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
                 event.listen(engine, "connect", _tune_sqlite)
+                if engine.url.database:
+                    watch_for_full_disk(Path(engine.url.database).parent)
             else:
                 engine = create_engine(sqlalchemy_url(url), pool_pre_ping=True)
             _engines[url] = engine
@@ -150,6 +150,7 @@ def make_checkpointer(settings: Settings):
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     path = sqlite_path(settings, CHECKPOINTS_DB)
+    watch_for_full_disk(path.parent)
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
     # WAL + synchronous=NORMAL: a killed process loses nothing; only a power cut can drop the last commits.
     conn.execute("PRAGMA journal_mode=WAL")

@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import DateTime, Integer, String, select, update
@@ -67,9 +68,9 @@ def ensure_heartbeat(settings: Settings, worker: str = WORKER_ID) -> None:
         _beat(engine, worker)
         interval = settings.storage.claim_lease_s / 3
 
-        def loop() -> None:
-            stop = threading.Event()
-            while not stop.wait(interval):
+        def loop() -> None:  # for the life of the process (a daemon thread)
+            while True:
+                time.sleep(interval)
                 try:
                     _beat(engine, worker)
                 except Exception as exc:  # noqa: BLE001 - the next beat tries again

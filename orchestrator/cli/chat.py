@@ -128,7 +128,7 @@ def claimed_turn(settings: Any, graph: Any, thread_id: str, graph_input: Any, *,
         with Claims(settings).held(thread_id):
             return run_turn(graph, thread_id, graph_input, interactive=interactive)
     except ClaimBusy as busy:
-        typer.secho(f"error: thread {thread_id} is running a turn in {busy.holder} (the web UI or another "
+        typer.secho(f"error: thread {thread_id} is running a turn in {busy.holder or 'another worker'} (the web UI or another "
                     "`jarvis chat`). Wait for it to finish and try again, or start a new thread.",
                     err=True, fg=typer.colors.RED)
         return EXIT_FAILURE

@@ -33,7 +33,7 @@ def _resolve(ctx: typer.Context, thread_id: str, decision: dict[str, Any], call:
         with Claims(st.settings).held(thread_id):
             _resolve_held(st, thread_id, decision, call)
     except ClaimBusy as busy:
-        fail(f"thread {thread_id} is running a turn in {busy.holder}; try again when it has finished "
+        fail(f"thread {thread_id} is running a turn in {busy.holder or 'another worker'}; try again when it has finished "
              "(`jarvis pending` shows what is still waiting)")
 
 

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from ..catalog import ToolCatalog, default_catalog
 from ..checkpoint_store import prune_later
-from ..claims import Claims
+from ..claims import ClaimBusy, Claims
 from ..config import Settings
 from ..disk_full import disk_full_message, is_disk_full
 from ..executor import ToolExecutor
@@ -132,17 +132,13 @@ class JorbService:
     @contextmanager
     def _hold(self, jorb_id: str) -> Iterator[None]:
         """This process's lock on the jorb, then the claim every worker honors (JorbBusy if another holds it)."""
-        key = f"jorb:{jorb_id}"  # the jorb's thread id
-        with self._lock(jorb_id):
-            if not self.claims.acquire(key):
-                holder = self.claims.holder(key) or "it has just finished a step"
-                raise JorbBusy(f"jorb {jorb_id} is running in another worker ({holder}); try again when it parks")
-            stop = self.claims.keep_alive(key)
+        with self._lock(jorb_id), ExitStack() as claim:
             try:
-                yield
-            finally:
-                stop.set()
-                self.claims.release(key)
+                claim.enter_context(self.claims.held(f"jorb:{jorb_id}"))  # the jorb's thread id
+            except ClaimBusy as busy:
+                holder = busy.holder or "it has just finished a step"
+                raise JorbBusy(f"jorb {jorb_id} is running in another worker ({holder}); try again when it parks") from None
+            yield
 
     def run(self, jorb_id: str, graph_input: Any = None) -> JorbView:
         """Run the jorb until it parks (waits for a reply, pauses, needs a confirmation) or ends."""
