@@ -13,8 +13,14 @@ Why not the library's `chatml-function-calling` (llama-cpp-python 0.3.x), measur
 This handler uses the same prompt convention ("message:" or "functions.<name>:" and JSON arguments) without
 grammars: one token, restricted to "message" or "functions", decides; the model then writes the name and the
 arguments freely (Jarvis's executor answers unknown tools and bad arguments). A streamed call
-carries its name once, in its first chunk. The function list comes first in the system prompt, before Jarvis's
-instructions (which hold the current time), so the evaluated prompt prefix is reused across calls and threads.
+carries its name once, in its first chunk. The function list sits just before the user's latest message:
+llama.cpp reuses the evaluated prompt only up to the first token that differs from its previous call, and the
+list is what changes most between turns (with more than planner.max_bound_tools tools, Jarvis binds each turn's
+best matches). With the list first in the system prompt, every turn read the whole conversation again (measured
+in the fuzz run of tests/test_real_model.py: 12 tokens reused, 500-1400 read again at about 150 tokens a second
+on 2 cores, so a thread's turns got slower as it grew); placed here, a turn's first call reads the previous
+turn, the list and the request (180-560 tokens in that run, however long the thread), and its call after a tool
+result reads only the call and the result (about 110).
 One rule of its own: after tool results the model answers in words (one round of tool calls per user message),
 because a small model asked to choose again calls a tool again, every time.
 """
@@ -22,6 +28,7 @@ because a small model asked to choose again calls a tool again, every time.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,17 +41,17 @@ NAME = "jarvis-chatml-tools"
 
 _TEMPLATE = """\
 {%- for message in messages -%}
-{%- if message.role == 'system' -%}
+{%- if tools and loop.index0 == tools_at -%}
 <|im_start|>system
-{% if tools -%}
 You can call these functions:
 {% for tool in tools -%}
 functions.{{ tool.function.name }}: {{ describe(tool) }}
 {% endfor %}
 To answer the user in words, write 'message:' and then your answer. To call a function, write
-'functions.<name>:' and then its arguments as JSON on the next line. After a function's result, answer the user.
-
+'functions.<name>:' and then its arguments as JSON on the next line. After a function's result, answer the user.<|im_end|>
 {% endif -%}
+{%- if message.role == 'system' -%}
+<|im_start|>system
 {{ text(message.content) }}<|im_end|>
 {% elif message.role == 'user' -%}
 <|im_start|>user
@@ -76,28 +83,41 @@ def _text(content: Any) -> str:
     return str(content)
 
 
+def _first_sentence(description: str) -> str:
+    """The description's first sentence: every tool's list line is read again on each turn it is bound, and a
+    docstring's first line may stop mid-sentence where the text was wrapped."""
+    paragraph = " ".join(description.strip().split("\n\n", 1)[0].split())
+    return _SENTENCE_END.split(paragraph, 1)[0]
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
 def _describe(tool: dict[str, Any]) -> str:
     fn = tool.get("function") or {}
-    desc = (fn.get("description") or "").strip().splitlines()
+    summary = _first_sentence(fn.get("description") or "")
     params = fn.get("parameters") or {}
     required = set(params.get("required") or [])
     args = []
     for name, spec in (params.get("properties") or {}).items():
         kind = spec.get("type") or "/".join(s.get("type", "?") for s in spec.get("anyOf", []) if s.get("type") != "null")
-        note = "" if name in required else ", optional"
-        hint = f": {spec['description']}" if spec.get("description") else ""
-        args.append(f'"{name}" ({kind}{note}){hint}')
-    return (desc[0] if desc else "") + (f" Arguments: {'; '.join(args)}." if args else " No arguments: {}.")
+        if name in required:
+            hint = f": {spec['description']}" if spec.get("description") else ""
+            args.append(f'"{name}" ({kind}){hint}')
+        else:  # named and typed only: the list is read on every turn it is bound, and these may be left out
+            args.append(f'"{name}" ({kind}, optional)')
+    return summary + (f" Arguments: {'; '.join(args)}." if args else " No arguments: {}.")
 
 
-_env = jinja2.sandbox.ImmutableSandboxedEnvironment(autoescape=False, trim_blocks=False, lstrip_blocks=False)
+_env = jinja2.sandbox.ImmutableSandboxedEnvironment(autoescape=False, trim_blocks=False, lstrip_blocks=False,
+                                                    keep_trailing_newline=True)  # the model writes after "assistant\n"
 _template = _env.from_string(_TEMPLATE)
 
 
 def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
-    if tools and not any(m.get("role") == "system" for m in messages):
-        messages = [{"role": "system", "content": ""}, *messages]
-    return _template.render(messages=messages, tools=tools or [], describe=_describe, text=_text)
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    tools_at = users[-1] if users else 0
+    return _template.render(messages=messages, tools=tools or [], tools_at=tools_at, describe=_describe, text=_text)
 
 
 def _tools_of(functions: list[dict] | None, tools: list[dict] | None) -> list[dict[str, Any]]:
