@@ -23,9 +23,18 @@ run: install
 	@scripts/install-system-deps.sh bubblewrap
 	$(VENV)/bin/jarvis run
 
+# The tests run in parallel (pytest-xdist, TEST_WORKERS processes), then those marked `solo` (timed against a
+# budget) alone, with their output shown (the fuzz prints its figures and its bound). Both phases always run;
+# pytest's exit code 5 (nothing selected, e.g. when PYTEST_ARGS names one file) is not a failure.
+TEST_WORKERS ?= auto
 test: install install-system install-local demo-model
-	JARVIS_REQUIRE_REAL_MODEL=1 JARVIS_REQUIRE_POSTGRES=$$(command -v apt-get >/dev/null && echo 1 || echo 0) \
-	  $(PY) -m pytest $(PYTEST_ARGS)
+	@export JARVIS_REQUIRE_REAL_MODEL=1 JARVIS_REQUIRE_POSTGRES=$$(command -v apt-get >/dev/null && echo 1 || echo 0); \
+	status=0; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not solo" $(PYTEST_ARGS); rc=$$?; \
+	[ $$rc -eq 0 ] || [ $$rc -eq 5 ] || status=$$rc; \
+	$(PY) -m pytest -p no:xdist -m solo -rP $(PYTEST_ARGS); rc=$$?; \
+	[ $$rc -eq 0 ] || [ $$rc -eq 5 ] || status=$$rc; \
+	exit $$status
 
 bench: install install-system install-local demo-model
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

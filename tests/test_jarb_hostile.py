@@ -15,12 +15,13 @@ import socket
 import sys
 import textwrap
 import threading
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from jarb_core.sandbox import Sandbox
+from jarb_core.sandbox import NOBODY, Sandbox
 from orchestrator.config import settings_from_dict
 from orchestrator.jarb_tools import make_factory, make_sandbox
 
@@ -82,18 +83,39 @@ class Host:
 
 
 def _sandbox_processes() -> list[int]:
-    """Processes left running as the sandbox uid (only meaningful when the tests run as root)."""
+    """Processes left running as the sandbox uid by this test process: under it, or orphaned (reparented to
+    pid 1). Sandboxes another test process is running at the same moment (pytest -n) are not ours to count;
+    one seen mid-exit is not counted either (it must still be there half a second later).
+    Only meaningful when the tests run as root."""
     if os.geteuid() != 0:
         return []
-    found = []
+    first = _sandbox_processes_now()
+    if first:
+        time.sleep(0.5)
+        return sorted(set(first) & set(_sandbox_processes_now()))
+    return []
+
+
+def _sandbox_processes_now() -> list[int]:
+    procs: dict[int, tuple[int, str]] = {}  # pid -> (parent pid, uid)
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
-            uid_line = next(line for line in status.read_text().splitlines() if line.startswith("Uid:"))
-        except (OSError, StopIteration):
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            procs[int(status.parent.name)] = (int(fields["PPid"]), fields["Uid"].split()[0])
+        except (OSError, KeyError, ValueError, IndexError):
             continue
-        if uid_line.split()[1] == "65534":
-            found.append(int(status.parent.name))
-    return found
+
+    def ours(pid: int) -> bool:
+        parent = procs[pid][0]
+        while parent in procs and procs[parent][1] == str(NOBODY):
+            parent = procs[parent][0]  # up through the sandbox's own processes
+        if parent == 1 or parent not in procs:
+            return True  # orphaned: whoever started it is gone and it kept running
+        while parent in procs and parent != os.getpid():
+            parent = procs[parent][0]
+        return parent == os.getpid()
+
+    return [pid for pid, (_, uid) in procs.items() if uid == str(NOBODY) and ours(pid)]
 
 
 @pytest.fixture(scope="module")

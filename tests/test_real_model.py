@@ -31,6 +31,7 @@ from tests.real_model_fuzz import (
 
 
 @pytest.mark.slow
+@pytest.mark.solo  # its bound is timed: it runs after the parallel tests, alone on the machine
 @pytest.mark.timeout(1200)  # a hang guard; the real bound is the run's own deadline below
 def test_fifty_turns_against_a_real_tiny_model(jarvis_env):
     gguf = require_real_model()
