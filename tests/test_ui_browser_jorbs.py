@@ -244,3 +244,76 @@ def test_a_failed_jorb_shows_why_and_retry_runs_its_step_again(ui, tmp_path, mon
     assert "finished after the retry" in page.locator(".jorb-detail .result").inner_text()
     assert page.get_by_role("button", name="Retry the step").count() == 0
     assert script_errors(page) == []
+
+
+def _hold_first_get(page, pattern: str) -> list:
+    """Route `pattern`: the first GET is answered with what the server says now, but only when the test releases
+    it (`held[0][0].fulfill(response=held[0][1])`); every other request goes through."""
+    held: list = []
+
+    def handle(route):
+        if route.request.method == "GET" and not held:
+            held.append((route, route.fetch()))
+        else:
+            route.continue_()
+
+    page.route(pattern, handle)
+    return held
+
+
+def _wait_held(page, held: list) -> None:
+    for _ in range(600):
+        if held:
+            return
+        page.wait_for_timeout(50)
+    raise AssertionError("the request to hold never came")
+
+
+def test_a_tools_list_fetched_before_a_switch_was_flipped_does_not_undo_it_on_screen(ui):
+    # The race behind an earlier flaky run, made certain: a load of the list is under way (held here) when the
+    # user flips a switch; that list says the tool is on. The view must not show it on when the answer lands.
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page, server = ui()
+    page.get_by_role("link", name="Tools").click()
+    switch = page.get_by_label("fs_list_dir enabled")
+    switch.wait_for()
+    held = _hold_first_get(page, "**/api/tools")
+    page.get_by_role("button", name="Refresh").click()
+    _wait_held(page, held)
+    with page.expect_response(lambda r: r.url.endswith("/api/tools/fs_list_dir/disable")):
+        switch.uncheck()
+    try:
+        with page.expect_request(lambda r: r.url.endswith("/api/tools") and r.method == "GET", timeout=10_000):
+            held[0][0].fulfill(response=held[0][1])  # the stale list arrives; the view must ask again
+    except PlaywrightTimeout:
+        raise AssertionError("a list fetched before the flip arrived and the view did not fetch it again") from None
+    page.locator('article.tool.disabled[data-tool="fs_list_dir"]').wait_for()
+    assert not page.get_by_label("fs_list_dir enabled").is_checked()
+    with server.client() as c:
+        listed = {t["name"]: t for t in c.get("/api/tools").json()["tools"]}
+    assert listed["fs_list_dir"]["enabled"] is False
+    assert script_errors(page) == []
+
+
+def test_an_older_jorbs_list_arriving_late_does_not_draw_over_a_newer_one(ui):
+    page, server = ui()
+    srv = server.env.server
+    srv.push(step(reasoning="wait", pause=True, pause_reason="first one waits"))
+    first = create(server, name="First errand", plan="Wait for me")
+    settled(server, first["id"], status="paused")
+    page.get_by_role("link", name="Jorbs").click()
+    page.locator(".jorb-list li", has_text="First errand").wait_for()
+    held = _hold_first_get(page, "**/api/jorbs")
+    page.get_by_role("button", name="Refresh").click()
+    _wait_held(page, held)  # this answer knows only the first jorb
+    srv.push(step(reasoning="wait", pause=True, pause_reason="second one waits"))
+    second = create(server, name="Second errand", plan="Wait for me too")
+    settled(server, second["id"], status="paused")
+    page.get_by_role("button", name="Refresh").click()
+    page.locator(".jorb-list li", has_text="Second errand").wait_for()
+    with page.expect_event("requestfinished", lambda r: r.url.endswith("/api/jorbs")):
+        held[0][0].fulfill(response=held[0][1])
+    page.wait_for_timeout(300)  # the page has read the late answer by now; it must have dropped it
+    assert page.locator(".jorb-list li", has_text="Second errand").count() == 1
+    assert script_errors(page) == []
