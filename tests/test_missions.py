@@ -153,3 +153,31 @@ def test_a_call_outside_a_restricted_context_fails_clearly_in_a_mission(jarvis_e
                                    context=["fs_list_dir"])
     (result,) = view.state.results
     assert not result.ok and "outside this task's context" in result.error
+
+
+def test_a_job_from_before_mission_env_reads_its_row(jarvis_env, workspace):
+    """Jobs take the jorb's autonomy, context and workspace from the round's plan step; a job checkpointed by an
+    earlier version carries none and reads them from the jorb row instead."""
+    from orchestrator.jorbs.mission import Job, JobTask, make_mission_nodes, mission_env
+
+    svc = _svc(jarvis_env)
+    row = svc.store.create(name="Old", plan="g", mode="mission", options={"workspace": str(workspace)},
+                           context=["read_file"])
+    job = make_mission_nodes(svc.rt)[2]
+    for env in (None, mission_env(row, svc.rt.namespace(row))):
+        task = JobTask(jorb_id=row.id, iteration=1, index=0, env=env,
+                       job=Job(kind="read_file", params={"path": "main.py"}))
+        (result,) = job(task, {})["results"]
+        assert result.ok and "print('hello')" in result.result
+        outside = job(task.model_copy(update={"job": Job(kind="list_files")}), {})["results"][0]
+        assert not outside.ok and "outside this task's context" in outside.error
+
+
+def test_read_file_returns_the_head_of_a_big_file(workspace):
+    from orchestrator.jorbs.mission_tools import MAX_READ, mission_tools
+
+    (workspace / "big.log").write_bytes(b"a" * MAX_READ + b"b" * 5 * MAX_READ)
+    read = {t.name: t for t in mission_tools(str(workspace))}["read_file"]
+    text = read.invoke({"path": "big.log"})
+    head, _, note = text.partition("\n")
+    assert head == "a" * MAX_READ and note == f"[... truncated at {MAX_READ} bytes]"

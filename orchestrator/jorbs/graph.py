@@ -11,7 +11,7 @@ import itertools
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -53,13 +53,22 @@ class JorbRuntime:
     def namespace(self, row: JorbRow) -> Namespace:
         return Namespace(self.catalog.all(), row.context)
 
+    _mission_executors: dict[str, ToolExecutor] = field(default_factory=dict, repr=False)
+
     def mission_executor(self, workspace: str) -> ToolExecutor:
-        """An executor over the workspace-confined job tools of a mission, sharing the effects ledger."""
+        """An executor over the workspace-confined job tools of a mission, sharing the effects ledger (built once
+        per workspace: every job of every round uses it)."""
         from ..catalog import StaticProvider
         from .mission_tools import mission_tools
 
-        catalog = ToolCatalog([StaticProvider("mission", mission_tools(workspace))])
-        return ToolExecutor(self.settings, catalog, self.executor.ledger)
+        executor = self._mission_executors.get(workspace)
+        if executor is None:
+            if len(self._mission_executors) >= 64:  # as many as mission_tools keeps
+                self._mission_executors.clear()
+            catalog = ToolCatalog([StaticProvider("mission", mission_tools(workspace))])
+            executor = self._mission_executors.setdefault(workspace, ToolExecutor(self.settings, catalog,
+                                                                                  self.executor.ledger))
+        return executor
 
 
 def _usage_tokens(messages: list[Any]) -> int:

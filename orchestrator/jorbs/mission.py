@@ -26,6 +26,7 @@ from ..executor import CallContext
 from ..llm import ModelEndpointError
 from .graph import DAY, JorbRuntime
 from .mission_tools import MISSION_KINDS, mission_tools
+from .namespace import Namespace
 from .policies import PolicyContext, resolve_policy
 from .schema import now_iso
 
@@ -93,6 +94,18 @@ class MissionNote(BaseModel):
     at: str = Field(default_factory=now_iso)
 
 
+class MissionEnv(BaseModel):
+    """What a job needs of its jorb row, read once per round by `plan` so the jobs of a round touch no database
+    before their tool runs (a row read per job serialized the round). Autonomy, context and options are fixed
+    when a jorb is created; the tool list of a restricted context is resolved again each round."""
+
+    thread_id: str
+    name: str
+    workspace: str | None = None
+    autonomy: dict[str, Any] = Field(default_factory=dict)
+    allowed_tools: list[str] | None = None  # None: everything; else the tools and file jobs the context names
+
+
 class MissionState(BaseModel):
     jorb_id: str
     iteration: int = 0
@@ -105,6 +118,7 @@ class MissionState(BaseModel):
     tokens_used: int = 0
     outcome: Literal["done", "cancelled"] | None = None
     summary: str | None = None
+    env: MissionEnv | None = None  # the jorb row's part the jobs need (see MissionEnv)
 
 
 class JobTask(BaseModel):
@@ -113,6 +127,7 @@ class JobTask(BaseModel):
     index: int
     job: Job
     read_paths: list[str] = Field(default_factory=list)
+    env: MissionEnv | None = None  # None in checkpoints written before it existed: read from the row
 
 
 def parse_reply(text: str) -> MissionReply:
@@ -128,11 +143,16 @@ def parse_reply(text: str) -> MissionReply:
         raise ValueError(f"the JSON does not follow the protocol: {problems}") from None
 
 
-def _tool_list(rt: JorbRuntime, row: Any) -> str:
-    from .namespace import Namespace
+def _tool_list(namespace: Namespace) -> str:
+    return ", ".join(sorted(c.tool.name for c in namespace.caps)) or "(none)"
 
-    names = [c.tool.name for c in Namespace(rt.catalog.all(), row.context).caps]
-    return ", ".join(sorted(names)) or "(none)"
+
+def mission_env(row: Any, namespace: Namespace) -> MissionEnv:
+    allowed = None
+    if row.context is not None:  # a restricted context: the named tools, and the file jobs it names
+        allowed = sorted(namespace.tool_names | {k for k in MISSION_KINDS if k in row.context})
+    return MissionEnv(thread_id=row.thread_id, name=row.name, workspace=row.options.get("workspace"),
+                      autonomy=row.autonomy, allowed_tools=allowed)
 
 
 def make_mission_nodes(rt: JorbRuntime):
@@ -158,7 +178,8 @@ def make_mission_nodes(rt: JorbRuntime):
             context["answer_to_your_question"] = answers[-1]
         if refusals:
             context["refused"] = refusals
-        system = f"{PROTOCOL}\n\n## TOOLS\n{_tool_list(rt, row)}"
+        namespace = rt.namespace(row)
+        system = f"{PROTOCOL}\n\n## TOOLS\n{_tool_list(namespace)}"
         observations: list[Any] = [SystemMessage(content=system), HumanMessage(content=json.dumps(context, default=str))]
         policy = resolve_policy(row.policy)
         ctx = PolicyContext(settings=rt.settings, jorb=row.as_dict(), capabilities=system, llm=rt.llm)
@@ -189,7 +210,8 @@ def make_mission_nodes(rt: JorbRuntime):
             if text:
                 notes.append(MissionNote(iteration=iteration, kind=kind, text=text))
         update: dict[str, Any] = {"iteration": iteration, "step_times": recent + [now], "reply": reply,
-                                  "tokens_used": state.tokens_used + tokens, "pending_ask": None}
+                                  "tokens_used": state.tokens_used + tokens, "pending_ask": None,
+                                  "env": mission_env(row, namespace)}
         rt.store.update(row.id, steps=row.steps + 1, tokens=row.tokens + tokens)
         if reply.action == "create_followup_jobs" and len(reply.new_jobs) > MAX_JOBS:
             notes.append(MissionNote(iteration=iteration, kind="refused",
@@ -213,13 +235,13 @@ def make_mission_nodes(rt: JorbRuntime):
         if reply.action == "mission_complete":
             return "finish"
         sends = [Send("job", JobTask(jorb_id=state.jorb_id, iteration=state.iteration, index=i, job=job,
-                                     read_paths=state.read_paths))
+                                     read_paths=state.read_paths, env=state.env))
                  for i, job in enumerate(reply.new_jobs)]
         return sends or "plan"
 
     def job(task: JobTask, config: RunnableConfig) -> dict[str, Any]:
-        row = rt.store.get(task.jorb_id)
-        workspace = row.options.get("workspace")
+        env = task.env or mission_env(row := rt.store.get(task.jorb_id), rt.namespace(row))
+        workspace = env.workspace
         kind, params = task.job.kind, dict(task.job.params)
         result = JobResult(iteration=task.iteration, job=task.job.name, kind=kind, params=params)
         read: list[str] = []
@@ -237,16 +259,12 @@ def make_mission_nodes(rt: JorbRuntime):
             read.append(local["read_file"].metadata["normalize"](params.get("path", "")))
 
         def ask(request: Any) -> Any:
-            rt.store.update(row.id, status="paused", pause_reason=f"waiting for confirmation: {request.summary}")
-            return interrupt({**request.payload(), "jorb_id": row.id, "jorb_name": row.name})
+            rt.store.update(task.jorb_id, status="paused", pause_reason=f"waiting for confirmation: {request.summary}")
+            return interrupt({**request.payload(), "jorb_id": task.jorb_id, "jorb_name": env.name})
 
-        allowed = None
-        if row.context is not None:  # a restricted context: the named tools, and the file jobs it names
-            from .namespace import Namespace
-
-            allowed = Namespace(rt.catalog.all(), row.context).tool_names | {k for k in MISSION_KINDS if k in row.context}
-        ctx = CallContext(thread_id=row.thread_id, key=f"{row.thread_id}|round{task.iteration}|job{task.index}",
-                          overrides=row.autonomy, allowed_tools=allowed, origin="mission", config=config)
+        allowed = frozenset(env.allowed_tools) if env.allowed_tools is not None else None
+        ctx = CallContext(thread_id=env.thread_id, key=f"{env.thread_id}|round{task.iteration}|job{task.index}",
+                          overrides=env.autonomy, allowed_tools=allowed, origin="mission", config=config)
         executor = rt.mission_executor(workspace) if kind in MISSION_KINDS else rt.executor
         outcome = executor.execute(kind, params, ctx, confirm=ask)
         result.ok = outcome.ok

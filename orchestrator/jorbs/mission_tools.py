@@ -61,7 +61,8 @@ def mission_tools(workspace: str) -> list[BaseTool]:
         target = allowed.resolve(path if Path(path).is_absolute() else str(root / path))
         if target.is_dir():
             raise ToolError(f"{path} is a folder; use list_files")
-        data = target.read_bytes()[: MAX_READ + 1]
+        with target.open("rb") as f:  # no more than is returned: a 2 GB log costs what a 200 KB one does
+            data = f.read(MAX_READ + 1)
         text = data[:MAX_READ].decode("utf-8", errors="replace")
         return text + (f"\n[... truncated at {MAX_READ} bytes]" if len(data) > MAX_READ else "")
 
