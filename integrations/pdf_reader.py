@@ -222,7 +222,9 @@ class PdfPages:
         remaining = self.budget_s - self._waited
         started = time.monotonic()
         try:
-            item = self._queue.get(timeout=max(0.01, remaining))
+            if remaining <= 0:  # spent: stop now, however quickly the next page would come
+                raise queue.Empty
+            item = self._queue.get(timeout=remaining)
         except queue.Empty:
             self._stop.set()
             raise ToolError(
