@@ -228,8 +228,9 @@ def test_reply_as_counterpart_and_as_user_human_step_and_policy_swap(ui):
     j = settled(ui, jid, status="done")
     assert j["result"] == "noon" and ("counterpart", "bob", "it is noon") in [(h["role"], h["party"], h["text"]) for h in j["history"]]
 
-    jid = create(ui, name="Ask Bob", plan="p", autonomy={"message_send": "auto"}, approve_autonomy=True)["id"]
+    # Scripted before the jorb exists: its first step starts as soon as it is created.
     srv.push(step(reasoning="ask", script="jarvis.messages.send('local', 'bob', 'hi?')", await_reply=True))
+    jid = create(ui, name="Ask Bob", plan="p", autonomy={"message_send": "auto"}, approve_autonomy=True)["id"]
     settled(ui, jid, status="awaiting_reply", waiting_party="bob")
     srv.push(step(reasoning="the user said stop", done=True, result="stopped"))
     with ui.client() as c:
