@@ -49,11 +49,10 @@ class JorbRuntime:
     store: JorbStore
     threads: ThreadIndex
     spawn: SpawnScript
+    _mission_executors: dict[str, ToolExecutor] = field(default_factory=dict, repr=False)  # per workspace
 
     def namespace(self, row: JorbRow) -> Namespace:
         return Namespace(self.catalog.all(), row.context)
-
-    _mission_executors: dict[str, ToolExecutor] = field(default_factory=dict, repr=False)
 
     def mission_executor(self, workspace: str) -> ToolExecutor:
         """An executor over the workspace-confined job tools of a mission, sharing the effects ledger (built once
