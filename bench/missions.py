@@ -5,7 +5,7 @@ The jobs read 5 files of 2 MB each from the workspace. Also measured: the same f
 before each round (posix_fadvise), so each read waits on the disk; and 5 jobs calling a tool that waits on a slow
 HTTP service (200 ms), the kind of job a mission spends its time on.
 
-Why the target is out of reach on this machine: a read_file job on a cached file is ~1 ms of Python (argument
+Why the target is out of reach on this machine: a read_file job on a cached file is ~2 ms of Python (argument
 checks, the executor, the checkpoint write of its result) around a read of a fraction of a millisecond. Python
 threads run Python one at a time, and even processes could at best halve it on 2 cores, before the parts of a
 round that are serial (the checkpoint after the round). Concurrency pays where jobs wait, as the HTTP case shows."""

@@ -11,7 +11,7 @@ import itertools
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -49,25 +49,17 @@ class JorbRuntime:
     store: JorbStore
     threads: ThreadIndex
     spawn: SpawnScript
-    _mission_executors: dict[str, ToolExecutor] = field(default_factory=dict, repr=False)  # per workspace
 
     def namespace(self, row: JorbRow) -> Namespace:
         return Namespace(self.catalog.all(), row.context)
 
     def mission_executor(self, workspace: str) -> ToolExecutor:
-        """An executor over the workspace-confined job tools of a mission, sharing the effects ledger (built once
-        per workspace: every job of every round uses it)."""
+        """An executor over the workspace-confined job tools of a mission, sharing the effects ledger."""
         from ..catalog import StaticProvider
         from .mission_tools import mission_tools
 
-        executor = self._mission_executors.get(workspace)
-        if executor is None:
-            if len(self._mission_executors) >= 64:  # as many as mission_tools keeps
-                self._mission_executors.clear()
-            catalog = ToolCatalog([StaticProvider("mission", mission_tools(workspace))])
-            executor = self._mission_executors.setdefault(workspace, ToolExecutor(self.settings, catalog,
-                                                                                  self.executor.ledger))
-        return executor
+        catalog = ToolCatalog([StaticProvider("mission", mission_tools(workspace))])
+        return ToolExecutor(self.settings, catalog, self.executor.ledger)
 
 
 def _usage_tokens(messages: list[Any]) -> int:
