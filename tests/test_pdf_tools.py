@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import re
+import types
 from pathlib import Path
 
 import pytest
 
+from integrations import pdf_reader
 from integrations.base import ToolError
 from integrations.pdf_tools import build_pdf_tools
 from integrations.summarize import estimate_tokens
@@ -109,6 +112,18 @@ def test_time_budget_stops_a_slow_read(sample_pdfs):
     slow = {t.name: t for t in build_pdf_tools([sample_pdfs.folder], time_budget_s=0.02, max_extract_chars=10**9)}
     message = error_of(slow["pdf_extract_text"], path=str(sample_pdfs.five_hundred))
     assert "took longer than 0.02 s" in message
+
+
+def test_a_spent_budget_stops_the_read_however_fast_the_pages_come(sample_pdfs, monkeypatch):
+    """Each page used to get a 10 ms grace once the budget was spent, so a document whose pages came quickly was
+    never stopped. Here every wait counts as 1 s: the opening and 3 pages fit in 3.5 s, the 4th page does not."""
+    clock = itertools.count()
+    monkeypatch.setattr(pdf_reader, "time", types.SimpleNamespace(monotonic=lambda: float(next(clock))))
+    pages: list[int] = []
+    with pytest.raises(ToolError, match="took longer than 3.5 s"):
+        with pdf_reader.PdfPages(sample_pdfs.fifty, "fifty.pdf", budget_s=3.5) as doc:
+            pages.extend(number for number, _ in doc)
+    assert pages == [1, 2, 3]
 
 
 def _corpus_files() -> list[Path]:
