@@ -24,11 +24,15 @@ def google_env(jarvis_env, google_server):
 
     from orchestrator import google_auth
 
-    jarvis_env.write_config(google={"gmail_base_url": google_server.url, "calendar_base_url": google_server.url,
-                                    "token_uri": google_server.token_uri, "backoff_s": 0.01}, timezone=ZONE)
+    jarvis_env.write_config(**_google_config(google_server))
     google_auth.save_credentials(jarvis_env.settings,
                                  Credentials.from_authorized_user_info(google_server.authorized_user_info()))
     return jarvis_env
+
+
+def _google_config(google_server, **overrides):
+    return {"google": {"gmail_base_url": google_server.url, "calendar_base_url": google_server.url,
+                       "token_uri": google_server.token_uri, "backoff_s": 0.01}, "timezone": ZONE, **overrides}
 
 
 def _run(graph, thread: str, value):
@@ -92,6 +96,8 @@ def _draft_id_from_results(request) -> dict:
 @pytest.mark.parametrize("send_decision", ["approve", "deny"])
 def test_summarize_alices_thread_draft_a_reply_and_send_only_after_confirmation(google_env, google_server, send_decision):
     env, server = google_env, google_env.server
+    # The policy lets drafts run by themselves, so the only reason to ask is the email the turn has read.
+    env.write_config(**_google_config(google_server, autonomy={"effects": {"email_draft": "auto"}}))
     thread_id = _alice(google_server)
     server.push(
         tool_call("gmail_search", query="from:alice", max_results=5),
@@ -103,7 +109,8 @@ def test_summarize_alices_thread_draft_a_reply_and_send_only_after_confirmation(
     result = _run(graph, "mail-flow", {"messages": [("user", "summarize the thread from Alice and draft a reply")]})
     # drafting asks too: the turn has read an email, which must never make Jarvis act by itself
     assert len(result.interrupts) == 1 and result.interrupts[0].value["tool"] == "gmail_draft_reply"
-    assert result.interrupts[0].value["escalated"] or "email_draft" in result.interrupts[0].value["reason"]
+    assert result.interrupts[0].value["escalated"] is True
+    assert "outside the conversation" in result.interrupts[0].value["reason"]
     result = _run(graph, "mail-flow", Command(resume={result.interrupts[0].id: {"decision": "approve"}}))
     assert not result.interrupts and len(google_server.drafts) == 1 and google_server.sent == []
     assert "shall I send it?" in result.value["messages"][-1].content

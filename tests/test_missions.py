@@ -163,7 +163,7 @@ def test_a_job_from_before_mission_env_reads_its_row(jarvis_env, workspace):
     svc = _svc(jarvis_env)
     row = svc.store.create(name="Old", plan="g", mode="mission", options={"workspace": str(workspace)},
                            context=["read_file"])
-    job = make_mission_nodes(svc.rt)[2]
+    job = make_mission_nodes(svc.rt).job
     for env in (None, mission_env(row, svc.rt.namespace(row))):
         task = JobTask(jorb_id=row.id, iteration=1, index=0, env=env,
                        job=Job(kind="read_file", params={"path": "main.py"}))

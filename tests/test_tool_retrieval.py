@@ -45,11 +45,23 @@ def test_the_planner_gets_a_dozen_tools_and_find_tools_reaches_the_rest(jarvis_e
 
 
 def test_small_catalogs_bind_everything_without_find_tools(jarvis_env):
+    """Up to planner.max_bound_tools tools are all bound and find_tools is not; one more and the planner gets
+    the best matches and find_tools instead."""
     state = ConversationState(messages=[HumanMessage(content="hi")])
-    rt = jarvis_env.graph().jarvis
-    tools = rt.tools_for_turn(state)
-    if len([t for t in rt.catalog.all() if t.name != "find_tools"]) <= jarvis_env.settings.planner.max_bound_tools:
-        assert "find_tools" not in [t.name for t in tools]
+    limit = jarvis_env.settings.planner.max_bound_tools
+    tools = build_catalog(static_tools(jarvis_env.settings))
+    assert len(tools) > limit
+
+    def bound(n: int) -> list[str]:
+        rt = jarvis_env.graph(catalog=ToolCatalog([StaticProvider("some", tools[:n])])).jarvis
+        return [t.name for t in rt.tools_for_turn(state)]
+
+    fits = bound(limit)
+    assert "find_tools" not in fits
+    assert {t.name for t in tools[:limit]} <= set(fits)
+    over = bound(limit + 1)
+    assert "find_tools" in over
+    assert len([n for n in over if n in {t.name for t in tools[:limit + 1]}]) <= limit
 
 
 def test_hybrid_ranking_with_embeddings(jarvis_env):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import operator
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, Literal, NamedTuple
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
@@ -155,7 +155,18 @@ def mission_env(row: Any, namespace: Namespace) -> MissionEnv:
                       autonomy=row.autonomy, allowed_tools=allowed)
 
 
-def make_mission_nodes(rt: JorbRuntime):
+class MissionNodes(NamedTuple):
+    """The mission graph's nodes and routers, by name (tests call one node directly)."""
+
+    plan: Callable[..., dict[str, Any]]
+    route: Callable[..., Any]
+    job: Callable[..., dict[str, Any]]
+    ask: Callable[..., dict[str, Any]]
+    after_ask: Callable[..., str]
+    finish: Callable[..., dict[str, Any]]
+
+
+def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
     cfg = rt.settings.jorbs
 
     def plan(state: MissionState, config: RunnableConfig) -> dict[str, Any]:
@@ -305,19 +316,19 @@ def make_mission_nodes(rt: JorbRuntime):
         rt.store.update(row.id, status="done", result={"summary": summary}, pause_reason=None)
         return {"outcome": "done", "summary": summary}
 
-    return plan, route, job, ask, after_ask, finish
+    return MissionNodes(plan=plan, route=route, job=job, ask=ask, after_ask=after_ask, finish=finish)
 
 
 def build_mission_graph(rt: JorbRuntime, checkpointer: Any):
-    plan, route, job, ask, after_ask, finish = make_mission_nodes(rt)
+    nodes = make_mission_nodes(rt)
     g = StateGraph(MissionState)
-    g.add_node("plan", plan)
-    g.add_node("job", job, input_schema=JobTask)
-    g.add_node("ask", ask)
-    g.add_node("finish", finish)
+    g.add_node("plan", nodes.plan)
+    g.add_node("job", nodes.job, input_schema=JobTask)
+    g.add_node("ask", nodes.ask)
+    g.add_node("finish", nodes.finish)
     g.add_edge(START, "plan")
-    g.add_conditional_edges("plan", route, ["job", "ask", "finish", "plan"])
+    g.add_conditional_edges("plan", nodes.route, ["job", "ask", "finish", "plan"])
     g.add_edge("job", "plan")
-    g.add_conditional_edges("ask", after_ask, ["plan", "finish"])
+    g.add_conditional_edges("ask", nodes.after_ask, ["plan", "finish"])
     g.add_edge("finish", END)
     return g.compile(checkpointer=checkpointer)

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 
 from mcp.server.fastmcp import FastMCP
 from mcp.types import ToolAnnotations
@@ -66,9 +67,11 @@ def build(only: set[str] | None = None) -> FastMCP:
 
     @tool()
     def garbage() -> str:
-        """Write a line that is not JSON-RPC on stdout, then answer."""
+        """Write a line that is not JSON-RPC on stdout, then wait: the client tears the session down on the
+        noise, so the call always ends on it, never on an answer that raced the teardown."""
         sys.stdout.buffer.write(b"this is not json-rpc, just noise\n")
         sys.stdout.buffer.flush()
+        time.sleep(30)
         return "said something odd"
 
     @tool()
