@@ -15,12 +15,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# System packages (bubblewrap for the sandbox, chromium for browser tests, postgresql for the storage tests).
+# System packages (bubblewrap and slirp4netns for the sandbox, chromium for browser tests, postgresql for the
+# storage tests).
 install-system:
 	@scripts/install-system-deps.sh
 
 run: install
-	@scripts/install-system-deps.sh bubblewrap
+	@scripts/install-system-deps.sh bubblewrap slirp4netns
 	$(VENV)/bin/jarvis run
 
 # The tests run in parallel (pytest-xdist, TEST_WORKERS processes), then those marked `solo` (timed against a

@@ -1,10 +1,14 @@
-"""A pids cgroup per sandboxed run: a process cap that holds for root too.
+"""A cgroup per sandboxed run: one bound on the whole process tree (memory, processes, CPU) that holds for root.
 
-RLIMIT_NPROC does not apply to uid 0 and counts per user, not per sandbox; a pids cgroup caps the processes
-(and threads) of exactly one run, whoever runs it, and lets the run be swept (every member killed) at the end.
-One is made where the cgroup file system lets this process make one: cgroup v1 with a writable `pids`
-hierarchy, or cgroup v2 where `pids` is enabled (or can be enabled) below this process's own cgroup.
-Elsewhere `PidsCgroup.create` returns None and the sandbox relies on its other caps.
+Per-process limits (RLIMIT_AS, RLIMIT_NPROC) do not bound a tree: eight children of 700 MB each stay under a
+1 GB RLIMIT_AS, and uid 0 ignores RLIMIT_NPROC. A cgroup does: `memory.max` counts every page the run's
+processes use, its tmpfs files (/tmp, /dev/shm, the work directory) included; `pids.max` counts its processes
+and threads; `cpu.max` keeps it to its share of the cores. It also lets the run be swept (every member killed).
+
+Each controller is taken where this process may make a child cgroup: a cgroup v1 hierarchy of that controller,
+or cgroup v2 where the controller is enabled (or can be) below this process's own cgroup. `RunCgroup.create`
+returns None when none of them can be had; `missing()` says which controllers are not available and why, so
+that the sandbox can say so at start-up and fall back to per-process limits.
 """
 
 from __future__ import annotations
@@ -16,13 +20,23 @@ import signal
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 PREFIX = "jarvis-sbx-"
-_unavailable: str | None = None  # why no cgroup can be made here (remembered: asked on every run)
+CONTROLLERS = ("pids", "memory", "cpu")
+CPU_PERIOD_US = 100_000
 _lock = threading.Lock()
+_parents: dict[str, tuple[Path, str] | str] | None = None  # controller -> (parent dir, version) or why not
+
+
+@dataclass(frozen=True)
+class CgroupLimits:
+    max_pids: int
+    memory_bytes: int
+    cpu_cores: float
 
 
 def _own_cgroups() -> tuple[dict[str, str], str | None]:
@@ -46,117 +60,156 @@ def _own_cgroups() -> tuple[dict[str, str], str | None]:
     return v1, v2
 
 
-def _mounts() -> tuple[Path | None, Path | None]:
-    """(the v1 pids hierarchy, the v2 unified hierarchy) mount points, from /proc/self/mountinfo."""
-    v1_pids: Path | None = None
+def _mounts() -> tuple[dict[str, Path], Path | None]:
+    """(v1 controller -> mount point, the v2 unified hierarchy), from /proc/self/mountinfo."""
+    v1: dict[str, Path] = {}
     v2: Path | None = None
     try:
         lines = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:
-        return None, None
+        return v1, None
     for line in lines:
         left, _, right = line.partition(" - ")
         fields, rfields = left.split(), right.split()
         if len(fields) < 5 or len(rfields) < 3:
             continue
         mount_point, fstype, options = fields[4], rfields[0], rfields[2]
-        if fstype == "cgroup" and "pids" in options.split(","):
-            v1_pids = Path(mount_point)
+        if fstype == "cgroup":
+            for c in CONTROLLERS:
+                if c in options.split(","):
+                    v1.setdefault(c, Path(mount_point))
         elif fstype == "cgroup2" and v2 is None:
             v2 = Path(mount_point)
-    return v1_pids, v2
+    return v1, v2
 
 
-def _parent_dir() -> tuple[Path, str] | str:
-    """Where to make the per-run cgroups (below this process's own cgroup) and the version, or why not."""
+def _find_parents() -> dict[str, tuple[Path, str] | str]:
+    """Where to make each controller's per-run cgroup (below this process's own cgroup), or why not."""
     if not Path("/proc/self/cgroup").exists():
-        return "no cgroups on this system"
+        return {c: "no cgroups on this system" for c in CONTROLLERS}
     own_v1, own_v2 = _own_cgroups()
-    v1_pids, v2 = _mounts()
-    if v1_pids is not None and "pids" in own_v1:
-        return v1_pids / own_v1["pids"].lstrip("/"), "v1"
+    v1_mounts, v2 = _mounts()
+    found: dict[str, tuple[Path, str] | str] = {}
+    v2_available: list[str] = []
+    v2_base: Path | None = None
     if v2 is not None and own_v2 is not None:
-        base = v2 / own_v2.lstrip("/")
-        controllers = (v2 / "cgroup.controllers") if own_v2 == "/" else (base / "cgroup.controllers")
+        v2_base = v2 / own_v2.lstrip("/")
         try:
-            if "pids" not in controllers.read_text().split():
-                return "the pids controller is not available in this cgroup (not delegated)"
-        except OSError as exc:
-            return f"cannot read {controllers}: {exc.strerror}"
-        return base, "v2"
-    return "no pids cgroup hierarchy is mounted"
+            v2_available = (v2_base / "cgroup.controllers").read_text().split()
+        except OSError:
+            v2_available = []
+    for c in CONTROLLERS:
+        if c in v1_mounts and c in own_v1:
+            parent = v1_mounts[c] / own_v1[c].lstrip("/")
+            found[c] = (parent, "v1") if os.access(parent, os.W_OK) else f"{parent} is not writable"
+        elif v2_base is not None and c in v2_available:
+            found[c] = (v2_base, "v2") if os.access(v2_base, os.W_OK) else f"{v2_base} is not writable"
+        else:
+            found[c] = f"the {c} controller is not available to this process (not delegated)"
+    return found
 
 
-class PidsCgroup:
-    """One run's cgroup. Put the run in it by writing its pid to `procs_file` before it forks anything."""
+def parents() -> dict[str, tuple[Path, str] | str]:
+    global _parents
+    with _lock:
+        if _parents is None:
+            _parents = _find_parents()
+            for controller, where in _parents.items():
+                if isinstance(where, tuple):
+                    _sweep_stale(where[0], where[1])
+        return _parents
 
-    def __init__(self, path: Path, version: str, max_pids: int):
-        self.path = path
-        self.version = version
-        self.max_pids = max_pids
+
+def missing() -> dict[str, str]:
+    """The controllers a run's cgroup will not have here, and why."""
+    return {c: why for c, why in parents().items() if isinstance(why, str)}
+
+
+class RunCgroup:
+    """One run's cgroups (one directory per v1 hierarchy, one for all of v2). Put the run in them by writing its
+    pid to each of `procs_files` before it forks anything."""
+
+    def __init__(self, dirs: dict[str, tuple[Path, str]], limits: CgroupLimits | None = None):
+        self.dirs = dirs  # controller -> (directory, version)
+        self.limits = limits
 
     @property
-    def procs_file(self) -> Path:
-        return self.path / "cgroup.procs"
+    def procs_files(self) -> list[Path]:
+        return sorted({d / "cgroup.procs" for d, _ in self.dirs.values()})
+
+    def _dir(self, controller: str) -> tuple[Path, str] | None:
+        return self.dirs.get(controller)
 
     @classmethod
-    def create(cls, max_pids: int) -> "PidsCgroup | None":
-        global _unavailable
-        with _lock:
-            if _unavailable is not None:
-                return None
-            found = _parent_dir()
-            if isinstance(found, str):
-                _unavailable = found
-                log.info("no pids cgroup for the sandbox: %s", found)
-                return None
-            parent, version = found
-            _sweep_stale(parent, version)
-        path = parent / f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        try:
-            path.mkdir()
-            if version == "v2" and not (path / "pids.max").exists():
-                try:
-                    (parent / "cgroup.subtree_control").write_text("+pids")
-                except OSError as exc:
-                    raise OSError(exc.errno, f"cannot enable pids below {parent}: {exc.strerror}") from None
-            (path / "pids.max").write_text(str(max_pids))
-        except OSError as exc:
-            with _lock:
-                _unavailable = f"cannot create a cgroup under {parent}: {exc.strerror or exc}"
-            log.info("no pids cgroup for the sandbox: %s", _unavailable)
+    def create(cls, limits: CgroupLimits) -> "RunCgroup | None":
+        name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        dirs: dict[str, tuple[Path, str]] = {}
+        made: list[Path] = []
+        for controller, where in parents().items():
+            if isinstance(where, str):
+                continue
+            parent, version = where
+            path = parent / name
             try:
-                path.rmdir()
-            except OSError:
-                pass
-            return None
-        return cls(path, version, max_pids)
+                if path not in made:
+                    path.mkdir()
+                    made.append(path)
+                if version == "v2" and not (path / f"{controller}.max").exists():
+                    (parent / "cgroup.subtree_control").write_text(f"+{controller}")
+                _set_limit(path, version, controller, limits)
+            except OSError as exc:
+                log.info("no %s cgroup for the sandbox under %s: %s", controller, parent, exc.strerror or exc)
+                with _lock:
+                    assert _parents is not None
+                    _parents[controller] = f"cannot use the {controller} controller under {parent}: " \
+                                           f"{exc.strerror or exc}"
+                continue
+            dirs[controller] = (path, version)
+        unused = [p for p in made if not any(d == p for d, _ in dirs.values())]
+        for p in unused:
+            _rmdir_quietly(p)
+        return cls(dirs, limits) if dirs else None
 
     def members(self) -> list[int]:
-        try:
-            return [int(p) for p in self.procs_file.read_text().split()]
-        except (OSError, ValueError):
-            return []
+        pids: set[int] = set()
+        for procs in self.procs_files:
+            try:
+                pids.update(int(p) for p in procs.read_text().split())
+            except (OSError, ValueError):
+                continue
+        return sorted(pids)
 
-    def limit_hits(self) -> int:
-        """How many times a fork was refused because the cap was reached."""
+    def _events(self, controller: str, file_v2: str, file_v1: str, key: str) -> int:
+        found = self._dir(controller)
+        if found is None:
+            return 0
+        path, version = found
         try:
-            for line in (self.path / "pids.events").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "max":
+            for line in (path / (file_v2 if version == "v2" else file_v1)).read_text().splitlines():
+                name, _, value = line.partition(" ")
+                if name == key:
                     return int(value)
         except (OSError, ValueError):
             pass
         return 0
 
+    def limit_hits(self) -> int:
+        """How many times a fork was refused because the process cap was reached."""
+        return self._events("pids", "pids.events", "pids.events", "max")
+
+    def oom_kills(self) -> int:
+        """How many of the run's processes the kernel killed for going over the memory limit."""
+        return self._events("memory", "memory.events", "memory.oom_control", "oom_kill")
+
     def kill_all(self) -> None:
-        kill_file = self.path / "cgroup.kill"
-        if self.version == "v2" and kill_file.exists():
-            try:
-                kill_file.write_text("1")
-                return
-            except OSError:
-                pass
+        for path, version in self.dirs.values():
+            kill_file = path / "cgroup.kill"
+            if version == "v2" and kill_file.exists():
+                try:
+                    kill_file.write_text("1")
+                    return
+                except OSError:
+                    pass
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:  # members may fork while being killed; the cap bounds how many
             pids = self.members()
@@ -170,21 +223,50 @@ class PidsCgroup:
             time.sleep(0.001)
 
     def remove(self) -> None:
-        """Kill what is left and remove the cgroup (retrying while killed members are being reaped)."""
+        """Kill what is left and remove the cgroups (retrying while killed members are being reaped)."""
         self.kill_all()
-        for _ in range(2000):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError as exc:
-                if exc.errno != errno.EBUSY:
-                    log.warning("could not remove %s: %s", self.path, exc)
-                    return
-                self.kill_all()
-                time.sleep(0.001)
-        log.warning("could not remove %s: still busy", self.path)
+        for path in sorted({d for d, _ in self.dirs.values()}):
+            for _ in range(2000):
+                try:
+                    path.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.EBUSY:
+                        log.warning("could not remove %s: %s", path, exc)
+                        break
+                    self.kill_all()
+                    time.sleep(0.001)
+            else:
+                log.warning("could not remove %s: still busy", path)
+
+
+def _set_limit(path: Path, version: str, controller: str, limits: CgroupLimits) -> None:
+    if controller == "pids":
+        (path / "pids.max").write_text(str(limits.max_pids))
+    elif controller == "memory" and version == "v2":
+        (path / "memory.max").write_text(str(limits.memory_bytes))
+        if (path / "memory.swap.max").exists():
+            (path / "memory.swap.max").write_text("0")
+    elif controller == "memory":
+        (path / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
+        if (path / "memory.memsw.limit_in_bytes").exists():  # with swap accounting: no swap beyond the limit
+            (path / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
+    elif controller == "cpu":
+        quota = max(1000, int(limits.cpu_cores * CPU_PERIOD_US))
+        if version == "v2":
+            (path / "cpu.max").write_text(f"{quota} {CPU_PERIOD_US}")
+        else:
+            (path / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+            (path / "cpu.cfs_quota_us").write_text(str(quota))
+
+
+def _rmdir_quietly(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
 
 
 def _sweep_stale(parent: Path, version: str) -> None:
@@ -200,7 +282,7 @@ def _sweep_stale(parent: Path, version: str) -> None:
             continue
         if owner == os.getpid() or _alive(owner):
             continue
-        PidsCgroup(entry, version, 0).remove()
+        RunCgroup({"pids": (entry, version)}).remove()
 
 
 def _alive(pid: int) -> bool:
@@ -211,10 +293,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def reset_cache() -> None:
-    """Forget a remembered failure (tests)."""
-    global _unavailable
-    with _lock:
-        _unavailable = None

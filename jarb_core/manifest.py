@@ -17,6 +17,7 @@ REQUIRED_EFFECT: dict[str, str | None] = {
     "network": "network",
     "fs_write": "fs_write",
     "subprocess": "subprocess",
+    "process_control": "subprocess",  # ending a process, sending or catching signals: a process's business
     "native_code": None,
     "dynamic_code": None,
 }
@@ -26,6 +27,7 @@ _MODULE_CAPS: dict[str, str] = {
                               "ftplib", "smtplib", "imaplib", "poplib", "telnetlib", "xmlrpc", "websocket",
                               "websockets", "paramiko", "socketserver", "asyncssh", "grpc")},
     **{m: "subprocess" for m in ("subprocess", "multiprocessing", "pty", "pexpect", "sh", "concurrent.futures.process")},
+    **{m: "process_control" for m in ("signal", "_signal", "faulthandler")},
     **{m: "native_code" for m in ("ctypes", "_ctypes", "cffi")},
     **{m: "dynamic_code" for m in ("importlib", "runpy", "code", "codeop", "marshal", "pickle", "shelve", "dill")},
 }
@@ -34,7 +36,8 @@ _CALL_CAPS: dict[str, str] = {
     **{f"os.{f}": "subprocess" for f in ("system", "popen", "fork", "forkpty", "execv", "execve", "execl", "execle",
                                          "execlp", "execlpe", "execvp", "execvpe", "spawnl", "spawnle", "spawnlp",
                                          "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe", "posix_spawn",
-                                         "posix_spawnp", "kill", "killpg")},
+                                         "posix_spawnp")},
+    **{f"os.{f}": "process_control" for f in ("abort", "kill", "killpg", "pidfd_open", "setsid", "setpgid")},
     **{f"os.{f}": "fs_write" for f in ("remove", "unlink", "rmdir", "removedirs", "rename", "renames", "replace",
                                        "mkdir", "makedirs", "chmod", "chown", "lchown", "truncate", "symlink", "link",
                                        "utime", "mkfifo", "write")},

@@ -13,9 +13,10 @@ Backends (see sandbox_backends.py): bubblewrap on Linux, sandbox-exec on macOS. 
 constructor refuses (SandboxUnavailable, with how to install bubblewrap) unless `required=False`; then the
 command runs with resource limits only and every result carries a warning saying so.
 
-Processes are capped by a pids cgroup made for the run where possible (it holds for root too), and by
-RLIMIT_NPROC under an unprivileged uid (when Jarvis runs as root the command drops to uid 65534: uid 0
-ignores RLIMIT_NPROC). When the run ends (or is killed) every process it left is killed.
+Each run gets a cgroup (cgroups.py) that bounds its whole process tree: memory (tmpfs files included),
+processes and CPU share; it holds for root too and lets every process the run left be killed at its end.
+Where a memory cgroup cannot be had, the sandbox says so once at start-up and lowers the per-process limits
+so that processes x memory stays under 1 GB. Sandboxed code never runs as host uid 0 (see sandbox_backends).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .cgroups import PidsCgroup
+from . import cgroups
+from .cgroups import CgroupLimits, RunCgroup
 from .sandbox_backends import (
     INSTALL_HINT,
     Bind,
@@ -42,6 +44,7 @@ from .sandbox_backends import (
     SeatbeltBackend,
     readable_by_others,
 )
+from .sandbox_network import NetworkHelper
 from .sandbox_process import SandboxProcess, SandboxProtocolError, SandboxResult, TextPipe
 
 __all__ = ["Bind", "Limits", "Sandbox", "SandboxProcess", "SandboxResult", "SandboxUnavailable", "SandboxProtocolError",
@@ -57,11 +60,20 @@ class Sandbox:
 
     def __init__(self, limits: Limits | None = None, *, required: bool = True, backend: str = "auto",
                  unprivileged_uid: int = NOBODY):
-        self.limits = limits or Limits()
         self.required = required
         self.unprivileged_uid = unprivileged_uid
         self._backend = self._choose(backend)
         self.backend = self._backend.name
+        self.tree_bound = sys.platform.startswith("linux") and "memory" not in cgroups.missing()
+        self.limits = self.bounded(limits or Limits())
+        if sys.platform.startswith("linux") and not self.tree_bound:
+            _warn_once("no memory cgroup for sandboxed runs (%s): each process is limited instead, with at most %d "
+                       "processes of %d MB", cgroups.missing().get("memory"), self.limits.max_processes,
+                       self.limits.memory_mb)
+
+    def bounded(self, limits: Limits) -> Limits:
+        """`limits` as they can hold here: without a memory cgroup, lowered so that processes x memory < 1 GB."""
+        return limits if self.tree_bound else limits.without_tree_bound()
 
     @property
     def python(self) -> str:
@@ -79,9 +91,13 @@ class Sandbox:
         if wanted in ("auto", "bubblewrap") and system == "Linux":
             bwrap = shutil.which("bwrap")
             if bwrap:
-                backend = self._bubblewrap(bwrap)
-                problem = _probe(backend)
-                if problem is None:
+                try:
+                    backend = self._bubblewrap(bwrap)
+                except SandboxUnavailable as exc:
+                    backend, problem = None, str(exc)
+                else:
+                    problem = _probe(backend)
+                if backend is not None and problem is None:
                     return backend
                 errors.append(f"bubblewrap is installed but cannot create a sandbox here: {problem}")
             else:
@@ -110,36 +126,41 @@ class Sandbox:
         setpriv = shutil.which("setpriv")
         if os.geteuid() == 0 and setpriv:
             drop = self.unprivileged_uid
-        return BubblewrapBackend(bwrap, drop_uid=drop, setpriv=setpriv, prlimit=shutil.which("prlimit"))
+        return BubblewrapBackend(bwrap, drop_uid=drop, setpriv=setpriv, prlimit=shutil.which("prlimit"),
+                                 network=NetworkHelper.find())
 
     # -- running ------------------------------------------------------------------------------------------
     def spawn(self, argv: Sequence[str], *, binds: Sequence[Bind] = (), workdir: Path | None = None,
               env: Mapping[str, str] | None = None, network: bool = False, limits: Limits | None = None,
-              stdin: bool = True, capture_stdout: bool = False, capture_stderr: bool = True, keep_uid: bool = False,
+              stdin: bool = True, capture_stdout: bool = False, capture_stderr: bool = True,
               hide: Sequence[Path] = ()) -> SandboxProcess:
         """Start `argv` in the sandbox and return at once (stdin/stdout pipes for a long-lived conversation).
 
         binds: host files/folders to show read-only (or writable) inside; a relative target lands in the work
-        directory. workdir: None for a private size-limited scratch directory, or a host folder to work in (when
-        Jarvis runs as root it is handed to the sandbox uid so the command can write there).
-        network: keep the host network (only for tools whose network access the user approved).
-        keep_uid: when Jarvis runs as root, run as root without capabilities instead of the unprivileged uid, so
-        writable binds of the user's folders work; a pids cgroup is then required. hide: host folders covered
-        by an empty tmpfs where binds would show them.
+        directory. When Jarvis runs as root the command runs as the unprivileged uid and writable binds are shown
+        to it as its own (idmapped mounts): their files keep their owner on disk. workdir: None for a private
+        size-limited scratch directory, or a host folder to work in (when Jarvis runs as root it is handed to
+        the sandbox uid so the command can write there). network: a network namespace of its own with egress
+        only (only for tools whose network access the user approved). hide: host folders or files kept out of
+        sight where binds would show them.
         """
-        limits = limits or self.limits
+        limits = self.bounded(limits or self.limits)
         if not argv:
             raise ValueError("no command given")
-        cgroup = PidsCgroup.create(limits.max_processes) if sys.platform.startswith("linux") else None
-        drops = getattr(self._backend, "drop_uid", None) is not None and not keep_uid
-        if cgroup is None and os.geteuid() == 0 and not drops:
+        cgroup = None
+        if sys.platform.startswith("linux"):
+            cgroup = RunCgroup.create(CgroupLimits(max_pids=limits.max_processes,
+                                                   memory_bytes=limits.memory_mb * 1024 * 1024,
+                                                   cpu_cores=limits.cpu_cores))
+        if (cgroup is None or "pids" not in cgroup.dirs) and os.geteuid() == 0 and \
+                getattr(self._backend, "drop_uid", None) is None:
             raise SandboxUnavailable(
                 "Cannot cap the number of processes: Jarvis runs as root, no pids cgroup can be made here and "
                 "`setpriv` (util-linux) is missing or cannot be used, so a fork bomb could take the machine down. "
                 "Install util-linux's setpriv, or run Jarvis as an ordinary user.")
         try:
             plan = self._backend.plan(list(argv), binds=binds, workdir=workdir, env=env, network=network, limits=limits,
-                                      cgroup_procs=cgroup.procs_file if cgroup else None, keep_uid=keep_uid, hide=hide)
+                                      cgroup_procs=cgroup.procs_files if cgroup else (), hide=hide)
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
@@ -151,10 +172,10 @@ class Sandbox:
 
     def run(self, argv: Sequence[str], *, input: bytes | None = None, binds: Sequence[Bind] = (),
             workdir: Path | None = None, env: Mapping[str, str] | None = None, network: bool = False,
-            limits: Limits | None = None, keep_uid: bool = False, hide: Sequence[Path] = ()) -> SandboxResult:
+            limits: Limits | None = None, hide: Sequence[Path] = ()) -> SandboxResult:
         """Run `argv` to completion and return what it did (stdout and stderr captured, capped)."""
         proc = self.spawn(argv, binds=binds, workdir=workdir, env=env, network=network, limits=limits,
-                          stdin=input is not None, capture_stdout=True, keep_uid=keep_uid, hide=hide)
+                          stdin=input is not None, capture_stdout=True, hide=hide)
         return proc.communicate(input)
 
     def with_limits(self, **changes: Any) -> Limits:
@@ -173,13 +194,23 @@ def script_spawner(settings: Any) -> Callable[[list[str]], TextPipe]:
     limits = Limits(cpu_seconds=c.cpu_seconds, memory_mb=c.memory_mb, max_processes=c.max_processes,
                     file_size_mb=c.file_size_mb, workdir_mb=c.workdir_mb,
                     wall_timeout_s=max(c.wall_timeout_s, script_timeout + 10), output_limit_kb=c.output_limit_kb,
-                    open_files=c.open_files)
+                    open_files=c.open_files, cpu_cores=c.cpu_cores, protocol_limit_mb=c.protocol_limit_mb)
     sandbox = Sandbox(limits, required=c.required, backend=c.backend, unprivileged_uid=c.unprivileged_uid)
 
     def spawn(argv: list[str]) -> TextPipe:
         return TextPipe(sandbox.spawn(argv, stdin=True, capture_stdout=False, capture_stderr=False))
 
     return spawn
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str, *args: Any) -> None:
+    text = message % args
+    if text not in _warned:
+        _warned.add(text)
+        log.warning(text)
 
 
 def _readable_by_nobody(path: str) -> bool:
@@ -195,7 +226,7 @@ def _probe(backend: BubblewrapBackend) -> str | None:
     key = (backend.bwrap, backend.drop_uid)
     if key in _probe_cache:
         return _probe_cache[key]
-    plan = backend.plan(["/bin/true"], binds=(), workdir=None, env=None, network=False, limits=Limits(), cgroup_procs=None)
+    plan = backend.plan(["/bin/true"], binds=(), workdir=None, env=None, network=False, limits=Limits())
     try:
         proc = subprocess.run(plan.argv, cwd=plan.cwd, env=plan.env, capture_output=True, timeout=20)
         problem = None if proc.returncode == 0 else (proc.stderr.decode("utf-8", "replace").strip() or

@@ -1,11 +1,16 @@
 """How each sandbox backend turns a command into an isolated process (the command line, cwd, env).
 
-bubblewrap (Linux): new mount, pid, ipc, uts, cgroup and (unless allowed) network namespaces; the root is
-an empty tmpfs remounted read-only after the system folders (/usr, /etc, ...) and the Python installation are
-bound read-only into it, so the home directory, /work, /var, /root... simply do not exist inside. The work
-directory is a size-limited tmpfs (or a host folder the caller asked for), /tmp a private size-limited tmpfs.
-Resource limits are set inside by `prlimit`; when Jarvis runs as root the command then drops to an
-unprivileged uid with `setpriv` (no capabilities, no new privileges), because uid 0 ignores RLIMIT_NPROC.
+bubblewrap (Linux): new mount, pid, ipc, uts, cgroup and network namespaces; the root is an empty tmpfs
+remounted read-only after the system folders (/usr, /etc, ...) and the Python installation are bound
+read-only into it, so the home directory, /work, /var, /root... simply do not exist inside. The work
+directory is a size-limited tmpfs (or a host folder the caller asked for); /tmp and /dev/shm are private
+size-limited tmpfs; /proc/sys, /proc/sysrq-trigger and their kind are read-only and /sys is absent.
+Resource limits are set inside by `prlimit`. When Jarvis runs as root, sandboxed code never keeps uid 0:
+the command drops to an unprivileged uid with `setpriv` (no capabilities, no new privileges), and the
+folders a tool may write are shown to that uid as its own through idmapped mounts (`_idmap_exec.py`), so
+nothing on disk changes owner. A tool whose network access the user approved gets a network namespace of
+its own with egress through slirp4netns (sandbox_network.py): the host's loopback services and abstract
+sockets stay out of reach.
 
 sandbox-exec (macOS): a Seatbelt profile that denies network, writes outside the work directory and /tmp,
 reads of the home directory, fork and exec of anything but the interpreter; limits by `_limits_exec.py`.
@@ -23,16 +28,21 @@ import stat
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .sandbox_network import NetworkHelper
 
 SCRATCH = "/sandbox"  # the work directory inside bubblewrap
-# Readable by root only: masked when the command keeps uid 0 (capabilities dropped, but file permissions still
-# let root's uid read them).
-ROOT_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
-                "/etc/ssh", "/etc/ssl/private", "/etc/security/opasswd")
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+# Kernel knobs under /proc, read-only inside whatever the uid (bubblewrap's own cover of them is skipped when
+# its write probe fails), and files of /proc that tell about the host's kernel, hidden (as container runtimes do).
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+PROC_HIDDEN = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug", "/proc/kallsyms")
 LIMITS_EXEC = Path(__file__).with_name("_limits_exec.py")
+IDMAP_EXEC = Path(__file__).with_name("_idmap_exec.py")
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,15 @@ class Limits:
     wall_timeout_s: float = 30.0
     output_limit_kb: int = 256
     open_files: int = 256
+    cpu_cores: float = 1.0  # the share of the machine's cores the whole run may use at once (cgroup cpu.max)
+    protocol_limit_mb: int = 8  # all a long-lived process (a jorb script) may write on its protocol pipe
+
+    def without_tree_bound(self) -> "Limits":
+        """The limits to use where no memory cgroup bounds the whole run: processes x memory under 1 GB."""
+        if self.memory_mb * self.max_processes <= 1024:
+            return self
+        processes = max(4, min(self.max_processes, 1024 // self.memory_mb))
+        return replace(self, max_processes=processes, memory_mb=min(self.memory_mb, 1024 // processes))
 
     def rlimits(self, *, nproc: bool) -> dict[str, tuple[int, int]]:
         """(soft, hard) per resource. The CPU hard limit is one second later, so SIGXCPU (a clear reason)
@@ -81,6 +100,7 @@ class LaunchPlan:
     workdir: str  # the work directory as the command sees it
     warnings: list[str] = field(default_factory=list)
     cleanup: list[Callable[[], None]] = field(default_factory=list)
+    network: Any = None  # sandbox_network.NetworkSetup: what to start once the sandbox's namespaces exist
 
 
 class SandboxUnavailable(RuntimeError):
@@ -91,6 +111,10 @@ INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`, Fedora: `sudo dnf install bubblewrap`, "
     "Arch: `sudo pacman -S bubblewrap`; `make install-system` does it where apt-get exists), or set "
     "`sandbox.required: false` in the config to run generated code with resource limits only (not isolated)"
+)
+NETWORK_HINT = (
+    "a tool with network access runs in a network namespace of its own, which needs slirp4netns: install it "
+    "(Debian/Ubuntu: `sudo apt-get install slirp4netns`; `make install-system` does it where apt-get exists)"
 )
 
 
@@ -149,25 +173,25 @@ def readable_by_others(path: Path, *, parents: bool = True) -> bool:
 class BubblewrapBackend:
     name = "bubblewrap"
 
-    def __init__(self, bwrap: str, *, drop_uid: int | None, setpriv: str | None, prlimit: str | None):
+    def __init__(self, bwrap: str, *, drop_uid: int | None, setpriv: str | None, prlimit: str | None,
+                 network: "NetworkHelper | None" = None):
+        if os.geteuid() == 0 and (drop_uid is None or setpriv is None):
+            raise SandboxUnavailable("Jarvis runs as root and `setpriv` (util-linux) is missing, so sandboxed code "
+                                     "would keep uid 0: install util-linux, or run Jarvis as an ordinary user")
         self.bwrap = bwrap
         self.drop_uid = drop_uid  # set when running as root: the uid the command runs as
         self.setpriv = setpriv
         self.prlimit = prlimit
+        self.network = network
 
     def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
-             network: bool, limits: Limits, cgroup_procs: Path | None, keep_uid: bool = False,
-             hide: Sequence[Path] = ()) -> LaunchPlan:
-        """keep_uid: run as the caller's uid even when it is root (capabilities dropped; the pids cgroup is then the
-        process cap): needed to write the caller's files through writable binds. hide: host folders to cover
-        with an empty tmpfs where a bind would show them (Jarvis' own data, for instance)."""
-        drop_uid = None if keep_uid else self.drop_uid
+             network: bool, limits: Limits, cgroup_procs: Sequence[Path] = (), hide: Sequence[Path] = ()) -> LaunchPlan:
+        """hide: host folders or files kept out of sight where a bind would show them (Jarvis' own config, data,
+        checkout and keyring, for instance): a folder is covered by an empty read-only tmpfs, a file by /dev/null."""
+        drop_uid = self.drop_uid
         inside_wd = str(workdir) if workdir is not None else SCRATCH
         args = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
-                "--die-with-parent", "--new-session", "--hostname", "jarvis-sandbox"]
-        if not network:
-            args.append("--unshare-net")
-        args.append("--clearenv")
+                "--unshare-net", "--die-with-parent", "--new-session", "--hostname", "jarvis-sandbox", "--clearenv"]
         for key, value in base_env(inside_wd, env).items():
             args += ["--setenv", key, value]
         for d in SYSTEM_DIRS:
@@ -175,13 +199,13 @@ class BubblewrapBackend:
                 args += ["--symlink", os.readlink(d), d]
             elif os.path.isdir(d):
                 args += ["--ro-bind", d, d]
-        if network:
-            resolv = Path("/etc/resolv.conf")
-            if resolv.is_symlink():  # e.g. /run/systemd/resolve/stub-resolv.conf
-                real = resolv.resolve().parent
-                args += ["--ro-bind-try", str(real), str(real)]
-        args += ["--proc", "/proc", "--dev", "/dev"]
         size = str(limits.workdir_mb * 1024 * 1024)
+        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
+        for knob in PROC_READ_ONLY:
+            args += ["--ro-bind-try", knob, knob]
+        for hidden in PROC_HIDDEN:
+            if os.path.exists(hidden):
+                args += ["--ro-bind", "/dev/null", hidden]
         args += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
         made: set[str] = {"/", "/tmp", "/proc", "/dev", *SYSTEM_DIRS}
 
@@ -207,45 +231,78 @@ class BubblewrapBackend:
         targets: list[str] = []
         for b in binds:
             target = _target(b, inside_wd)
-            if drop_uid is not None and not readable_by_others(b.source, parents=False):
+            if drop_uid is not None and not b.writable and not readable_by_others(b.source, parents=False):
                 raise ValueError(f"{b.source} is not readable by the sandbox user (uid {drop_uid}): "
                                  "make it and its folders world-readable, or bind a copy")
             mkdirs(target)
             args += ["--bind" if b.writable else "--ro-bind", str(b.source), target]
             targets.append(target)
-        # A bind of a folder holding the interpreter (say the home directory) must not make it writable, and a
-        # bind must not expose what the caller hides: both go back on top.
+        args += _hide_args(hide, targets)
+        # A bind of a folder holding the interpreter (say the home directory) must not make it writable, and
+        # hiding the checkout must not hide the interpreter inside it: it goes back on top, read-only.
         for d in pythons:
             if any(_under(d, t) for t in targets):
                 args += ["--ro-bind", d, d]
-        if drop_uid is None and os.geteuid() == 0:
-            for secret in ROOT_SECRETS:
-                if os.path.isdir(secret) and not os.path.islink(secret):
-                    args += ["--perms", "0700", "--tmpfs", secret, "--remount-ro", secret]
-                elif os.path.isfile(secret):
-                    args += ["--ro-bind", "/dev/null", secret]
-        for h in hide:
-            h_abs = os.path.abspath(h)
-            if any(_under(h_abs, t) and h_abs != t for t in targets) and os.path.isdir(h_abs):
-                args += ["--perms", "0700", "--tmpfs", h_abs, "--remount-ro", h_abs]
+        netns = None
+        if network:
+            if self.network is None:
+                raise SandboxUnavailable(NETWORK_HINT)
+            netns = self.network.prepare(args)
         args += ["--remount-ro", "/", "--chdir", inside_wd, "--"]
 
         inner: list[str] = []
         if self.prlimit:
-            inner += [self.prlimit, *_prlimit_args(limits.rlimits(nproc=drop_uid is not None or os.geteuid() != 0)),
-                      "--"]
+            inner += [self.prlimit, *_prlimit_args(limits.rlimits(nproc=True)), "--"]
         else:
             inner += [sys.executable, "-I", "-S", str(LIMITS_EXEC), json.dumps(limits.rlimits(nproc=True)), "--"]
         if drop_uid is not None:
-            uid = str(drop_uid)
-            inner += [self.setpriv or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                      "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-        elif os.geteuid() == 0:
-            args[1:1] = ["--cap-drop", "ALL"]
-        full = [*args, *inner, *argv]
-        if cgroup_procs is not None:
+            inner += _setpriv(self.setpriv, drop_uid)
+        full = [*_idmap_prefix(binds, drop_uid), *args, *inner, *argv]
+        if cgroup_procs:
             full = _join_cgroup(cgroup_procs, full)
-        return LaunchPlan(argv=full, cwd="/", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, workdir=inside_wd)
+        plan = LaunchPlan(argv=full, cwd="/", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                          workdir=inside_wd)
+        if netns is not None:
+            plan.network = netns
+        return plan
+
+
+def _setpriv(setpriv: str | None, uid: int) -> list[str]:
+    return [setpriv or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def _idmap_prefix(binds: Sequence[Bind], drop_uid: int | None) -> list[str]:
+    """When the command drops to `drop_uid`, the writable binds it does not own are shown to it as its own
+    (idmapped mounts made by `_idmap_exec.py` in a private mount namespace, before the rest runs)."""
+    if drop_uid is None:
+        return []
+    paths = []
+    for b in binds:
+        if not b.writable:
+            continue
+        source = os.path.abspath(b.source)
+        st = os.stat(source)
+        if st.st_uid != drop_uid:
+            paths.append([source, st.st_uid, st.st_gid])
+    if not paths:
+        return []
+    spec = {"uid": drop_uid, "gid": drop_uid, "paths": paths}
+    return [sys.executable, "-I", "-S", str(IDMAP_EXEC), json.dumps(spec), "--"]
+
+
+def _hide_args(hide: Sequence[Path], targets: Sequence[str]) -> list[str]:
+    """Cover each hidden path that a bind shows (strictly inside a bound target)."""
+    args: list[str] = []
+    for h in hide:
+        h_abs = os.path.abspath(h)
+        if not any(_under(h_abs, t) and h_abs != t for t in targets):
+            continue
+        if os.path.isdir(h_abs):
+            args += ["--perms", "0700", "--tmpfs", h_abs, "--remount-ro", h_abs]
+        elif os.path.exists(h_abs):
+            args += ["--ro-bind", "/dev/null", h_abs]
+    return args
 
 
 def _give_to(folder: Path, uid: int) -> None:
@@ -265,9 +322,12 @@ def _prlimit_args(values: Mapping[str, tuple[int, int]]) -> list[str]:
     return [f"--{k}={soft}:{hard}" for k, (soft, hard) in values.items()]
 
 
-def _join_cgroup(procs_file: Path, argv: list[str]) -> list[str]:
-    """Enter the cgroup before anything else runs, then become the command (no window to fork outside)."""
-    return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(procs_file), *argv]
+def _join_cgroup(procs_files: Sequence[Path], argv: list[str]) -> list[str]:
+    """Enter the run's cgroups before anything else runs, then become the command (no window to fork outside).
+    One procs file per hierarchy (cgroup v1 has one per controller; v2 one in all)."""
+    joins = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(procs_files)))
+    script = f'{joins} && shift {len(procs_files)} && exec "$@"'
+    return ["/bin/sh", "-c", script, "sh", *(str(p) for p in procs_files), *argv]
 
 
 # -- macOS sandbox-exec ----------------------------------------------------------------------------
@@ -342,20 +402,13 @@ class HostDirBackend:
             return [self.prlimit, *_prlimit_args(limits.rlimits(nproc=nproc)), "--"]
         return [sys.executable, "-I", "-S", str(LIMITS_EXEC), json.dumps(limits.rlimits(nproc=nproc)), "--"]
 
-    def _drop(self) -> list[str]:
-        if self.drop_uid is None:
-            return []
-        uid = str(self.drop_uid)
-        return [self.setpriv or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-
     def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
-             network: bool, limits: Limits, cgroup_procs: Path | None, keep_uid: bool = False,
-             hide: Sequence[Path] = ()) -> LaunchPlan:
+             network: bool, limits: Limits, cgroup_procs: Sequence[Path] = (), hide: Sequence[Path] = ()) -> LaunchPlan:
         cleanup: list[Callable[[], None]] = []
         wd, tmp = self._workdir(workdir, binds, cleanup)
-        full = [*self._limits_prefix(limits), *([] if keep_uid else self._drop()), *argv]
-        if cgroup_procs is not None:
+        drop = [] if self.drop_uid is None else _setpriv(self.setpriv, self.drop_uid)
+        full = [*_idmap_prefix(binds, self.drop_uid), *self._limits_prefix(limits), *drop, *argv]
+        if cgroup_procs:
             full = _join_cgroup(cgroup_procs, full)
         e = base_env(wd, env)
         e["TMPDIR"] = tmp
@@ -372,8 +425,7 @@ class SeatbeltBackend(HostDirBackend):
         self.sandbox_exec = sandbox_exec
 
     def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
-             network: bool, limits: Limits, cgroup_procs: Path | None, keep_uid: bool = False,
-             hide: Sequence[Path] = ()) -> LaunchPlan:
+             network: bool, limits: Limits, cgroup_procs: Sequence[Path] = (), hide: Sequence[Path] = ()) -> LaunchPlan:
         cleanup: list[Callable[[], None]] = []
         wd, tmp = self._workdir(workdir, binds, cleanup)
         readable = [*python_dirs(), *(str(b.source) for b in binds if b.target is None or b.target.startswith("/")),

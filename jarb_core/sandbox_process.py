@@ -3,6 +3,7 @@ SandboxResult (return code, captured output, and the reasons it failed in plain 
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -14,7 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .cgroups import PidsCgroup
+from .cgroups import RunCgroup
+from .sandbox_network import NetworkSetupError
 from .sandbox_backends import LaunchPlan, Limits
 
 log = logging.getLogger(__name__)
@@ -55,13 +57,17 @@ class SandboxResult:
         return "; ".join(self.reasons) or f"exited with status {self.returncode}"
 
 
-def _explain(returncode: int | None, killed: str | None, limits: Limits, output: bytes, hits: int) -> list[str]:
+def _explain(returncode: int | None, killed: str | None, limits: Limits, output: bytes, hits: int,
+             oom_kills: int = 0) -> list[str]:
     reasons: list[str] = []
+    if oom_kills:
+        reasons.append(f"it ran out of memory: its processes together went over the memory limit of "
+                       f"{limits.memory_mb} MB")
     if killed == "timeout":
         reasons.append(f"stopped after the wall timeout of {limits.wall_timeout_s:g} s")
     elif killed == "output_limit":
         reasons.append(f"stopped: it wrote more than the output limit of {limits.output_limit_kb} KB")
-    elif killed:
+    elif killed and killed != "memory_limit":  # memory_limit: said below, from the cgroup's count
         reasons.append(f"stopped: {killed}")
     if hits:
         reasons.append(f"it tried to start more than {limits.max_processes} processes (the process limit)")
@@ -75,13 +81,17 @@ def _explain(returncode: int | None, killed: str | None, limits: Limits, output:
         reasons.append(f"it used more than the CPU limit of {limits.cpu_seconds} s")
     elif sig == signal.SIGXFSZ or b"File too large" in tail:
         reasons.append(f"it wrote a file larger than the file size limit of {limits.file_size_mb} MB")
+    elif sig == signal.SIGKILL and killed is None and oom_kills:
+        pass
     elif sig == signal.SIGKILL and killed is None:
         reasons.append(f"it was killed (SIGKILL): the CPU limit ({limits.cpu_seconds} s) or memory ran out")
     elif sig is not None and killed is None:
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
         reasons.append(f"it was killed by {name}")
-    if b"MemoryError" in tail or b"Cannot allocate memory" in tail:
+    if (b"MemoryError" in tail or b"Cannot allocate memory" in tail) and not oom_kills:
         reasons.append(f"it ran out of memory (the memory limit is {limits.memory_mb} MB)")
+    if b"jarvis-idmap: " in tail:
+        reasons.append(tail.split(b"jarvis-idmap: ", 1)[1].split(b"\n", 1)[0].decode("utf-8", "replace"))
     if b"No space left on device" in tail:
         reasons.append(f"it filled its work space (limit {limits.workdir_mb} MB)")
     if not reasons and returncode not in (0, None):
@@ -143,7 +153,7 @@ class SandboxProcess:
     """A running sandboxed command. `stdin`/`stdout` are pipes when asked for (Popen-style); stderr is always
     captured (capped). `wait()` returns the SandboxResult and cleans up; the context manager kills on exit."""
 
-    def __init__(self, plan: LaunchPlan, *, backend: str, limits: Limits, cgroup: PidsCgroup | None,
+    def __init__(self, plan: LaunchPlan, *, backend: str, limits: Limits, cgroup: RunCgroup | None,
                  pipe_stdin: bool, capture_stdout: bool, capture_stderr: bool = True):
         self.backend = backend
         self.limits = limits
@@ -157,15 +167,22 @@ class SandboxProcess:
         self.result: SandboxResult | None = None
         self._budget = _Budget(limits.output_limit_kb * 1024)
         self._buffer = b""
+        self._network = plan.network
         try:
             self._popen = subprocess.Popen(
                 plan.argv, cwd=plan.cwd, env=plan.env, start_new_session=True, close_fds=True,
+                pass_fds=self._network.child_fds if self._network is not None else (),
                 stdin=subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )
         except BaseException:
             self._cleanup()
             raise
+        if self._network is not None:
+            try:
+                self._network.start()
+            except (NetworkSetupError, OSError) as exc:
+                self.kill(f"its network could not be set up: {exc}")
         self.pid = self._popen.pid
         self.stdin: IO[bytes] | None = self._popen.stdin
         self._err: _Capture | None = None
@@ -187,6 +204,10 @@ class SandboxProcess:
         self._timer.start()
 
     # -- control ---------------------------------------------------------------------------------------
+    @property
+    def stopped(self) -> str | None:
+        return self._killed
+
     def poll(self) -> int | None:
         return self._popen.poll()
 
@@ -217,13 +238,16 @@ class SandboxProcess:
         if self._out is not None:
             self._out.join(5)
         hits = self._cgroup.limit_hits() if self._cgroup is not None else 0
+        oom_kills = self._cgroup.oom_kills() if self._cgroup is not None else 0
         stderr = self._err.data if self._err is not None else b""
         stdout = self._out.data if self._out is not None else b""
+        if oom_kills and self._killed is None:
+            self._killed = "memory_limit"  # a process of the run was killed for memory: the run did not succeed
         killed = self._killed
         self.result = SandboxResult(
             returncode=returncode, stdout=stdout, stderr=stderr, duration_s=time.monotonic() - self._started,
             backend=self.backend, killed=killed,
-            reasons=_explain(returncode, killed, self.limits, stdout[-20000:] + stderr[-20000:], hits),
+            reasons=_explain(returncode, killed, self.limits, stdout[-20000:] + stderr[-20000:], hits, oom_kills),
             truncated=self._budget.overflowed, warnings=self.warnings, process_limit_hits=hits,
         )
         self._cleanup()
@@ -241,6 +265,8 @@ class SandboxProcess:
         return self.wait()
 
     def _cleanup(self) -> None:
+        if self._network is not None:
+            self._network.close()
         if self._cgroup is not None:
             self._cgroup.remove()
             self._cgroup = None
@@ -319,20 +345,63 @@ class SandboxProcess:
         self.close(grace_s=0.0 if exc and exc[0] is not None else 2.0)
 
 
+class _BudgetedReader(io.RawIOBase):
+    """A pipe from the sandbox read with a byte budget: past it the run is stopped (with `reason`) and the
+    reader sees the end of the stream, so nothing the sandbox writes can grow this process without bound."""
+
+    def __init__(self, stream: IO[bytes], budget: int, stop):
+        self._fd = stream.fileno()
+        self._stream = stream
+        self._left = budget
+        self._stop = stop
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._left <= 0:
+            return 0
+        data = os.read(self._fd, min(len(buffer), self._left + 1, 65536))
+        if len(data) > self._left:
+            self._left = 0
+            self._stop()
+            return 0
+        self._left -= len(data)
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            super().close()
+
+
 class TextPipe:
     """A SandboxProcess seen as a text-mode `subprocess.Popen`: `stdin`/`stdout`/`stderr` line streams, `poll()`,
-    `kill()`, `wait(timeout) -> returncode`. What orchestrator.jorbs' script runner expects of a child."""
+    `kill()`, `wait(timeout) -> returncode`. What orchestrator.jorbs' script runner expects of a child.
+
+    Both pipes from the sandbox are read with a byte budget (`limits.protocol_limit_mb` for stdout, the
+    protocol; `limits.output_limit_kb` for stderr): past it the run is stopped and `stopped` says why."""
 
     def __init__(self, proc: SandboxProcess):
-        import io
-
         if proc.stdin is None or proc.stdout is None or proc.stderr is None:
             raise ValueError("TextPipe needs a process spawned with stdin, stdout and stderr as pipes")
         self.process = proc
         self.pid = proc.pid
+        limits = proc.limits
+        out = _BudgetedReader(proc.stdout, limits.protocol_limit_mb * 1024 * 1024, lambda: proc.kill(
+            f"it wrote more than {limits.protocol_limit_mb} MB to Jarvis (sandbox.protocol_limit_mb)"))
+        err = _BudgetedReader(proc.stderr, limits.output_limit_kb * 1024, lambda: proc.kill(
+            f"it wrote more than the output limit of {limits.output_limit_kb} KB (sandbox.output_limit_kb)"))
         self.stdin = io.TextIOWrapper(proc.stdin, encoding="utf-8", line_buffering=True, write_through=True)
-        self.stdout = io.TextIOWrapper(proc.stdout, encoding="utf-8", errors="replace")
-        self.stderr = io.TextIOWrapper(proc.stderr, encoding="utf-8", errors="replace")
+        self.stdout = io.TextIOWrapper(io.BufferedReader(out), encoding="utf-8", errors="replace")
+        self.stderr = io.TextIOWrapper(io.BufferedReader(err), encoding="utf-8", errors="replace")
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the sandbox stopped the run (a budget, the wall timeout...), if it did."""
+        return self.process.stopped
 
     def poll(self) -> int | None:
         return self.process.poll()

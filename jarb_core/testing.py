@@ -148,7 +148,7 @@ def call_tool(sandbox: Sandbox, name: str, module_code: str, arguments: Mapping[
     with Staging({f"{name}.py": module_code, "_jarb_call.py": _runner_source()}) as stage:
         result = sandbox.run([sandbox.python, "-I", "-S", "-B", "_jarb_call.py", name, *site_dirs()],
                              input=json.dumps(dict(arguments)).encode(), binds=[*binds_extra, *stage.binds()],
-                             network=network, limits=limits, keep_uid=bool(binds_extra), hide=hide)
+                             network=network, limits=limits, hide=hide)
     lines = [ln for ln in result.stdout_text.splitlines() if ln.strip()]
     answer: dict[str, Any] | None = None
     if lines:

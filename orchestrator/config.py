@@ -140,6 +140,8 @@ class SandboxConfig(_Section):
     wall_timeout_s: float = Field(30.0, gt=0)
     output_limit_kb: int = Field(256, gt=0)
     open_files: int = Field(256, gt=0)
+    cpu_cores: float = Field(1.0, gt=0, description="the cores a sandboxed run's processes may use at once")
+    protocol_limit_mb: int = Field(8, gt=0, description="all a jorb script may write to Jarvis in one run")
     unprivileged_uid: int = Field(65534, gt=0, description="the uid sandboxed code runs as when Jarvis runs as root")
 
 

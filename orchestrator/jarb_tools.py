@@ -9,13 +9,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from pathlib import Path
 
 from jarb_core.factory import ToolFactory
 from jarb_core.loader import GeneratedToolProvider
 from jarb_core.registry import ToolRegistry
 from jarb_core.sandbox import Limits, Sandbox
 
-from .config import Settings
+from .config import REPO_ROOT, Settings
 from .storage import TOOL_REGISTRY_DB, engine_for
 
 _sandboxes: dict[tuple, Sandbox] = {}
@@ -26,7 +27,26 @@ def sandbox_limits(settings: Settings) -> Limits:
     c = settings.sandbox
     return Limits(cpu_seconds=c.cpu_seconds, memory_mb=c.memory_mb, max_processes=c.max_processes,
                   file_size_mb=c.file_size_mb, workdir_mb=c.workdir_mb, wall_timeout_s=c.wall_timeout_s,
-                  output_limit_kb=c.output_limit_kb, open_files=c.open_files)
+                  output_limit_kb=c.output_limit_kb, open_files=c.open_files, cpu_cores=c.cpu_cores,
+                  protocol_limit_mb=c.protocol_limit_mb)
+
+
+# What a key or a password may sit in, under the home directory (hidden from tools even when a root holds them).
+KEY_STORES = (".local/share/python_keyring", ".config/python_keyring", ".local/share/keyrings", ".ssh", ".gnupg",
+              ".password-store", ".config/gcloud", ".aws", ".netrc")
+
+
+def protected_paths(settings: Settings) -> list[Path]:
+    """What a generated tool must never see, even inside a folder it may write: Jarvis's data, tools, config
+    and checkout (a tool could otherwise turn the autonomy policy off, or rewrite Jarvis), and key stores."""
+    paths = [settings.data_dir, settings.tools_dir, REPO_ROOT]
+    if settings.source_path is not None:
+        paths += [settings.source_path, settings.source_path.parent]
+    if settings.google.client_secrets is not None:
+        paths.append(settings.google.client_secrets)
+    home = Path.home()
+    paths += [home / p for p in KEY_STORES]
+    return paths
 
 
 def call_limits(settings: Settings) -> Limits:
@@ -56,7 +76,7 @@ def generated_provider(settings: Settings) -> GeneratedToolProvider:
     return GeneratedToolProvider(lambda: open_registry(settings), lambda: make_sandbox(settings),
                                  trust_after=settings.jarb.trust_after, call_limits=call_limits(settings),
                                  file_roots=settings.fs.roots,
-                                 protected=[settings.data_dir, settings.tools_dir])
+                                 protected=protected_paths(settings))
 
 
 def make_factory(settings: Settings, taken_names: Callable[[], Iterable[str]] = lambda: ()) -> ToolFactory:

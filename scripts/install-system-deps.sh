@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Jarvis uses, where apt-get is available; says what to do where it is not.
-# Usage: install-system-deps.sh [bubblewrap] [chromium] [postgresql]   (no argument: all of them)
+# Usage: install-system-deps.sh [bubblewrap] [slirp4netns] [chromium] [postgresql]   (no argument: all of them)
 set -u
 wanted=("$@")
-[ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap chromium postgresql)
+[ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap slirp4netns chromium postgresql)
 
 have() {
   case "$1" in
     bubblewrap) command -v bwrap >/dev/null 2>&1 ;;
+    slirp4netns) command -v slirp4netns >/dev/null 2>&1 ;;
     chromium) command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ;;
     postgresql) ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 ;;
   esac
@@ -15,6 +16,7 @@ have() {
 why() {
   case "$1" in
     bubblewrap) echo "the sandbox that runs generated tools and jorb scripts" ;;
+    slirp4netns) echo "network for the generated tools whose network access you approved, outside the host's network namespace" ;;
     chromium) echo "the browser tests of the web UI" ;;
     postgresql) echo "the PostgreSQL storage tests" ;;
   esac

@@ -208,24 +208,38 @@ def test_no_backend_needs_required_false():
 
 
 @needs_bwrap
-@pytest.mark.skipif(os.geteuid() != 0, reason="only root's own uid could read these")
-def test_keeping_root_uid_masks_root_only_files(sandbox, tmp_path):
-    result = py(sandbox, """
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root Jarvis has a uid 0 to give away")
+def test_a_writable_folder_never_means_uid_0(sandbox, tmp_path):
+    """As root, a writable bind used to keep uid 0 (capabilities dropped, yet uid 0 may write sysctls). Now the
+    command runs as the unprivileged uid and sees the folder as its own through an idmapped mount: what it
+    writes lands owned by the folder's owner, and nothing else of root's is within reach."""
+    (tmp_path / "mine.txt").write_text("root's file\n")
+    (tmp_path / "mine.txt").chmod(0o644)
+    result = py(sandbox, f"""
         import os
+        print(os.getuid(), os.geteuid())
+        open({str(tmp_path)!r} + "/mine.txt", "a").write("appended\\n")
+        open({str(tmp_path)!r} + "/new.txt", "w").write("made")
+        for path in ("/etc/shadow", "/proc/sys/kernel/core_pattern"):
+            try:
+                open(path, "r+")
+                print(path, "opened")
+            except OSError as exc:
+                print(path, exc.strerror)
         try:
-            shadow = open("/etc/shadow").read()
-        except OSError as exc:
-            shadow = exc.strerror
-        print(repr(shadow), os.listdir("/etc/ssh") if os.path.isdir("/etc/ssh") else [], os.getuid())
-        try:
-            os.setuid(5)
+            os.setuid(0)
         except PermissionError as exc:
-            print("no capabilities:", exc.strerror)
-    """, binds=[Bind(tmp_path, writable=True)], keep_uid=True)
+            print("setuid:", exc.strerror)
+    """, binds=[Bind(tmp_path, writable=True)])
     assert result.ok, result.stderr_text
-    first, second = result.stdout_text.splitlines()
-    assert first in ("'' [] 0", "'Permission denied' [] 0")  # uid 0, yet the root-only files are masked
-    assert second == "no capabilities: Operation not permitted"
+    lines = result.stdout_text.splitlines()
+    assert lines[0] == "65534 65534"
+    assert lines[1] in ("/etc/shadow Permission denied", "/etc/shadow No such file or directory")
+    assert lines[2] in ("/proc/sys/kernel/core_pattern Read-only file system",
+                        "/proc/sys/kernel/core_pattern Permission denied")
+    assert lines[3] == "setuid: Operation not permitted"
+    assert (tmp_path / "mine.txt").read_text() == "root's file\nappended\n"
+    assert (tmp_path / "new.txt").stat().st_uid == 0 and (tmp_path / "mine.txt").stat().st_uid == 0
 
 
 @needs_bwrap

@@ -111,7 +111,11 @@ def run_script(
             if line is None:
                 proc.wait(timeout=5)
                 tail = "".join(stderr)[-1500:]
-                outcome.error = f"the script process ended without a result (exit code {proc.poll()}). {tail}".strip()
+                stopped = getattr(proc, "stopped", None)  # the sandbox stopped it (a byte budget, its timeout)
+                if stopped:
+                    outcome.error = f"the script was stopped: {stopped}. {tail}".strip()
+                else:
+                    outcome.error = f"the script process ended without a result (exit code {proc.poll()}). {tail}".strip()
                 return outcome
             try:
                 msg = json.loads(line)

@@ -1,0 +1,167 @@
+"""Network for a sandboxed tool whose network access the user approved, without the host's network namespace.
+
+Sharing the host's namespace would let the tool reach every loopback service (Jarvis's own server among them)
+and the host's abstract unix sockets (X11, D-Bus class). Instead the sandbox keeps a namespace of its own and
+slirp4netns gives it egress: a user-mode TCP/IP stack in this process's namespace that forwards the sandbox's
+connections as ordinary sockets of the host, with `--disable-host-loopback` so that the host's 127.0.0.0/8 is
+not reachable through it. Inside, the tool sees a `tap0` interface, a default route and a DNS forwarder at
+10.0.2.3 (written into the sandbox's /etc/resolv.conf).
+
+How it is wired to bubblewrap: `--info-fd` tells the pid of the sandbox once its namespaces exist and
+`--block-fd` holds the command back until slirp4netns says (on `--ready-fd`) that the network is up; the
+sandbox's end is then released. `--exit-fd` stops slirp4netns when the run's end closes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+SLIRP_DNS = "10.0.2.3"
+SETUP_TIMEOUT_S = 10.0
+_resolv_lock = threading.Lock()
+_resolv_path: str | None = None
+
+
+class NetworkSetupError(RuntimeError):
+    """The sandbox's network could not be brought up; the message says why."""
+
+
+def _resolv_conf() -> str:
+    """A resolv.conf naming slirp4netns's DNS forwarder (one per process, world-readable)."""
+    global _resolv_path
+    with _resolv_lock:
+        if _resolv_path is None or not os.path.exists(_resolv_path):
+            fd, path = tempfile.mkstemp(prefix="jarvis-resolv-", suffix=".conf")
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"nameserver {SLIRP_DNS}\n")
+            os.chmod(path, 0o644)
+            _resolv_path = path
+        return _resolv_path
+
+
+@dataclass
+class NetworkSetup:
+    """One run's network: the pipes shared with bubblewrap, then the slirp4netns process."""
+
+    slirp4netns: str
+    info_r: int
+    info_w: int
+    block_r: int
+    block_w: int
+    process: subprocess.Popen | None = None
+    exit_w: int | None = None
+    closed: bool = field(default=False)
+
+    @property
+    def child_fds(self) -> tuple[int, int]:
+        """The fds bubblewrap inherits."""
+        return self.info_w, self.block_r
+
+    def start(self, timeout_s: float = SETUP_TIMEOUT_S) -> None:
+        """After the sandbox was started: bring its network up, then let its command run."""
+        os.close(self.info_w)
+        os.close(self.block_r)
+        self.info_w = self.block_r = -1
+        deadline = time.monotonic() + timeout_s
+        info = _read_until(self.info_r, deadline, lambda data: b"}" in data)
+        try:
+            pid = int(json.loads(info.decode())["child-pid"])
+        except (ValueError, KeyError, UnicodeDecodeError) as exc:
+            raise NetworkSetupError(f"bubblewrap did not say where the sandbox is ({exc}): {info[:200]!r}") from None
+        ready_r, ready_w = os.pipe()
+        exit_r, self.exit_w = os.pipe()
+        argv = [self.slirp4netns, "--configure", "--mtu=65520", "--disable-host-loopback",
+                f"--ready-fd={ready_w}", f"--exit-fd={exit_r}"]
+        if os.geteuid() != 0:  # bubblewrap made a user namespace: join it to configure the network namespace
+            argv.append(f"--userns-path=/proc/{pid}/ns/user")
+        argv += [str(pid), "tap0"]
+        try:
+            self.process = subprocess.Popen(argv, pass_fds=(ready_w, exit_r), stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        finally:
+            os.close(ready_w)
+            os.close(exit_r)
+        try:
+            ready = _read_until(ready_r, deadline, lambda data: len(data) >= 1)
+        finally:
+            os.close(ready_r)
+        if ready != b"1":
+            raise NetworkSetupError("slirp4netns did not bring the sandbox's network up: " + self._slirp_error())
+        os.write(self.block_w, b"1")
+        os.close(self.block_w)
+        self.block_w = -1
+
+    def _slirp_error(self) -> str:
+        if self.process is None:
+            return "it did not start"
+        try:
+            self.process.wait(1)
+            err = self.process.stderr.read().decode("utf-8", "replace") if self.process.stderr else ""
+        except subprocess.TimeoutExpired:
+            err = ""
+        return err.strip()[-500:] or f"exit status {self.process.returncode}"
+
+    def close(self) -> None:
+        """Stop slirp4netns (closing its exit fd) and release every fd still held."""
+        if self.closed:
+            return
+        self.closed = True
+        for fd in (self.info_r, self.info_w, self.block_r, self.block_w, self.exit_w):
+            if fd is not None and fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        if self.process is not None:
+            try:
+                self.process.wait(2)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            if self.process.stderr is not None:
+                self.process.stderr.close()
+
+
+def _read_until(fd: int, deadline: float, done) -> bytes:
+    data = b""
+    while not done(data):
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            raise NetworkSetupError("the sandbox's network did not come up in time")
+        ready, _, _ = select.select([fd], [], [], wait)
+        if not ready:
+            continue
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+class NetworkHelper:
+    """Adds what a networked run needs to a bubblewrap command line."""
+
+    def __init__(self, slirp4netns: str):
+        self.slirp4netns = slirp4netns
+
+    @classmethod
+    def find(cls) -> "NetworkHelper | None":
+        found = shutil.which("slirp4netns")
+        return cls(found) if found else None
+
+    def prepare(self, args: list[str]) -> NetworkSetup:
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        setup = NetworkSetup(self.slirp4netns, info_r, info_w, block_r, block_w)
+        # where /etc/resolv.conf is a symlink (systemd-resolved), the file it points to is the one to replace
+        resolv = os.path.realpath("/etc/resolv.conf") if os.path.islink("/etc/resolv.conf") else "/etc/resolv.conf"
+        args += ["--info-fd", str(info_w), "--block-fd", str(block_r), "--ro-bind", _resolv_conf(), resolv]
+        return setup
