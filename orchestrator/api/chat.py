@@ -22,6 +22,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel, Field, model_validator
 
+from ..answers import AnswerRefused, check_decision
 from ..confirmations import list_pending
 from ..executor import Decision
 from ..live_turns import TurnBusy
@@ -204,16 +205,12 @@ async def resume(body: ResumeIn, thread_id: ThreadId, ctx: AppContext = Depends(
         raise HTTPException(400, f"Answer every pending confirmation of the turn together; missing: {', '.join(missing)}.")
     decisions: dict[str, dict[str, Any]] = {}
     for interrupt_id, decision in body.decisions.items():
-        asked = pending[interrupt_id]
-        if asked.get("kind") == "in_doubt":
-            if decision.decision == "approve" and decision.key != asked.get("key"):
-                raise HTTPException(400, "To run a call that may already have happened again, approve it with its "
-                                         "key (the confirmation's `key`).")
-            if decision.decision == "edit":
-                raise HTTPException(400, "A call that may already have happened can only be run again or skipped.")
-        if decision.decision == "edit" and decision.args is None:
-            raise HTTPException(400, "An edit needs the new arguments as a JSON object in `args`.")
-        decisions[interrupt_id] = decision.model_dump(exclude_none=True)
+        value = decision.model_dump(exclude_none=True)
+        try:
+            check_decision(pending[interrupt_id], value)
+        except AnswerRefused as exc:
+            raise HTTPException(400, str(exc)) from None
+        decisions[interrupt_id] = value
     try:
         turn = ctx.turns.start(thread_id, resume_command(decisions))
     except TurnBusy as busy:

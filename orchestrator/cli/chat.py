@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 
+from ..answers import is_in_doubt, resume_value
 from . import EXIT_FAILURE, EXIT_PENDING, fail, state
 
 
@@ -40,17 +41,17 @@ def describe_confirmation(c: dict[str, Any]) -> str:
 def ask_decision(c: dict[str, Any]) -> dict[str, Any]:
     """Ask on the terminal: approve / edit / deny (in-doubt calls: approve again / skip)."""
     typer.secho(describe_confirmation(c), fg=typer.colors.YELLOW, err=True)
-    in_doubt = c.get("kind") == "in_doubt"
+    in_doubt = is_in_doubt(c)
     prompt = "[a]pprove again / [s]kip" if in_doubt else "[a]pprove / [e]dit / [d]eny"
     while True:
         answer = typer.prompt(prompt, default="d" if not in_doubt else "s", err=True).strip().lower()
         if answer in ("a", "approve", "y", "yes"):
-            return {"decision": "approve", "key": c.get("key")} if in_doubt else {"decision": "approve"}
+            return resume_value(c, "approve")
         if in_doubt and answer in ("s", "skip", "d", "deny", "n", "no"):
-            return {"decision": "skip"}
+            return resume_value(c, "deny")
         if not in_doubt and answer in ("d", "deny", "n", "no"):
             reason = typer.prompt("reason (optional)", default="", err=True, show_default=False)
-            return {"decision": "deny", "reason": reason or None}
+            return resume_value(c, "deny", note=reason or None)
         if not in_doubt and answer in ("e", "edit"):
             raw = typer.prompt("arguments as JSON", default=json.dumps(c.get("args") or {}), err=True)
             try:
@@ -58,7 +59,7 @@ def ask_decision(c: dict[str, Any]) -> dict[str, Any]:
             except json.JSONDecodeError as exc:
                 typer.secho(f"not valid JSON: {exc}", err=True, fg=typer.colors.RED)
                 continue
-            return {"decision": "edit", "args": args}
+            return resume_value(c, "edit", args=args)
 
 
 def print_pending_help(thread_id: str, pending: list[dict[str, Any]]) -> None:

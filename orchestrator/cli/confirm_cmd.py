@@ -7,8 +7,12 @@ from typing import Any
 
 import typer
 
+from ..answers import Answer, resume_value
 from . import fail, state
 from .chat import run_turn
+
+
+Decision = tuple[Answer, "str | None", "dict[str, Any] | None"]  # the answer, a deny's reason, an edit's args
 
 
 def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> list[dict[str, Any]]:
@@ -20,7 +24,7 @@ def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> li
     return pending
 
 
-def _resolve(ctx: typer.Context, thread_id: str, decision: dict[str, Any], call: str | None) -> None:
+def _resolve(ctx: typer.Context, thread_id: str, decision: Decision, call: str | None) -> None:
     from ..claims import ClaimBusy, Claims
 
     st = state(ctx)
@@ -37,7 +41,7 @@ def _resolve(ctx: typer.Context, thread_id: str, decision: dict[str, Any], call:
              "(`jarvis pending` shows what is still waiting)")
 
 
-def _resolve_held(st: Any, thread_id: str, decision: dict[str, Any], call: str | None) -> None:
+def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None) -> None:
     from ..confirmations import list_pending, recover_in_doubt
     from ..turns import resume_command
 
@@ -47,14 +51,10 @@ def _resolve_held(st: Any, thread_id: str, decision: dict[str, Any], call: str |
     if not pending:
         fail(f"nothing is pending on thread {thread_id}: it was already resolved (or never asked); nothing was done")
     chosen = _pick(pending, call, thread_id)
-    if decision.get("decision") == "edit" and len(chosen) > 1:
+    answer, note, args = decision
+    if answer == "edit" and len(chosen) > 1:
         fail(f"{len(chosen)} confirmations are pending on {thread_id}; pick one with --call (see `jarvis pending`)")
-    resume = {}
-    for p in chosen:
-        d = dict(decision)
-        if p.get("kind") == "in_doubt":
-            d = {"decision": "approve", "key": p.get("key")} if d["decision"] in ("approve", "edit") else {"decision": "skip"}
-        resume[p["interrupt_id"]] = d
+    resume = {p["interrupt_id"]: resume_value(p, answer, note=note, args=args) for p in chosen}
     if thread_id.startswith("jorb:"):
         from ..jorbs.tools import service_for
         from .jorbs_cmd import print_view
@@ -96,7 +96,7 @@ def register(app: typer.Typer) -> None:
         call: str = typer.Option(None, "--call", help="only this confirmation (interrupt id) when several wait"),
     ) -> None:
         """Approve what THREAD is waiting for (all of it, or --call one), then let the turn continue."""
-        decision: dict[str, Any] = {"decision": "approve"}
+        decision: Decision = ("approve", None, None)
         if args is not None:
             try:
                 edited = json.loads(args)
@@ -104,7 +104,7 @@ def register(app: typer.Typer) -> None:
                 fail(f"--args is not valid JSON: {exc}")
             if not isinstance(edited, dict):
                 fail("--args must be a JSON object of the tool's arguments")
-            decision = {"decision": "edit", "args": edited}
+            decision = ("edit", None, edited)
         _resolve(ctx, thread_id, decision, call)
 
     @app.command()
@@ -115,4 +115,4 @@ def register(app: typer.Typer) -> None:
         call: str = typer.Option(None, "--call", help="only this confirmation (interrupt id) when several wait"),
     ) -> None:
         """Deny what THREAD is waiting for; the planner is told and the turn goes on."""
-        _resolve(ctx, thread_id, {"decision": "deny", "reason": reason}, call)
+        _resolve(ctx, thread_id, ("deny", reason, None), call)

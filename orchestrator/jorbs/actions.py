@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from langgraph.types import Command
 
+from ..answers import AnswerRefused, check_decision, resume_value, step_value, wake_value
 from .schema import OPEN_STATUSES, parse_step
 from .service import JorbError, JorbService, JorbView
 
@@ -25,13 +26,6 @@ class JorbBusy(JorbError):
 
 class JorbMovedOn(JorbError):
     """The question answered is no longer pending."""
-
-
-def _cancel_value(item: dict[str, Any]) -> Any:
-    if item.get("type") == "confirmation":
-        return {"decision": "skip"} if item.get("kind") == "in_doubt" else {
-            "decision": "deny", "reason": "the jorb was cancelled"}
-    return {"type": "cancel"}
 
 
 class JorbActions:
@@ -75,11 +69,11 @@ class JorbActions:
             if jorb_id in self._cancelling or view.row.status == "cancelled":
                 # A node that parks (wait, hold) sets its own status: the cancel is applied again here.
                 self.svc.store.update(jorb_id, status="cancelled")
-                self._go(jorb_id, Command(resume={p["interrupt_id"]: _cancel_value(p) for p in view.pending}))
+                self._go(jorb_id, Command(resume={p["interrupt_id"]: resume_value(p, "cancel") for p in view.pending}))
             elif self.svc.store.has_pending(jorb_id):
                 waiting = [p for p in view.pending if p.get("type") == "await_reply"]
                 if waiting:
-                    self._go(jorb_id, Command(resume={waiting[0]["interrupt_id"]: {"type": "wake"}}))
+                    self._go(jorb_id, Command(resume={waiting[0]["interrupt_id"]: wake_value()}))
         except Exception:  # noqa: BLE001 - a follow-up must never break the worker; the jorb row shows the state
             log.exception("follow-up of jorb %s failed", jorb_id)
 
@@ -89,13 +83,7 @@ class JorbActions:
         """Approve or reject what a paused jorb asks (its own pause, a mission's question, or one confirmation)."""
         view = self._parked(jorb_id)
         item = self._item(view, interrupt_id, ("jorb_pause", "confirmation"))
-        if item["type"] == "jorb_pause":
-            value: Any = {"type": action, "note": note}
-        elif action == "approve":
-            value = {"decision": "approve", "key": item.get("key")} if item.get("kind") == "in_doubt" else {
-                "decision": "approve"}
-        else:
-            value = {"decision": "skip"} if item.get("kind") == "in_doubt" else {"decision": "deny", "reason": note}
+        value = resume_value(item, "approve" if action == "approve" else "deny", note=note)
         self._go(view.row.id, Command(resume={interrupt_id: value}))
         return view
 
@@ -109,13 +97,10 @@ class JorbActions:
             item = asked.get(interrupt_id)
             if item is None:
                 raise JorbMovedOn(f"the confirmation {interrupt_id} is no longer pending; reload")
-            if item.get("kind") == "in_doubt":
-                if decision.get("decision") == "approve" and decision.get("key") != item.get("key"):
-                    raise JorbError("to run a call that may already have happened again, approve it with its key")
-                if decision.get("decision") == "edit":
-                    raise JorbError("a call that may already have happened can only be run again or skipped")
-            if decision.get("decision") == "edit" and not isinstance(decision.get("args"), dict):
-                raise JorbError("an edit needs the new arguments as a JSON object in `args`")
+            try:
+                check_decision(item, decision)
+            except AnswerRefused as exc:
+                raise JorbError(str(exc)) from None
         self._go(view.row.id, Command(resume=decisions))
         return view
 
@@ -129,7 +114,7 @@ class JorbActions:
             parse_step(step if isinstance(step, str) else json.dumps(step))
         except ValueError as exc:
             raise JorbError(f"that step cannot be used: {exc}") from None
-        self._go(view.row.id, Command(resume={interrupt_id: {"step": step}}))
+        self._go(view.row.id, Command(resume={interrupt_id: step_value(step)}))
         return view
 
     def reply(self, jorb_id: str, text: str, *, party: str | None = None, channel: str = "local",
@@ -148,7 +133,7 @@ class JorbActions:
                                    jorb_id=row.id, is_user=is_user, reasoning=reasoning)
         waiting = [p for p in view.pending if p.get("type") == "await_reply"]
         if waiting and not self.working(row.id):
-            self._go(row.id, Command(resume={waiting[0]["interrupt_id"]: {"type": "wake"}}))
+            self._go(row.id, Command(resume={waiting[0]["interrupt_id"]: wake_value()}))
         return view
 
     def retry(self, jorb_id: str) -> JorbView:
@@ -171,7 +156,7 @@ class JorbActions:
             if running is not None:
                 running.add_done_callback(lambda _f: self._after(view.row.id))
         elif view.pending:
-            self._go(view.row.id, Command(resume={p["interrupt_id"]: _cancel_value(p) for p in view.pending}))
+            self._go(view.row.id, Command(resume={p["interrupt_id"]: resume_value(p, "cancel") for p in view.pending}))
         return view
 
 

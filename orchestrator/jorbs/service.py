@@ -15,6 +15,7 @@ from typing import Any
 from langgraph.types import Command
 from pydantic import ValidationError
 
+from ..answers import resume_value, step_value, wake_value
 from ..catalog import ToolCatalog, default_catalog
 from ..checkpoint_store import prune_later
 from ..claims import ClaimBusy, Claims
@@ -337,7 +338,7 @@ class JorbService:
                     waiting = [p for p in current.pending if p.get("type") == "await_reply"]
                     if not waiting or not self.store.has_pending(jorb_id):
                         break
-                    view = self._run_held(current.row, Command(resume={waiting[0]["interrupt_id"]: {"type": "wake"}}))
+                    view = self._run_held(current.row, Command(resume={waiting[0]["interrupt_id"]: wake_value()}))
             except JorbBusy:
                 break  # its holder follows up when its step ends
         return view
@@ -407,23 +408,16 @@ class JorbService:
     def approve(self, jorb_id: str, note: str | None = None) -> JorbView:
         view, pending = self._parked(jorb_id)
         kind = pending.get("type")
-        if kind == "jorb_pause":
-            return self.run(view.row.id, Command(resume={pending["interrupt_id"]: {"type": "approve", "note": note}}))
-        if kind == "confirmation":
-            decision = ({"decision": "approve", "key": pending.get("key")} if pending.get("kind") == "in_doubt"
-                        else {"decision": "approve"})
-            return self.run(view.row.id, Command(resume={pending["interrupt_id"]: decision}))
+        if kind in ("jorb_pause", "confirmation"):
+            return self.run(view.row.id, Command(resume={pending["interrupt_id"]: resume_value(pending, "approve", note=note)}))
         raise JorbError(f"jorb {view.row.id} is waiting for a {'reply' if kind == 'await_reply' else kind}, "
                         "not for an approval")
 
     def reject(self, jorb_id: str, note: str | None = None) -> JorbView:
         view, pending = self._parked(jorb_id)
         kind = pending.get("type")
-        if kind == "jorb_pause":
-            return self.run(view.row.id, Command(resume={pending["interrupt_id"]: {"type": "reject", "note": note}}))
-        if kind == "confirmation":
-            decision = {"decision": "skip"} if pending.get("kind") == "in_doubt" else {"decision": "deny", "reason": note}
-            return self.run(view.row.id, Command(resume={pending["interrupt_id"]: decision}))
+        if kind in ("jorb_pause", "confirmation"):
+            return self.run(view.row.id, Command(resume={pending["interrupt_id"]: resume_value(pending, "deny", note=note)}))
         raise JorbError(f"jorb {view.row.id} is waiting for a reply, not for an approval")
 
     def answer_step(self, jorb_id: str, step: dict[str, Any] | str) -> JorbView:
@@ -431,7 +425,7 @@ class JorbService:
         view, pending = self._parked(jorb_id)
         if pending.get("type") != "human_step":
             raise JorbError(f"jorb {view.row.id} is not waiting for a step from you")
-        return self.run(view.row.id, Command(resume={pending["interrupt_id"]: {"step": step}}))
+        return self.run(view.row.id, Command(resume={pending["interrupt_id"]: step_value(step)}))
 
     def stalled(self, row: JorbRow) -> bool:
         """Mid-step (planning / running) with nothing running it: its run stopped on an error it could not even
@@ -465,11 +459,7 @@ class JorbService:
         pending = view.pending[0] if view.pending else None
         if pending is None:
             return self.view(view.row.id)
-        if pending.get("type") == "confirmation":
-            resume: Any = {pending["interrupt_id"]: {"decision": "deny", "reason": "the jorb was cancelled"}}
-        else:
-            resume = {pending["interrupt_id"]: {"type": "cancel"}}
-        return self.run(view.row.id, Command(resume=resume))
+        return self.run(view.row.id, Command(resume={pending["interrupt_id"]: resume_value(pending, "cancel")}))
 
     def set_policy(self, jorb_id: str, policy: str) -> JorbRow:
         from .policies import resolve_policy

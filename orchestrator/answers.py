@@ -1,0 +1,85 @@
+"""The user's answer to a pending item -> the value the graph is resumed with. Written once, here.
+
+A thread or a jorb parks on an `interrupt()` whose value (an "item", as `jarvis pending`, the API and the jorb
+views list it) says what is asked. `item["type"]`:
+
+- `confirmation`, `kind` "confirm": a side effect the autonomy policy asks about (executor.ConfirmationRequest).
+  Resumed with {"decision": approve | edit (+ args) | deny (+ reason)}.
+- `confirmation`, `kind` "in_doubt": a call that was started and never finished; it may have happened. It can
+  only be run again (approved with its own `key`, so an earlier answer can never approve a second run) or
+  skipped; an edit is read as "run it again" (its arguments cannot change).
+- `jorb_pause`: a jorb's own pause (policy, budget) or a mission's `ask`. Resumed with
+  {"type": approve | reject | cancel, "note"}.
+- `human_step`: the human policy asks for the jorb's next step. Resumed with {"step": step}.
+- `await_reply`: a jorb waits for a message. Resumed with {"type": "wake"} (a reply is queued) or cancel.
+
+Every surface (the CLI's `chat` and `approve` / `deny`, the API, JorbService, JorbActions) maps its words to
+one of ANSWERS and calls `resume_value`; structured decisions sent by the web UI are checked by
+`check_decision`. (The browser's confirm.js builds the same shapes and is checked here on the way in.)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Mapping
+
+Answer = Literal["approve", "edit", "deny", "cancel"]
+ANSWERS: tuple[str, ...] = ("approve", "edit", "deny", "cancel")
+
+CANCELLED_REASON = "the jorb was cancelled"
+
+
+class AnswerRefused(ValueError):
+    """The answer does not fit what is asked (said in words, for the CLI, the API and the UI)."""
+
+
+def is_in_doubt(item: Mapping[str, Any]) -> bool:
+    return item.get("type", "confirmation") == "confirmation" and item.get("kind") == "in_doubt"
+
+
+def resume_value(item: Mapping[str, Any], answer: Answer, *, note: str | None = None,
+                 args: dict[str, Any] | None = None) -> Any:
+    """The resume value for `answer` to `item`. `note`: the reason of a deny, the note of a jorb pause's answer;
+    `args`: the new arguments of an edit."""
+    kind = item.get("type", "confirmation")
+    if kind == "confirmation":
+        if is_in_doubt(item):
+            if answer in ("approve", "edit"):
+                return {"decision": "approve", "key": item.get("key")}
+            return {"decision": "skip"}
+        if answer == "approve":
+            return {"decision": "approve"}
+        if answer == "edit":
+            return {"decision": "edit", "args": args}
+        return {"decision": "deny", "reason": CANCELLED_REASON if answer == "cancel" else note}
+    if kind == "jorb_pause":
+        if answer == "cancel":
+            return {"type": "cancel"}
+        if answer == "edit":
+            raise AnswerRefused("a pause is approved or rejected; there is nothing to edit")
+        return {"type": "approve" if answer == "approve" else "reject", "note": note}
+    if answer == "cancel":  # await_reply, human_step
+        return {"type": "cancel"}
+    raise AnswerRefused(f"a {kind} is not answered by {answer}")
+
+
+def step_value(step: dict[str, Any] | str) -> dict[str, Any]:
+    """The human policy's answer: the step itself (checked by the caller with jorbs.schema.parse_step)."""
+    return {"step": step}
+
+
+def wake_value() -> dict[str, Any]:
+    """Wakes a jorb waiting for a reply (`await_reply`): a reply is queued for it."""
+    return {"type": "wake"}
+
+
+def check_decision(item: Mapping[str, Any], decision: Mapping[str, Any]) -> None:
+    """A structured decision ({"decision": approve|edit|deny|skip, "args", "reason", "key"}) sent for a
+    confirmation, as the web UI sends them: AnswerRefused when it cannot be used as it is."""
+    if is_in_doubt(item):
+        if decision.get("decision") == "approve" and decision.get("key") != item.get("key"):
+            raise AnswerRefused("To run a call that may already have happened again, approve it with its key "
+                                "(the confirmation's `key`).")
+        if decision.get("decision") == "edit":
+            raise AnswerRefused("A call that may already have happened can only be run again or skipped.")
+    if decision.get("decision") == "edit" and not isinstance(decision.get("args"), dict):
+        raise AnswerRefused("An edit needs the new arguments as a JSON object in `args`.")
