@@ -359,11 +359,11 @@ class _BudgetedReader(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
-        if self._left <= 0:
-            return 0
-        data = os.read(self._fd, min(len(buffer), self._left + 1, 65536))
+        if self._left < 0:
+            return 0  # stopped already
+        data = os.read(self._fd, min(len(buffer), self._left + 1, 65536))  # one byte past the budget tells
         if len(data) > self._left:
-            self._left = 0
+            self._left = -1
             self._stop()
             return 0
         self._left -= len(data)
