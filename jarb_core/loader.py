@@ -183,8 +183,11 @@ class GeneratedToolProvider:
             raise ToolError(str(exc)) from None
         network = "network" in record.side_effects and record.network_approved
         writes = "fs_write" in record.side_effects
-        outcome = call_tool(sandbox, name, source, arguments, network=network, limits=self.call_limits,
-                            writable=self.file_roots if writes else (), hide=self.protected)
+        try:
+            outcome = call_tool(sandbox, name, source, arguments, network=network, limits=self.call_limits,
+                                writable=self.file_roots if writes else (), hide=self.protected)
+        except SandboxUnavailable as exc:  # e.g. network approved but slirp4netns missing: say how to fix it
+            raise ToolError(f"{record.label} cannot run: {exc}") from None
         for warning in outcome.warnings:
             log.warning("%s: %s", record.label, warning)
         if not outcome.ok:

@@ -391,3 +391,19 @@ def test_the_suite_holds_for_an_ordinary_user():
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     print(run.stdout[-3000:])
     assert re.search(r"\b\d+ passed", run.stdout), run.stdout[-2000:]
+
+
+def test_without_slirp4netns_a_network_tool_says_what_to_install(jarvis, monkeypatch):
+    """Never the host's namespace as a fallback: the call fails and says how to get the sandbox's network."""
+    from jarb_core import sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module.NetworkHelper, "find", classmethod(lambda cls: None))
+    monkeypatch.setattr(jarb_tools, "_sandboxes", {})  # a sandbox made now, without slirp4netns
+    registered(jarvis.register("h_net_missing", """
+        import socket
+
+        def h_net_missing(x: str):
+            return socket.gethostname()
+    """, ["network"], network=True))
+    outcome = jarvis.call("h_net_missing")
+    assert not outcome.ok and "apt-get install slirp4netns" in outcome.content, outcome.content
