@@ -11,7 +11,9 @@ import logging
 import sqlite3
 from dataclasses import dataclass
 
+from . import writer
 from .config import Settings
+from .pg import prune_postgres_thread
 from .storage import CHECKPOINTS_DB, is_postgres, sqlite_path
 
 log = logging.getLogger(__name__)
@@ -35,9 +37,7 @@ def prune_thread(settings: Settings, thread_id: str, keep: int) -> PruneReport:
     if keep < 1:
         raise ValueError("keep at least one checkpoint: the newest is the thread")
     if is_postgres(settings):
-        from .pg import prune_postgres_thread
-
-        return prune_postgres_thread(settings.storage.url or "", thread_id, keep)
+        return PruneReport(thread_id, *prune_postgres_thread(settings.storage.url or "", thread_id, keep))
     conn = _connect(settings)
     try:
         with conn:
@@ -79,7 +79,6 @@ def prune_later(settings: Settings, thread_id: str) -> None:
     keep = settings.storage.keep_checkpoints
     if not keep:
         return
-    from . import writer
 
     def job() -> None:
         try:

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 import httpx
 
 from .config import REPO_ROOT, ModelConfig, Settings
-from .llm import ModelEndpointError
+from .errors import ModelEndpointError
 
 log = logging.getLogger(__name__)
 

@@ -9,14 +9,12 @@ from langchain_core.language_models import BaseChatModel
 
 from . import secrets
 from .config import ModelConfig, Settings
+from .embedded import check_embedded, embedded_server  # a child llama.cpp server, started on first use
+from .errors import ModelEndpointError
 
 log = logging.getLogger(__name__)
 
 Role = Literal["primary", "heavy"]
-
-
-class ModelEndpointError(RuntimeError):
-    """The model endpoint cannot be reached or refused the request; the message says what to do."""
 
 
 def _fast_chat_openai_class():
@@ -54,8 +52,6 @@ def model_config(settings: Settings, role: Role = "primary") -> tuple[str, Model
 
 def endpoint_url(settings: Settings, role: Role, cfg: ModelConfig) -> str:
     if cfg.provider == "embedded":
-        from .embedded import embedded_server  # a child llama.cpp server, started on first use
-
         return embedded_server(settings, role, cfg).base_url
     return cfg.base_url
 
@@ -69,8 +65,7 @@ def make_chat_model(settings: Settings, role: Role = "primary", *, streaming: bo
     if cfg.max_tokens is not None:
         kwargs["max_tokens"] = cfg.max_tokens
     if cfg.provider == "embedded":
-        from .embedded import embedded_server  # its clients start (and restart) the child server on demand
-
+        # its clients start (and restart) the child server on demand
         kwargs["http_client"], kwargs["http_async_client"] = embedded_server(settings, used_role, cfg).http_clients()
     model = _fast_chat_openai_class()(
         base_url=endpoint_url(settings, used_role, cfg),
@@ -134,8 +129,6 @@ def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, st
 
     used_role, cfg = model_config(settings, role)
     if cfg.provider == "embedded":
-        from .embedded import check_embedded
-
         return check_embedded(used_role, cfg)
     url = cfg.base_url.rstrip("/") + "/models"
     try:

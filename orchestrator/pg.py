@@ -84,13 +84,11 @@ def close_pools() -> None:
         _pools.clear()
 
 
-def make_postgres_checkpointer(url: str):
+def make_postgres_checkpointer(url: str, serde: Any):
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    from .storage import checkpoint_serde
-
     pool = _pool(url)
-    saver = PostgresSaver(pool, serde=checkpoint_serde())
+    saver = PostgresSaver(pool, serde=serde)
     with pool.connection() as conn:  # one worker at a time runs the saver's migrations
         conn.execute("SELECT pg_advisory_lock(%s)", (CHECKPOINT_SETUP_LOCK,))
         try:
@@ -100,29 +98,26 @@ def make_postgres_checkpointer(url: str):
     return saver
 
 
-async def make_async_postgres_checkpointer(url: str):
+async def make_async_postgres_checkpointer(url: str, serde: Any):
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg import AsyncConnection
     from psycopg.rows import dict_row
 
-    from .storage import checkpoint_serde
-
-    make_postgres_checkpointer(url)  # the tables, set up once under the lock
+    make_postgres_checkpointer(url, serde)  # the tables, set up once under the lock
     conn = await AsyncConnection.connect(libpq_url(url), autocommit=True, prepare_threshold=0, row_factory=dict_row)
-    return AsyncPostgresSaver(conn, serde=checkpoint_serde())
+    return AsyncPostgresSaver(conn, serde=serde)
 
 
-def prune_postgres_thread(url: str, thread_id: str, keep: int):
+def prune_postgres_thread(url: str, thread_id: str, keep: int) -> tuple[int, int]:
     """All but the newest `keep` checkpoints of the thread go, with their writes and the channel blobs no kept
-    checkpoint refers to (PostgresSaver stores each channel value once per version, in checkpoint_blobs)."""
-    from .checkpoint_store import PruneReport
-
+    checkpoint refers to (PostgresSaver stores each channel value once per version, in checkpoint_blobs).
+    Returns (checkpoints removed, bytes freed)."""
     with _pool(url).connection() as conn, conn.transaction():
         kept = [r["checkpoint_id"] for r in conn.execute(
             "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' "
             "ORDER BY checkpoint_id DESC LIMIT %s", (thread_id, keep))]
         if not kept:
-            return PruneReport(thread_id, 0, 0)
+            return 0, 0
         oldest = kept[-1]
         gone = conn.execute(
             "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_id < %s "
@@ -137,5 +132,5 @@ def prune_postgres_thread(url: str, thread_id: str, keep: int):
             "    AND v.key = b.channel AND v.value = b.version) "
             "RETURNING COALESCE(pg_column_size(blob), 0) AS size", (thread_id,)).fetchall()
         freed = sum(int(r["size"] or 0) for r in [*gone, *writes, *blobs])
-        return PruneReport(thread_id, len(gone), freed)
+        return len(gone), freed
 

@@ -18,7 +18,8 @@ from jarb_core.sql_schema import add_missing_columns
 
 from .config import Settings
 from .disk_full import watch as watch_for_full_disk
-from .pg import close_pools, is_postgres_url, sqlalchemy_url
+from .pg import (SCHEMA_LOCK, close_pools, is_postgres_url, make_async_postgres_checkpointer,
+                 make_postgres_checkpointer, sqlalchemy_url, unavailable)
 
 CHECKPOINTS_DB = "checkpoints"
 JARVIS_DB = "jarvis"
@@ -86,8 +87,6 @@ def ensure_schema(engine: Engine, metadata: MetaData = Base.metadata) -> None:
     with _lock:
         if key not in _schemas_ready:
             if engine.dialect.name == "postgresql":
-                from .pg import SCHEMA_LOCK, unavailable
-
                 from sqlalchemy.exc import OperationalError
 
                 # Workers starting together would race on CREATE TABLE; the lock ends with the transaction.
@@ -144,9 +143,7 @@ def checkpoint_serde():
 def make_checkpointer(settings: Settings):
     """A synchronous checkpointer (SqliteSaver, or PostgresSaver when storage.url is PostgreSQL)."""
     if is_postgres(settings):
-        from .pg import make_postgres_checkpointer
-
-        return make_postgres_checkpointer(settings.storage.url)
+        return make_postgres_checkpointer(settings.storage.url, checkpoint_serde())
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     path = sqlite_path(settings, CHECKPOINTS_DB)
@@ -164,9 +161,7 @@ def make_checkpointer(settings: Settings):
 async def make_async_checkpointer(settings: Settings):
     """An asyncio checkpointer for `graph.ainvoke` (AsyncSqliteSaver, or AsyncPostgresSaver)."""
     if is_postgres(settings):
-        from .pg import make_async_postgres_checkpointer
-
-        return await make_async_postgres_checkpointer(settings.storage.url)
+        return await make_async_postgres_checkpointer(settings.storage.url, checkpoint_serde())
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from orchestrator.channels.base import ChannelError, get_channel
+from orchestrator.channels.base import ChannelError
+from orchestrator.channels.registry import get_channel
 from tests.fakes.telegram_server import TelegramServer
 from tests.test_jorbs import _events, step
 

@@ -111,7 +111,7 @@ def list_jorbs(all: bool = False, mode: Literal["script", "mission"] | None = No
 
 @router.get("/jorbs/form")
 def form(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
-    from ..channels.base import known_channels
+    from ..channels.registry import known_channels
     from ..jorbs.policies import HEURISTICS
 
     return {

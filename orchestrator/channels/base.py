@@ -1,14 +1,9 @@
-"""The channel interface and the registry of configured channels."""
+"""The channel interface: what every backend implements (registry.py names the backends)."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-from ..config import Settings
-
-log = logging.getLogger(__name__)
+from typing import Protocol
 
 
 class ChannelError(Exception):
@@ -27,30 +22,3 @@ class Channel(Protocol):
     name: str
 
     def send(self, to: str, text: str, *, thread_key: str | None = None) -> Sent: ...
-
-
-_FACTORIES: dict[str, Any] = {}
-
-
-def register_channel(name: str, factory: Any) -> None:
-    """factory(settings) -> Channel, or raises ChannelError saying how to configure it."""
-    _FACTORIES[name] = factory
-
-
-def get_channel(settings: Settings, name: str) -> Channel:
-    if name not in _FACTORIES:
-        _load_builtin()
-    factory = _FACTORIES.get(name)
-    if factory is None:
-        known = ", ".join(sorted(_FACTORIES))
-        raise ChannelError(f"unknown channel {name!r}; known channels: {known}")
-    return factory(settings)
-
-
-def known_channels() -> list[str]:
-    _load_builtin()
-    return sorted(_FACTORIES)
-
-
-def _load_builtin() -> None:
-    from . import email, local, telegram  # noqa: F401  (they register themselves)

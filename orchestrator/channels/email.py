@@ -13,7 +13,7 @@ from email.utils import parseaddr
 from typing import Any
 
 from ..config import Settings
-from .base import ChannelError, Sent, register_channel
+from .base import ChannelError, Sent
 from .models import ChannelState
 
 log = logging.getLogger(__name__)
@@ -75,8 +75,6 @@ class EmailChannel:
         return Sent(channel=self.name, to=parseaddr(to)[1] or to, external_id=sent.get("id"),
                     thread_key=sent.get("threadId") or thread_key)
 
-
-register_channel("email", EmailChannel)
 
 
 class EmailPoller:

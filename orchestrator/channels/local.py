@@ -4,7 +4,7 @@ as the counterpart (`jarvis jorbs reply`, POST /api/inbound). Useful for trying 
 from __future__ import annotations
 
 from ..config import Settings
-from .base import ChannelError, Sent, register_channel
+from .base import ChannelError, Sent
 
 
 class LocalChannel:
@@ -14,10 +14,8 @@ class LocalChannel:
         return Sent(channel=self.name, to=to, thread_key=thread_key)
 
 
-def _factory(settings: Settings) -> LocalChannel:
+def local_channel(settings: Settings) -> LocalChannel:
     if not settings.channels.local:
         raise ChannelError("the local channel is disabled: set channels.local: true in the config")
     return LocalChannel()
 
-
-register_channel("local", _factory)

@@ -19,7 +19,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from .. import secrets
 from ..config import Settings
 from .addresses import normalize_party
-from .base import ChannelError, Sent, register_channel
+from .base import ChannelError, Sent
 from .models import ChannelState
 from .ratelimit import bucket
 
@@ -119,8 +119,6 @@ class TelegramChannel:
         party = to if to.strip().startswith("@") else chat_id
         return Sent(channel=self.name, to=party, external_id=str((result or {}).get("message_id", "")), thread_key=chat_id)
 
-
-register_channel("telegram", TelegramChannel)
 
 
 POLL_CLAIM = "channel:telegram:getUpdates"

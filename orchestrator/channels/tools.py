@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 from integrations.base import ToolError, make_tool
 
 from ..config import Settings
-from .base import ChannelError, get_channel, known_channels
+from .base import ChannelError
+from .registry import get_channel, known_channels
 
 EMAIL_CHANNELS = {"email"}
 
