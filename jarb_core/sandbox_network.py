@@ -14,6 +14,7 @@ sandbox's end is then released. `--exit-fd` stops slirp4netns when the run's end
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import select
@@ -25,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 
 SLIRP_DNS = "10.0.2.3"
+NS_GET_USERNS = 0xB701  # ioctl on a namespace fd: the user namespace that owns it (linux/nsfs.h)
 SETUP_TIMEOUT_S = 10.0
 _resolv_lock = threading.Lock()
 _resolv_path: str | None = None
@@ -49,55 +51,78 @@ def _resolv_conf() -> str:
 
 @dataclass
 class NetworkSetup:
-    """One run's network: the pipes shared with bubblewrap, then the slirp4netns process."""
+    """One run's network: the pipes shared with bubblewrap, then the slirp4netns process.
+
+    Order matters. bubblewrap's child brings `lo` up first; slirp4netns configuring the namespace before that
+    makes bubblewrap fail ("loopback: Failed RTM_NEWADDR"), so slirp4netns starts once 127.0.0.1 is in the
+    namespace's routes, and the command (held by `--block-fd`) runs once slirp4netns says the network is up.
+    As an ordinary user bubblewrap also moves its child into a nested user namespace (after mounting devpts as
+    uid 0) that owns nothing of the network namespace, so slirp4netns joins the user namespace that owns the
+    network namespace (asked of the kernel with NS_GET_USERNS), not the child's current one.
+    """
 
     slirp4netns: str
-    info_r: int
-    info_w: int
-    block_r: int
-    block_w: int
+    info: tuple[int, int]  # (read, write) of bubblewrap's --info-fd
+    block: tuple[int, int]  # --block-fd: the command waits for the network
     process: subprocess.Popen | None = None
-    exit_w: int | None = None
-    closed: bool = field(default=False)
+    exit_w: int = -1
+    _open: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._open = [*self.info, *self.block]
 
     @property
-    def child_fds(self) -> tuple[int, int]:
+    def child_fds(self) -> tuple[int, ...]:
         """The fds bubblewrap inherits."""
-        return self.info_w, self.block_r
+        return self.info[1], self.block[0]
+
+    def _close(self, *fds: int) -> None:
+        for fd in fds:
+            if fd in self._open:
+                self._open.remove(fd)
+                os.close(fd)
 
     def start(self, timeout_s: float = SETUP_TIMEOUT_S) -> None:
         """After the sandbox was started: bring its network up, then let its command run."""
-        os.close(self.info_w)
-        os.close(self.block_r)
-        self.info_w = self.block_r = -1
+        self._close(*self.child_fds)
         deadline = time.monotonic() + timeout_s
-        info = _read_until(self.info_r, deadline, lambda data: b"}" in data)
+        info = _read_until(self.info[0], deadline, lambda data: b"}" in data)
         try:
             pid = int(json.loads(info.decode())["child-pid"])
         except (ValueError, KeyError, UnicodeDecodeError) as exc:
             raise NetworkSetupError(f"bubblewrap did not say where the sandbox is ({exc}): {info[:200]!r}") from None
+        _wait_for_loopback(pid, deadline)
+        userns_fd = None
+        if os.geteuid() != 0:  # bubblewrap made user namespaces: join the one that owns the network namespace
+            netns_fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+            try:
+                userns_fd = fcntl.ioctl(netns_fd, NS_GET_USERNS)
+            finally:
+                os.close(netns_fd)
+            self._open.append(userns_fd)
         ready_r, ready_w = os.pipe()
         exit_r, self.exit_w = os.pipe()
+        self._open += [ready_r, self.exit_w]
         argv = [self.slirp4netns, "--configure", "--mtu=65520", "--disable-host-loopback",
                 f"--ready-fd={ready_w}", f"--exit-fd={exit_r}"]
-        if os.geteuid() != 0:  # bubblewrap made a user namespace: join it to configure the network namespace
-            argv.append(f"--userns-path=/proc/{pid}/ns/user")
+        if userns_fd is not None:
+            argv.append(f"--userns-path=/proc/self/fd/{userns_fd}")
         argv += [str(pid), "tap0"]
+        passed = (ready_w, exit_r, *((userns_fd,) if userns_fd is not None else ()))
         try:
-            self.process = subprocess.Popen(argv, pass_fds=(ready_w, exit_r), stdin=subprocess.DEVNULL,
+            self.process = subprocess.Popen(argv, pass_fds=passed, stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         finally:
             os.close(ready_w)
             os.close(exit_r)
-        try:
-            ready = _read_until(ready_r, deadline, lambda data: len(data) >= 1)
-        finally:
-            os.close(ready_r)
+            if userns_fd is not None:
+                self._close(userns_fd)
+        ready = _read_until(ready_r, deadline, lambda data: len(data) >= 1)
+        self._close(ready_r)
         if ready != b"1":
             raise NetworkSetupError("slirp4netns did not bring the sandbox's network up: " + self._slirp_error())
-        os.write(self.block_w, b"1")
-        os.close(self.block_w)
-        self.block_w = -1
+        os.write(self.block[1], b"1")
+        self._close(self.block[1])
 
     def _slirp_error(self) -> str:
         if self.process is None:
@@ -111,16 +136,8 @@ class NetworkSetup:
 
     def close(self) -> None:
         """Stop slirp4netns (closing its exit fd) and release every fd still held."""
-        if self.closed:
-            return
-        self.closed = True
-        for fd in (self.info_r, self.info_w, self.block_r, self.block_w, self.exit_w):
-            if fd is not None and fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        if self.process is not None:
+        self._close(*list(self._open))
+        if self.process is not None and self.process.returncode is None:
             try:
                 self.process.wait(2)
             except subprocess.TimeoutExpired:
@@ -128,6 +145,21 @@ class NetworkSetup:
                 self.process.wait()
             if self.process.stderr is not None:
                 self.process.stderr.close()
+
+
+def _wait_for_loopback(pid: int, deadline: float) -> None:
+    """Until bubblewrap's child has brought `lo` up (127.0.0.1 in the namespace's local routes)."""
+    trie = f"/proc/{pid}/net/fib_trie"
+    while True:
+        try:
+            with open(trie) as fh:
+                if "127.0.0.1" in fh.read():
+                    return
+        except OSError as exc:
+            raise NetworkSetupError(f"the sandbox ended before its network was set up ({exc.strerror})") from None
+        if time.monotonic() > deadline:
+            raise NetworkSetupError("the sandbox's loopback did not come up in time")
+        time.sleep(0.001)
 
 
 def _read_until(fd: int, deadline: float, done) -> bytes:
@@ -158,10 +190,9 @@ class NetworkHelper:
         return cls(found) if found else None
 
     def prepare(self, args: list[str]) -> NetworkSetup:
-        info_r, info_w = os.pipe()
-        block_r, block_w = os.pipe()
-        setup = NetworkSetup(self.slirp4netns, info_r, info_w, block_r, block_w)
+        setup = NetworkSetup(self.slirp4netns, info=os.pipe(), block=os.pipe())
         # where /etc/resolv.conf is a symlink (systemd-resolved), the file it points to is the one to replace
         resolv = os.path.realpath("/etc/resolv.conf") if os.path.islink("/etc/resolv.conf") else "/etc/resolv.conf"
-        args += ["--info-fd", str(info_w), "--block-fd", str(block_r), "--ro-bind", _resolv_conf(), resolv]
+        args += ["--info-fd", str(setup.info[1]), "--block-fd", str(setup.block[0]), "--ro-bind", _resolv_conf(),
+                 resolv]
         return setup
