@@ -10,6 +10,7 @@ was cut off is shown to the user as "may have happened" instead of being repeate
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from integrations.base import ToolError, is_untrusted, side_effects_of, summariz
 
 from . import autonomy, secrets
 from .config import Mode, Settings
-from .ledger import SKIPPED, STARTED, EffectsLedger
+from .ledger import SKIPPED, STARTED, AskedCall, EffectsLedger, call_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -240,11 +241,23 @@ class ToolExecutor:
                 kind="confirm", thread_id=ctx.thread_id, tool=name, args=valid, side_effects=effects,
                 summary=summarize_call(tool, valid), reason=decision.reason, escalated=decision.escalated, key=ctx.key,
             )
-            while True:
+            shown = call_fingerprint(name, valid)
+            asked = self.ledger.asked(ctx.key)
+            for seq in itertools.count():
+                if seq >= len(asked):  # a new question: recorded before the work parks on it
+                    self.ledger.record_asked(ctx.key, seq, shown, request.summary)
+                    asked.append(AskedCall(shown, request.summary))
                 answer = parse_decision(confirm(request))
+                if answer.decision in ("approve", "edit") and asked[seq].fingerprint != shown:
+                    # This answer was given to another call asked at this point (the work re-ran and now makes
+                    # a different call): it approves nothing here. Ask about this call, saying what changed.
+                    request.error = (f"the answer given was for another call ({asked[seq].summary}); "
+                                     f"this call is different: {request.summary}")
+                    continue
                 if answer.decision == "approve":
                     break
                 if answer.decision in ("deny", "skip"):
+                    self.ledger.forget_asked(ctx.key)
                     why = f" Reason: {answer.reason}" if answer.reason else ""
                     return CallOutcome(name, f"The user denied this call to {name}; it was not run.{why} "
                                              "Do not retry it unless the user asks.", ok=False, args=valid)
@@ -255,6 +268,7 @@ class ToolExecutor:
                     continue
                 valid = edited
                 break
+            self.ledger.forget_asked(ctx.key)
 
         if effects and not self.ledger.begin(ctx.key, ctx.thread_id, name, valid, effects):
             entry = self.ledger.get(ctx.key)  # another process recorded the same call in between

@@ -8,6 +8,7 @@ to run it again (see executor.py).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import DateTime, Integer, String, Text, select, update
+from sqlalchemy import DateTime, Integer, String, Text, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
@@ -47,6 +48,33 @@ class LedgerRow(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     worker: Mapped[str | None] = mapped_column(String(160), nullable=True)  # claims.WORKER_ID of the starter
+
+
+class AskedRow(Base):
+    """A call the user was asked about, in the order asked under one key: an answer is bound to the call shown.
+
+    Work that re-runs before it reaches its question (a jorb script, a mission round) could otherwise make a
+    different call at the same point and take the approval given to the first (see executor.ToolExecutor)."""
+
+    __tablename__ = "asked_calls"
+
+    key: Mapped[str] = mapped_column(String(512), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    summary: Mapped[str] = mapped_column(Text)
+    asked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+
+
+@dataclass(frozen=True)
+class AskedCall:
+    fingerprint: str
+    summary: str
+
+
+def call_fingerprint(tool: str, args: dict[str, Any]) -> str:
+    """What identifies a call for an approval: the tool and its canonical (validated) arguments."""
+    canonical = json.dumps({"tool": tool, "args": args}, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -166,6 +194,25 @@ class EffectsLedger:
                 q = q.where(LedgerRow.thread_id == thread_id)
             entries = [_entry(r, self.settings) for r in s.scalars(q)]
         return [e for e in entries if not e.owner_alive]
+
+    def asked(self, key: str) -> list[AskedCall]:
+        """The calls asked about under `key`, in order: the n-th answer the work gets back was given to the n-th."""
+        with Session(self.engine) as s:
+            rows = s.scalars(select(AskedRow).where(AskedRow.key == key).order_by(AskedRow.seq))
+            return [AskedCall(r.fingerprint, r.summary) for r in rows]
+
+    def record_asked(self, key: str, seq: int, fingerprint: str, summary: str) -> None:
+        """Record the question about to be asked (before the work parks on it). Idempotent per (key, seq)."""
+        try:
+            with Session(self.engine) as s, s.begin():
+                s.add(AskedRow(key=key, seq=seq, fingerprint=fingerprint, summary=summary, asked_at=_now()))
+        except IntegrityError:
+            pass
+
+    def forget_asked(self, key: str) -> None:
+        """The call was answered and started: its questions are settled."""
+        with Session(self.engine) as s, s.begin():
+            s.execute(delete(AskedRow).where(AskedRow.key == key))
 
     def count_for_thread(self, thread_id: str) -> int:
         with Session(self.engine) as s:
