@@ -1,13 +1,17 @@
 """File tools, confined to the configured roots (`fs.roots`).
 
 Every path is resolved with symlinks followed before it is checked, so neither `..` nor a symlink pointing
-outside a root gets through. Relative paths are taken from the first root.
+outside a root gets through. Relative paths are taken from the first root. The checked path is then opened
+from its root one component at a time with O_NOFOLLOW (`FsRoots.open`), so a folder swapped for a symlink
+between the check and the open fails instead of leading outside; a write goes through a temporary file created
+exclusively (O_EXCL | O_NOFOLLOW, a random name) in the opened folder, then renamed over the target.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +22,7 @@ from .base import ToolError, make_tool
 
 _TEXT_SNIFF_BYTES = 4096
 _SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", ".cache"}
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class FsRoots:
@@ -55,14 +60,36 @@ class FsRoots:
             raise ToolError(f"{path} does not exist.")
         return real
 
+    def _root_of(self, real: Path) -> Path:
+        return max((r for r in self.roots if real == r or r in real.parents), key=lambda r: len(r.parts))
 
-def _is_probably_text(p: Path) -> bool:
-    try:
-        with p.open("rb") as fh:
-            chunk = fh.read(_TEXT_SNIFF_BYTES)
-    except OSError:
-        return False
-    return b"\x00" not in chunk
+    def open_dir(self, real: Path) -> int:
+        """An fd of the checked folder `real`, reached from its root without following any symlink."""
+        root = self._root_of(real)
+        fd = os.open(root, _DIR_FLAGS)
+        try:
+            for part in real.relative_to(root).parts:
+                inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def open(self, real: Path, flags: int = os.O_RDONLY) -> int:
+        """An fd of the checked file `real`: its folder by `open_dir`, the file itself with O_NOFOLLOW."""
+        folder = self.open_dir(real.parent)
+        try:
+            return os.open(real.name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        finally:
+            os.close(folder)
+
+
+def _moved(path: str, exc: OSError) -> ToolError:
+    """A path that changed between its check and its use (a folder or file swapped for a symlink)."""
+    return ToolError(f"Cannot use {path}: part of it is a symbolic link or changed while Jarvis was using it "
+                     f"({exc.strerror or exc}); nothing was done.")
 
 
 class ListDirArgs(BaseModel):
@@ -96,13 +123,18 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
             raise ToolError(f"{path} is a file, not a folder; use fs_read_text to read it.")
         entries = []
         try:
-            listing = sorted(os.scandir(folder), key=lambda e: e.name)
+            fd = allowed.open_dir(folder)
+        except OSError as exc:
+            raise _moved(path, exc) from None
+        try:  # the entries stat through the folder's fd: it stays open until they are read
+            for entry in sorted(os.scandir(fd), key=lambda e: e.name):
+                kind = "link" if entry.is_symlink() else "dir" if entry.is_dir() else "file"
+                size = entry.stat(follow_symlinks=False).st_size if kind == "file" else None
+                entries.append({"name": entry.name, "type": kind, "size": size})
         except OSError as exc:
             raise ToolError(f"Cannot list {path}: {exc.strerror or exc}.") from None
-        for entry in listing:
-            kind = "link" if entry.is_symlink() else "dir" if entry.is_dir() else "file"
-            size = entry.stat(follow_symlinks=False).st_size if kind == "file" else None
-            entries.append({"name": entry.name, "type": kind, "size": size})
+        finally:
+            os.close(fd)
         return entries
 
     def fs_read_text(path: str, max_bytes: int | None = None) -> str:
@@ -112,8 +144,13 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
             raise ToolError(f"{path} is a folder; use fs_list_dir to see what it holds.")
         limit = min(max_bytes or max_read_bytes, max_read_bytes)
         try:
-            with file.open("rb") as fh:
+            fd = allowed.open(file)
+        except OSError as exc:
+            raise _moved(path, exc) from None
+        try:
+            with os.fdopen(fd, "rb") as fh:
                 data = fh.read(limit + 1)
+                size = os.fstat(fh.fileno()).st_size
         except OSError as exc:
             raise ToolError(f"Cannot read {path}: {exc.strerror or exc}.") from None
         if b"\x00" in data[:_TEXT_SNIFF_BYTES] or data.startswith(b"%PDF-"):
@@ -121,7 +158,7 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
             raise ToolError(f"{path} is a binary file, not text.{hint}")
         text = data[:limit].decode("utf-8", errors="replace")
         if len(data) > limit:
-            text += f"\n[... truncated at {limit} bytes of {file.stat().st_size}]"
+            text += f"\n[... truncated at {limit} bytes of {size}]"
         return text
 
     def fs_write_text(path: str, content: str) -> str:
@@ -131,13 +168,25 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
             raise ToolError(f"{path} is a folder; give a file path.")
         if not target.parent.exists():
             raise ToolError(f"The folder {target.parent} does not exist.")
-        tmp = target.with_name(f".{target.name}.jarvis-tmp")
         try:
-            tmp.write_text(content, encoding="utf-8")
-            os.replace(tmp, target)
+            folder = allowed.open_dir(target.parent)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
+            raise _moved(path, exc) from None
+        tmp = f".{target.name[:64]}.{secrets.token_hex(6)}.jarvis-tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                         dir_fd=folder)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(content)
+            os.replace(tmp, target.name, src_dir_fd=folder, dst_dir_fd=folder)  # replaces a link, never follows it
+        except OSError as exc:
+            try:
+                os.unlink(tmp, dir_fd=folder)
+            except OSError:
+                pass
             raise ToolError(f"Could not write {path}: {exc.strerror or exc}.") from None
+        finally:
+            os.close(folder)
         return f"Wrote {len(content.encode('utf-8'))} bytes to {target}."
 
     def fs_search(folder: str, name_pattern: str | None = None, content: str | None = None, max_results: int = 50) -> list[dict]:
@@ -150,7 +199,9 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
         limit = min(max_results, max_results_cap)
         needle = content.lower() if content else None
         found: list[dict] = []
-        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        # fwalk opens each folder relative to its parent's fd without following links: a folder swapped for
+        # a symlink during the walk is not entered
+        for dirpath, dirnames, filenames, dir_fd in os.fwalk(base, follow_symlinks=False):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
             for fname in sorted(filenames):
                 if name_pattern and not fnmatch.fnmatch(fname.lower(), name_pattern.lower()):
@@ -160,7 +211,7 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
                     continue
                 hit: dict = {"path": str(p)}
                 if needle:
-                    line = _first_match(p, needle, max_read_bytes)
+                    line = _first_match(fname, dir_fd, needle, max_read_bytes)
                     if line is None:
                         continue
                     hit["line"] = line
@@ -184,14 +235,20 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
     ]
 
 
-def _first_match(path: Path, needle: str, limit: int) -> str | None:
-    if not _is_probably_text(path):
+def _first_match(name: str, dir_fd: int, needle: str, limit: int) -> str | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
         return None
     try:
-        with path.open("r", encoding="utf-8", errors="replace") as fh:
+        with os.fdopen(fd, "rb") as raw:
+            if b"\x00" in raw.read(_TEXT_SNIFF_BYTES):
+                return None
+            raw.seek(0)
             read = 0
-            for lineno, line in enumerate(fh, 1):
-                read += len(line)
+            for lineno, line_bytes in enumerate(raw, 1):
+                read += len(line_bytes)
+                line = line_bytes.decode("utf-8", errors="replace")
                 if needle in line.lower():
                     return f"{lineno}: {line.strip()[:200]}"
                 if read > limit:

@@ -100,3 +100,51 @@ def test_unreadable_folder_is_a_message_not_a_crash(fs, layout):
         assert "Cannot list" in refused(fs["fs_list_dir"], path="locked")
     finally:
         locked.chmod(0o755)
+
+
+# -- races and planted links ([16] finding 8) ---------------------------------------------------------------
+
+
+def test_a_link_planted_at_the_temporary_name_does_not_redirect_a_write(fs, layout):
+    """The temporary file used to be `.<name>.jarvis-tmp`, opened following links: a link planted there
+    made fs_write_text write outside the roots."""
+    root, outside = layout
+    os.symlink(outside / "secret.txt", root / "docs" / ".report.txt.jarvis-tmp")
+    fs["fs_write_text"].func(path=str(root / "docs" / "report.txt"), content="the report")
+    assert (outside / "secret.txt").read_text() == "outside secret: budget 99\n"
+    assert (root / "docs" / "report.txt").read_text() == "the report"
+    assert not (root / "docs" / "report.txt").is_symlink()
+
+
+@pytest.fixture
+def swap_after_check(monkeypatch, layout):
+    """Swap root/docs for a link to the outside folder right after a path is checked (the race, made certain)."""
+    from integrations import fs_tools
+
+    root, outside = layout
+    (outside / "note.txt").write_text("outside note\n")
+    check = fs_tools.FsRoots.resolve
+
+    def resolve_then_swap(self, path, **kwargs):
+        real = check(self, path, **kwargs)
+        docs = root / "docs"
+        if docs.is_dir() and not docs.is_symlink():
+            docs.rename(root / "docs-moved")
+            os.symlink(outside, docs)
+        return real
+
+    monkeypatch.setattr(fs_tools.FsRoots, "resolve", resolve_then_swap)
+    return {t.name: t for t in fs_tools.build_fs_tools([root])}
+
+
+@pytest.mark.parametrize("tool,args", [
+    ("fs_read_text", {"path": "docs/note.txt"}),
+    ("fs_list_dir", {"path": "docs"}),
+    ("fs_write_text", {"path": "docs/note.txt", "content": "overwritten"}),
+])
+def test_a_folder_swapped_for_a_link_after_the_check_is_not_followed(swap_after_check, layout, tool, args):
+    root, outside = layout
+    message = refused(swap_after_check[tool], **args)
+    assert "symbolic link or changed" in message
+    assert (outside / "note.txt").read_text() == "outside note\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["note.txt", "secret.txt"]
