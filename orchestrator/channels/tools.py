@@ -23,8 +23,20 @@ class SendArgs(BaseModel):
     text: str = Field(description="the message")
 
 
+def channel_name(value: Any) -> str:
+    """The channel a call will use, as the tool reads it: judged and sent from the same normalised name."""
+    return str(value or "").strip().lower()
+
+
 def _effects_for(args: dict[str, Any]) -> list[str]:
-    return ["email_send"] if str(args.get("channel", "")).lower() in EMAIL_CHANNELS else ["message_send"]
+    """Judged on the channel the message will really go through ("email " is email); a channel not known here
+    gets the strictest effects, since what it does cannot be told."""
+    name = channel_name(args.get("channel"))
+    if name in EMAIL_CHANNELS:
+        return ["email_send"]
+    if name in known_channels():
+        return ["message_send"]
+    return ["email_send", "message_send"]
 
 
 def jorb_id_of(config: RunnableConfig | None) -> str | None:
@@ -39,7 +51,7 @@ def build_message_tools(settings: Settings) -> list[BaseTool]:
 
     def messages_send(channel: str, to: str, text: str, config: RunnableConfig = None) -> dict[str, Any]:
         """Send a message to a person over a channel. Within a jorb, set await_reply to wait for their answer."""
-        name = channel.strip().lower()
+        name = channel_name(channel)
         jorb_id = jorb_id_of(config)
         thread = store.last_thread(jorb_id, name, to) if jorb_id else None  # stay in the conversation
         try:
