@@ -13,8 +13,8 @@ from _common import isolated_settings
 
 from langchain_core.messages import AIMessage
 
+from orchestrator.assembly import jorb_service
 from orchestrator.jorbs.script_runner import spawn_unsandboxed
-from orchestrator.jorbs.service import JorbService
 from tests.fakes.instant_chat import InstantChatModel
 
 SAMPLES = 30
@@ -37,7 +37,7 @@ def measure(count: int) -> tuple[float, float]:
         spawned.append(time.perf_counter())
         return spawn_unsandboxed(argv)
 
-    svc = JorbService(settings, llm=InstantChatModel(responder=respond), spawn=spawn)
+    svc = jorb_service(settings, llm=InstantChatModel(responder=respond), spawn=spawn)
     t0 = time.perf_counter()
     for i in range(count):
         svc.create(f"jorb {i}", "wait for a reply, then check the time", contacts=[f"+1 415 555 {i:04d}"])

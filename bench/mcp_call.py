@@ -68,7 +68,7 @@ async def bare_sequential_start(state: Path) -> float:
 def main() -> None:
     import tomli_w
 
-    from orchestrator.catalog import default_catalog
+    from orchestrator.assembly import default_catalog
     from orchestrator.config import settings_from_dict
     from orchestrator.executor import CallContext, ToolExecutor
     from orchestrator.aio import run_sync

@@ -25,7 +25,8 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel
 
 from integrations.base import make_tool
-from orchestrator.catalog import StaticProvider, ToolCatalog, static_tools
+from orchestrator.assembly import jorb_service, static_tools
+from orchestrator.catalog import StaticProvider, ToolCatalog
 from orchestrator.jorbs.service import JorbService
 from tests.fakes.instant_chat import InstantChatModel
 
@@ -96,7 +97,7 @@ def main() -> None:
     for i in range(5):
         (ws / f"f{i}.txt").write_text(line * (2_000_000 // len(line)))
     reads = [{"name": f"Read{i}", "kind": "read_file", "params": {"path": f"f{i}.txt"}} for i in range(5)]
-    svc = JorbService(settings, llm=mission_round(reads))
+    svc = jorb_service(settings, llm=mission_round(reads))
     c, s = compare(svc, str(ws))
     os.sync()  # written pages must be clean to be evicted
     cc, cs = compare(svc, str(ws), cold=True)
@@ -119,7 +120,7 @@ def main() -> None:
     catalog = ToolCatalog([StaticProvider("bench", [make_tool(slow_service, args_schema=NoArgs)]),
                            StaticProvider("static", static_tools(settings))])
     calls = [{"name": f"Ask{i}", "kind": "slow_service", "params": {}} for i in range(5)]
-    svc2 = JorbService(settings, llm=mission_round(calls), catalog=catalog)
+    svc2 = jorb_service(settings, llm=mission_round(calls), catalog=catalog)
     c2, s2 = compare(svc2, str(ws))
     server.shutdown()
 

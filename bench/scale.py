@@ -17,7 +17,8 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from orchestrator import writer
-from orchestrator.catalog import StaticProvider, ToolCatalog, static_tools
+from orchestrator.assembly import static_tools
+from orchestrator.catalog import StaticProvider, ToolCatalog
 from orchestrator.graph import build_graph
 from tests.fakes.instant_chat import InstantChatModel
 from tests.retrieval_catalog import build_catalog

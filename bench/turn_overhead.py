@@ -12,7 +12,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from orchestrator.catalog import static_tools
+from orchestrator.assembly import static_tools
 from orchestrator.graph import build_graph
 from tests.fakes.instant_chat import InstantChatModel
 

@@ -34,9 +34,12 @@ from integrations.android_tools import LoopOutcome, TaskView, run_phone_loop, to
 from integrations.base import ToolError
 
 from .aio import run_sync
-from .config import Settings
-from .executor import CallContext, ConfirmationRequest, Decision
+from .config import Settings, load_settings
+from .catalog import StaticProvider, ToolCatalog
+from .executor import CallContext, ConfirmationRequest, Decision, ToolExecutor
+from .llm import make_chat_model
 from .mcp_config import ServerConfig
+from .mcp_tools import McpProvider, result_text
 from .storage import Base, jarvis_engine
 
 log = logging.getLogger(__name__)
@@ -79,8 +82,6 @@ def _refuse(request: ConfirmationRequest) -> Decision:
 
 class AndroidTaskService:
     def __init__(self, settings: Settings, provider: Any = None, model: Any = None):
-        from .mcp_tools import McpProvider
-
         self.settings = settings
         self.provider = provider or McpProvider(settings, wrappers=False)
         self.manager = self.provider.manager
@@ -162,8 +163,6 @@ class AndroidTaskService:
     # -- the loop ---------------------------------------------------------------------------------------
     def _model_for_loop(self) -> Any:
         if self._model is None:
-            from .llm import make_chat_model
-
             self._model = make_chat_model(self.settings, "primary", streaming=False)
         return self._model
 
@@ -175,8 +174,6 @@ class AndroidTaskService:
         if not loop.list_devices_tool:
             return None
         result = run_sync(self.manager.call_tool(cfg.name, loop.list_devices_tool, {}))
-        from .mcp_tools import result_text
-
         text = result_text(result)
         try:
             data = json.loads(text)
@@ -220,9 +217,6 @@ class AndroidTaskService:
         schemas = [tool_schema_for_model(t, hide) for t in tools]
         takes_device = {t.name for t in tools if hide and loop.device_arg in ((t.args_schema or {}).get("properties") or {})}
 
-        from .catalog import StaticProvider, ToolCatalog
-        from .executor import ToolExecutor
-
         executor = ToolExecutor(self.settings, ToolCatalog([StaticProvider("phone", tools)]))
         allowed = frozenset(t.name for t in tools)
 
@@ -247,8 +241,6 @@ _services_lock = threading.Lock()
 
 
 def service_for(settings: Settings | None = None) -> AndroidTaskService:
-    from .config import load_settings
-
     settings = settings or load_settings()
     key = (str(settings.mcp.dir), str(settings.data_dir))
     with _services_lock:

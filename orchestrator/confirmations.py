@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 def graph_for_thread(chat_graph: Any, settings: Settings, thread_id: str) -> Any:
     """Jorb threads (`jorb:<id>`) live in the jorb graph; every other thread in the chat graph."""
     if thread_id.startswith("jorb:"):
-        from .jorbs.tools import service_for
+        from .assembly import service_for
 
         return service_for(settings).graph_for(thread_id.split(":", 1)[1])
     return chat_graph

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,16 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
 
-from .catalog import StaticProvider, ToolCatalog, default_catalog
+from .assembly import default_catalog
+from .catalog import StaticProvider, ToolCatalog
 from .config import Settings, load_settings
 from .executor import CallContext, ToolExecutor
 from .checkpoint_store import prune_later
 from .history import compact, estimate_tokens
-from .tool_index import FIND_TOOLS, ToolIndex, embedder_from_settings, find_tools_tool, found_names, select_tools
+from .tool_index import FIND_TOOLS, ToolIndex, embedder_from_settings, find_tools_tool, found_names
 from .jarb_subgraph import JARB_TOOL, create_new_tool_tool, jarb_task_for, make_jarb_node
-from .llm import model_config
 from .planner import call_model, step_limit_message, system_prompt
+from .runtime import JarvisRuntime
 from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount
 from .threads import IDLE, RUNNING, WAITING, ThreadIndex
 
@@ -52,36 +52,6 @@ def detect_attachments(text: str) -> list[Attachment]:
         if p.is_file():
             found.append(Attachment(kind="pdf" if p.suffix.lower() == ".pdf" else "text", ref=str(p), name=p.name))
     return found
-
-
-@dataclass
-class JarvisRuntime:
-    """What the nodes share: settings, the model, the tool catalog and the executor."""
-
-    settings: Settings
-    llm: BaseChatModel
-    catalog: ToolCatalog
-    executor: ToolExecutor
-    threads: ThreadIndex
-    meta_tools: list[BaseTool] = field(default_factory=list)
-    tool_index: ToolIndex = field(default_factory=ToolIndex)
-
-    def model_base_url(self) -> str:
-        return getattr(self.llm, "openai_api_base", None) or model_config(self.settings, "primary")[1].base_url
-
-    def tools_for_turn(self, state: ConversationState) -> list[BaseTool]:
-        """Every tool when they fit in planner.max_bound_tools; otherwise the turn's best matches, the
-        recently used ones and find_tools (tool_index.py)."""
-        tools = self.catalog.all()
-        limit = self.settings.planner.max_bound_tools
-        finder = [t for t in tools if t.name == FIND_TOOLS]
-        others = [t for t in tools if t.name != FIND_TOOLS]
-        if len(others) <= limit:
-            return others + self.meta_tools
-        human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
-        query = human.text if human is not None else ""
-        chosen = select_tools(self.tool_index, others, query, state.recent_tools, limit)
-        return chosen + finder + self.meta_tools
 
 
 def _thread_id(config: RunnableConfig) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -39,11 +39,9 @@ from jarb_core.testing import TestReport
 
 from . import autonomy
 from .executor import ConfirmationRequest, parse_decision
+from .runtime import JarvisRuntime
 from .state import JarbTask
 from .threads import WAITING
-
-if TYPE_CHECKING:
-    from .graph import JarvisRuntime
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +92,7 @@ def _thread_id(config: RunnableConfig) -> str:
 class JarbServices:
     """What the nodes use, made on first use (no model or registry is touched at graph start-up)."""
 
-    def __init__(self, rt: "JarvisRuntime"):
+    def __init__(self, rt: JarvisRuntime):
         self.rt = rt
         self.settings = rt.settings
 
@@ -287,7 +285,7 @@ def answer_text(task: JarbTask, trust_after: int) -> tuple[str, bool]:
     return "\n".join(lines), False
 
 
-def make_jarb_node(rt: "JarvisRuntime"):
+def make_jarb_node(rt: JarvisRuntime):
     services = JarbServices(rt)
     subgraph = build_jarb_subgraph(services)
 

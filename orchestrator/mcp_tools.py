@@ -27,6 +27,7 @@ from langchain_core.tools import BaseTool, ToolException
 from langchain_mcp_adapters.tools import convert_mcp_tool_to_langchain_tool
 from mcp import types as mt
 
+from integrations.android_tools import build_android_tools
 from integrations.base import ToolError, set_tool_meta
 
 from .aio import run_on_background
@@ -188,7 +189,10 @@ class McpProvider:
     name = "mcp"
 
     def __init__(self, settings: Settings, manager: McpManager | None = None,
-                 reserved: Callable[[], set[str]] | None = None, wrappers: bool = True):
+                 reserved: Callable[[], set[str]] | None = None, wrappers: bool = True,
+                 android: Callable[[], Any] | None = None):
+        """`android`: returns the Android task service (assembly passes android_tasks.service_for); without
+        it a server with an [android] section gets no phone-task tools."""
         self.settings = settings
         self.manager = manager or get_manager(settings)
         self.reserved = reserved or (lambda: set())
@@ -201,6 +205,7 @@ class McpProvider:
         self._first = True
         self._names_path = Path(settings.data_dir) / "mcp" / "tool_names.json"
         self._android: Any = None
+        self._android_service = android
 
     # -- names ------------------------------------------------------------------------------------------
     def _known_names(self, ready: list[tuple[ServerConfig, list[mt.Tool], int]]) -> dict[str, list[str]]:
@@ -258,14 +263,10 @@ class McpProvider:
         self._signature = signature
 
     def _android_tools(self, ready: list[tuple[ServerConfig, list[mt.Tool], int]]) -> list[BaseTool]:
-        if not any(cfg.android is not None for cfg, _t, _g in ready):
+        if self._android_service is None or not any(cfg.android is not None for cfg, _t, _g in ready):
             return []
         if self._android is None:
-            from .android_tasks import service_for
-
-            self._android = service_for(self.settings)
-        from integrations.android_tools import build_android_tools
-
+            self._android = self._android_service()
         return build_android_tools(self._android)
 
     def server_tools(self, server: str) -> list[BaseTool]:
@@ -297,11 +298,12 @@ class McpProvider:
             return list(self._infos)
 
 
-def mcp_provider(settings: Settings, reserved: Callable[[], set[str]] | None = None) -> McpProvider | None:
+def mcp_provider(settings: Settings, reserved: Callable[[], set[str]] | None = None,
+                 android: Callable[[], Any] | None = None) -> McpProvider | None:
     """The provider for the catalog, or None when mcp.dir does not exist. Servers start on first use."""
     if not Path(settings.mcp.dir).is_dir():
         return None
-    return McpProvider(settings, reserved=reserved)
+    return McpProvider(settings, reserved=reserved, android=android)
 
 
 __all__ = ["McpProvider", "McpToolInfo", "State", "exposed_names", "make_mcp_tool", "mcp_provider",

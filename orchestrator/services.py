@@ -203,7 +203,7 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
 
     def start(ctx: ServiceContext) -> Any:
         from .channels.telegram import TelegramPoller
-        from .jorbs.tools import service_for
+        from .assembly import service_for
 
         jorbs = service_for(ctx.settings)
         # A burst of messages wakes a jorb once (debounce); the jorb's step runs off the poller's thread.
@@ -220,7 +220,7 @@ def email_inbound_service(settings: Settings) -> _StartStop | None:
 
     def start(ctx: ServiceContext) -> Any:
         from .channels.email import EmailPoller
-        from .jorbs.tools import service_for
+        from .assembly import service_for
 
         jorbs = service_for(ctx.settings)
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
@@ -235,7 +235,7 @@ def jorbs_recover_service(settings: Settings) -> ThreadService:
     (once its claims' lease ends), and jorbs whose reply came in while another worker held them."""
 
     def run(ctx: ServiceContext, stop: threading.Event) -> None:
-        from .jorbs.tools import service_for
+        from .assembly import service_for
 
         jorbs = service_for(ctx.settings)
         resumed = jorbs.recover()

@@ -3,9 +3,9 @@
 
 Reads every .py file of orchestrator/, jarb_core/, integrations/ (and mcp/, tools/ when they hold Python) with
 `ast`, without importing anything, and records each import of a project module: at module level and inside
-functions alike (an import moved into a function to dodge a cycle is still the cycle). Imports under
-`if TYPE_CHECKING:` are left out: they never run. `from pkg import name` counts as an import of `pkg.name` when
-that is a module, else of `pkg`.
+functions alike (an import moved into a function to dodge a cycle is still the cycle), and under
+`if TYPE_CHECKING:` too (a type named from a module above is a dependency pointing the wrong way all the same).
+`from pkg import name` counts as an import of `pkg.name` when that is a module, else of `pkg`.
 
     python scripts/check_import_cycles.py            # exit 1 and each cycle printed, or 0
     python scripts/check_import_cycles.py --stats    # also: modules, imports, imports inside functions
@@ -27,6 +27,7 @@ ROOTS = ("orchestrator", "jarb_core", "integrations", "mcp", "tools")
 
 @dataclass
 class Graph:
+    repo: Path
     modules: dict[str, Path] = field(default_factory=dict)
     edges: dict[str, dict[str, int]] = field(default_factory=dict)  # importer -> imported -> line
     imports: int = 0
@@ -40,21 +41,12 @@ def module_name(path: Path, repo: Path) -> str:
     return ".".join(parts)
 
 
-def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _imports(tree: ast.Module) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """Every import with whether it sits inside a function, skipping `if TYPE_CHECKING:` bodies."""
+    """Every import with whether it sits inside a function."""
     found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
 
     def walk(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _type_checking(child.test):
-                for other in child.orelse:
-                    walk(other, in_function)
-                continue
             if isinstance(child, (ast.Import, ast.ImportFrom)):
                 found.append((child, in_function))
             walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
@@ -94,7 +86,7 @@ def _resolve(node: ast.Import | ast.ImportFrom, importer: str, is_package: bool,
 
 
 def build(repo: Path = REPO, roots: tuple[str, ...] = ROOTS) -> Graph:
-    graph = Graph()
+    graph = Graph(repo)
     files = [p for root in roots if (repo / root).is_dir() for p in sorted((repo / root).rglob("*.py"))]
     for path in files:
         graph.modules[module_name(path, repo)] = path
@@ -181,8 +173,8 @@ def shortest_cycle(component: list[str], edges: dict[str, dict[str, int]]) -> li
 
 def describe(graph: Graph, component: list[str]) -> str:
     cycle = shortest_cycle(component, graph.edges)
-    steps = [f"{a} -> {b} ({graph.modules[a].relative_to(REPO) if graph.modules[a].is_relative_to(REPO) else graph.modules[a]}"
-             f":{graph.edges[a][b]})" for a, b in zip(cycle, cycle[1:])]
+    steps = [f"{a} -> {b} ({graph.modules[a].relative_to(graph.repo)}:{graph.edges[a][b]})"
+             for a, b in zip(cycle, cycle[1:])]
     head = f"import cycle among {len(component)} modules: {', '.join(component)}"
     return "\n".join([head, "  e.g. " + "\n       ".join(steps)])
 
@@ -196,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     cycles = strongly_connected(graph.edges)
     if args.stats:
         print(f"{len(graph.modules)} modules, {graph.imports} imports of project modules, "
-              f"{graph.in_functions} of them inside functions")
+              f"{graph.in_functions} of them inside functions", flush=True)
     for component in cycles:
         print(describe(graph, component), file=sys.stderr)
     if cycles:

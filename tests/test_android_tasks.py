@@ -131,7 +131,7 @@ def test_thermostat_from_the_chat_graph(jarvis_env, tmp_path):
 
 
 def test_phone_policy_deny_refuses_the_task(jarvis_env, tmp_path):
-    from orchestrator.catalog import default_catalog
+    from orchestrator.assembly import default_catalog
     from orchestrator.executor import CallContext, ToolExecutor
 
     settings = _phone_setup(jarvis_env, tmp_path, autonomy={"effects": {"phone_automation": "deny"}})

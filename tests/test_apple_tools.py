@@ -9,7 +9,7 @@ import pytest
 
 from integrations.apple_tools import fill_arguments
 from integrations.base import side_effects_of
-from orchestrator.catalog import default_catalog
+from orchestrator.assembly import default_catalog
 from orchestrator.executor import CallContext, ToolExecutor
 from orchestrator.mcp_tools import McpProvider
 from tests.conftest import REPO

@@ -24,9 +24,9 @@ def telegram(jarvis_env, monkeypatch):
 
 
 def _service(jarvis_env):
-    from orchestrator.jorbs.service import JorbService
+    from orchestrator.assembly import jorb_service
 
-    return JorbService(jarvis_env.settings)
+    return jorb_service(jarvis_env.settings)
 
 
 def test_telegram_not_configured_says_how(jarvis_env):

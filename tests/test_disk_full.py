@@ -163,11 +163,12 @@ def _raise():
 
 def test_a_failed_jorb_runs_its_step_again_on_retry(jarvis_env):
     from orchestrator.jorbs.policies import HEURISTICS
-    from orchestrator.jorbs.service import JorbError, JorbService
+    from orchestrator.assembly import jorb_service
+    from orchestrator.jorbs.service import JorbError
 
     _BROKEN["times"] = 0
     HEURISTICS["breaks_once"] = _decider_that_breaks(_raise)
-    svc = JorbService(jarvis_env.settings)
+    svc = jorb_service(jarvis_env.settings)
     with pytest.raises(RuntimeError):
         svc.create("Flaky", "Do the thing", policy="heuristic:breaks_once")
     row = svc.list(statuses=None)[0]
@@ -182,14 +183,14 @@ def test_a_jorb_stopped_by_a_full_disk_is_retried_once_there_is_space(jarvis_env
     """The disk fills during the jorb's step: not even the failure can be written, so the jorb is left mid-step
     (stalled). Once there is space, Retry (here through the API, as the UI does) runs the step again."""
     from orchestrator.jorbs.policies import HEURISTICS
-    from orchestrator.jorbs.service import JorbService
+    from orchestrator.assembly import jorb_service
     from tests.ui_server import start_ui
 
     jarvis_env.write_config(storage={"data_dir": str(small_disk / "data")})
     _BROKEN["times"] = 0
     HEURISTICS["fills_the_disk_once"] = _decider_that_breaks(lambda: _fill(small_disk))
     with start_ui(jarvis_env) as ui:
-        svc = JorbService(jarvis_env.settings)
+        svc = jorb_service(jarvis_env.settings)
         with pytest.raises(Exception) as stopped:
             svc.create("Disk", "Do the thing", policy="heuristic:fills_the_disk_once")
         assert is_disk_full(stopped.value)

@@ -74,7 +74,7 @@ def test_tools_use_refresh_and_store_the_renewed_token(jarvis_env, google_server
     from google.oauth2.credentials import Credentials
 
     from orchestrator import google_auth
-    from orchestrator.catalog import static_tools
+    from orchestrator.assembly import static_tools
 
     _google_config(jarvis_env, google_server)
     settings = jarvis_env.settings

@@ -21,10 +21,10 @@ def step(**fields) -> dict:
 
 @pytest.fixture
 def jorbs(jarvis_env):
-    from orchestrator.jorbs.service import JorbService
+    from orchestrator.assembly import jorb_service
 
     def make(**kwargs):
-        return JorbService(jarvis_env.settings, **kwargs)
+        return jorb_service(jarvis_env.settings, **kwargs)
 
     return make
 
@@ -204,9 +204,9 @@ def test_a_process_killed_mid_script_retries_the_step_without_repeating_side_eff
     assert marker.exists(), proc.communicate()[1]
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    from orchestrator.jorbs.service import JorbService
+    from orchestrator.assembly import jorb_service
 
-    svc = JorbService(jarvis_env.settings)
+    svc = jorb_service(jarvis_env.settings)
     (row,) = svc.list()
     assert row.status == "running"
     assert svc.recover() == [row.id]
@@ -217,7 +217,7 @@ def test_a_process_killed_mid_script_retries_the_step_without_repeating_side_eff
 
 
 def test_a_reminder_wakes_a_waiting_jorb_with_the_reminder_as_its_event(jarvis_env):
-    from orchestrator.jorbs.tools import service_for
+    from orchestrator.assembly import service_for
     from orchestrator.reminders import ReminderRequest, ReminderStore, Scheduler
     from orchestrator.reminders.models import utcnow
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from orchestrator.catalog import default_catalog
+from orchestrator.assembly import default_catalog
 from orchestrator.executor import CallContext, ToolExecutor
 from orchestrator.mcp_manager import get_manager
 from orchestrator.mcp_tools import exposed_names

@@ -26,9 +26,9 @@ def workspace(jarvis_env):
 
 
 def _svc(jarvis_env):
-    from orchestrator.jorbs.service import JorbService
+    from orchestrator.assembly import jorb_service
 
-    return JorbService(jarvis_env.settings)
+    return jorb_service(jarvis_env.settings)
 
 
 @heuristic("say_done_after_time")

@@ -80,12 +80,12 @@ def test_a_confirmation_parked_by_one_process_is_approved_from_another(pg_env):
 def test_two_workers_resume_a_hundred_jorbs_each_exactly_once(pg_env, tmp_path):
     """100 jorbs wait for a reply; the replies come in while no worker runs; two worker processes (two threads
     each) start on the same database at once. Every jorb is resumed once, by one of them."""
-    from orchestrator.jorbs.service import JorbService
+    from orchestrator.assembly import jorb_service
 
     decisions = tmp_path / "decisions.jsonl"
     env = {**pg_env.env(), "JARVIS_TEST_DECISIONS": str(decisions)}
     os.environ["JARVIS_TEST_DECISIONS"] = str(decisions)
-    svc = JorbService(pg_env.settings, llm=object())
+    svc = jorb_service(pg_env.settings, llm=object())
     policy = "heuristic:tests.helpers.jorb_worker:ask_then_finish"
     ids = [svc.create(f"Ask {i}", "Ask Alice and wait for her answer", contacts=["alice@example.com"],
                       policy=policy).row.id for i in range(100)]
@@ -112,7 +112,7 @@ def test_two_workers_resume_a_hundred_jorbs_each_exactly_once(pg_env, tmp_path):
     assert replies == Counter({j: 1 for j in ids})  # one decision on the reply per jorb: no double resume
     worker_pids = {o["pid"] for o in outputs}
     assert {d["pid"] for d in lines if d["event"] == "reply"} <= worker_pids
-    fresh = JorbService(pg_env.settings, llm=object())
+    fresh = jorb_service(pg_env.settings, llm=object())
     for jorb_id in ids:
         row = fresh.store.get(jorb_id)
         assert row.status == "done" and row.result in {f"pid {p}" for p in worker_pids}
@@ -123,9 +123,10 @@ def test_two_workers_resume_a_hundred_jorbs_each_exactly_once(pg_env, tmp_path):
 
 def test_a_jorb_running_in_one_worker_is_not_run_by_another(pg_env):
     from orchestrator.claims import Claims
-    from orchestrator.jorbs.service import JorbBusy, JorbService
+    from orchestrator.assembly import jorb_service
+    from orchestrator.jorbs.service import JorbBusy
 
-    svc = JorbService(pg_env.settings, llm=object())
+    svc = jorb_service(pg_env.settings, llm=object())
     row = svc.store.create(name="Busy", plan="p")
     other = Claims(pg_env.settings, worker="elsewhere:1:abc")
     assert other.acquire(row.thread_id)
@@ -254,10 +255,10 @@ def test_a_jorb_whose_worker_died_elsewhere_is_recovered_when_its_lease_ends(pg_
     import time
 
     from orchestrator.claims import Claims
-    from orchestrator.jorbs.service import JorbService
+    from orchestrator.assembly import jorb_service
 
     monkeypatch.setenv("JARVIS_TEST_DECISIONS", str(tmp_path / "decisions.jsonl"))
-    svc = JorbService(pg_env.settings, llm=object())
+    svc = jorb_service(pg_env.settings, llm=object())
     row = svc.store.create(name="Orphan", plan="Ask Alice", policy="heuristic:tests.helpers.jorb_worker:ask_then_finish")
     short = pg_env.settings.model_copy(update={"storage": pg_env.settings.storage.model_copy(update={"claim_lease_s": 0.5})})
     assert Claims(short, worker="other-host:4242:dead00").acquire(row.thread_id)

@@ -58,7 +58,7 @@ def test_services_start_report_and_stop(jarvis_env):
 
 
 def test_jarvis_run_routes_telegram_messages_and_runs_the_scheduler(jarvis_env, telegram):
-    from orchestrator.jorbs.tools import service_for
+    from orchestrator.assembly import service_for
 
     services = ["orchestrator.services:reminder_scheduler_service", "orchestrator.services:telegram_inbound_service"]
     with start_ui(jarvis_env, services=services) as server:

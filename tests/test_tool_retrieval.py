@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from langchain_core.messages import HumanMessage
 
-from orchestrator.catalog import StaticProvider, ToolCatalog, static_tools
+from orchestrator.assembly import static_tools
+from orchestrator.catalog import StaticProvider, ToolCatalog
 from orchestrator.state import ConversationState
 from orchestrator.tool_index import ToolIndex, select_tools
 from tests.conftest import answer, tool_call

@@ -72,13 +72,13 @@ def test_jarvis_tools_disable_and_enable_a_static_tool(jarvis_env):
 
 
 def test_a_disabled_tool_is_missing_from_jorb_scripts_too(jarvis_env):
-    from orchestrator.jorbs.service import JorbService
+    from orchestrator.assembly import jorb_service
     from orchestrator.tool_switches import ToolSwitches
     from tests.test_jorbs import step
 
     ToolSwitches(jarvis_env.settings).disable("time_now")
     jarvis_env.server.push(step(reasoning="time?", script="jarvis.time.now()"), step(reasoning="ok", done=True))
-    view = JorbService(jarvis_env.settings).create("Clock", "Tell the time")
+    view = jorb_service(jarvis_env.settings).create("Clock", "Tell the time")
     assert "jarvis.time.now" not in jarvis_env.server.requests[0]["messages"][0]["content"]
     assert "is not a capability of this jorb" in view.state.script_results[0].error
 

@@ -228,11 +228,11 @@ def test_disable_a_tool_and_the_planner_no_longer_gets_it(ui, jarvis_env):
 
 
 def test_a_failed_jorb_shows_why_and_retry_runs_its_step_again(ui, tmp_path, monkeypatch):
-    from orchestrator.jorbs.service import JorbService
+    from orchestrator.assembly import jorb_service
 
     monkeypatch.setenv("JARVIS_TEST_FLAKY", str(tmp_path))
     page, server = ui()
-    svc = JorbService(server.env.settings)
+    svc = jorb_service(server.env.settings)
     with pytest.raises(RuntimeError):
         svc.create("Flaky", "Do the thing", policy="heuristic:tests.helpers.flaky_decider:breaks_once")
     jorb_id = svc.list(statuses=None)[0].id

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy.orm import Session
 
 from orchestrator.executor import CallContext, ToolExecutor
-from orchestrator.catalog import default_catalog
+from orchestrator.assembly import default_catalog
 from orchestrator.ledger import STARTED, EffectsLedger, LedgerRow
 from orchestrator.storage import dispose_all, jarvis_engine, sqlite_path
 from orchestrator.workers import HeartbeatRow, ensure_heartbeat, seems_alive

@@ -31,7 +31,7 @@ class InboundIn(BaseModel):
 
 @router.post("/inbound")
 def inbound(body: InboundIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
-    from ..jorbs.tools import service_for
+    from ..assembly import service_for
 
     if not body.text.strip():
         raise HTTPException(400, "The message is empty.")

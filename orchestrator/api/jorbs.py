@@ -41,7 +41,7 @@ JorbId = Annotated[str, Path(pattern=r"^[A-Za-z0-9]{1,32}$", description="a jorb
 
 
 def service(ctx: AppContext) -> JorbService:
-    from ..jorbs.tools import service_for
+    from ..assembly import service_for
 
     return service_for(ctx.settings)
 

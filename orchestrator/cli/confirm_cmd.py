@@ -56,7 +56,7 @@ def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None)
         fail(f"{len(chosen)} confirmations are pending on {thread_id}; pick one with --call (see `jarvis pending`)")
     resume = {p["interrupt_id"]: resume_value(p, answer, note=note, args=args) for p in chosen}
     if thread_id.startswith("jorb:"):
-        from ..jorbs.tools import service_for
+        from ..assembly import service_for
         from .jorbs_cmd import print_view
 
         print_view(service_for(st.settings).run(thread_id.split(":", 1)[1], resume_command(resume)))

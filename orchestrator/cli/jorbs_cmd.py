@@ -15,7 +15,7 @@ inbox_app = typer.Typer(help="Inbound messages no jorb claimed (unmatched, ambig
 
 
 def service(ctx: typer.Context):
-    from ..jorbs.tools import service_for
+    from ..assembly import service_for
 
     return service_for(state(ctx).settings)
 

@@ -34,7 +34,7 @@ def _factory(ctx: typer.Context):
 
 def _other_tools(ctx: typer.Context) -> dict[str, Any]:
     """Static and MCP tools (every provider but the generated one)."""
-    from ..catalog import default_catalog
+    from ..assembly import default_catalog
 
     catalog = default_catalog(state(ctx).settings)
     found: dict[str, Any] = {}

@@ -12,13 +12,13 @@ A message from one of the user's own addresses is the user's intervention, shown
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..channels.addresses import normalize_party
+from ..channels.switchboard import judge
+from ..config import Settings
 from .schema import OPEN_STATUSES
-
-if TYPE_CHECKING:
-    from .service import JorbService
+from .store import JorbStore
 
 
 @dataclass
@@ -31,25 +31,25 @@ class Route:
     is_user: bool = False
 
 
-def route_inbound(service: "JorbService", channel: str, sender: str, text: str, jorb_id: str | None = None,
-                  thread_key: str | None = None, use_model: bool = True) -> Route:
-    settings = service.settings
+def route_inbound(settings: Settings, store: JorbStore, llm: Any, channel: str, sender: str, text: str,
+                  jorb_id: str | None = None, thread_key: str | None = None, use_model: bool = True) -> Route:
+    """`llm`: the model that judges when the rules find no single jorb (`use_model`)."""
     who = normalize_party(sender, settings.channels.default_region)
     is_user = who in {normalize_party(u, settings.channels.default_region) for u in settings.channels.user_identities}
     if jorb_id:
-        row = service.store.get(jorb_id)
+        row = store.get(jorb_id)
         if row.status not in OPEN_STATUSES:
             return Route(None, "unmatched", f"jorb {row.id} named by the message is {row.status}", is_user=is_user)
         return Route(row.id, "routed", f"the message names jorb {row.id}", is_user=is_user)
     if thread_key:
-        row = service.store.jorb_for_thread(channel, thread_key)
+        row = store.jorb_for_thread(channel, thread_key)
         if row is not None:
             return Route(row.id, "routed", f"a reply in the {channel} conversation jorb {row.id} ({row.name}) started",
                          is_user=is_user)
     if is_user:
         return Route(None, "unmatched", "your own message, in no conversation a jorb started: assign it to a jorb",
                      is_user=True)
-    matches = service.store.jorbs_with_contact(who)
+    matches = store.jorbs_with_contact(who)
     if len(matches) == 1:
         return Route(matches[0].id, "routed", f"{who} is a contact of jorb {matches[0].id} ({matches[0].name})")
     waiting = [r for r in matches if r.status == "awaiting_reply" and normalize_party(r.waiting_party or "") == who]
@@ -57,12 +57,10 @@ def route_inbound(service: "JorbService", channel: str, sender: str, text: str, 
         return Route(waiting[0].id, "routed", f"jorb {waiting[0].id} ({waiting[0].name}) is waiting for {who}")
     exact_note = (f"{who} is a contact of several open jorbs ({', '.join(r.id for r in matches)})" if matches
                   else f"no open jorb has {who or 'this sender'} as a contact")
-    candidates = matches or service.store.open_jorbs()
+    candidates = matches or store.open_jorbs()
     if not use_model or not candidates:
         return Route(None, "ambiguous" if matches else "unmatched", exact_note)
-    from ..channels.switchboard import judge
-
-    decision = judge(service.rt.llm, channel, who, text, candidates)
+    decision = judge(llm, channel, who, text, candidates)
     reasoning = f"{exact_note}; the switchboard model says: {decision.reasoning or 'no reason given'}"
     if decision.flags:
         reasoning += f" (flags: {', '.join(decision.flags)})"

@@ -16,12 +16,14 @@ from langgraph.types import Command
 from pydantic import ValidationError
 
 from ..answers import resume_value, step_value, wake_value
-from ..catalog import ToolCatalog, default_catalog
+from ..catalog import ToolCatalog
 from ..checkpoint_store import prune_later
 from ..claims import ClaimBusy, Claims
 from ..config import Settings
 from ..disk_full import disk_full_message, is_disk_full
 from ..executor import ToolExecutor
+from ..llm import make_chat_model
+from ..storage import make_checkpointer
 from ..threads import IDLE, RUNNING, ThreadIndex
 from .graph import JorbRuntime, build_jorb_graph
 from .mission import MissionState, build_mission_graph
@@ -87,16 +89,13 @@ def sandbox_spawn(settings: Settings):
 
 
 class JorbService:
-    def __init__(self, settings: Settings, *, llm: Any = None, catalog: ToolCatalog | None = None,
+    def __init__(self, settings: Settings, *, catalog: ToolCatalog, llm: Any = None,
                  checkpointer: Any = None, spawn: Any = None, workers: int = 4):
-        from ..llm import make_chat_model
-        from ..storage import make_checkpointer
-
+        """`catalog`: the tools its steps may call (assembly.jorb_service passes the default catalog)."""
         self.settings = settings
         self.store = JorbStore(settings)
         self.claims = Claims(settings)
         self.threads = ThreadIndex(settings)
-        catalog = catalog or default_catalog(settings)
         self.executor = ToolExecutor(settings, catalog)
         self._spawn = spawn
         self.rt = JorbRuntime(settings=settings, llm=llm or make_chat_model(settings, "primary", streaming=False),
@@ -359,7 +358,7 @@ class JorbService:
                 external_id: str | None = None, background: bool = False, debounce: bool = False) -> Route:
         """A message from the world. Routed to its jorb (which wakes: at once, or after the burst window when
         `debounce`, so that several messages in a row wake it once, together) or kept in the inbox."""
-        route = route_inbound(self, channel, sender, text, jorb_id, thread_key)
+        route = route_inbound(self.settings, self.store, self.rt.llm, channel, sender, text, jorb_id, thread_key)
         if route.jorb_id:
             row = self.store.get(route.jorb_id)
             self.store.log_message(direction="in", channel=channel, party=sender, text=text, status="pending",

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
-import threading
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -12,23 +11,8 @@ from pydantic import BaseModel, Field
 
 from integrations.base import ToolError, make_tool
 
-from ..config import Mode, Settings
-
-_services: dict[int, Any] = {}
-_guard = threading.Lock()
-
-
-def service_for(settings: Settings):
-    """One JorbService per process and settings (the chat tool, the server and the scheduler share it)."""
-    from .service import JorbService
-
-    with _guard:
-        svc = _services.get(id(settings))
-        if svc is None:
-            svc = JorbService(settings)
-            _services[id(settings)] = svc
-            atexit.register(svc.wait_background)
-        return svc
+from ..config import Mode
+from .service import JorbError, JorbService
 
 
 class CreateArgs(BaseModel):
@@ -51,16 +35,16 @@ def _summary(args: dict[str, Any]) -> str:
     return text
 
 
-def build_jorb_tools(settings: Settings) -> list[BaseTool]:
+def build_jorb_tools(service: Callable[[], JorbService]) -> list[BaseTool]:
+    """`service` returns the process's JorbService (assembly.service_for), asked on each call."""
+
     def jorb_create(name: str, plan: str, contacts: list[str] | None = None, autonomy: dict[str, str] | None = None,
                     config: RunnableConfig = None) -> dict[str, Any]:
         """Start a long-running task (a jorb) that works in the background, messages people, waits for their
         replies for as long as it takes, and pauses for the user's approval where the plan says so."""
-        from .service import JorbError
-
         origin = str(((config or {}).get("configurable") or {}).get("thread_id") or "") or None
         try:
-            view = service_for(settings).create(name, plan, contacts=contacts, autonomy=autonomy, origin_thread=origin,
+            view = service().create(name, plan, contacts=contacts, autonomy=autonomy, origin_thread=origin,
                                                 background=True)
         except JorbError as exc:
             raise ToolError(str(exc)) from None
@@ -70,7 +54,7 @@ def build_jorb_tools(settings: Settings) -> list[BaseTool]:
     def jorb_list() -> list[dict[str, Any]]:
         """The open long-running tasks (jorbs) with their status and what they wait for."""
         return [{"id": r.id, "name": r.name, "status": r.status, "waiting_for": r.waiting_party,
-                 "pause_reason": r.pause_reason} for r in service_for(settings).list()]
+                 "pause_reason": r.pause_reason} for r in service().list()]
 
     create = make_tool(jorb_create, args_schema=CreateArgs, side_effects=["jorb_create"], summarize=_summary)
     listing = make_tool(jorb_list, args_schema=ListArgs)

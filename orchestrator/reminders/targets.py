@@ -92,7 +92,7 @@ class JorbTarget:
 
     def _wake_with_service(self, jorb_id: str, event: ReminderEvent) -> None:
         from ..jorbs.service import JorbError
-        from ..jorbs.tools import service_for
+        from ..assembly import service_for
 
         try:
             service_for(self.settings).deliver_event(jorb_id, event.model_dump(), background=True)

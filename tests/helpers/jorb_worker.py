@@ -30,10 +30,10 @@ async def ask_then_finish(ctx, observations, options=None, **kwargs):
 
 def main() -> None:
     from orchestrator.config import load_settings
-    from orchestrator.jorbs.service import JorbService
+    from orchestrator.assembly import jorb_service
 
     settings = load_settings(sys.argv[1])
-    svc = JorbService(settings, llm=object())
+    svc = jorb_service(settings, llm=object())
     resumed: list[str] = []
     lock = threading.Lock()
 
