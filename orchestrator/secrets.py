@@ -12,6 +12,7 @@ import os
 import threading
 
 from .config import SecretRef, SecretValue
+from .redaction import redact_urls
 
 SERVICE = "jarvis"
 _known_secrets: set[str] = set()
@@ -99,18 +100,17 @@ def redact(text: str) -> str:
     for s in secrets:
         if s in text:
             text = text.replace(s, "***")
-    return text
+    return redact_urls(text)  # a password inside a URL, known or not
 
 
 class RedactingFilter(logging.Filter):
-    """Replaces every known secret value in log records by ***."""
+    """Replaces every known secret value, and any URL's password, in log records."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if _known_secrets:
-            message = record.getMessage()
-            cleaned = redact(message)
-            if cleaned != message:
-                record.msg, record.args = cleaned, ()
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
         return True
 
 

@@ -375,8 +375,8 @@ def test_answers_are_sanitized(text):
 
 
 def test_secret_masking():
-    from orchestrator.api.settings import mask_text
+    from orchestrator.redaction import redact_config_text
 
     text = 'primary: {base_url: "http://x/v1", api_key: "sk-abc123"}\n  api_key: plain\n  api_key: {secret: openai}\n'
-    masked = mask_text(text)
+    masked = redact_config_text(text)
     assert "sk-abc123" not in masked and "plain" not in masked and "{secret: openai}" in masked

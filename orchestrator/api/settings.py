@@ -4,13 +4,13 @@ GET /api/settings/health (model endpoints, checked with GET /models; slow when o
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends
 
 from ..llm import check_endpoint, model_config
+from ..redaction import redact_config_text, redact_value
 from . import AppContext, View, app_context
 
 log = logging.getLogger(__name__)
@@ -22,37 +22,18 @@ router = APIRouter()
 # orchestrator/api/mcp_health.py does: `HEALTH_CHECKS.append(mcp_servers_health)`.
 HEALTH_CHECKS: list[Callable[[AppContext], dict[str, Any]]] = []
 
-_SECRET_KEYS = re.compile(r"(api_key|token|password|secret|client_secret)$", re.I)
-# `key: value` / `key: "value"` in block or flow style; `{secret: NAME}` / `{env: VAR}` references are kept.
-_SECRET_LINE = re.compile(r"""((?:api_key|token|password)\s*:\s*)(["']?)([^"'\s,{}#][^"',}#\s]*)\2""", re.I)
-
-
-def mask(value: Any, key: str = "") -> Any:
-    if isinstance(value, dict):
-        return {k: mask(v, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [mask(v, key) for v in value]
-    if isinstance(value, str) and value and _SECRET_KEYS.search(key):
-        return "********"
-    return value
-
-
-def mask_text(text: str) -> str:
-    return _SECRET_LINE.sub(lambda m: f"{m.group(1)}{m.group(2)}********{m.group(2)}", text)
-
-
 @router.get("/settings")
 def settings_view(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     s = ctx.settings
     path = s.source_path
     text = None
     if path is not None and path.is_file():
-        text = mask_text(path.read_text(encoding="utf-8"))
+        text = redact_config_text(path.read_text(encoding="utf-8"))
     return {
         "config_file": str(path) if path else None,
         "profile": s.profile,
         "config_text": text,
-        "effective": mask(s.model_dump(mode="json", exclude={"profiles"})),
+        "effective": redact_value(s.model_dump(mode="json", exclude={"profiles"})),
         "data_dir": str(s.data_dir),
         "server": {"host": s.server.host, "port": ctx.extras.get("port", s.server.port),
                    "max_upload_mb": s.server.max_upload_mb},

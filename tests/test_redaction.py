@@ -1,0 +1,63 @@
+"""One redaction rule for every place a config or a secret is shown ([16] finding 9), tested with the shapes
+that got through before: a PostgreSQL password in a URL, Google's client_secret, folded YAML values."""
+
+from __future__ import annotations
+
+import logging
+
+import yaml
+
+from orchestrator.redaction import HIDDEN, redact_config_text, redact_urls, redact_value
+
+CONFIG = """\
+storage:
+  url: postgresql://jarvis:pg-s3cret@db.local:5432/jarvis   # the shared database
+google:
+  client_secret: gcs-0123456789
+  client_id: 1234.apps.example   # not a secret
+models:
+  primary: {base_url: "http://localhost:1337/v1", api_key: "sk-abc123", model: local/llama3}
+  heavy: {api_key: {secret: openai_api_key}, model: gpt}
+channels:
+  email:
+    password: >-
+      folded-secret-line-one
+      folded-secret-line-two
+    user: me@example.org
+  telegram:
+    token: |
+      literal-token-value
+planner: {max_steps: 12}
+context_tokens: 8192
+"""
+SECRETS = ["pg-s3cret", "gcs-0123456789", "sk-abc123", "folded-secret-line-one", "folded-secret-line-two",
+           "literal-token-value"]
+
+
+def test_config_text_hides_every_shape_and_keeps_the_rest():
+    shown = redact_config_text(CONFIG)
+    for secret in SECRETS:
+        assert secret not in shown, secret
+    for kept in ("postgresql://jarvis:", "@db.local:5432/jarvis", "# the shared database", "client_id: 1234",
+                 "{secret: openai_api_key}", "user: me@example.org", "max_steps: 12", "context_tokens: 8192"):
+        assert kept in shown, kept
+    assert len(shown.splitlines()) == len(CONFIG.splitlines())
+
+
+def test_effective_settings_hide_secret_keys_and_url_passwords():
+    shown = redact_value(yaml.safe_load(CONFIG))
+    text = repr(shown)
+    for secret in SECRETS:
+        assert secret not in text, secret
+    assert shown["storage"]["url"] == f"postgresql://jarvis:{HIDDEN}@db.local:5432/jarvis"
+    assert shown["google"]["client_id"] == "1234.apps.example" and shown["context_tokens"] == 8192
+
+
+def test_logs_hide_url_passwords_never_registered_as_secrets(caplog):
+    from orchestrator.secrets import RedactingFilter
+
+    logger = logging.getLogger("jarvis.test.redaction")
+    logger.addFilter(RedactingFilter())
+    with caplog.at_level(logging.INFO, logger="jarvis.test.redaction"):
+        logger.info("connecting to %s", "postgresql://jarvis:pg-s3cret@db.local/jarvis")
+    assert "pg-s3cret" not in caplog.text and redact_urls("https://u:p@h/") == f"https://u:{HIDDEN}@h/"
