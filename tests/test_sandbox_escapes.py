@@ -79,7 +79,9 @@ def jarvis(tmp_path, monkeypatch) -> Jarvis:
     config = root / "jarvis" / "config.yml"
     config.write_text(yaml.safe_dump({
         "storage": {"data_dir": str(root / "data")}, "tools_dir": str(root / "tools"),
-        "fs": {"roots": [str(root)]}, "jarb": {"trust_after": 0}, "sandbox": LIMITS,
+        "fs": {"roots": [str(root)]}, "sandbox": LIMITS,
+        # a call's wall time: short, so that a contained bomb spinning until it is stopped costs little
+        "jarb": {"trust_after": 0, "call_timeout_s": 6},
         "autonomy": {"default": "confirm"}}))
     # The checkout and the home directory as a user's root would hold them (the real ones are not put at risk).
     monkeypatch.setattr(jarb_tools, "REPO_ROOT", checkout)
@@ -171,7 +173,7 @@ def test_memory_across_children_is_bounded_for_the_whole_tree(jarvis):
                     hoard = bytearray(150 * 1024 * 1024)
                     for i in range(0, len(hoard), 4096):
                         hoard[i] = 1
-                    time.sleep(5)
+                    time.sleep(2)
                     os._exit(0)
                 children.append(pid)
             return [os.waitpid(pid, 0)[1] for pid in children]
