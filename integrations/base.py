@@ -33,6 +33,7 @@ KNOWN_SIDE_EFFECTS: dict[str, str] = {
     "phone_automation": "controls the Android phone",
     "note_write": "creates or changes notes (Apple Notes, ...)",
     "tool_create": "writes and registers a new tool",
+    "process_start": "starts a program on this machine, outside the sandbox",
 }
 
 

@@ -39,10 +39,18 @@ class PolicyDecision:
         return "; ".join(self.reasons)
 
 
+# Effects that only the user's own config can make automatic: a task's scoped overrides (approved once, for a
+# jorb) never do, since starting a program outside the sandbox is not something to grant in passing.
+CONFIG_ONLY_AUTO = frozenset({"process_start"})
+
+
 def mode_for_effect(effect: str, config: AutonomyConfig, overrides: Mapping[str, Mode] | None = None) -> Mode:
+    configured = config.effects.get(effect, config.default)
     if overrides and effect in overrides:
+        if effect in CONFIG_ONLY_AUTO and overrides[effect] == "auto":
+            return configured
         return overrides[effect]
-    return config.effects.get(effect, config.default)
+    return configured
 
 
 def decide(

@@ -91,6 +91,7 @@ class AutonomyConfig(_Section):
             "calendar_write": "confirm",
             "fs_write": "confirm",
             "ui_automation": "confirm",
+            "process_start": "confirm",
         }
     )
     escalate_after_untrusted: bool = True

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 
 from .config import SecretRef, SecretValue
-from .redaction import redact_urls
+from .redaction import is_secret_key, redact_urls
+
+_SECRET_ENV = re.compile(r"(SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|ACCESS_KEY|PRIVATE_KEY)", re.I)
 
 SERVICE = "jarvis"
 _known_secrets: set[str] = set()
@@ -101,6 +104,15 @@ def redact(text: str) -> str:
         if s in text:
             text = text.replace(s, "***")
     return redact_urls(text)  # a password inside a URL, known or not
+
+
+def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a program Jarvis starts outside the sandbox (a reminder agent): Jarvis's own, minus
+    its secrets (`JARVIS_SECRET_*`) and anything named like a secret (OPENAI_API_KEY, GITHUB_TOKEN, ...)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.upper().startswith("JARVIS_SECRET_") and not is_secret_key(k) and not _SECRET_ENV.search(k)}
+    env.update(extra or {})
+    return env
 
 
 class RedactingFilter(logging.Filter):

@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..secrets import child_environment
 from .models import Reminder, utcnow
 from .spec import ReminderInputError, ReminderRequest
 from .targets import DeliveryDeferred, DeliveryError
@@ -112,7 +113,7 @@ class AgentProcess:
 
     # Lifecycle --------------------------------------------------------------------------------------------
     def _spawn(self) -> _Running:
-        env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8")
+        env = child_environment({"PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8"})  # none of Jarvis's secrets
         try:
             proc = subprocess.Popen(command_argv(self.command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=env, start_new_session=True)

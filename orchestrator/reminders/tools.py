@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
@@ -107,11 +107,22 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
         return f"Cancelled reminder {r.id} {r.title!r}."
 
     return [
-        make_tool(reminder_create, args_schema=CreateArgs, side_effects=["reminder_write"],
-                  summarize=lambda a: (f"Create a reminder {a.get('title')!r} at {a.get('when')}"
-                                       f"{', repeating ' + a['rrule'] if a.get('rrule') else ''} and "
-                                       f"{_target_words(a)}.")),
+        _with_process_effect(make_tool(
+            reminder_create, args_schema=CreateArgs, side_effects=["reminder_write"],
+            summarize=lambda a: (f"Create a reminder {a.get('title')!r} at {a.get('when')}"
+                                 f"{', repeating ' + a['rrule'] if a.get('rrule') else ''} and "
+                                 f"{_target_words(a)}."))),
         make_tool(reminder_list, args_schema=ListArgs),
         make_tool(reminder_cancel, args_schema=CancelArgs, side_effects=["reminder_write"],
                   summarize=lambda a: f"Cancel reminder {a.get('reminder_id')}."),
     ]
+
+
+def _create_effects(args: dict[str, Any]) -> list[str]:
+    """A reminder sent to an agent program starts that program (outside the sandbox) when it fires."""
+    return ["reminder_write", "process_start"] if str(args.get("process_name") or "").strip() else ["reminder_write"]
+
+
+def _with_process_effect(tool: BaseTool) -> BaseTool:
+    tool.metadata["side_effects_for"] = _create_effects
+    return tool
