@@ -223,7 +223,8 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
     max_results_cap = max_results
 
     return [
-        make_tool(fs_list_dir, args_schema=ListDirArgs, untrusted_output=False),
+        # file names are content too: anyone who can put a file in a folder can write an instruction in its name
+        make_tool(fs_list_dir, args_schema=ListDirArgs, untrusted_output=True),
         make_tool(fs_read_text, args_schema=ReadTextArgs, untrusted_output=True),
         make_tool(
             fs_write_text,
