@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from .assembly import service_for
 from .config import Settings
 from .ledger import EffectsLedger
 from .threads import RUNNING, WAITING, ThreadIndex, pending_confirmations
@@ -15,8 +16,6 @@ log = logging.getLogger(__name__)
 def graph_for_thread(chat_graph: Any, settings: Settings, thread_id: str) -> Any:
     """Jorb threads (`jorb:<id>`) live in the jorb graph; every other thread in the chat graph."""
     if thread_id.startswith("jorb:"):
-        from .assembly import service_for
-
         return service_for(settings).graph_for(thread_id.split(":", 1)[1])
     return chat_graph
 

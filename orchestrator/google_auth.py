@@ -12,6 +12,8 @@ import json
 import logging
 from typing import Any
 
+from integrations.google_api import GoogleApi
+
 from . import secrets
 from .config import Settings
 
@@ -100,8 +102,6 @@ def run_installed_app_flow(settings: Settings, *, open_browser: bool = True, por
 
 def google_api(settings: Settings, service: str, base_url: str):
     """A GoogleApi for the tools, loading and saving credentials through the keyring."""
-    from integrations.google_api import GoogleApi
-
     return GoogleApi(
         base_url,
         lambda: load_credentials(settings),

@@ -28,6 +28,9 @@ from .config import Settings, load_settings
 from .executor import CallContext, ToolExecutor
 from .checkpoint_store import prune_later
 from .history import compact, estimate_tokens
+from .llm import make_chat_model
+from .storage import make_checkpointer
+from .telemetry import TelemetryHandler
 from .tool_index import FIND_TOOLS, ToolIndex, embedder_from_settings, find_tools_tool, found_names
 from .jarb_subgraph import JARB_TOOL, create_new_tool_tool, jarb_task_for, make_jarb_node
 from .planner import call_model, step_limit_message, system_prompt
@@ -179,8 +182,6 @@ def build_graph(
     """Compile the chat graph. `checkpointer=None` opens the default one; `checkpointer=False` compiles without."""
     settings = settings or load_settings()
     if llm is None:
-        from .llm import make_chat_model
-
         llm = make_chat_model(settings, "primary")
     catalog = catalog or default_catalog(settings, tools or ())
     index = ToolIndex(embedder_from_settings(settings))
@@ -205,15 +206,11 @@ def build_graph(
     g.add_edge("respond", END)
 
     if checkpointer is None:
-        from .storage import make_checkpointer
-
         checkpointer = make_checkpointer(settings)
     compiled = g.compile(checkpointer=checkpointer or None)
     # Room for max_steps planner rounds of (planner + tools) plus entry/respond.
     cfg: dict[str, Any] = {"recursion_limit": settings.planner.max_steps * 3 + 10}
     if telemetry:
-        from .telemetry import TelemetryHandler
-
         cfg["callbacks"] = [TelemetryHandler(settings)]
     compiled = compiled.with_config(cfg)
     compiled.jarvis = rt  # type: ignore[attr-defined]  # for the CLI, server and tests

@@ -39,6 +39,8 @@ from jarb_core.testing import TestReport
 
 from . import autonomy
 from .executor import ConfirmationRequest, parse_decision
+from .jarb_tools import make_factory
+from .llm import make_chat_model
 from .runtime import JarvisRuntime
 from .state import JarbTask
 from .threads import WAITING
@@ -98,8 +100,6 @@ class JarbServices:
 
     @cached_property
     def factory(self):
-        from .jarb_tools import make_factory
-
         return make_factory(self.settings, taken_names=self.rt.catalog.names)
 
     @cached_property
@@ -109,8 +109,6 @@ class JarbServices:
     @cached_property
     def generator(self) -> CodeGenerator:
         if self.settings.models.heavy is not None:
-            from .llm import make_chat_model
-
             return CodeGenerator(make_chat_model(self.settings, "heavy"))
         return CodeGenerator(self.rt.llm)
 

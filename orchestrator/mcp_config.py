@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from . import secrets
 from .config import SecretRef
 
 log = logging.getLogger(__name__)
@@ -239,8 +240,6 @@ def _secret_value(server: str, key: str, value: str, store_secrets: bool, notes:
     """Keep credentials out of the TOML file: move them to the keyring and write a reference."""
     if not store_secrets or not value or not _SECRET_KEY_RE.search(key) or value.startswith("${"):
         return value
-    from . import secrets
-
     name = f"mcp_{server}_{key}".lower().replace("-", "_")
     try:
         secrets.set_secret(name, value)

@@ -28,6 +28,7 @@ from langchain_mcp_adapters.tools import convert_mcp_tool_to_langchain_tool
 from mcp import types as mt
 
 from integrations.android_tools import build_android_tools
+from integrations.apple_tools import build_apple_tools
 from integrations.base import ToolError, set_tool_meta
 
 from .aio import run_on_background
@@ -249,8 +250,6 @@ class McpProvider:
                 if enabled:
                     tools[exposed] = make_mcp_tool(self.manager, cfg, t, exposed)
             if self.wrappers and cfg.wrappers:
-                from integrations.apple_tools import build_apple_tools
-
                 built, why = build_apple_tools(_Backend(self.manager, cfg.name), cfg.wrappers,
                                                {t.name for t in server_tools}, str(cfg.source or f"{cfg.name}.toml"))
                 for w in built:

@@ -27,8 +27,10 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import SQLAlchemyError
 
 from .api import AppContext, app_context, discover
+from .claims import Claims
 from .config import Settings
 from .disk_full import disk_full_message, is_disk_full
+from .graph import build_graph
 from .live_turns import TurnHub
 from .markdown import render_markdown
 from .secrets import redact
@@ -71,12 +73,8 @@ def create_app(
     """The app. `graph` defaults to build_graph(settings); `services` to services.SERVICE_FACTORIES.
     Call `bind_port(app, port)` before serving so the Host/Origin checks know the address."""
     if graph is None:
-        from .graph import build_graph
-
         graph = build_graph(settings)
     token = token or load_or_create_token(settings)
-    from .claims import Claims
-
     hub = TurnHub(graph, decorate=decorate_event, claims=Claims(settings))
     manager = ServiceManager(services)
     ctx = AppContext(settings=settings, graph=graph, turns=hub, services=manager)

@@ -30,7 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .assembly import service_for
+from .channels.email import EmailPoller
+from .channels.telegram import TelegramPoller
 from .config import Settings
+from .confirmations import recover_in_doubt
+from .reminders.scheduler import start_scheduler
+from .storage import is_postgres
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +160,6 @@ def recover_in_doubt_service(settings: Settings) -> ThreadService:
     """Once at start: threads whose side effect was cut off by a crash ask the user (shown in the UI)."""
 
     def run(ctx: ServiceContext, stop: threading.Event) -> None:
-        from .confirmations import recover_in_doubt
-
         count = recover_in_doubt(ctx.graph, ctx.settings)
         if count:
             log.info("%d thread(s) have a call that may have happened; they wait for the user", count)
@@ -189,8 +193,6 @@ def reminder_scheduler_service(settings: Settings) -> _StartStop | None:
         return None
 
     def start(ctx: ServiceContext) -> Any:
-        from .reminders.scheduler import start_scheduler
-
         return start_scheduler(ctx.settings, ctx.graph)
 
     return _StartStop("reminder-scheduler", start)
@@ -202,9 +204,6 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
         return None
 
     def start(ctx: ServiceContext) -> Any:
-        from .channels.telegram import TelegramPoller
-        from .assembly import service_for
-
         jorbs = service_for(ctx.settings)
         # A burst of messages wakes a jorb once (debounce); the jorb's step runs off the poller's thread.
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
@@ -219,9 +218,6 @@ def email_inbound_service(settings: Settings) -> _StartStop | None:
         return None
 
     def start(ctx: ServiceContext) -> Any:
-        from .channels.email import EmailPoller
-        from .assembly import service_for
-
         jorbs = service_for(ctx.settings)
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
         return EmailPoller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email")).start()
@@ -235,14 +231,10 @@ def jorbs_recover_service(settings: Settings) -> ThreadService:
     (once its claims' lease ends), and jorbs whose reply came in while another worker held them."""
 
     def run(ctx: ServiceContext, stop: threading.Event) -> None:
-        from .assembly import service_for
-
         jorbs = service_for(ctx.settings)
         resumed = jorbs.recover()
         if resumed:
             log.info("resumed %d jorbs after the restart: %s", len(resumed), ", ".join(resumed))
-        from .storage import is_postgres
-
         if not is_postgres(ctx.settings):
             return  # one worker: a reply that comes in while its jorb runs is taken when the run ends (service.run)
         while not stop.wait(ctx.settings.jorbs.sweep_interval_s):

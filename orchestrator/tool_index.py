@@ -25,6 +25,8 @@ from pydantic import BaseModel, Field
 
 from integrations.base import set_tool_meta
 
+from . import secrets
+
 log = logging.getLogger(__name__)
 
 FIND_TOOLS = "find_tools"
@@ -192,8 +194,6 @@ def embedder_from_settings(settings: Any) -> Any:
     if cfg is None:
         return None
     import httpx
-
-    from . import secrets
 
     key = secrets.resolve(cfg.api_key) or "none"
     url = cfg.base_url.rstrip("/") + "/embeddings"

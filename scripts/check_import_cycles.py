@@ -5,7 +5,9 @@ Reads every .py file of orchestrator/, jarb_core/, integrations/ (and mcp/, tool
 `ast`, without importing anything, and records each import of a project module: at module level and inside
 functions alike (an import moved into a function to dodge a cycle is still the cycle), and under
 `if TYPE_CHECKING:` too (a type named from a module above is a dependency pointing the wrong way all the same).
-`from pkg import name` counts as an import of `pkg.name` when that is a module, else of `pkg`.
+`from pkg import name` counts as an import of `pkg.name` when that is a module, else of `pkg`; importing
+`pkg.sub.mod` counts as importing `pkg` and `pkg.sub` too (their __init__ runs first), except the importer's own
+packages.
 
     python scripts/check_import_cycles.py            # exit 1 and each cycle printed, or 0
     python scripts/check_import_cycles.py --stats    # also: modules, imports, imports inside functions
@@ -85,6 +87,17 @@ def _resolve(node: ast.Import | ast.ImportFrom, importer: str, is_package: bool,
     return targets
 
 
+def _parents(module: str, modules: dict[str, Path]) -> list[str]:
+    """The packages Python runs before `module` (importing a.b.c runs a/__init__ and a/b/__init__ first)."""
+    parts = module.split(".")
+    return [p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in modules]
+
+
+def _is_ancestor(package: str, module: str) -> bool:
+    """A module's own packages are already running when it runs; importing them again is not a new edge."""
+    return module.startswith(package + ".")
+
+
 def build(repo: Path = REPO, roots: tuple[str, ...] = ROOTS) -> Graph:
     graph = Graph(repo)
     files = [p for root in roots if (repo / root).is_dir() for p in sorted((repo / root).rglob("*.py"))]
@@ -95,6 +108,8 @@ def build(repo: Path = REPO, roots: tuple[str, ...] = ROOTS) -> Graph:
         out = graph.edges.setdefault(name, {})
         for node, in_function in _imports(tree):
             targets = _resolve(node, name, path.name == "__init__.py", graph.modules) - {name}
+            targets |= {parent for target in targets for parent in _parents(target, graph.modules)
+                        if not _is_ancestor(parent, name)}
             graph.imports += bool(targets)
             graph.in_functions += bool(targets) and in_function
             for target in targets:

@@ -53,3 +53,20 @@ def test_type_checking_imports_count_and_unrelated_packages_do_not(tmp_path):
     assert proc.returncode == 1
     assert "import cycle among 2 modules: jarb_core.x, jarb_core.y" in proc.stderr
     assert "1 import cycle(s)" in proc.stderr
+
+
+def test_a_package_init_runs_before_its_submodule_so_it_is_part_of_the_cycle(tmp_path):
+    """graph -> reminders.tools runs reminders/__init__ first, which imports reminders.scheduler -> graph."""
+    _write(tmp_path, {
+        "orchestrator/__init__.py": "",
+        "orchestrator/graph.py": "from .reminders.tools import make\n",
+        "orchestrator/reminders/__init__.py": "from .scheduler import Scheduler\n",
+        "orchestrator/reminders/tools.py": "from .store import Store\n",
+        "orchestrator/reminders/store.py": "Store = object\n",
+        "orchestrator/reminders/scheduler.py": "from ..graph import build\nfrom . import store\n",
+    })
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--repo", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1
+    assert ("import cycle among 3 modules: orchestrator.graph, orchestrator.reminders, "
+            "orchestrator.reminders.scheduler") in proc.stderr

@@ -218,7 +218,8 @@ def test_a_process_killed_mid_script_retries_the_step_without_repeating_side_eff
 
 def test_a_reminder_wakes_a_waiting_jorb_with_the_reminder_as_its_event(jarvis_env):
     from orchestrator.assembly import service_for
-    from orchestrator.reminders import ReminderRequest, ReminderStore, Scheduler
+    from orchestrator.reminders import ReminderRequest, ReminderStore
+    from orchestrator.reminders.scheduler import Scheduler
     from orchestrator.reminders.models import utcnow
 
     settings = jarvis_env.settings

@@ -10,7 +10,8 @@ import pytest
 from orchestrator.catalog import StaticProvider, ToolCatalog
 from orchestrator.config import settings_from_dict
 from orchestrator.executor import CallContext, ToolExecutor
-from orchestrator.reminders import SENT, ReminderRequest, Scheduler
+from orchestrator.reminders import SENT, ReminderRequest
+from orchestrator.reminders.scheduler import Scheduler
 from orchestrator.reminders.models import utcnow
 from orchestrator.reminders.tools import build_reminder_tools
 from orchestrator.secrets import child_environment

@@ -11,11 +11,12 @@ import pytest
 from sqlalchemy import text
 
 from orchestrator.reminders import (
-    FAILED, MISSED, PENDING, SENT, SKIPPED, ReminderEvent, ReminderInputError, ReminderRequest,
-    ReminderStore, Scheduler, register_jorb_waker,
+    FAILED, MISSED, PENDING, SENT, SKIPPED, ReminderInputError, ReminderRequest, ReminderStore,
 )
 from orchestrator.reminders.models import utcnow
 from orchestrator.reminders.recurrence import first_occurrence, next_occurrence
+from orchestrator.reminders.scheduler import Scheduler
+from orchestrator.reminders.targets import ReminderEvent, register_jorb_waker
 from tests.conftest import answer, tool_call
 from tests.fakes.http_sink import HttpSink
 from tests.reminder_helpers import settings_for, wait_for

@@ -9,7 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from orchestrator.reminders import FAILED, PENDING, SENT, ReminderRequest, ReminderStore, Scheduler
+from orchestrator.reminders import FAILED, PENDING, SENT, ReminderRequest, ReminderStore
+from orchestrator.reminders.scheduler import Scheduler
 from orchestrator.reminders.models import utcnow
 from tests.reminder_helpers import (
     RECORDING_AGENT, SEED_AGENT, read_record, settings_for, wait_for, write_agent,
@@ -225,7 +226,7 @@ def test_stop_leaves_unacked_reminder_pending_without_using_an_attempt(jarvis_en
 
 
 def test_a_hung_agent_holds_up_only_its_own_reminders(jarvis_env, tmp_path, make_scheduler):
-    from orchestrator.reminders import register_jorb_waker
+    from orchestrator.reminders.targets import register_jorb_waker
 
     woken: list[str] = []
     previous = register_jorb_waker(lambda jorb_id, event: woken.append(event.title))

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, Field
 
+from ..assembly import service_for
 from ..jorbs.store import JorbNotFound
 from . import AppContext, app_context
 
@@ -31,8 +32,6 @@ class InboundIn(BaseModel):
 
 @router.post("/inbound")
 def inbound(body: InboundIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
-    from ..assembly import service_for
-
     if not body.text.strip():
         raise HTTPException(400, "The message is empty.")
     try:

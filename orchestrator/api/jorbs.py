@@ -26,9 +26,12 @@ from pydantic import BaseModel, Field
 
 from integrations.base import KNOWN_SIDE_EFFECTS
 
+from ..assembly import service_for
+from ..channels.registry import known_channels
 from ..config import Mode
 from ..executor import Decision
 from ..jorbs.actions import JorbActions, JorbBusy, JorbMovedOn, actions_for
+from ..jorbs.policies import HEURISTICS
 from ..jorbs.schema import OPEN_STATUSES
 from ..jorbs.service import JorbError, JorbService, JorbView
 from ..jorbs.store import JorbNotFound
@@ -41,8 +44,6 @@ JorbId = Annotated[str, Path(pattern=r"^[A-Za-z0-9]{1,32}$", description="a jorb
 
 
 def service(ctx: AppContext) -> JorbService:
-    from ..assembly import service_for
-
     return service_for(ctx.settings)
 
 
@@ -111,9 +112,6 @@ def list_jorbs(all: bool = False, mode: Literal["script", "mission"] | None = No
 
 @router.get("/jorbs/form")
 def form(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
-    from ..channels.registry import known_channels
-    from ..jorbs.policies import HEURISTICS
-
     return {
         "effects": [{"name": k, "description": v,
                      "mode": ctx.settings.autonomy.effects.get(k, ctx.settings.autonomy.default)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..mcp_manager import get_manager
 from . import AppContext
 from .settings import HEALTH_CHECKS
 
@@ -42,8 +43,6 @@ def mcp_servers_health(ctx: AppContext) -> dict[str, Any]:
     hint = f"Add one TOML file per server to {folder}, or import existing ones with `jarvis mcp import FILE`."
     if not folder.is_dir():
         return {"title": TITLE, "items": [], "note": f"No MCP servers: the folder {folder} does not exist. {hint}"}
-    from ..mcp_manager import get_manager
-
     manager = get_manager(settings)
     manager.ensure_started(wait_s=settings.mcp.startup_wait_s)
     items = [_item(s) for s in manager.status()]

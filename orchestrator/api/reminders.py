@@ -14,6 +14,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Path
 from pydantic import BaseModel, Field
 
+from ..jorbs.store import JorbNotFound, JorbStore
 from ..reminders import (ReminderInputError, ReminderNotFound, ReminderRequest, ReminderStateError, ReminderStore)
 from ..reminders.recurrence import describe
 from . import AppContext, View, app_context
@@ -75,8 +76,6 @@ def create_reminder(body: ReminderIn, ctx: AppContext = Depends(app_context)) ->
             raise HTTPException(400, f"A {body.target_kind} reminder needs {what} as its target.")
         target = ctx.settings.scheduler.chat_thread
     if body.target_kind == "jorb":
-        from ..jorbs.store import JorbNotFound, JorbStore
-
         try:
             target = JorbStore(ctx.settings).get(target).id
         except JorbNotFound as exc:

@@ -19,8 +19,10 @@ from fastapi import APIRouter, Depends, HTTPException, Path
 from pydantic import BaseModel, Field
 
 from integrations.base import KNOWN_SIDE_EFFECTS, is_untrusted, side_effects_of, source_of
+from jarb_core.factory import RegistryError
 
 from ..autonomy import mode_for_effect
+from ..jarb_tools import make_factory, open_registry
 from ..tool_switches import ToolSwitches
 from . import AppContext, View, app_context
 
@@ -105,8 +107,6 @@ def list_tools(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
 
 
 def _registry(ctx: AppContext) -> Any:
-    from ..jarb_tools import open_registry
-
     return open_registry(ctx.settings)
 
 
@@ -159,10 +159,6 @@ def disable_tool(name: str = ToolName, body: SwitchIn | None = None,
 
 
 def _set_generated(ctx: AppContext, name: str, enabled: bool) -> dict[str, Any]:
-    from jarb_core.factory import RegistryError
-
-    from ..jarb_tools import make_factory
-
     try:
         make_factory(ctx.settings).set_enabled(name, enabled)
     except RegistryError as exc:

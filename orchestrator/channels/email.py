@@ -12,7 +12,11 @@ from email.message import EmailMessage
 from email.utils import parseaddr
 from typing import Any
 
+from integrations.base import ToolError
+from integrations.gmail_tools import message_body
+
 from ..config import Settings
+from ..google_auth import google_api
 from .base import ChannelError, Sent
 from .models import ChannelState
 
@@ -24,8 +28,6 @@ HOW_TO = ("email is not configured: run `jarvis auth google` (Gmail), then set c
 
 
 def _api(settings: Settings) -> Any:
-    from ..google_auth import google_api
-
     return google_api(settings, "Gmail", settings.google.gmail_base_url)
 
 
@@ -43,8 +45,6 @@ class EmailChannel:
         self.api = _api(settings)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        from integrations.base import ToolError
-
         try:
             return self.api.request(method, path, **kwargs)
         except ToolError as exc:
@@ -99,8 +99,6 @@ class EmailPoller:
         return self._me
 
     def poll_once(self) -> int:
-        from integrations.gmail_tools import message_body
-
         delivered = 0
         for thread_id, since in self.threads():
             since_ms = int(since.timestamp() * 1000) if since is not None else 0

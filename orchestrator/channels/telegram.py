@@ -17,6 +17,7 @@ import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from .. import secrets
+from ..claims import Claims
 from ..config import Settings
 from .addresses import normalize_party
 from .base import ChannelError, Sent
@@ -140,8 +141,6 @@ class TelegramPoller:
         # Telegram allows one getUpdates at a time per bot: of the workers sharing a database (or two `jarvis
         # run` on one data folder) only the claim's holder polls; the others stand by and take over when its
         # lease ends.
-        from ..claims import Claims
-
         self.claims = Claims(settings)
         self.standing_by_for: str | None = None
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from integrations.base import ToolError, make_tool
 
 from ..config import Settings
+from ..jorbs.store import JorbStore
 from .base import ChannelError
 from .registry import get_channel, known_channels
 
@@ -45,8 +46,6 @@ def jorb_id_of(config: RunnableConfig | None) -> str | None:
 
 
 def build_message_tools(settings: Settings) -> list[BaseTool]:
-    from ..jorbs.store import JorbStore
-
     store = JorbStore(settings)
 
     def messages_send(channel: str, to: str, text: str, config: RunnableConfig = None) -> dict[str, Any]:

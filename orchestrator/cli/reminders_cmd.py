@@ -116,7 +116,7 @@ def fire(ctx: typer.Context, reminder_id: str) -> None:
 def scheduler_cmd(ctx: typer.Context, for_s: float = typer.Option(
         None, "--for", min=0, help="stop cleanly after this many seconds (for scripts)")) -> None:
     """Run the reminder scheduler alone (`jarvis run` runs it too). Ctrl-C stops it."""
-    from ..reminders import Scheduler
+    from ..reminders.scheduler import Scheduler
 
     settings = state(ctx).settings
     if not state(ctx).verbose:

@@ -24,6 +24,7 @@ from integrations.documents import ReadDocument
 if TYPE_CHECKING:
     import numpy as np
 
+from .. import storage
 from ..config import Settings
 from ..embeddings import Embedder, make_embedder
 from .chunking import chunk_document
@@ -440,8 +441,6 @@ def fuse(*rankings: list[int], k: int = RRF_K) -> list[tuple[int, float]]:
 def _docs_engine(settings: Settings) -> Engine:
     """docs_index.sqlite. FTS5 is SQLite's, so the index stays a SQLite file even when storage.url moves the
     other tables to PostgreSQL."""
-    from .. import storage
-
     url = storage.database_url(settings, storage.DOCS_INDEX_DB)
     if not url.startswith("sqlite"):
         log.info("document index: kept in %s (full-text search needs SQLite's FTS5)",

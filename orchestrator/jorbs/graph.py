@@ -22,11 +22,12 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 from ..aio import run_sync_in_context
-from ..catalog import ToolCatalog
+from ..catalog import StaticProvider, ToolCatalog
 from ..config import Settings
 from ..executor import CallContext, ToolExecutor
 from ..llm import ModelEndpointError
 from ..threads import WAITING, ThreadIndex
+from .mission_tools import mission_tools
 from .models import JorbRow
 from .namespace import Namespace, bind_arguments
 from .policies import PolicyContext, resolve_policy
@@ -55,9 +56,6 @@ class JorbRuntime:
 
     def mission_executor(self, workspace: str) -> ToolExecutor:
         """An executor over the workspace-confined job tools of a mission, sharing the effects ledger."""
-        from ..catalog import StaticProvider
-        from .mission_tools import mission_tools
-
         catalog = ToolCatalog([StaticProvider("mission", mission_tools(workspace))])
         return ToolExecutor(self.settings, catalog, self.executor.ledger)
 

@@ -16,6 +16,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from ..llm import describe_endpoint_error, model_config
+
 Message = BaseMessage
 Policy = Callable[..., Awaitable[list[Message]]]
 
@@ -34,8 +36,6 @@ class PolicyContext:
 async def llm_policy(ctx: PolicyContext, observations: list[Message], options: list[str] | None = None,
                      **kwargs: Any) -> list[Message]:
     """The primary model decides (the default of every jorb)."""
-    from ..llm import describe_endpoint_error, model_config
-
     try:
         reply = await ctx.llm.ainvoke(observations)
     except Exception as exc:

@@ -28,6 +28,7 @@ from ..threads import IDLE, RUNNING, ThreadIndex
 from .graph import JorbRuntime, build_jorb_graph
 from .mission import MissionState, build_mission_graph
 from .models import JorbRow
+from .policies import resolve_policy
 from .router import Route, route_inbound
 from .schema import OPEN_STATUSES, JorbState
 from .store import JorbStore, new_jorb_id
@@ -252,8 +253,6 @@ class JorbService:
                background: bool = False) -> JorbView:
         if not name.strip() or not plan.strip():
             raise JorbError("a jorb needs a name and a plan")
-        from .policies import resolve_policy
-
         try:
             resolve_policy(policy)
         except ValueError as exc:
@@ -461,8 +460,6 @@ class JorbService:
         return self.run(view.row.id, Command(resume={pending["interrupt_id"]: resume_value(pending, "cancel")}))
 
     def set_policy(self, jorb_id: str, policy: str) -> JorbRow:
-        from .policies import resolve_policy
-
         row = self.store.get(jorb_id)
         if row.status not in ("paused", "awaiting_reply", "planning"):
             raise JorbError(f"swap the policy of a paused jorb; {row.id} is {row.status}")

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..config import Settings
+from ..graph import build_graph
 from .agents import AgentManager, AgentTarget
 from .models import Reminder, utcnow
 from .recurrence import backoff_seconds, describe
@@ -292,8 +293,6 @@ def state_only_graph(settings: Settings) -> Any:
     never calls the model, so none is set up (no API key needed, no embedded model server started)."""
     from langchain_core.language_models import BaseChatModel
     from langchain_core.outputs import ChatResult
-
-    from ..graph import build_graph
 
     class NoModel(BaseChatModel):
         @property

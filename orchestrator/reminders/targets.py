@@ -19,6 +19,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from ..assembly import service_for
+from ..jorbs.service import JorbError
+from ..threads import IDLE, RUNNING
 from .models import Reminder, iso_utc, utcnow
 
 log = logging.getLogger(__name__)
@@ -91,9 +94,6 @@ class JorbTarget:
         self.settings = settings
 
     def _wake_with_service(self, jorb_id: str, event: ReminderEvent) -> None:
-        from ..jorbs.service import JorbError
-        from ..assembly import service_for
-
         try:
             service_for(self.settings).deliver_event(jorb_id, event.model_dump(), background=True)
         except JorbError as exc:  # the jorb has ended: retrying cannot help
@@ -155,8 +155,6 @@ class ChatTarget:
 
     def post(self, thread_id: str, message_id: str, text: str, metadata: dict[str, Any]) -> None:
         from langchain_core.messages import AIMessage
-
-        from ..threads import IDLE, RUNNING
 
         try:
             graph = self._graph_provider()

@@ -13,6 +13,8 @@ from integrations.base import ToolError, make_tool
 
 from ..config import Settings
 from .recurrence import describe
+from .spec import ReminderInputError, ReminderRequest
+from .store import ReminderNotFound, ReminderStateError, ReminderStore
 
 
 class CreateArgs(BaseModel):
@@ -57,8 +59,6 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
     def store():
         with lock:
             if not store_box:
-                from .store import ReminderStore
-
                 store_box.append(ReminderStore(settings))
             return store_box[0]
 
@@ -67,8 +67,6 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
                         process_name: str | None = None, jorb_id: str | None = None,
                         config: RunnableConfig = None) -> str:  # type: ignore[assignment]
         """Create a reminder at a time (optionally repeating). By default it appears in this conversation."""
-        from .spec import ReminderInputError, ReminderRequest
-
         if not (thread_id or webhook_url or process_name or jorb_id):
             thread_id = str(((config or {}).get("configurable") or {}).get("thread_id") or settings.scheduler.chat_thread)
         req = ReminderRequest(title=title, when=when, rrule=rrule, description=description, priority=priority,
@@ -98,8 +96,6 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
 
     def reminder_cancel(reminder_id: str) -> str:
         """Cancel a pending reminder; a repeating one stops repeating."""
-        from .store import ReminderNotFound, ReminderStateError
-
         try:
             r = store().cancel(reminder_id.strip())
         except (ReminderNotFound, ReminderStateError) as exc:
