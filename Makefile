@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-system run test bench install-local demo-model demo clean
+.PHONY: install install-system run test test-corpus bench install-local demo-model demo clean
 
 install: $(STAMP)
 
@@ -28,7 +28,12 @@ run: install
 # budget) alone, with their output shown (the fuzz prints its figures and its bound). Both phases always run;
 # pytest's exit code 5 (nothing selected, e.g. when PYTEST_ARGS names one file) is not a failure.
 TEST_WORKERS ?= auto
-test: install install-system install-local demo-model
+# Real-world test data (pypdf's PDFs, recorded YouTube responses) from the package registry, by pinned version and
+# sha256, into .cache/corpus (git-ignored); nothing of it is committed.
+test-corpus: install
+	@$(PY) scripts/fetch_test_corpus.py
+
+test: install install-system install-local demo-model test-corpus
 	@export JARVIS_REQUIRE_REAL_MODEL=1 JARVIS_REQUIRE_POSTGRES=$$(command -v apt-get >/dev/null && echo 1 || echo 0); \
 	status=0; \
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not solo" $(PYTEST_ARGS); rc=$$?; \

@@ -16,9 +16,16 @@ import yaml
 from tests.fakes.llm_server import FakeLLMServer
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-CORPUS = SHARED / "corpus"
+# Real-world data (pypdf's PDFs, recorded YouTube responses), fetched from the package registry by
+# scripts/fetch_test_corpus.py, which `make test` runs; JARVIS_TEST_CORPUS points elsewhere.
+CORPUS = Path(os.environ.get("JARVIS_TEST_CORPUS") or REPO / ".cache" / "corpus")
 JARVIS_BIN = Path(sys.executable).parent / "jarvis"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not CORPUS.is_dir():
+        raise pytest.UsageError(f"the real-world test data is not in {CORPUS}: run `make test-corpus` (or "
+                                "`make test`, which fetches it), or point JARVIS_TEST_CORPUS at a copy")
 
 
 @pytest.fixture(autouse=True)
