@@ -84,7 +84,7 @@ def decide(
             escalated = True
         mode = "confirm"
         reasons.append(
-            "escalated: this turn has read content from outside the conversation (a file, email, web page or "
+            "escalated: this thread has read content from outside the conversation (a file, email, web page or "
             "document), which could be trying to make Jarvis act"
         )
     if side_effects and effects_this_turn >= config.max_side_effects_per_turn:

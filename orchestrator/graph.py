@@ -35,7 +35,7 @@ from .tool_index import FIND_TOOLS, ToolIndex, embedder_from_settings, find_tool
 from .jarb_subgraph import JARB_TOOL, create_new_tool_tool, jarb_task_for, make_jarb_node
 from .planner import call_model, step_limit_message, system_prompt
 from .runtime import JarvisRuntime
-from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount
+from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount, tainted
 from .threads import IDLE, RUNNING, WAITING, ThreadIndex
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,8 @@ def make_nodes(rt: JarvisRuntime):
         if state.stop_reason or not isinstance(last, AIMessage):
             return "respond"
         sends: list[Send] = []
-        base = {"message_id": last.id, "turn": state.turn, "untrusted_turn": state.untrusted_turn, "effects": state.effects}
+        base = {"message_id": last.id, "turn": state.turn, "untrusted_turn": state.untrusted_turn,
+                "trusted_after_turn": state.trusted_after_turn, "effects": state.effects}
         for i, call in enumerate(last.tool_calls):
             if call.get("name") == JARB_TOOL:  # the tool factory, not the executor
                 sends.append(Send("jarb", jarb_task_for(dict(call), i, base)))
@@ -134,7 +135,7 @@ def make_nodes(rt: JarvisRuntime):
         ctx = CallContext(
             thread_id=thread_id,
             key=f"{thread_id}|{task.message_id}|{call_id}|{task.index}",
-            untrusted_seen=task.untrusted_turn == task.turn,
+            untrusted_seen=tainted(task.untrusted_turn, task.trusted_after_turn),  # this turn or an earlier one
             effects_this_turn=task.effects.count if task.effects.turn == task.turn else 0,
             config=config,
             emit=writer,

@@ -42,7 +42,7 @@ from .executor import ConfirmationRequest, parse_decision
 from .jarb_tools import make_factory
 from .llm import make_chat_model
 from .runtime import JarvisRuntime
-from .state import JarbTask
+from .state import JarbTask, tainted
 from .threads import WAITING
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def jarb_task_for(call: dict[str, Any], index: int, base: dict[str, Any]) -> Jar
     spec = args.get("spec", args) if isinstance(args, dict) else args
     return JarbTask(tool_call_id=call.get("id") or f"call_{index}", spec=spec if isinstance(spec, dict) else {"raw": spec},
                     message_id=base.get("message_id"), index=index, turn=base.get("turn", 0),
-                    untrusted=base.get("untrusted_turn") == base.get("turn"))
+                    untrusted=tainted(base.get("untrusted_turn", -1), base.get("trusted_after_turn", -1)))
 
 
 def _writer():

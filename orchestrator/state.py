@@ -77,8 +77,11 @@ class ConversationState(BaseModel):
     attachments: list[Attachment] = Field(default_factory=list)
     turn: int = 0
     turn_steps: int = 0
-    # The last turn in which output of an untrusted_output tool was read (escalation, see autonomy.py).
+    # The last turn in which output of an untrusted_output tool was read (escalation, see autonomy.py). It stays in
+    # what the model sees (the history, or its summary) for the rest of the thread: the thread stays tainted until
+    # the user clears it (`jarvis threads trust`), which sets trusted_after_turn.
     untrusted_turn: Annotated[int, keep_max] = -1
+    trusted_after_turn: Annotated[int, keep_max] = -1
     effects: Annotated[TurnCount, merge_turn_count] = Field(default_factory=TurnCount)
     recent_tools: Annotated[list[str], merge_recent] = Field(default_factory=list)
     summary: str | None = None
@@ -95,5 +98,12 @@ class ToolTask(BaseModel):
     index: int = 0
     turn: int = 0
     untrusted_turn: int = -1
+    trusted_after_turn: int = -1
     effects: TurnCount = Field(default_factory=TurnCount)
     invalid_error: str | None = None
+
+
+def tainted(untrusted_turn: int, trusted_after_turn: int = -1) -> bool:
+    """Whether content from outside the conversation is still in what the model sees: read in any turn of the
+    thread so far, and not cleared by the user since."""
+    return untrusted_turn >= 0 and untrusted_turn > trusted_after_turn

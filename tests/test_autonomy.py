@@ -124,11 +124,13 @@ def test_untrusted_content_escalates_auto_to_confirm(jarvis_env):
     graph.invoke(Command(resume={intr.id: {"decision": "deny"}}), _cfg("inj"), version="v2")
     assert not pwned.exists()
 
-    # A new turn starts clean: the same write with fs_write: auto runs without asking.
+    # The document is still in what the model sees: the next turn's write asks too ([16]: taint follows the
+    # thread, until the user clears it; tests/test_taint.py).
     ok_file = jarvis_env.root / "fine.txt"
     jarvis_env.server.push(tool_call("fs_write_text", path=str(ok_file), content="fine"), answer("written"))
     out = graph.invoke({"messages": [("user", "write fine.txt")]}, _cfg("inj"), version="v2")
-    assert not out.interrupts and ok_file.read_text() == "fine"
+    (again,) = out.interrupts
+    assert again.value["escalated"] is True and not ok_file.exists()
 
 
 def test_two_calls_in_one_message_one_approved_one_denied(jarvis_env):

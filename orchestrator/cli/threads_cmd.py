@@ -1,4 +1,4 @@
-"""`jarvis threads list|show` and `jarvis runs list|show`: conversations and their telemetry."""
+"""`jarvis threads list|show|trust` and `jarvis runs list|show`: conversations and their telemetry."""
 
 from __future__ import annotations
 
@@ -135,6 +135,31 @@ def runs_show(ctx: typer.Context, run_id: str, as_json: bool = typer.Option(Fals
     for e in events:
         mark = "" if e.ok else "  FAILED"
         typer.echo(f"  +{e.offset_ms:7.1f} ms {e.kind:<5} {e.name:<24} {e.duration_ms:8.1f} ms{mark}")
+
+@threads_app.command("trust")
+def threads_trust(ctx: typer.Context, thread_id: str) -> None:
+    """Clear a thread's taint: what it read from outside (files, mail, pages) stops making later effects ask first.
+
+    Once a thread has read content from outside the conversation, side effects that are automatic ask first for
+    the rest of the thread, since that content (or its summary) stays in what the model sees. Run this when you
+    have checked what was read; content read after it taints the thread again."""
+    from ..state import tainted
+    from ..turns import thread_config
+
+    graph = state(ctx).graph()
+    config = thread_config(thread_id)
+    snapshot = graph.get_state(config)
+    values = snapshot.values if isinstance(snapshot.values, dict) else {}
+    if not values:
+        fail(f"no thread {thread_id!r} (see `jarvis threads list`)")
+    if snapshot.interrupts:
+        fail(f"{thread_id} waits for a confirmation: answer it first (jarvis approve {thread_id} / jarvis deny {thread_id})")
+    untrusted = int(values.get("untrusted_turn", -1))
+    if not tainted(untrusted, int(values.get("trusted_after_turn", -1))):
+        typer.echo(f"{thread_id} has read nothing from outside since it was last trusted: nothing to clear")
+        return
+    graph.update_state(config, {"trusted_after_turn": untrusted}, as_node="respond")
+    typer.echo(f"{thread_id}: what it read so far no longer makes automatic effects ask first")
 
 
 def register(app: typer.Typer) -> None:
