@@ -98,16 +98,6 @@ def main() -> None:
     ctx = CallContext(thread_id="bench", key="bench")
     assert executor.execute("echo", {"text": "warm"}, ctx, confirm=lambda r: "deny").content == "warm"
 
-    async def async_path(n: int) -> list[float]:
-        """executor.aexecute awaited on the loop that holds the sessions (the async graph, the server)."""
-        times = []
-        for i in range(n):
-            t = time.perf_counter()
-            out = await executor.aexecute("echo", {"text": f"hello {i}"}, ctx, confirm=lambda r: "deny")
-            times.append(time.perf_counter() - t)
-        assert out.ok, out.content
-        return times
-
     async def session_path(n: int) -> list[float]:
         """The manager's call on the same long-lived session: what Jarvis's layers sit on."""
         times = []
@@ -117,7 +107,7 @@ def main() -> None:
             times.append(time.perf_counter() - t)
         return times
 
-    jarvis_medians, async_medians, bare_medians, session_medians = [], [], [], []
+    jarvis_medians, bare_medians, session_medians = [], [], []
     for _ in range(ROUNDS):  # interleaved, so machine noise hits every side alike
         times = []
         for i in range(CALLS):
@@ -126,25 +116,21 @@ def main() -> None:
             times.append(time.perf_counter() - t)
         assert out.ok and out.content == f"hello {CALLS - 1}", out.content
         jarvis_medians.append(statistics.median(times))
-        async_medians.append(statistics.median(run_sync(async_path(CALLS))))
         session_medians.append(statistics.median(run_sync(session_path(CALLS))))
         bare_medians.append(statistics.median(asyncio.run(bare_calls(CALLS))))
     shutdown_all()
 
     jarvis_ms = statistics.median(jarvis_medians) * 1000
-    async_ms = statistics.median(async_medians) * 1000
     bare_ms = statistics.median(bare_medians) * 1000
     session_ms = statistics.median(session_medians) * 1000
     ratio = jarvis_ms / bare_ms
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"one MCP tool call, median of {ROUNDS}x{CALLS} (load average {load:.1f} on {os.cpu_count()} cores):")
     print(f"  Jarvis executor, sync (graph.invoke; hops to the session loop) {jarvis_ms:.2f} ms")
-    print(f"  Jarvis executor, async on the session loop                      {async_ms:.2f} ms")
     print(f"  the same call on Jarvis's session through the manager           {session_ms:.2f} ms")
     print(f"  bare mcp ClientSession                                          {bare_ms:.2f} ms")
-    print(f"ratio Jarvis (sync) / bare session: {ratio:.2f} (target <= 1.2) {'OK' if ratio <= 1.2 else 'OVER TARGET'}; "
-          f"async path / bare: {async_ms / bare_ms:.2f}")
-    print(f"Jarvis's layers above its session: {async_ms - session_ms:+.2f} ms async, {jarvis_ms - session_ms:+.2f} ms sync "
+    print(f"ratio Jarvis / bare session: {ratio:.2f} (target <= 1.2) {'OK' if ratio <= 1.2 else 'OVER TARGET'}")
+    print(f"Jarvis's layers above its session: {jarvis_ms - session_ms:+.2f} ms "
           f"(ratio {jarvis_ms / session_ms:.2f} against its own session)")
     print(f"start-up of three servers (echo, mcp-server-time, phone): {parallel:.2f} s in parallel through the "
           f"manager, {sequential:.2f} s one after another on bare sessions (ratio {parallel / sequential:.2f})")

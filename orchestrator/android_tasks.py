@@ -40,13 +40,9 @@ from .executor import CallContext, ConfirmationRequest, Decision, ToolExecutor
 from .llm import make_chat_model
 from .mcp_config import ServerConfig
 from .mcp_tools import McpProvider, result_text
-from .storage import Base, jarvis_engine
+from .storage import Base, jarvis_engine, utcnow
 
 log = logging.getLogger(__name__)
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class AndroidTaskRow(Base):
@@ -61,8 +57,8 @@ class AndroidTaskRow(Base):
     steps: Mapped[int] = mapped_column(Integer, default=0)
     actions_json: Mapped[str] = mapped_column(Text, default="[]")
     pid: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -98,11 +94,11 @@ class AndroidTaskService:
                 if not _pid_alive(row.pid):
                     row.status = "interrupted"
                     row.error = "Jarvis stopped while this task was running; start it again with android_task_do"
-                    row.updated_at = _now()
+                    row.updated_at = utcnow()
             s.commit()
 
     def _update(self, task_id: str, **values: Any) -> None:
-        values["updated_at"] = _now()
+        values["updated_at"] = utcnow()
         with Session(self.engine) as s:
             s.execute(update(AndroidTaskRow).where(AndroidTaskRow.task_id == task_id).values(**values))
             s.commit()

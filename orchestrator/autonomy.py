@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
 from .config import AutonomyConfig, Mode
 
@@ -32,7 +31,6 @@ class PolicyDecision:
     mode: Mode
     reasons: list[str] = field(default_factory=list)
     escalated: bool = False
-    kind: Literal["policy", "in_doubt"] = "policy"
 
     @property
     def reason(self) -> str:

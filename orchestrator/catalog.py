@@ -11,8 +11,7 @@ and left out; the others keep working. Tools the user disabled (orchestrator/too
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from langchain_core.tools import BaseTool
@@ -37,22 +36,6 @@ class StaticProvider:
 
     def list_tools(self) -> list[BaseTool]:
         return self._tools
-
-
-class LazyProvider:
-    """Builds its tools on first use (integrations that import heavy libraries)."""
-
-    def __init__(self, name: str, build: Callable[[], list[BaseTool]]):
-        self.name = name
-        self._build = build
-        self._tools: list[BaseTool] | None = None
-        self._lock = threading.Lock()
-
-    def list_tools(self) -> list[BaseTool]:
-        with self._lock:
-            if self._tools is None:
-                self._tools = self._build()
-            return self._tools
 
 
 class ToolCatalog:

@@ -25,7 +25,7 @@ from sqlalchemy import DateTime, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .config import Settings
-from .storage import Base, jarvis_engine
+from .storage import Base, jarvis_engine, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +66,6 @@ class ClaimBusy(Exception):
         self.holder = holder
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 class Claims:
     def __init__(self, settings: Settings, worker: str = WORKER_ID):
         self.engine = jarvis_engine(settings)
@@ -78,7 +74,7 @@ class Claims:
 
     def acquire(self, key: str) -> bool:
         """Take the key for this worker; False if another worker holds a live claim on it."""
-        now = _now()
+        now = utcnow()
         try:
             with Session(self.engine) as s, s.begin():
                 s.add(ClaimRow(key=key, worker=self.worker, until=now + self.lease))
@@ -109,7 +105,7 @@ class Claims:
         with Session(self.engine) as s, s.begin():
             done = s.execute(update(ClaimRow)
                              .where(ClaimRow.key == key, ClaimRow.worker == self.worker)
-                             .values(until=_now() + self.lease))
+                             .values(until=utcnow() + self.lease))
             return done.rowcount == 1
 
     def holder(self, key: str) -> str | None:
@@ -119,7 +115,7 @@ class Claims:
             if row is None:
                 return None
             until = row.until if row.until.tzinfo else row.until.replace(tzinfo=timezone.utc)
-            return row.worker if until >= _now() else None
+            return row.worker if until >= utcnow() else None
 
     @contextmanager
     def held(self, key: str) -> Iterator[None]:

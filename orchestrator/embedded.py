@@ -389,11 +389,6 @@ def embedded_server(settings: Settings, role: str, cfg: ModelConfig) -> Embedded
         return server
 
 
-def running_servers() -> list[EmbeddedServer]:
-    with _servers_lock:
-        return list(_servers.values())
-
-
 def check_embedded(role: str, cfg: ModelConfig) -> tuple[bool, str]:
     """What `check_endpoint` says for an embedded model, without starting it."""
     if cfg.gguf is None or not Path(cfg.gguf).is_file():

@@ -364,16 +364,3 @@ class ToolExecutor:
             raise
         except Exception as exc:  # noqa: BLE001 - any tool failure becomes a ToolMessage, never a crash
             return self._finish(prepared, ctx, None, self._error_text(name, exc), started)
-
-    async def aexecute(self, name: str, args: Any, ctx: CallContext, confirm: Confirm) -> CallOutcome:
-        prepared = self._prepare(name, args, ctx, confirm)
-        if isinstance(prepared, CallOutcome):
-            return prepared
-        started = self._start(prepared, ctx)
-        try:
-            result = await prepared.tool.ainvoke(prepared.args, config=ctx.config)
-            return self._finish(prepared, ctx, result, None, started)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            return self._finish(prepared, ctx, None, self._error_text(name, exc), started)

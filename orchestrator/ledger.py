@@ -22,14 +22,10 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from .claims import WORKER_ID
 from .config import Settings
-from .storage import Base, jarvis_engine
+from .storage import Base, jarvis_engine, utcnow
 from .workers import ensure_heartbeat, seems_alive
 
 STARTED, COMPLETED, SKIPPED = "started", "completed", "skipped"
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class LedgerRow(Base):
@@ -45,7 +41,7 @@ class LedgerRow(Base):
     result_ok: Mapped[int] = mapped_column(Integer, default=1)
     pid: Mapped[int] = mapped_column(Integer)
     host: Mapped[str] = mapped_column(String(256))
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     worker: Mapped[str | None] = mapped_column(String(160), nullable=True)  # claims.WORKER_ID of the starter
 
@@ -62,7 +58,7 @@ class AskedRow(Base):
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
     fingerprint: Mapped[str] = mapped_column(String(64))
     summary: Mapped[str] = mapped_column(Text)
-    asked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
+    asked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 @dataclass(frozen=True)
@@ -149,7 +145,7 @@ class EffectsLedger:
             status=STARTED,
             pid=os.getpid(),
             host=socket.gethostname(),
-            started_at=_now(),
+            started_at=utcnow(),
             worker=WORKER_ID,
         )
         try:
@@ -166,7 +162,7 @@ class EffectsLedger:
             s.execute(
                 update(LedgerRow)
                 .where(LedgerRow.key == key)
-                .values(status=STARTED, pid=os.getpid(), host=socket.gethostname(), started_at=_now(),
+                .values(status=STARTED, pid=os.getpid(), host=socket.gethostname(), started_at=utcnow(),
                         worker=WORKER_ID)
             )
 
@@ -175,7 +171,7 @@ class EffectsLedger:
             s.execute(
                 update(LedgerRow)
                 .where(LedgerRow.key == key)
-                .values(status=COMPLETED, result_text=result_text, result_ok=int(ok), completed_at=_now())
+                .values(status=COMPLETED, result_text=result_text, result_ok=int(ok), completed_at=utcnow())
             )
 
     def skip(self, key: str, note: str) -> None:
@@ -183,7 +179,7 @@ class EffectsLedger:
             s.execute(
                 update(LedgerRow)
                 .where(LedgerRow.key == key)
-                .values(status=SKIPPED, result_text=note, result_ok=0, completed_at=_now())
+                .values(status=SKIPPED, result_text=note, result_ok=0, completed_at=utcnow())
             )
 
     def in_doubt(self, thread_id: str | None = None) -> list[LedgerEntry]:
@@ -205,7 +201,7 @@ class EffectsLedger:
         """Record the question about to be asked (before the work parks on it). Idempotent per (key, seq)."""
         try:
             with Session(self.engine) as s, s.begin():
-                s.add(AskedRow(key=key, seq=seq, fingerprint=fingerprint, summary=summary, asked_at=_now()))
+                s.add(AskedRow(key=key, seq=seq, fingerprint=fingerprint, summary=summary, asked_at=utcnow()))
         except IntegrityError:
             pass
 

@@ -86,7 +86,6 @@ class ConversationState(BaseModel):
     recent_tools: Annotated[list[str], merge_recent] = Field(default_factory=list)
     summary: str | None = None
     summarized_count: int = 0  # messages folded into the summary and moved to the archive
-    jarb: JarbTask | None = None
     stop_reason: str | None = None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,12 @@ from .config import Settings
 from .disk_full import watch as watch_for_full_disk
 from .pg import (SCHEMA_LOCK, close_pools, is_postgres_url, make_async_postgres_checkpointer,
                  make_postgres_checkpointer, sqlalchemy_url, unavailable)
+
+
+def utcnow() -> datetime:
+    """Now, timezone-aware in UTC: the one clock of every stored timestamp."""
+    return datetime.now(timezone.utc)
+
 
 CHECKPOINTS_DB = "checkpoints"
 JARVIS_DB = "jarvis"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, messages_from_dict, messages_to_dict
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, messages_from_dict, messages_to_dict
 from sqlalchemy import DateTime, Integer, String, Text, case, desc, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -16,13 +16,9 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from . import writer
 from .config import Settings
-from .storage import Base, jarvis_engine
+from .storage import Base, jarvis_engine, utcnow
 
 IDLE, RUNNING, WAITING = "idle", "running", "waiting"
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 class ThreadRow(Base):
@@ -32,8 +28,8 @@ class ThreadRow(Base):
     kind: Mapped[str] = mapped_column(String(16), default="chat")
     title: Mapped[str] = mapped_column(Text, default="")
     status: Mapped[str] = mapped_column(String(16), default=IDLE, index=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
 
 
 class ArchivedMessageRow(Base):
@@ -71,7 +67,7 @@ class ThreadIndex:
 
     def touch(self, thread_id: str, *, title: str | None = None, status: str | None = None, kind: str = "chat") -> None:
         """Create the thread's row or update it: one upsert statement (this runs on every turn)."""
-        now = _now()
+        now = utcnow()
         table = ThreadRow.__table__
         values = {"thread_id": thread_id, "kind": kind, "title": (title or "")[:200], "status": status or IDLE,
                   "created_at": now, "updated_at": now}
@@ -155,13 +151,6 @@ def pending_confirmations(graph: Any, thread_id: str) -> list[dict[str, Any]]:
         value = intr.value if isinstance(intr.value, dict) else {"value": intr.value}
         pending.append({"interrupt_id": intr.id, "thread_id": thread_id, **value})
     return pending
-
-
-def first_user_text(messages: list[BaseMessage]) -> str:
-    for m in messages:
-        if isinstance(m, HumanMessage):
-            return m.text
-    return ""
 
 
 def dumps(obj: Any) -> str:

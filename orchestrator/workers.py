@@ -22,7 +22,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from .claims import WORKER_ID
 from .config import Settings
-from .storage import Base, jarvis_engine
+from .storage import Base, jarvis_engine, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +40,14 @@ _beating: set[str] = set()  # database urls this process beats in
 _lock = threading.Lock()
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 def _beat(engine, worker: str) -> None:
     with Session(engine) as s, s.begin():
-        done = s.execute(update(HeartbeatRow).where(HeartbeatRow.worker == worker).values(seen=_now()))
+        done = s.execute(update(HeartbeatRow).where(HeartbeatRow.worker == worker).values(seen=utcnow()))
         if done.rowcount:
             return
     try:
         with Session(engine) as s, s.begin():
-            s.add(HeartbeatRow(worker=worker, host=socket.gethostname(), pid=os.getpid(), seen=_now()))
+            s.add(HeartbeatRow(worker=worker, host=socket.gethostname(), pid=os.getpid(), seen=utcnow()))
     except IntegrityError:  # written by our own beat thread in between
         pass
 
@@ -91,4 +87,4 @@ def seems_alive(settings: Settings, worker: str | None) -> bool:
         return True
     if seen.tzinfo is None:
         seen = seen.replace(tzinfo=timezone.utc)
-    return _now() - seen <= timedelta(seconds=settings.storage.claim_lease_s)
+    return utcnow() - seen <= timedelta(seconds=settings.storage.claim_lease_s)

@@ -1,4 +1,4 @@
-"""Jorbs and missions: the Jorbs view's API (orchestrator/jorbs: JorbService through `service_for(settings)`).
+"""Jorbs and missions: the Jorbs view's API (orchestrator/jorbs: JorbService through `assembly.service_for(settings)`).
 
   GET  /api/jorbs[?all=1&mode=script|mission]   jorbs with their status (open ones unless `all`)
   GET  /api/jorbs/form                          what the create form offers: side effects, policies, channels

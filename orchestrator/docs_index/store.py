@@ -12,7 +12,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import (Engine, Float, ForeignKey, Integer, LargeBinary, String, Text, delete, func, insert, select,
@@ -147,10 +147,6 @@ def _match(words: list[str]) -> str | None:
     return " OR ".join('"' + w.replace('"', "") + '"' for w in words) if words else None
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
 class DocsIndex:
     def __init__(self, settings: Settings, embedder: Embedder | None = None, engine: Engine | None = None):
         self.settings = settings
@@ -242,7 +238,7 @@ class DocsIndex:
             existing.title = doc.title
             existing.content_hash = doc.content_hash
             existing.source_tool = doc.source_tool
-            existing.indexed_at = _now()
+            existing.indexed_at = storage.utcnow().replace(tzinfo=None)  # the column is naive UTC
             existing.segments = len(doc.segments)
             existing.chunk_count = len(chunks)
             s.flush()

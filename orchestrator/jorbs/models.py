@@ -10,11 +10,7 @@ from typing import Any
 from sqlalchemy import DateTime, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..storage import Base
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+from ..storage import Base, utcnow
 
 
 class JorbRow(Base):

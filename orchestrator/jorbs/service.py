@@ -15,6 +15,8 @@ from typing import Any
 from langgraph.types import Command
 from pydantic import ValidationError
 
+from jarb_core.sandbox import script_spawner
+
 from ..answers import resume_value, step_value, wake_value
 from ..catalog import ToolCatalog
 from ..checkpoint_store import prune_later
@@ -71,24 +73,6 @@ class JorbView:
         return data
 
 
-def sandbox_spawn(settings: Settings):
-    """How jorb scripts are started: in the sandbox, or (only when sandbox.required is false and no sandbox
-    exists) as a plain child process."""
-    from .script_runner import spawn_unsandboxed
-
-    try:
-        from jarb_core import sandbox
-    except ImportError:
-        sandbox = None
-    if sandbox is not None and hasattr(sandbox, "script_spawner"):
-        return sandbox.script_spawner(settings)
-    if settings.sandbox.required:
-        raise JorbError("jorb scripts need the sandbox (bubblewrap on Linux) and none is available: install "
-                        "bubblewrap (apt-get install bubblewrap), or set sandbox.required: false to run without it")
-    log.warning("running jorb scripts without a sandbox (sandbox.required is false)")
-    return spawn_unsandboxed
-
-
 class JorbService:
     def __init__(self, settings: Settings, *, catalog: ToolCatalog, llm: Any = None,
                  checkpointer: Any = None, spawn: Any = None, workers: int = 4):
@@ -113,7 +97,7 @@ class JorbService:
 
     def _spawner(self, argv: list[str]):
         if self._spawn is None:
-            self._spawn = sandbox_spawn(self.settings)
+            self._spawn = script_spawner(self.settings)  # SandboxUnavailable when required and none exists
         return self._spawn(argv)
 
     # -- running -------------------------------------------------------------------------------------

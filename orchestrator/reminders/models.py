@@ -20,7 +20,7 @@ from sqlalchemy import DateTime, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from ..storage import Base
+from ..storage import Base, utcnow
 
 PENDING, SENT, FAILED, CANCELLED = "pending", "sent", "failed", "cancelled"
 SKIPPED, MISSED = "skipped", "missed"  # missed after downtime: policy skip / policy ask (waits for the user)
@@ -31,10 +31,6 @@ MISSED_POLICIES = ("catch_up", "skip", "ask")
 Priority = Literal["low", "medium", "high"]
 MissedPolicy = Literal["catch_up", "skip", "ask"]
 TargetKind = Literal["agent", "webhook", "jorb", "chat"]
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def new_reminder_id() -> str:
