@@ -140,7 +140,7 @@ def make_jorb_nodes(rt: JorbRuntime):
         assert step is not None and step.script
         namespace = rt.namespace(row)
         counter = itertools.count(1)
-        untrusted = {"seen": False}
+        untrusted = {"seen": state.untrusted}  # what earlier steps read is still in what the model sees
         sends: list[HistoryEntry] = []
 
         def ask(request: Any) -> Any:
@@ -182,7 +182,8 @@ def make_jorb_nodes(rt: JorbRuntime):
                               output=result.output or None)
         event: dict[str, Any] = {"type": "script_result", "step": state.step}
         event.update({"error": result.error} if result.error else {"result": result.result})
-        update: dict[str, Any] = {"script_results": [*state.script_results, record], "current_event": event}
+        update: dict[str, Any] = {"script_results": [*state.script_results, record], "current_event": event,
+                                   "untrusted": untrusted["seen"]}
         if sends:
             update["history"] = [*state.history, *sends]
         return update

@@ -112,6 +112,9 @@ class MissionState(BaseModel):
     results: Annotated[list[JobResult], operator.add] = Field(default_factory=list)
     notes: list[MissionNote] = Field(default_factory=list)
     read_paths: Annotated[list[str], operator.add] = Field(default_factory=list)
+    # A job read content from outside (a file of the workspace, a listing): it stays in the notes and results the
+    # model sees, so every later effect of the mission is escalated (ask first).
+    untrusted: Annotated[bool, operator.or_] = False
     reply: MissionReply | None = None
     pending_ask: str | None = None
     step_times: list[float] = Field(default_factory=list)
@@ -127,6 +130,7 @@ class JobTask(BaseModel):
     index: int
     job: Job
     read_paths: list[str] = Field(default_factory=list)
+    untrusted: bool = False  # the mission read content from outside in an earlier round
     env: MissionEnv | None = None  # None in checkpoints written before it existed: read from the row
 
 
@@ -246,7 +250,7 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
         if reply.action == "mission_complete":
             return "finish"
         sends = [Send("job", JobTask(jorb_id=state.jorb_id, iteration=state.iteration, index=i, job=job,
-                                     read_paths=state.read_paths, env=state.env))
+                                     read_paths=state.read_paths, untrusted=state.untrusted, env=state.env))
                  for i, job in enumerate(reply.new_jobs)]
         return sends or "plan"
 
@@ -275,7 +279,8 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
 
         allowed = frozenset(env.allowed_tools) if env.allowed_tools is not None else None
         ctx = CallContext(thread_id=env.thread_id, key=f"{env.thread_id}|round{task.iteration}|job{task.index}",
-                          overrides=env.autonomy, allowed_tools=allowed, origin="mission", config=config)
+                          untrusted_seen=task.untrusted, overrides=env.autonomy, allowed_tools=allowed,
+                          origin="mission", config=config)
         executor = rt.mission_executor(workspace) if kind in MISSION_KINDS else rt.executor
         outcome = executor.execute(kind, params, ctx, confirm=ask)
         result.ok = outcome.ok
@@ -288,7 +293,7 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
             result.error = outcome.content
             if kind == "read_file" and "does not exist" not in outcome.content:
                 read = []  # a read that failed for another reason does not count
-        return {"results": [result], "read_paths": read}
+        return {"results": [result], "read_paths": read, "untrusted": outcome.untrusted}
 
     def ask(state: MissionState) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)

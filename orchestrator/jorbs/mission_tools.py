@@ -74,7 +74,7 @@ def mission_tools(workspace: str) -> list[BaseTool]:
         return f"created {target.relative_to(root).as_posix()} ({len(content.encode('utf-8'))} bytes)"
 
     tools = [
-        make_tool(list_files, args_schema=ListArgs),
+        make_tool(list_files, args_schema=ListArgs, untrusted_output=True),  # file names are content too
         make_tool(read_file, args_schema=ReadArgs, untrusted_output=True),
         make_tool(write_file, args_schema=WriteArgs, side_effects=["fs_write"],
                   summarize=lambda a: f"Write {len(str(a.get('content', '')))} characters to {a.get('path')} in the mission workspace."),

@@ -103,6 +103,9 @@ class JorbState(BaseModel):
     hold_kind: str | None = None  # why the jorb holds when Jarvis (not the policy) paused it: rate_hour, tokens...
     step_times: list[float] = Field(default_factory=list)  # unix times of model steps (rate limits)
     tokens_used: int = 0
+    # A script of an earlier step read content from outside (a note, a page, a message): it stays in the history
+    # the model plans from, so every later effect of the jorb is escalated (ask first).
+    untrusted: bool = False
     extra_steps_hour: int = 0  # granted by the user after a rate-limit pause
     extra_steps_day: int = 0
     extra_tokens: int = 0
