@@ -5,6 +5,7 @@ A tool is a LangChain `BaseTool` whose `metadata` holds:
   untrusted_output  its result is content from outside the conversation (files, email, web, PDFs...)
   summarize         optional callable(args) -> one plain sentence of what the call will do
   side_effects_for  optional callable(args) -> the effects of this particular call
+  sends_out         the tool can carry data off the machine though it declares no effect (an open-world fetch)
   source            "static", "mcp" or "generated"
 
 This module imports nothing from `orchestrator`; the executor reads these keys.
@@ -49,6 +50,16 @@ def side_effects_of(tool: BaseTool, args: dict[str, Any] | None = None) -> list[
     if args is not None and callable(effects_for):
         return list(effects_for(args))
     return list(meta.get("side_effects") or [])
+
+
+# Effects that carry data off this machine: after untrusted content, a call that can do this is escalated.
+SENDS_OUT_EFFECTS = frozenset({"network", "email_send", "message_send"})
+
+
+def sends_out(tool: BaseTool, effects: Iterable[str] = ()) -> bool:
+    """Whether a call can carry data off this machine: a declared sending effect, or a tool that reaches the open
+    world though it changes nothing (an MCP fetch annotated read-only: metadata `sends_out`)."""
+    return bool((tool.metadata or {}).get("sends_out")) or bool(SENDS_OUT_EFFECTS & set(effects))
 
 
 def is_untrusted(tool: BaseTool) -> bool:

