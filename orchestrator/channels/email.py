@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import threading
 from collections.abc import Callable
 from email.message import EmailMessage
@@ -33,6 +34,31 @@ def _api(settings: Settings) -> Any:
 
 def _headers(msg: dict) -> dict[str, str]:
     return {h["name"].lower(): h["value"] for h in (msg.get("payload") or {}).get("headers", [])}
+
+
+def _all_headers(msg: dict, name: str) -> list[str]:
+    return [h["value"] for h in (msg.get("payload") or {}).get("headers", []) if h["name"].lower() == name]
+
+
+def sender_verified(msg: dict, trusted_authserv: str = "mx.google.com") -> bool:
+    """Whether the mail server vouches for the From: address (RFC 8601 Authentication-Results, as Gmail adds
+    it): DMARC passed, or DKIM passed for the From: domain. SPF alone is not enough (it checks the envelope
+    sender, not From:). Only results stamped by Gmail's own server count: anyone can write the header."""
+    sender = parseaddr(_headers(msg).get("from", ""))[1].lower()
+    domain = sender.rpartition("@")[2]
+    if not domain:
+        return False
+    for value in _all_headers(msg, "authentication-results"):
+        authserv, _, results = value.partition(";")
+        if authserv.strip().lower() != trusted_authserv:
+            continue
+        text = results.lower()
+        if re.search(r"\bdmarc=pass\b", text):
+            return True
+        for d in re.findall(r"\bdkim=pass\b[^;]*?header\.(?:d|i)=@?([a-z0-9.-]+)", text):
+            if d == domain or domain.endswith("." + d):
+                return True
+    return False
 
 
 class EmailChannel:
@@ -115,7 +141,7 @@ class EmailPoller:
                 if parseaddr(sender)[1].lower() == self.me():
                     continue  # our own message (the user's own replies come with their address: see user_identities)
                 self.deliver("email", sender, message_body(msg.get("payload") or {}).strip(),
-                             {"thread_key": thread_id, "external_id": mid})
+                             {"thread_key": thread_id, "external_id": mid, "verified": sender_verified(msg)})
                 delivered += 1
         return delivered
 

@@ -32,10 +32,20 @@ class Route:
 
 
 def route_inbound(settings: Settings, store: JorbStore, llm: Any, channel: str, sender: str, text: str,
-                  jorb_id: str | None = None, thread_key: str | None = None, use_model: bool = True) -> Route:
-    """`llm`: the model that judges when the rules find no single jorb (`use_model`)."""
+                  jorb_id: str | None = None, thread_key: str | None = None, use_model: bool = True,
+                  verified: bool = True) -> Route:
+    """`llm`: the model that judges when the rules find no single jorb (`use_model`). `verified`: whether the
+    channel vouches for the sender (an email's From: only when the mail server's DKIM/DMARC checks passed): a
+    message claiming one of the user's identities unverified is not the user, only a counterpart."""
     who = normalize_party(sender, settings.channels.default_region)
-    is_user = who in {normalize_party(u, settings.channels.default_region) for u in settings.channels.user_identities}
+    claims_user = who in {normalize_party(u, settings.channels.default_region) for u in settings.channels.user_identities}
+    is_user = claims_user and verified
+    if claims_user and not verified:
+        route = route_inbound(settings, store, llm, channel, f"unverified:{who}", text, jorb_id, thread_key, use_model)
+        route.flags.append("unverified_sender")
+        route.reasoning += (f" (the sender claims to be you, {who}, but the mail server did not verify it: treated "
+                            "as someone else)")
+        return route
     if jorb_id:
         row = store.get(jorb_id)
         if row.status not in OPEN_STATUSES:
