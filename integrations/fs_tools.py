@@ -28,11 +28,20 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 class FsRoots:
     """The folders the file tools may touch, resolved once."""
 
-    def __init__(self, roots: Sequence[Path | str]):
+    def __init__(self, roots: Sequence[Path | str], protected: Sequence[Path | str] = ()):
+        """protected: places inside the roots that are never written (Jarvis's own config, data, tools and code,
+        key stores): a document must not be able to talk Jarvis into rewriting its own policy."""
         resolved = [Path(os.path.realpath(os.path.expanduser(str(r)))) for r in roots]
         if not resolved:
             raise ValueError("fs.roots is empty: list at least one folder Jarvis may use")
         self.roots = resolved
+        self.protected = [Path(os.path.realpath(os.path.expanduser(str(p)))) for p in protected]
+
+    def check_writable(self, real: Path, path: str) -> None:
+        for p in self.protected:
+            if real == p or p in real.parents:
+                raise ToolError(f"{path} is inside {p}, which is part of Jarvis itself (its config, data, tools or "
+                                "code) or a key store: Jarvis does not write there. Edit it yourself if you mean to.")
 
     def describe(self) -> str:
         return ", ".join(str(r) for r in self.roots)
@@ -113,8 +122,9 @@ class SearchArgs(BaseModel):
     max_results: int = Field(50, gt=0, le=1000)
 
 
-def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000, max_results: int = 200) -> list[BaseTool]:
-    allowed = FsRoots(roots)
+def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000, max_results: int = 200,
+                   protected: Sequence[Path | str] = ()) -> list[BaseTool]:
+    allowed = FsRoots(roots, protected)
 
     def fs_list_dir(path: str) -> list[dict]:
         """List a folder: each entry's name, type (file/dir/link) and size in bytes."""
@@ -164,6 +174,7 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
     def fs_write_text(path: str, content: str) -> str:
         """Create or overwrite a text file with the given content."""
         target = allowed.resolve(path, must_exist=False)
+        allowed.check_writable(target, path)
         if target.is_dir():
             raise ToolError(f"{path} is a folder; give a file path.")
         if not target.parent.exists():

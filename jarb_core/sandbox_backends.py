@@ -292,16 +292,25 @@ def _idmap_prefix(binds: Sequence[Bind], drop_uid: int | None) -> list[str]:
 
 
 def _hide_args(hide: Sequence[Path], targets: Sequence[str]) -> list[str]:
-    """Cover each hidden path that a bind shows (strictly inside a bound target)."""
+    """Cover each hidden path that a bind shows (strictly inside a bound target). A folder that does not exist yet
+    is made first (empty, 0700, by this process: the mount needs a mount point, and bubblewrap cannot make one in
+    an idmapped folder), so that a tool cannot create it: a new ~/.ssh/authorized_keys in a writable home is as
+    bad as a changed one."""
     args: list[str] = []
     for h in hide:
         h_abs = os.path.abspath(h)
         if not any(_under(h_abs, t) and h_abs != t for t in targets):
             continue
+        if os.path.isfile(h_abs):
+            args += ["--ro-bind", "/dev/null", h_abs]
+            continue
+        if not os.path.lexists(h_abs):
+            try:
+                os.makedirs(h_abs, mode=0o700, exist_ok=True)
+            except OSError as exc:
+                raise SandboxUnavailable(f"cannot protect {h_abs} inside a writable folder: {exc.strerror}") from None
         if os.path.isdir(h_abs):
             args += ["--perms", "0700", "--tmpfs", h_abs, "--remount-ro", h_abs]
-        elif os.path.exists(h_abs):
-            args += ["--ro-bind", "/dev/null", h_abs]
     return args
 
 

@@ -29,7 +29,7 @@ from .channels.tools import build_message_tools
 from .config import Settings
 from .docs_index import IndexSink, build_docs_tools, docs_index_for
 from .google_auth import google_api
-from .jarb_tools import generated_provider
+from .jarb_tools import generated_provider, protected_paths
 from .jorbs.service import JorbService
 from .jorbs.tools import build_jorb_tools
 from .llm import make_chat_model
@@ -41,7 +41,8 @@ from .tool_switches import ToolSwitches
 def static_tools(settings: Settings) -> list[BaseTool]:
     """The hand-written integrations, configured from settings."""
     tools: list[BaseTool] = []
-    tools += build_fs_tools(settings.fs.roots, settings.fs.max_read_bytes, settings.fs.max_search_results)
+    tools += build_fs_tools(settings.fs.roots, settings.fs.max_read_bytes, settings.fs.max_search_results,
+                            protected=protected_paths(settings))
     tools += build_time_tools(settings.timezone)
     tools += build_message_tools(settings)
     tools += build_jorb_tools(lambda: service_for(settings))

@@ -37,11 +37,14 @@ KEY_STORES = (".local/share/python_keyring", ".config/python_keyring", ".local/s
 
 
 def protected_paths(settings: Settings) -> list[Path]:
-    """What a generated tool must never see, even inside a folder it may write: Jarvis's data, tools, config
-    and checkout (a tool could otherwise turn the autonomy policy off, or rewrite Jarvis), and key stores."""
-    paths = [settings.data_dir, settings.tools_dir, REPO_ROOT]
+    """What a generated tool must never see, and the file tools never write, even inside a folder of fs.roots:
+    Jarvis's data, tools, config and checkout (else a tool, or a document talking the model into a write, could
+    turn the autonomy policy off or rewrite Jarvis), and key stores."""
+    # The config file itself, not its folder: a config given as ~/jarvis.yml would otherwise cover the whole home.
+    # The MCP folder: a server TOML written there would start a program at Jarvis's next start.
+    paths = [settings.data_dir, settings.tools_dir, settings.mcp.dir, REPO_ROOT]
     if settings.source_path is not None:
-        paths += [settings.source_path, settings.source_path.parent]
+        paths.append(settings.source_path)
     if settings.google.client_secrets is not None:
         paths.append(settings.google.client_secrets)
     home = Path.home()

@@ -148,3 +148,24 @@ def test_a_folder_swapped_for_a_link_after_the_check_is_not_followed(swap_after_
     assert "symbolic link or changed" in message
     assert (outside / "note.txt").read_text() == "outside note\n"
     assert sorted(p.name for p in outside.iterdir()) == ["note.txt", "secret.txt"]
+
+
+def test_the_file_tools_never_write_jarvis_itself(tmp_path, monkeypatch):
+    """Jarvis's config, data and key stores can sit inside a root (the home folder is the default root): the
+    file tools refuse to write there, so no document can talk the model into rewriting the autonomy policy."""
+    from orchestrator.config import load_settings
+    from orchestrator.jarb_tools import protected_paths
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    config = home / ".config" / "jarvis" / "config.yml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f"storage: {{data_dir: {home / 'jarvis-data'}}}\nfs: {{roots: [{home}]}}\n")
+    settings = load_settings(config)
+    tools = {t.name: t for t in build_fs_tools(settings.fs.roots, protected=protected_paths(settings))}
+    for target in (config, home / "jarvis-data" / "jarvis.sqlite", home / ".ssh" / "authorized_keys"):
+        message = refused(tools["fs_write_text"], path=str(target), content="autonomy: {default: auto}")
+        assert "part of Jarvis itself" in message
+    assert config.read_text().startswith("storage:")
+    tools["fs_write_text"].func(path=str(home / "notes.txt"), content="fine")
+    assert (home / "notes.txt").read_text() == "fine"

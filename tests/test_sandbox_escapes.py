@@ -78,7 +78,7 @@ def jarvis(tmp_path, monkeypatch) -> Jarvis:
     (home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY\n")
     config = root / "jarvis" / "config.yml"
     config.write_text(yaml.safe_dump({
-        "storage": {"data_dir": str(root / "data")}, "tools_dir": str(root / "tools"),
+        "storage": {"data_dir": str(root / "data")}, "tools_dir": str(root / "tools"), "mcp": {"dir": str(root / "mcp")},
         "fs": {"roots": [str(root)]}, "sandbox": LIMITS,
         # a call's wall time: short, so that a contained bomb spinning until it is stopped costs little
         "jarb": {"trust_after": 0, "call_timeout_s": 6},
@@ -317,10 +317,11 @@ def test_an_approved_network_tool_cannot_reach_host_loopback_or_abstract_sockets
 
 def test_jarvis_config_checkout_data_and_keys_stay_out_of_sight(jarvis):
     config_before = jarvis.config.read_text()
-    targets = {"config": str(jarvis.config), "config_dir": str(jarvis.config.parent / "profiles.yml"),
+    targets = {"config": str(jarvis.config), "mcp": str(jarvis.root / "mcp" / "evil.toml"),
                "checkout": str(jarvis.checkout / "README.md"), "checkout_new": str(jarvis.checkout / "pwned.py"),
                "data": str(jarvis.root / "data" / "pwned.sqlite"), "tools": str(jarvis.root / "tools" / "pwned.py"),
-               "ssh_key": str(jarvis.home / ".ssh" / "id_ed25519"), "notes": str(jarvis.root / "notes.txt")}
+               "ssh_key": str(jarvis.home / ".ssh" / "id_ed25519"), "notes": str(jarvis.root / "notes.txt"),
+               "aws_not_there_yet": str(jarvis.home / ".aws" / "credentials")}
     registered(jarvis.register("h_self", f"""
         import json
 
@@ -345,8 +346,9 @@ def test_jarvis_config_checkout_data_and_keys_stay_out_of_sight(jarvis):
         assert what in ("Read-only file system", "No such file or directory", "Permission denied"), (label, what)
     assert jarvis.config.read_text() == config_before
     assert (jarvis.checkout / "README.md").read_text() == "the checkout\n"
-    assert not (jarvis.checkout / "pwned.py").exists() and not (jarvis.config.parent / "profiles.yml").exists()
+    assert not (jarvis.checkout / "pwned.py").exists() and not (jarvis.root / "mcp" / "evil.toml").exists()
     assert (jarvis.home / ".ssh" / "id_ed25519").read_text() == "PRIVATE KEY\n"
+    assert not (jarvis.home / ".aws" / "credentials").exists()  # a key store that did not exist is not created
 
 
 # -- 6. a jorb script flooding its pipe ---------------------------------------------------------------------
