@@ -218,8 +218,11 @@ class ToolExecutor:
         effects = side_effects_of(tool, valid)
         meta = tool.metadata or {}
 
+        made = call_fingerprint(name, valid)  # the call as the work makes it, before any edit
         if effects:
             entry = self.ledger.get(ctx.key)
+            if entry is not None and entry.requested is not None and entry.requested != made:
+                return self._changed(tool, entry, valid)
             if entry is not None and entry.status != STARTED:
                 return self._replayed(tool, entry)
             if entry is not None:
@@ -242,7 +245,7 @@ class ToolExecutor:
                 kind="confirm", thread_id=ctx.thread_id, tool=name, args=valid, side_effects=effects,
                 summary=summarize_call(tool, valid), reason=decision.reason, escalated=decision.escalated, key=ctx.key,
             )
-            shown = call_fingerprint(name, valid)
+            shown = made
             asked = self.ledger.asked(ctx.key)
             for seq in itertools.count():
                 if seq >= len(asked):  # a new question: recorded before the work parks on it
@@ -271,13 +274,23 @@ class ToolExecutor:
                 break
             self.ledger.forget_asked(ctx.key)
 
-        if effects and not self.ledger.begin(ctx.key, ctx.thread_id, name, valid, effects):
+        if effects and not self.ledger.begin(ctx.key, ctx.thread_id, name, valid, effects, requested=made):
             entry = self.ledger.get(ctx.key)  # another process recorded the same call in between
             if entry is not None and entry.status != STARTED:
                 return self._replayed(tool, entry)
             if entry is not None:
                 return self._in_doubt(tool, entry, ctx, confirm)
         return _Prepared(tool, valid, effects)
+
+    @staticmethod
+    def _changed(tool: BaseTool, entry: Any, args: dict[str, Any]) -> CallOutcome:
+        """Work that re-ran (a jorb script, a mission round) makes another call where one was recorded: the
+        recorded result is not this call's, and running it would be an effect no one saw asked. It stops here."""
+        shown = json.dumps(entry.args, ensure_ascii=False, default=str)[:200]
+        return CallOutcome(tool.name, f"Not done: at this point the work made another call before ({entry.tool} with "
+                                      f"{shown}), recorded as {entry.status}; it changed between runs, so nothing "
+                                      "recorded stands for this call and it was not run. Make the same calls when "
+                                      "re-run, or do this in a new step.", ok=False, args=args)
 
     @staticmethod
     def _replayed(tool: BaseTool, entry: Any) -> CallOutcome:

@@ -44,6 +44,9 @@ class LedgerRow(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     worker: Mapped[str | None] = mapped_column(String(160), nullable=True)  # claims.WORKER_ID of the starter
+    # call_fingerprint of the call as the work made it, before any edit by the user: a re-run that makes another
+    # call under this key is not answered with this row's result (see executor.ToolExecutor._prepare)
+    requested: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class AskedRow(Base):
@@ -87,6 +90,7 @@ class LedgerEntry:
     host: str
     started_at: datetime
     remote_alive: bool = True  # for a call started on another host: its worker's heartbeat (workers.py)
+    requested: str | None = None  # the fingerprint of the call as made (None in rows older than the column)
 
     @property
     def owner_alive(self) -> bool:
@@ -120,6 +124,7 @@ def _entry(row: LedgerRow, settings: Settings) -> LedgerEntry:
         host=row.host,
         started_at=row.started_at,
         remote_alive=remote_alive,
+        requested=row.requested,
     )
 
 
@@ -133,8 +138,10 @@ class EffectsLedger:
             row = s.get(LedgerRow, key)
             return _entry(row, self.settings) if row else None
 
-    def begin(self, key: str, thread_id: str, tool: str, args: dict[str, Any], side_effects: list[str]) -> bool:
-        """Record that the call starts now. False when a row for the key already exists."""
+    def begin(self, key: str, thread_id: str, tool: str, args: dict[str, Any], side_effects: list[str],
+              requested: str | None = None) -> bool:
+        """Record that the call starts now. False when a row for the key already exists. `requested`: the
+        fingerprint of the call as the work made it (the arguments may since have been edited by the user)."""
         ensure_heartbeat(self.settings)  # so workers on other machines can tell when this one is gone
         row = LedgerRow(
             key=key,
@@ -147,6 +154,7 @@ class EffectsLedger:
             host=socket.gethostname(),
             started_at=utcnow(),
             worker=WORKER_ID,
+            requested=requested,
         )
         try:
             with Session(self.engine) as s, s.begin():

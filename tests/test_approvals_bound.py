@@ -103,3 +103,62 @@ def test_an_edit_given_for_one_call_does_not_apply_to_another(tmp_path):
     assert not first.exists() and not second.exists()
     (asked_again,) = _pending(graph, config)
     assert asked_again["args"]["path"] == str(second) and "another call" in asked_again["error"]
+
+
+def test_a_rerun_that_makes_another_call_where_one_was_recorded_is_stopped(tmp_path):
+    """A completed call is replayed by its key; if the re-run now makes a different call there, the recorded
+    result must not stand for it (and nothing runs unasked): the call fails, saying what was recorded."""
+    root, executor = _setup(tmp_path)
+    notes, bashrc, report = root / "notes.txt", root / ".bashrc", root / "report.txt"
+    bashrc.write_text("# the user's shell\n")
+    clock = {"target": notes}
+    seen: list[str] = []
+
+    def step(state: State) -> dict[str, Any]:
+        first = executor.execute("fs_write_text", {"path": str(clock["target"]), "content": "written"},
+                                 CallContext(thread_id="re", key="re|call1", overrides={"fs_write": "auto"}),
+                                 lambda request: interrupt(request.payload()))
+        seen.append(first.content)
+        executor.execute("fs_write_text", {"path": str(report), "content": "r"}, CallContext(thread_id="re", key="re|call2"),
+                         lambda request: interrupt(request.payload()))
+        return {"result": first.content}
+
+    builder = StateGraph(State)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "re"}}
+    graph.invoke({}, config)  # call1 runs (auto), call2 asks
+    assert notes.read_text() == "written" and seen[0].startswith("Wrote")
+    clock["target"] = bashrc
+    graph.invoke(Command(resume="approve"), config)  # the node re-runs: call1 is now another call
+    assert bashrc.read_text() == "# the user's shell\n"
+    assert seen[1].startswith("Not done: at this point the work made another call before") and "notes.txt" in seen[1]
+
+
+def test_an_edited_call_replays_as_itself(tmp_path):
+    """The recorded arguments of an edited call differ from the call as made: a re-run is still a replay."""
+    root, executor = _setup(tmp_path)
+    asked, edited = root / "asked.txt", root / "edited.txt"
+    runs: list[str] = []
+
+    def step(state: State) -> dict[str, Any]:
+        out = executor.execute("fs_write_text", {"path": str(asked), "content": "x"},
+                               CallContext(thread_id="ed", key="ed|call1"), lambda request: interrupt(request.payload()))
+        runs.append(out.content)
+        executor.execute("fs_write_text", {"path": str(root / "later.txt"), "content": "y"},
+                         CallContext(thread_id="ed", key="ed|call2"), lambda request: interrupt(request.payload()))
+        return {"result": out.content}
+
+    builder = StateGraph(State)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "ed"}}
+    graph.invoke({}, config)
+    graph.invoke(Command(resume={"decision": "edit", "args": {"path": str(edited), "content": "x"}}), config)
+    graph.invoke(Command(resume="approve"), config)
+    assert edited.read_text() == "x" and not asked.exists()
+    assert runs[-1].startswith("Wrote") and "edited.txt" in runs[-1]  # replayed, not refused
