@@ -23,6 +23,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from .config import Settings
 from . import writer
+from .secrets import redact
 from .storage import Base, jarvis_engine
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,8 @@ class TelemetryHandler(BaseCallbackHandler):
         run = self._runs[root]
         end = time.perf_counter()
         run.events.append({"kind": kind, "name": name, "offset_ms": (start - run.t0) * 1000,
-                           "duration_ms": (end - start) * 1000, "ok": ok, "detail": detail})
+                           "duration_ms": (end - start) * 1000, "ok": ok,
+                           "detail": redact(detail) if isinstance(detail, str) else detail})
         if kind == "model":
             run.model_ms += (end - start) * 1000
 
@@ -195,6 +197,7 @@ class TelemetryHandler(BaseCallbackHandler):
 
     # -- persistence --------------------------------------------------------------------------------
     def _finish(self, root_id: UUID, status: str, error: str | None) -> None:
+        error = redact(error) if error else error  # an error can quote a connection URL with its password
         run = self._runs.pop(root_id)
         self._root_of = {k: v for k, v in self._root_of.items() if v != root_id}
         duration = (time.perf_counter() - run.t0) * 1000

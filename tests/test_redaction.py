@@ -61,3 +61,21 @@ def test_logs_hide_url_passwords_never_registered_as_secrets(caplog):
     with caplog.at_level(logging.INFO, logger="jarvis.test.redaction"):
         logger.info("connecting to %s", "postgresql://jarvis:pg-s3cret@db.local/jarvis")
     assert "pg-s3cret" not in caplog.text and redact_urls("https://u:p@h/") == f"https://u:{HIDDEN}@h/"
+
+
+def test_run_telemetry_keeps_errors_without_url_passwords(tmp_path):
+    """`jarvis runs show` keeps each run's error: a connection error quoting its URL must not keep the password."""
+    import uuid
+
+    from orchestrator import writer
+    from orchestrator.config import settings_from_dict
+    from orchestrator.telemetry import TelemetryHandler, list_runs
+
+    settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")}}, tmp_path)
+    handler = TelemetryHandler(settings)
+    root = uuid.uuid4()
+    handler.on_chain_start({}, {}, run_id=root, parent_run_id=None, metadata={"thread_id": "t"})
+    handler.on_chain_error(RuntimeError("cannot connect to postgresql://jarvis:pg-s3cret@db/jarvis"), run_id=root)
+    writer.flush()
+    (run,) = list_runs(settings, limit=5)
+    assert "pg-s3cret" not in run.error and HIDDEN in run.error
