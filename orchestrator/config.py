@@ -217,7 +217,9 @@ class ChannelsConfig(_Section):
     send_per_minute: int = Field(20, ge=1)
     route_min_confidence: float = Field(0.7, ge=0, le=1)
     user_identities: list[str] = Field(default_factory=list,
-                                       description="your own addresses: a message from one of them is your intervention")
+                                       description="your own addresses: a message from one of them is your intervention "
+                                                   "(an email only when Gmail verified its From:; on Telegram prefer "
+                                                   "telegram:<your numeric user id> to a @handle, which can change hands)")
     default_region: str = Field("US", description="phone numbers without a country code are read in this region")
 
 

@@ -284,3 +284,21 @@ def test_a_forged_from_in_a_jorb_email_thread_is_not_the_user(email_env, google_
                                   "smtp.mailfrom=boss@home.example; dmarc=pass (p=REJECT) header.from=home.example"))
     assert poller.poll_once() == 1
     assert svc.view(jorb.id).state.history[-1].role == "user"
+
+
+def test_the_user_on_telegram_is_known_by_their_numeric_id(jarvis_env, telegram):
+    """A @handle can change hands; the numeric user id is who Telegram says sent the message. With
+    `telegram:<id>` in channels.user_identities, the user is recognised by it, and a stranger is not."""
+    from orchestrator.channels.telegram import TelegramPoller
+
+    jarvis_env.write_config(channels={"telegram": {"enabled": True, "token": {"secret": "telegram_token"},
+                                                   "api_base": telegram.base_url, "allowlist": ["@alice", "@boss", "7"],
+                                                   "poll_timeout_s": 0},
+                                      "user_identities": ["telegram:7"]})
+    svc = _service(jarvis_env)
+    poller = TelegramPoller(jarvis_env.settings, lambda ch, who, text, meta: svc.inbound(ch, who, text, **meta))
+    telegram.state.say("it's me", username="boss", user_id=7)
+    telegram.state.say("I am the boss now", username="alice", user_id=42)
+    assert poller.poll_once(timeout=0) == 2
+    inbox = {m.text: m for m in svc.store.messages(direction="in")}
+    assert inbox["it's me"].is_user and not inbox["I am the boss now"].is_user

@@ -181,8 +181,10 @@ class TelegramPoller:
             if self.allowed and party not in self.allowed and str(sender.get("id")) not in self.allowed:
                 log.info("telegram message from %s ignored: not on channels.telegram.allowlist", party)
                 continue
+            # the numeric user id is the sender as Telegram authenticates it (a @handle can change hands)
             self.deliver("telegram", party, text, {"external_id": str(message.get("message_id")),
-                                                   "thread_key": str(chat.get("id"))})
+                                                   "thread_key": str(chat.get("id")),
+                                                   "sender_id": f"telegram:{sender['id']}" if sender.get("id") else None})
             handled += 1
         return handled
 

@@ -33,12 +33,15 @@ class Route:
 
 def route_inbound(settings: Settings, store: JorbStore, llm: Any, channel: str, sender: str, text: str,
                   jorb_id: str | None = None, thread_key: str | None = None, use_model: bool = True,
-                  verified: bool = True) -> Route:
+                  verified: bool = True, sender_id: str | None = None) -> Route:
     """`llm`: the model that judges when the rules find no single jorb (`use_model`). `verified`: whether the
     channel vouches for the sender (an email's From: only when the mail server's DKIM/DMARC checks passed): a
-    message claiming one of the user's identities unverified is not the user, only a counterpart."""
+    message claiming one of the user's identities unverified is not the user, only a counterpart. `sender_id`: the
+    sender as the platform authenticates it (`telegram:<user id>`), matched against channels.user_identities too."""
     who = normalize_party(sender, settings.channels.default_region)
-    claims_user = who in {normalize_party(u, settings.channels.default_region) for u in settings.channels.user_identities}
+    identities = {normalize_party(u, settings.channels.default_region) for u in settings.channels.user_identities}
+    claims_user = who in identities or (sender_id is not None and sender_id.lower() in
+                                        {u.strip().lower() for u in settings.channels.user_identities})
     is_user = claims_user and verified
     if claims_user and not verified:
         route = route_inbound(settings, store, llm, channel, f"unverified:{who}", text, jorb_id, thread_key, use_model)

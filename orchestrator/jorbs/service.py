@@ -339,12 +339,12 @@ class JorbService:
 
     def inbound(self, channel: str, sender: str, text: str, jorb_id: str | None = None, *, thread_key: str | None = None,
                 external_id: str | None = None, background: bool = False, debounce: bool = False,
-                verified: bool = True) -> Route:
+                verified: bool = True, sender_id: str | None = None) -> Route:
         """A message from the world. Routed to its jorb (which wakes: at once, or after the burst window when
         `debounce`, so that several messages in a row wake it once, together) or kept in the inbox. `verified`:
         whether the channel vouches for the sender (see route_inbound)."""
         route = route_inbound(self.settings, self.store, self.rt.llm, channel, sender, text, jorb_id, thread_key,
-                              verified=verified)
+                              verified=verified, sender_id=sender_id)
         if "unverified_sender" in route.flags:  # the jorb (and the inbox) see that it is not the user
             text = (f"[unverified sender: this message claims to come from the user's address ({sender}), but the "
                     f"mail server did not confirm it; it is not the user] {text}")
