@@ -321,3 +321,48 @@ def test_a_message_the_server_refuses_comes_back_to_the_box(open_ui):
     page.locator(".msg.assistant", has_text="Second answer.").wait_for()
     assert box.input_value() == "" and page.locator(".composer-note").inner_text() == ""
     assert len(server.env.server.requests) == 2
+
+
+PHONE = {"width": 390, "height": 844}
+
+
+def _overflow(page) -> int:
+    """How far the page is wider than the window (0 when nothing sticks out)."""
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+def test_every_view_fits_a_phone(open_ui):
+    """[19] point 1: at 390 px the thread list kept half the width, the message box shrank to ~20 px and the
+    tabs ran off screen. Now every view fits, every tab is on screen, and the thread list is a drawer."""
+    page, server = open_ui()
+    server.env.server.push(answer("Hello from a phone-sized window, with a rather long answer that has to wrap."))
+    send(page, "hello")
+    page.get_by_text("Hello from a phone-sized window").wait_for()
+    page.set_viewport_size(PHONE)
+    box = page.get_by_role("textbox", name="Message").bounding_box()
+    assert box is not None and box["width"] >= 220, box
+    assert page.locator(".sidebar").is_hidden()
+    toggle = page.get_by_role("button", name="Threads")
+    toggle.click()
+    assert page.locator(".sidebar").is_visible() and toggle.get_attribute("aria-expanded") == "true"
+    shot(page, "phone-chat-threads")
+    page.locator(".threads li a").first.click()
+    assert page.locator(".sidebar").is_hidden()
+    tabs = page.locator("#tabs a")
+    names = tabs.all_inner_texts()
+    assert len(names) >= 5
+    for i, name in enumerate(names):
+        tab = tabs.nth(i)
+        right = tab.bounding_box()
+        assert right is not None and right["x"] >= 0 and right["x"] + right["width"] <= PHONE["width"] + 1, name
+        tab.click()
+        page.wait_for_function("document.querySelector('section.view:not([hidden])') !== null")
+        page.wait_for_timeout(300)  # the view's first fetch
+        shot(page, f"phone-{name.lower()}")
+        assert _overflow(page) <= 0, f"the {name} view is {_overflow(page)} px wider than a 390 px screen"
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.locator("#tabs a").first.click()
+    page.locator(".sidebar").wait_for(state="visible")  # wide again: the list is beside the conversation
+    assert page.get_by_role("button", name="Threads").is_hidden()
+    shot(page, "wide-chat")
+    assert page.js_errors == []

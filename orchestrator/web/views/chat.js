@@ -8,6 +8,7 @@ const YOUTUBE = /https?:\/\/(?:www\.|m\.)?(?:youtube\.com|youtu\.be|youtube-noco
 
 let ui;
 let threadList;
+let setDrawer = () => {};
 let log;
 let input;
 let sendButton;
@@ -49,11 +50,17 @@ export function mount(el, shell) {
     const text = ev.clipboardData ? ev.clipboardData.getData("text") : "";
     for (const url of text.match(YOUTUBE) || []) addUrl(url);
   });
-  el.append(
-    h("aside", { class: "sidebar" },
-      h("button", { type: "button", class: "new-chat", onclick: () => newThread() }, "New chat"), threadList),
-    h("div", { class: "conversation" }, log, form),
-  );
+  // Under ~700 px the thread list is a drawer over the conversation, opened by this button (hidden when wide).
+  const sidebar = h("aside", { class: "sidebar", id: "chat-threads" },
+    h("button", { type: "button", class: "new-chat", onclick: () => newThread() }, "New chat"), threadList);
+  const toggle = h("button", { type: "button", class: "threads-toggle", "aria-controls": "chat-threads",
+    "aria-expanded": "false", onclick: () => setDrawer(!sidebar.classList.contains("open")) }, "Threads");
+  setDrawer = (open) => {
+    sidebar.classList.toggle("open", open);
+    toggle.setAttribute("aria-expanded", String(open));
+  };
+  threadList.addEventListener("click", (ev) => { if (ev.target.closest("a")) setDrawer(false); });
+  el.append(sidebar, h("div", { class: "conversation" }, h("div", { class: "conversation-bar" }, toggle), log, form));
   // Files dropped anywhere on the window become attachments.
   window.addEventListener("dragover", (ev) => {
     if (el.hidden) return;
@@ -71,6 +78,7 @@ export function mount(el, shell) {
 }
 
 export async function show(arg) {
+  setDrawer(false);
   if (arg && arg !== current) await openThread(arg);
   else if (!arg && !current) await newThread();
   input.focus();
