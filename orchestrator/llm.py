@@ -32,6 +32,7 @@ def _fast_chat_openai_class():
             payload = super()._get_request_payload(input_, stop=stop, **kwargs)
             if "input" in payload:  # the Responses API path: leave it alone
                 return payload
+            adapt_for_server(payload, str(self.openai_api_base or ""))
             extra = dict(payload.get("extra_body") or {})
             extra["messages"] = payload["messages"]
             payload["messages"] = []
@@ -41,6 +42,25 @@ def _fast_chat_openai_class():
             return payload
 
     return FastChatOpenAI
+
+
+OPENAI_HOSTS = ("api.openai.com",)
+
+
+def adapt_for_server(payload: dict, base_url: str) -> dict:
+    """A chat request in the shape every OpenAI-compatible server understands, whatever the provider setting:
+    - an assistant message with tool calls carries content "" rather than null: llama-cpp-python's server
+      refuses null (HTTP 500), which broke every later turn of a thread that had a tool call;
+    - the token cap is sent as `max_tokens` to servers other than OpenAI's own: current clients send
+      `max_completion_tokens`, which llama.cpp, llama-cpp-python and others ignore (a cap of 64 gave 372 words);
+      OpenAI's newer models accept only `max_completion_tokens`, so it stays for them."""
+    for message in payload.get("messages") or []:
+        if isinstance(message, dict) and message.get("role") == "assistant" and message.get("content") is None:
+            message["content"] = ""
+    host = base_url.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0].lower()
+    if "max_completion_tokens" in payload and host not in OPENAI_HOSTS:
+        payload.setdefault("max_tokens", payload.pop("max_completion_tokens"))
+    return payload
 
 
 def model_config(settings: Settings, role: Role = "primary") -> tuple[str, ModelConfig]:

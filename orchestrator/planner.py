@@ -142,4 +142,17 @@ def call_model(
         raise
     if merged is None:
         return AIMessage(content="")
-    return finalize_message(merged, tool_names(tools))
+    finish = (merged.response_metadata or {}).get("finish_reason")
+    if finish is None and isinstance(merged, AIMessageChunk):
+        # A stream that ended without a finish_reason was cut (the connection closed mid-answer): what arrived is
+        # not the model's answer, and a call in it may be half written. Nothing of it is kept or run.
+        raise ModelEndpointError(
+            f"The answer from the model at {base_url} was cut off: the connection closed before the model said it "
+            "was done, so nothing of it was kept. Ask again; if it keeps happening, look at the model server's log.")
+    message = finalize_message(merged, tool_names(tools))
+    if finish == "length" and isinstance(message.content, str) and message.content.strip():
+        limit = getattr(llm, "max_tokens", None)
+        where = f"models.{role}.max_tokens = {limit}" if limit else "the model server's own limit"
+        message.content += (f"\n\n[This answer was cut off at the model's token limit ({where}): it is not "
+                            "complete. Raise the limit, or ask for a shorter answer.]")
+    return message

@@ -266,6 +266,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if token_delay:
                     time.sleep(token_delay)
                 chunk({"content": token})
+            if resp.get("cut_stream"):  # the connection closes mid-answer: no finish_reason, no [DONE]
+                return
             for c in calls:
                 chunk({"tool_calls": [{"index": c["index"], "id": c["id"], "type": "function",
                                        "function": {"name": c["function"]["name"], "arguments": ""}}]})

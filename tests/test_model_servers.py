@@ -1,0 +1,102 @@
+"""Model servers as they really behave ([17] findings 1-3), through the real ChatOpenAI client over HTTP.
+
+The shapes of a cut stream and of a length stop are played by the scripted server; the null content of an
+assistant message and the token cap are tried against llama-cpp-python's own server, started by hand with the
+tiny GGUF model `make test` installs (provider `openai`, not `embedded`: the request adapter must not depend on
+the provider setting).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from orchestrator.config import settings_from_dict
+from orchestrator.errors import ModelEndpointError
+from orchestrator.llm import make_chat_model
+from orchestrator.planner import call_model
+from tests.conftest import REPO
+
+GGUF = REPO / "data" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _model(tmp_path: Path, base_url: str, **primary):
+    settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")},
+                                   "models": {"primary": {"base_url": base_url, "model": "scripted-model",
+                                                          "api_key": "test", "max_retries": 0, "timeout_s": 60,
+                                                          **primary}}}, tmp_path)
+    return make_chat_model(settings)
+
+
+def test_a_stream_cut_before_its_end_is_an_error_not_an_answer(tmp_path, llm_server):
+    llm_server.push({"content": "The first half of a sentence that never", "cut_stream": True})
+    with pytest.raises(ModelEndpointError, match="cut off: the connection closed"):
+        call_model(_model(tmp_path, llm_server.base_url), [], [HumanMessage("hi")], None, llm_server.base_url)
+
+
+def test_an_answer_stopped_at_the_token_limit_says_so(tmp_path, llm_server):
+    llm_server.push({"content": "Here are the ten steps: one, two, three", "finish_reason": "length"})
+    message = call_model(_model(tmp_path, llm_server.base_url, max_tokens=12), [], [HumanMessage("steps?")], None,
+                         llm_server.base_url)
+    assert message.content.startswith("Here are the ten steps")
+    assert "cut off at the model's token limit (models.primary.max_tokens = 12)" in message.content
+    llm_server.push({"content": "A complete answer."})
+    done = call_model(_model(tmp_path, llm_server.base_url), [], [HumanMessage("again")], None, llm_server.base_url)
+    assert done.content == "A complete answer."
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_server():
+    """llama-cpp-python's OpenAI-compatible server, as a user would start it by hand."""
+    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is not installed (make install-local)")
+    if not GGUF.exists():
+        if os.environ.get("JARVIS_REQUIRE_REAL_MODEL") == "1":
+            pytest.fail(f"{GGUF} is missing (make demo-model)")
+        pytest.skip(f"{GGUF} is missing (make demo-model)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(GGUF), "--host", "127.0.0.1",
+                             "--port", str(port), "--n_ctx", "2048", "--model_alias", "scripted-model"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{base}/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("llama-cpp-python's server did not start")
+            time.sleep(0.3)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.slow
+def test_a_thread_with_a_tool_call_in_its_history_works_on_llama_cpp_python(tmp_path, llama_cpp_server):
+    """The assistant message that made a call has null content in the OpenAI shape; this server refused it with
+    HTTP 500, so the thread failed on every later turn."""
+    history = [HumanMessage("What time is it?"),
+               AIMessage(content="", tool_calls=[{"name": "time_now", "args": {}, "id": "call_1"}]),
+               ToolMessage(content="2026-11-24T10:00:00+00:00", tool_call_id="call_1", name="time_now"),
+               HumanMessage("Thanks. Say OK.")]
+    model = _model(tmp_path, llama_cpp_server, max_tokens=8, temperature=0)
+    answer = call_model(model, [], history, None, llama_cpp_server)
+    assert isinstance(answer.content, str) and answer.content.strip()
+    # the cap is honoured (the server ignored max_completion_tokens): the answer is at most 8 of its tokens
+    root = llama_cpp_server.rsplit("/v1", 1)[0]
+    tokens = httpx.post(f"{root}/extras/tokenize", json={"input": answer.content}, timeout=10).json()["tokens"]
+    assert len(tokens) <= 9, (len(tokens), answer.content)
