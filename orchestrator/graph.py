@@ -148,7 +148,8 @@ def make_nodes(rt: JarvisRuntime):
         outcome = rt.executor.execute(name, call.get("args") or {}, ctx, confirm=ask)
         recent = [name] if outcome.ok else []
         if name == FIND_TOOLS and outcome.ok:
-            recent = found_names(outcome.content)  # bound on the planner's next step
+            # bound on the planner's next step, which keeps the most recent names first: the best ranked goes last
+            recent = list(reversed(found_names(outcome.content)))
         update: dict[str, Any] = {
             "messages": [ToolMessage(content=outcome.content, tool_call_id=call_id, name=name,
                                      status="success" if outcome.ok else "error")],

@@ -80,3 +80,20 @@ def test_hybrid_ranking_with_embeddings(jarvis_env):
     index2 = ToolIndex(embed)
     chosen = [t.name for t in select_tools(index2, catalog, "add buy milk to my todoist inbox", [], 12)]
     assert "todoist_create_task" in chosen
+
+
+def test_the_best_tool_find_tools_returns_is_bound_on_the_next_step(jarvis_env):
+    """[17] finding 10: the found tools were kept newest-first up to a third of the limit, so the best ranked
+    (listed first) was dropped: find_tools("write text to a file") returned fs_write_text first and the next
+    step did not have it. Every query's first result must be bound on the next step."""
+    catalog = build_catalog(static_tools(jarvis_env.settings))
+    graph = jarvis_env.graph(catalog=ToolCatalog([StaticProvider("big", catalog)]))
+    srv = jarvis_env.server
+    for i, query in enumerate(["write text to a file", "roman numerals", "convert currency"]):
+        srv.push(tool_call("find_tools", query=query, limit=8), answer("found"))
+        before = len(srv.requests)
+        out = graph.invoke({"messages": [("user", "go on")]}, {"configurable": {"thread_id": f"f{i}"}})
+        found = __import__("json").loads(out["messages"][-2].content)
+        assert found
+        bound = [t["function"]["name"] for t in srv.requests[before + 1]["tools"]]  # the step after find_tools
+        assert found[0]["name"] in bound, (query, found[0]["name"], bound)
