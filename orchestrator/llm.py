@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Literal
 
@@ -41,7 +42,34 @@ def _fast_chat_openai_class():
             payload["extra_body"] = extra
             return payload
 
+        # Some servers send a tool call's arguments as a JSON object instead of a string; langchain-openai then
+        # fails inside its own parsing, before model_output.py's repairs could run. They are made strings first.
+        def _convert_chunk_to_generation_chunk(self, chunk: dict, default_chunk_class: type,
+                                               base_generation_info: dict | None) -> Any:
+            return super()._convert_chunk_to_generation_chunk(string_arguments(chunk), default_chunk_class,
+                                                              base_generation_info)
+
+        def _create_chat_result(self, response: Any, generation_info: dict | None = None) -> Any:
+            if hasattr(response, "model_dump"):
+                response = response.model_dump()
+            return super()._create_chat_result(string_arguments(response), generation_info)
+
     return FastChatOpenAI
+
+
+def string_arguments(body: Any) -> Any:
+    """A chat completion (or chunk) whose tool calls carry their arguments as JSON text, as the API defines."""
+    if not isinstance(body, dict):
+        return body
+    for choice in body.get("choices") or []:
+        for part in ("delta", "message"):
+            message = choice.get(part) if isinstance(choice, dict) else None
+            for call in (message or {}).get("tool_calls") or []:
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict) and function.get("arguments") is not None \
+                        and not isinstance(function["arguments"], str):
+                    function["arguments"] = json.dumps(function["arguments"])
+    return body
 
 
 OPENAI_HOSTS = ("api.openai.com",)

@@ -100,3 +100,17 @@ def test_a_thread_with_a_tool_call_in_its_history_works_on_llama_cpp_python(tmp_
     root = llama_cpp_server.rsplit("/v1", 1)[0]
     tokens = httpx.post(f"{root}/extras/tokenize", json={"input": answer.content}, timeout=10).json()["tokens"]
     assert len(tokens) <= 9, (len(tokens), answer.content)
+
+
+def test_tool_call_arguments_sent_as_an_object_still_make_a_call(tmp_path, llm_server):
+    """[17] finding 4: a server sending the arguments as a JSON object (not text) ended in a traceback inside
+    langchain-openai, before any repair could run."""
+    from integrations.fs_tools import build_fs_tools
+
+    tools = build_fs_tools([tmp_path])
+    llm_server.push({"tool_calls": [{"name": "fs_list_dir", "arguments": {"path": str(tmp_path)}}],
+                     "arguments_as_object": True})
+    message = call_model(_model(tmp_path, llm_server.base_url), tools, [HumanMessage("what is here?")], None,
+                         llm_server.base_url)
+    assert message.tool_calls == [{"name": "fs_list_dir", "args": {"path": str(tmp_path)}, "id": message.tool_calls[0]["id"],
+                                   "type": "tool_call"}]

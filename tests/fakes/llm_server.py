@@ -272,6 +272,9 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk({"tool_calls": [{"index": c["index"], "id": c["id"], "type": "function",
                                        "function": {"name": c["function"]["name"], "arguments": ""}}]})
                 args = c["function"]["arguments"]
+                if resp.get("arguments_as_object"):  # as some servers send them: an object, not JSON text
+                    chunk({"tool_calls": [{"index": c["index"], "function": {"arguments": json.loads(args)}}]})
+                    continue
                 step = max(1, len(args) // 3)
                 for i in range(0, len(args), step):
                     chunk({"tool_calls": [{"index": c["index"], "function": {"arguments": args[i:i + step]}}]})
