@@ -147,6 +147,17 @@ def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "prim
             f"The model at {base_url} did not answer in time: check that the model is loaded, "
             f"or raise models.{role}.timeout_s."
         )
+    chain, link = [], exc
+    while link is not None and len(chain) < 10:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    # by name: the openai SDK may bring its own copy of httpx (httpx2), whose classes are not httpx's
+    if any(type(e).__name__ in ("RemoteProtocolError", "ReadError") for e in chain):
+        # reached, then the connection closed mid-answer: not "cannot reach", and not a place to suggest Jan
+        return ModelEndpointError(
+            f"The model at {base_url} closed the connection in the middle of its answer, so nothing of it was "
+            "kept. Ask again; if it keeps happening, look at the model server's log (it may have crashed or "
+            "run out of memory).")
     if isinstance(exc, openai.APIConnectionError | httpx.ConnectError | ConnectionError):
         return ModelEndpointError(
             f"Cannot reach the model endpoint at {base_url}. Either start Jan (open Jan, load a model and turn "

@@ -114,3 +114,13 @@ def test_tool_call_arguments_sent_as_an_object_still_make_a_call(tmp_path, llm_s
                          llm_server.base_url)
     assert message.tool_calls == [{"name": "fs_list_dir", "args": {"path": str(tmp_path)}, "id": message.tool_calls[0]["id"],
                                    "type": "tool_call"}]
+
+
+def test_a_connection_closed_mid_answer_is_not_reported_as_unreachable(tmp_path, llm_server):
+    """[17] finding 5: a chunked body cut mid-stream was reported as 'Cannot reach the model endpoint ... start
+    Jan', though the endpoint had answered."""
+    llm_server.push({"content": "unused", "close_mid_chunk": True})
+    with pytest.raises(ModelEndpointError) as err:
+        call_model(_model(tmp_path, llm_server.base_url), [], [HumanMessage("hi")], None, llm_server.base_url)
+    assert "closed the connection in the middle of its answer" in str(err.value)
+    assert "Cannot reach" not in str(err.value) and "Jan" not in str(err.value)

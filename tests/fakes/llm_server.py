@@ -248,6 +248,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
+        if resp.get("close_mid_chunk"):  # a chunked body whose connection drops inside a chunk
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            first = b'data: {"choices": [{"index": 0, "delta": {"content": "Hal'
+            self.wfile.write(f"{len(first) + 40:x}\r\n".encode() + first)
+            self.wfile.flush()
+            self.close_connection = True
+            return
         self.end_headers()
         self.close_connection = True
 
