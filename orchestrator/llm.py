@@ -182,6 +182,18 @@ def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "prim
     return None
 
 
+def _listed_models(resp: Any) -> set[str] | None:
+    """The model ids a GET /models answer lists, or None when the answer is not the OpenAI list shape (then
+    nothing can be said about the name)."""
+    try:
+        data = resp.json().get("data")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(data, list):
+        return None
+    return {str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")}
+
+
 def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, str]:
     """Health check used by `jarvis run`, the Settings view and `make run`: GET /models."""
     import httpx
@@ -193,9 +205,15 @@ def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, st
     try:
         api_key = secrets.resolve(cfg.api_key) or ""
         resp = httpx.get(url, headers={"Authorization": f"Bearer {api_key}"}, timeout=3)
-        if resp.status_code < 400:
-            return True, f"{cfg.base_url} answers ({cfg.model})"
-        return False, f"{cfg.base_url} answered HTTP {resp.status_code}"
+        if resp.status_code >= 400:
+            return False, f"{cfg.base_url} answered HTTP {resp.status_code}"
+        listed = _listed_models(resp)
+        if listed is not None and cfg.model not in listed:
+            # the server answers, but every chat would fail with "model not found"
+            shown = ", ".join(sorted(listed)[:8]) + (" ..." if len(listed) > 8 else "") if listed else "none"
+            return False, (f"{cfg.base_url} answers, but has no model named {cfg.model!r} (it lists: {shown}); set "
+                           f"models.{used_role}.model to one of them, or load {cfg.model!r} in the server")
+        return True, f"{cfg.base_url} answers ({cfg.model})"
     except Exception as exc:  # noqa: BLE001 - any failure is reported, not raised
         err = describe_endpoint_error(exc, cfg.base_url, used_role)
         return False, str(err or exc)

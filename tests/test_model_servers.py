@@ -124,3 +124,18 @@ def test_a_connection_closed_mid_answer_is_not_reported_as_unreachable(tmp_path,
         call_model(_model(tmp_path, llm_server.base_url), [], [HumanMessage("hi")], None, llm_server.base_url)
     assert "closed the connection in the middle of its answer" in str(err.value)
     assert "Cannot reach" not in str(err.value) and "Jan" not in str(err.value)
+
+
+def test_model_check_says_when_the_server_has_no_such_model(tmp_path, llm_server):
+    """[17] finding 6: `jarvis model check` said "answers" for a model name the server does not list; every
+    chat then failed."""
+    from orchestrator.llm import check_endpoint
+
+    def settings(model):
+        return settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")},
+                                   "models": {"primary": {"base_url": llm_server.base_url, "model": model}}}, tmp_path)
+
+    ok, message = check_endpoint(settings("llama-3-70b"))
+    assert not ok and "no model named 'llama-3-70b'" in message and "scripted-model" in message
+    ok, message = check_endpoint(settings("scripted-model"))
+    assert ok and "answers" in message
