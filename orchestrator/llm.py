@@ -208,7 +208,11 @@ def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, st
         if resp.status_code >= 400:
             return False, f"{cfg.base_url} answered HTTP {resp.status_code}"
         listed = _listed_models(resp)
-        if listed is not None and cfg.model not in listed:
+        if listed is not None and len(listed) == 1 and cfg.model not in listed:
+            # one model loaded (llama.cpp's server, llama-cpp-python): such servers answer with it whatever name
+            # a request gives
+            return True, f"{cfg.base_url} answers with its one model {next(iter(listed))!r} (asked for {cfg.model!r})"
+        if listed is not None and cfg.model not in listed and f"{cfg.model}:latest" not in listed:
             # the server answers, but every chat would fail with "model not found"
             shown = ", ".join(sorted(listed)[:8]) + (" ..." if len(listed) > 8 else "") if listed else "none"
             return False, (f"{cfg.base_url} answers, but has no model named {cfg.model!r} (it lists: {shown}); set "

@@ -135,7 +135,10 @@ def test_model_check_says_when_the_server_has_no_such_model(tmp_path, llm_server
         return settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")},
                                    "models": {"primary": {"base_url": llm_server.base_url, "model": model}}}, tmp_path)
 
+    ok, message = check_endpoint(settings("llama-3-70b"))  # a server with one model answers with it anyway
+    assert ok and "its one model 'scripted-model'" in message
+    llm_server.brain.model_list = ["qwen2.5:7b", "llama3:latest"]  # a server with several (Ollama)
     ok, message = check_endpoint(settings("llama-3-70b"))
-    assert not ok and "no model named 'llama-3-70b'" in message and "scripted-model" in message
-    ok, message = check_endpoint(settings("scripted-model"))
+    assert not ok and "no model named 'llama-3-70b'" in message and "qwen2.5:7b" in message
+    ok, message = check_endpoint(settings("llama3"))  # Ollama's default tag
     assert ok and "answers" in message

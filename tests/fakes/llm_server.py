@@ -195,7 +195,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         brain = self.server.brain
         if self.path.rstrip("/").endswith("/models"):
-            self._json(200, {"object": "list", "data": [{"id": brain.model, "object": "model", "owned_by": "tests"}]})
+            names = getattr(brain, "model_list", None) or [brain.model]  # a test may list several, as Ollama does
+            self._json(200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "tests"} for n in names]})
         elif self.path == "/_requests":
             self._json(200, brain.requests)
         else:
