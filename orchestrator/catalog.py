@@ -53,6 +53,21 @@ class ToolCatalog:
             return None
         return disabled_message(name)
 
+    def unavailable_message(self, name: str) -> str | None:
+        """Why a tool that exists cannot be called right now (its MCP server is restarting...), or None."""
+        for provider in self.providers:
+            ask = getattr(provider, "unavailable_message", None)
+            if ask is None:
+                continue
+            try:
+                message = ask(name)
+            except Exception:  # noqa: BLE001 - a provider's trouble must not hide the plain answer
+                log.debug("unavailable_message of %s failed", getattr(provider, "name", provider), exc_info=True)
+                continue
+            if message:
+                return message
+        return None
+
     def add_provider(self, provider: ToolProvider) -> None:
         self.providers.append(provider)
 

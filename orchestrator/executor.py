@@ -180,6 +180,10 @@ class ToolExecutor:
         message = disabled(name) if disabled is not None else None
         if message:
             return CallOutcome(name, message, ok=False)
+        unavailable = getattr(self.catalog, "unavailable_message", None)
+        message = unavailable(name) if unavailable is not None else None
+        if message:
+            return CallOutcome(name, message, ok=False)
         names = self.catalog.names()
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(close)}?" if close else ""

@@ -298,6 +298,26 @@ class McpProvider:
                 return tool
         return next((t for t in self.list_tools() if t.name == name), None)
 
+    def unavailable_message(self, name: str) -> str | None:
+        """What a call to a tool of a server that is down, restarting or still starting gets back, instead of
+        "there is no tool named ..." (the tool exists; its server will be back). None when `name` is no such tool."""
+        known = self._known_names(self.manager.ready_servers())
+        names = exposed_names(known, self.reserved())
+        server = next((srv for (srv, mcp_name), exposed in names.items() if exposed == name), None)
+        if server is None:
+            starting = [s.name for s in self.manager.status() if s.state == "starting"]
+            if not starting:
+                return None
+            return (f"Error: there is no tool named {name!r} yet: the MCP server(s) {', '.join(starting)} are still "
+                    "starting and their tools are not known yet. Try again in a moment.")
+        status = next((s for s in self.manager.status() if s.name == server), None)
+        if status is None or status.state == "ready":
+            return None
+        when = f"; it restarts in {status.next_restart_in_s:.0f} s" if status.next_restart_in_s is not None else ""
+        why = status.last_error or status.state
+        return (f"Error: {name} is a tool of the MCP server '{server}', which is not available right now ({why}{when}). "
+                "Try again later or use another tool; `jarvis mcp status` shows the details.")
+
     def infos(self) -> list[McpToolInfo]:
         self.list_tools()
         with self._lock:

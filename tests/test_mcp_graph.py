@@ -74,3 +74,20 @@ def test_side_effect_asks_first_and_a_crash_is_an_error_message(jarvis_env):
     jarvis_env.server.push(tool_call("get_current_time", timezone="UTC"), answer("ok"))
     out = graph.invoke({"messages": [("user", "time?")]}, {"configurable": {"thread_id": "mcp-4"}})
     assert next(m for m in out["messages"] if m.type == "tool").status == "success"
+
+
+def test_a_tool_of_a_restarting_server_says_so_not_that_it_does_not_exist(jarvis_env):
+    """[17] finding 9: within a server's restart backoff the provider lists only ready servers, so the model was
+    told "there is no tool named 'write_note'"; the restart time never reached it."""
+    jarvis_env.write_config(mcp={"restart_backoff_s": 30, "max_restart_backoff_s": 30},
+                            autonomy={"effects": {"ui_automation": "auto"}})
+    write_server(jarvis_env.path / "mcp", "notes", "tests.fakes.mcp_test_server", "--only", "write_note,crash")
+    graph = jarvis_env.graph()
+    jarvis_env.server.push(tool_call("crash"), answer("It crashed."))
+    graph.invoke({"messages": [("user", "crash it")]}, {"configurable": {"thread_id": "down-1"}})
+    jarvis_env.server.push(tool_call("write_note", text="buy milk"), answer("Not now."))
+    out = graph.invoke({"messages": [("user", "note: buy milk")]}, {"configurable": {"thread_id": "down-2"}})
+    err = next(m for m in out["messages"] if m.type == "tool")
+    assert err.status == "error" and "there is no tool named" not in err.content, err.content
+    assert "write_note is a tool of the MCP server 'notes', which is not available right now" in err.content
+    assert "it restarts in" in err.content
