@@ -38,6 +38,23 @@ from .mcp_server_state import (ServerRuntime, ServerStatus, State, current_task_
 
 log = logging.getLogger(__name__)
 
+
+class _NoSdkTracebacks(logging.Filter):
+    """The MCP SDK logs every line a server writes that is not JSON-RPC as an error with its full traceback,
+    which the CLI printed on its stderr. Jarvis reports the problem itself, once, in a sentence (the server's
+    state and reason, `jarvis mcp status`), so the SDK's record is kept for --verbose only, without the trace."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.levelno >= logging.WARNING:
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+for _name in ("mcp.client.stdio", "mcp.client.session", "mcp.shared.session"):
+    logging.getLogger(_name).addFilter(_NoSdkTracebacks())
+
 _REQUEST_TIMEOUT = 408  # what the SDK raises when read_timeout_seconds passes
 _CONNECTION_CLOSED = mt.CONNECTION_CLOSED
 
@@ -284,6 +301,7 @@ class McpManager:
             errlog = stack.enter_context(open(srv.log_path, "a", encoding="utf-8"))  # the server's stderr
             errlog.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {cfg.command} {' '.join(cfg.args)}\n")
             errlog.flush()
+            srv.log_offset = errlog.tell()
             env = {k: secrets.resolve(v, what=f"{cfg.name} env {k}") or "" for k, v in cfg.env.items()}
             params = StdioServerParameters(command=cfg.command or "", args=cfg.args, env=env or None, cwd=cfg.cwd)
             return await stack.enter_async_context(stdio_client(params, errlog=errlog))
@@ -326,15 +344,8 @@ class McpManager:
                 srv.killed.add(task)
                 task.cancel()
 
-    def _stderr_tail(self, srv: ServerRuntime, lines: int = 3) -> str:
-        if srv.log_path is None or not srv.log_path.exists():
-            return ""
-        try:
-            text = srv.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            return ""
-        tail = [line for line in text if line.strip() and not line.startswith("--- ")][-lines:]
-        return f" (stderr: {shorten(' | '.join(tail), 300)})" if tail else ""
+    def _stderr_tail(self, srv: ServerRuntime) -> str:
+        return stderr_tail(srv.log_path, srv.log_offset)
 
     def _notify(self, name: str) -> None:
         for listener in list(self.listeners):
@@ -468,3 +479,19 @@ def shutdown_all() -> None:
             manager.shutdown()
         except Exception:  # noqa: BLE001
             pass
+
+
+def stderr_tail(log_path: Path | None, offset: int = 0, lines: int = 3, budget: int = 64 * 1024) -> str:
+    """The last lines a server's run wrote on stderr, from `offset` on (an earlier run's lines are not this
+    run's), read with a byte budget."""
+    if log_path is None or not log_path.exists():
+        return ""
+    try:
+        with open(log_path, "rb") as fh:
+            end = fh.seek(0, 2)
+            fh.seek(max(offset, end - budget))
+            text = fh.read(budget).decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    tail = [line for line in text if line.strip() and not line.startswith("--- ")][-lines:]
+    return f" (stderr: {shorten(' | '.join(tail), 300)})" if tail else ""

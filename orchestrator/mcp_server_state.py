@@ -58,6 +58,7 @@ class ServerRuntime:
     trouble_reason: str | None = None
     ready: asyncio.Event | None = None  # set after the first attempt, ready or not
     log_path: Path | None = None
+    log_offset: int = 0  # where this run's stderr starts in log_path (earlier runs' lines are not this run's)
     wake: asyncio.Event | None = None  # ends a backoff wait early (stop)
     inflight: set[asyncio.Task] = field(default_factory=set)  # tasks waiting on a call to this server
     killed: set[asyncio.Task] = field(default_factory=set)  # ... cancelled because the session failed

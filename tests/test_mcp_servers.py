@@ -157,3 +157,17 @@ def test_a_server_added_while_running_appears_without_restart(jarvis_env):
     write_server(mcp_dir, "beta", SERVER, "--only", "lookup")  # e.g. `jarvis mcp import` in another terminal
     wait_for(lambda: "lookup" in catalog.names(), timeout=30, interval=0.3)
     assert _call(executor, "lookup", {"word": "mcp"}).content == "model context protocol"
+
+
+def test_garbage_on_stdout_leaves_no_traceback_in_the_log(jarvis_env, caplog):
+    """[17] finding 11: the SDK logged every garbage line with its full traceback, which the CLI printed on its
+    stderr; Jarvis says what happened once, in a sentence (the server's state, `jarvis mcp status`)."""
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    write_server(jarvis_env.path / "mcp", "alpha", SERVER)
+    settings, _, executor = _setup(jarvis_env)
+    _call(executor, "garbage")
+    wait_for(lambda: {s.name: s for s in get_manager(settings).status()}["alpha"].restarts >= 1)
+    shown = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [r for r in shown if r.exc_info or "Traceback" in r.getMessage()], [r.getMessage() for r in shown]

@@ -76,3 +76,18 @@ def test_a_broken_schema_is_named():
             await session._validate_tool_result("bad", _result({"result": 1}))
 
     asyncio.run(run())
+
+
+def test_a_crash_message_quotes_only_this_runs_stderr(tmp_path):
+    """[17] finding 11: crash messages repeated stderr lines from earlier runs of the same server."""
+    from orchestrator.mcp_manager import stderr_tail
+
+    log = tmp_path / "notes.log"
+    log.write_text("--- earlier run\nTraceback of a crash last week\nOLD ERROR\n"
+                   "--- 2026-11-24 starting notes\n", encoding="utf-8")
+    offset = log.stat().st_size  # where the manager starts this run's stderr
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write("new problem: port in use\n")
+    tail = stderr_tail(log, offset)
+    assert "new problem: port in use" in tail and "OLD ERROR" not in tail
+    assert "OLD ERROR" in stderr_tail(log, 0)  # what it quoted before
