@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, messages_from_dict, messages_to_dict
-from sqlalchemy import DateTime, Integer, String, Text, case, desc, func, select
+from sqlalchemy import DateTime, Integer, String, Text, case, delete, desc, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -122,10 +122,12 @@ class ThreadIndex:
             return messages_from_dict([json.loads(d) for d in rows])
 
     def delete(self, thread_id: str) -> None:
+        """Forget a thread: its row and the messages folded out of its checkpoint (they were its history too)."""
         with Session(self.engine) as s, s.begin():
             row = s.get(ThreadRow, thread_id)
             if row is not None:
                 s.delete(row)
+            s.execute(delete(ArchivedMessageRow).where(ArchivedMessageRow.thread_id == thread_id))
 
 
 def message_view(m: BaseMessage) -> dict[str, Any]:

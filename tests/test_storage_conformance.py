@@ -1,0 +1,141 @@
+"""One conformance suite for the storage backends ([15] item 7): SQLite and PostgreSQL run the same tests, as
+LangGraph does for its checkpointers. Each test gets `settings` for one backend (a fresh SQLite folder, or a
+fresh database on the session's real PostgreSQL server, tests/pg_server.py) and checks a store's contract:
+the effects ledger, the questions asked, jorbs and their messages, threads and their archive, reminders, the
+JARB tool registry and the checkpointer. A behaviour that differs between the backends fails on one of them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from orchestrator import storage
+from orchestrator.config import settings_from_dict
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def settings(request, tmp_path):
+    data: dict = {"storage": {"data_dir": str(tmp_path / "data")}}
+    if request.param == "postgres":
+        server = request.getfixturevalue("postgres_server")
+        data["storage"]["url"] = server.new_database()
+    yield settings_from_dict(data, tmp_path)
+    storage.dispose_all()
+
+
+def test_the_ledger_records_an_effect_once_and_replays_it(settings):
+    from orchestrator.ledger import COMPLETED, STARTED, EffectsLedger, call_fingerprint
+
+    ledger = EffectsLedger(settings)
+    made = call_fingerprint("fs_write_text", {"path": "/x", "content": "é"})
+    assert ledger.begin("k1", "t1", "fs_write_text", {"path": "/x", "content": "é"}, ["fs_write"], requested=made)
+    assert not ledger.begin("k1", "t1", "fs_write_text", {"path": "/x", "content": "é"}, ["fs_write"])  # once
+    entry = ledger.get("k1")
+    assert entry.status == STARTED and entry.args == {"path": "/x", "content": "é"} and entry.requested == made
+    ledger.complete("k1", "Wrote 2 bytes", ok=True)
+    entry = ledger.get("k1")
+    assert entry.status == COMPLETED and entry.result_text == "Wrote 2 bytes" and entry.result_ok
+    assert ledger.count_for_thread("t1") == 1 and ledger.get("nope") is None
+
+
+def test_questions_asked_are_kept_in_order_and_forgotten(settings):
+    from orchestrator.ledger import EffectsLedger
+
+    ledger = EffectsLedger(settings)
+    ledger.record_asked("k", 0, "a" * 64, "write notes.txt")
+    ledger.record_asked("k", 1, "b" * 64, "write .bashrc")
+    ledger.record_asked("k", 1, "c" * 64, "ignored: (key, seq) is recorded once")
+    assert [(a.fingerprint[0], a.summary) for a in ledger.asked("k")] == [("a", "write notes.txt"),
+                                                                          ("b", "write .bashrc")]
+    ledger.forget_asked("k")
+    assert ledger.asked("k") == []
+
+
+def test_jorbs_their_contacts_and_messages(settings):
+    from orchestrator.jorbs.store import JorbStore
+
+    store = JorbStore(settings)
+    row = store.create(name="Paris hotel", plan="ask Magic", contacts=["@MagicApp"])
+    assert store.get(row.id).name == "Paris hotel"
+    store.update(row.id, status="awaiting_reply", waiting_party="@magicapp")
+    assert [r.id for r in store.jorbs_with_contact("@magicapp")] == [row.id]
+    out = store.log_message(direction="out", channel="local", party="@magicapp", text="Hotels?", status="sent",
+                            jorb_id=row.id, thread_key="th-1")
+    assert store.jorb_for_thread("local", "th-1").id == row.id
+    store.log_message(direction="in", channel="local", party="@magicapp", text="Le Marais 175 €", status="pending",
+                      jorb_id=row.id)
+    assert store.has_pending(row.id) and row.id in store.waiting_with_pending()
+    (taken,) = store.take_pending(row.id)
+    assert taken.text == "Le Marais 175 €" and not store.has_pending(row.id)
+    assert store.message(out.id).text == "Hotels?"
+
+
+def test_threads_and_their_archive(settings):
+    from orchestrator.threads import ThreadIndex
+
+    threads = ThreadIndex(settings)
+    threads.touch("cli-1", title="Budget ✓", status="idle")
+    threads.touch("cli-2", title="Other", status="waiting")
+    assert threads.get("cli-1").title == "Budget ✓"
+    assert {t.thread_id for t in threads.list(statuses=("waiting",))} == {"cli-2"}
+    threads.archive("cli-1", [HumanMessage("hello", id="m1"), AIMessage("hi there", id="m2")])
+    assert [m.content for m in threads.archived("cli-1")] == ["hello", "hi there"]
+    threads.delete("cli-1")
+    assert threads.get("cli-1") is None and threads.archived("cli-1") == []
+
+
+def test_reminders_are_claimed_once_and_settled(settings):
+    from orchestrator.reminders.spec import ReminderRequest
+    from orchestrator.reminders.store import ReminderStore
+
+    store = ReminderStore(settings)
+    soon = datetime.now(timezone.utc) + timedelta(seconds=2)
+    r = store.create(ReminderRequest(title="call mum", when=soon.isoformat(), thread_id="cli-1"), naive="utc")
+    assert not store.any_due(soon - timedelta(seconds=1))
+    now = soon + timedelta(seconds=1)  # the store is asked as of a time: no waiting
+    assert store.any_due(now)
+    (claimed,) = store.claim_due(now, now + timedelta(seconds=60), limit=10, missed_grace_s=3600)
+    assert claimed.id == r.id
+    assert store.claim_due(now, now + timedelta(seconds=60), limit=10, missed_grace_s=3600) == []  # leased
+    store.mark_sent(claimed, now)
+    assert store.get(r.id).status == "sent"
+
+
+def test_the_tool_registry_versions_and_trust(settings):
+    from jarb_core.registry import ToolRegistry
+
+    registry = ToolRegistry(storage.engine_for(settings, storage.TOOL_REGISTRY_DB))
+    from jarb_core.registry import RegistryError
+
+    common = dict(path="/tools/wc_v1.py", tests_path="/tools/test_wc_v1.py", source="def wc(): ...",
+                  schema={"type": "object"}, side_effects=[], spec={"name": "wc"}, manifest={}, test_report={},
+                  trust="confirm", network_approved=False)
+    registry.add(name="wc", version=1, **common)
+    with pytest.raises(RegistryError):
+        registry.add(name="wc", version=1, **common)  # a version is taken once
+    registry.add(name="wc", version=2, **{**common, "source": "def wc(): return 2"})
+    assert registry.next_version("wc") == 3 and registry.names() == {"wc"}
+    assert registry.get("wc").version == 2 and registry.get("wc", 1).source == "def wc(): ..."
+
+
+def test_the_checkpointer_keeps_a_thread_across_instances(settings):
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class State(TypedDict):
+        n: int
+
+    def build():
+        g = StateGraph(State)
+        g.add_node("inc", lambda s: {"n": s["n"] + 1})
+        g.add_edge(START, "inc")
+        g.add_edge("inc", END)
+        return g.compile(checkpointer=storage.make_checkpointer(settings))
+
+    config = {"configurable": {"thread_id": f"t-{uuid.uuid4().hex[:6]}"}}
+    assert build().invoke({"n": 1}, config)["n"] == 2
+    assert build().get_state(config).values["n"] == 2  # a new checkpointer instance reads it back
