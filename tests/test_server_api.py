@@ -332,7 +332,8 @@ def test_runs_and_settings(ui_server):
         assert [s["title"] for s in body["sections"]] == ["MCP servers"]  # orchestrator/api/mcp_health.py
         health = body["models"]
         assert health == [{"role": "primary", "base_url": ui_server.env.server.base_url, "model": "scripted-model",
-                           "ok": True, "message": f"{ui_server.env.server.base_url} answers (scripted-model)", "fix": None}]
+                           "provider": "openai", "builtin": False, "ok": True,
+                           "message": f"{ui_server.env.server.base_url} answers (scripted-model)", "fix": None}]
         views = [v["name"] for v in c.get("/api/views").json()]
         assert views == ["chat", "jorbs", "inbox", "tools", "runs", "reminders", "settings"]
 

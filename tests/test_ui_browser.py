@@ -366,3 +366,20 @@ def test_every_view_fits_a_phone(open_ui):
     assert page.get_by_role("button", name="Threads").is_hidden()
     shot(page, "wide-chat")
     assert page.js_errors == []
+
+
+def test_the_header_shows_the_active_model_and_its_state(open_ui, jarvis_env):
+    """[19] point 2: the active model was nowhere in the UI. The header names it with its state and leads to
+    Settings; when its endpoint is down it says so there too."""
+    page, server = open_ui()
+    state = page.locator("#model-state")
+    state.wait_for()
+    assert state.inner_text() == "scripted-model · answering"
+    state.click()
+    assert page.url.endswith("#settings")
+    jarvis_env.write_config(models={"primary": {"base_url": "http://127.0.0.1:9/v1", "model": "llama-local"}})
+    page2, _ = open_ui()
+    down = page2.locator("#model-state.down")
+    down.wait_for()
+    assert down.inner_text() == "llama-local · down"
+    shot(page2, "header-model-down")

@@ -50,7 +50,9 @@ def health(sections: bool = True, ctx: AppContext = Depends(app_context)) -> dic
     for role in roles:
         _, cfg = model_config(ctx.settings, role)  # type: ignore[arg-type]
         ok, message = check_endpoint(ctx.settings, role)  # type: ignore[arg-type]
-        models.append({"role": role, "base_url": cfg.base_url, "model": cfg.model, "ok": ok, "message": message,
+        builtin = cfg.provider == "embedded"  # Jarvis runs it itself: there is no URL to show or to change
+        models.append({"role": role, "base_url": None if builtin else cfg.base_url, "model": cfg.model,
+                       "provider": cfg.provider, "builtin": builtin, "ok": ok, "message": message,
                        "fix": None if ok else f"Start the model server, or change models.{role}.base_url / "
                                               f"models.{role}.model in the config file and restart `jarvis run`."})
     found: list[dict[str, Any]] = []

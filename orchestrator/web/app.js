@@ -52,18 +52,32 @@ function route() {
   });
 }
 
+// The active model and its state in the header (checked at start and every minute), and a banner while it is down.
+const modelState = document.getElementById("model-state");
 async function checkModels() {
   if (!views.has("settings")) return;
   try {
     const health = await api("/api/settings/health?sections=false");
+    const primary = health.models.find((m) => m.role === "primary") || health.models[0];
+    if (primary) {
+      const state = !primary.ok ? "down" : primary.builtin ? "built-in demo model" : "answering";
+      modelState.textContent = `${primary.model} · ${state}`;
+      modelState.className = `model-state ${primary.ok ? "ok" : "down"}`;
+      modelState.hidden = false;
+    }
     const down = health.models.filter((m) => !m.ok);
     if (down.length) {
+      banner.dataset.model = "1";
       ui.banner(`Model endpoint down: ${down[0].message} ${down[0].fix || ""}`, [
         h("button", { type: "button", onclick: () => ui.navigate("settings") }, "Settings"),
       ]);
+    } else if (banner.dataset.model) {
+      delete banner.dataset.model;
+      ui.banner(null);
     }
   } catch (_) { /* shown by the views themselves */ }
 }
+setInterval(checkModels, 60_000);
 
 // Confirmations a jorb's script waits for (chat threads show theirs in the conversation). The banner leads to the
 // jorb, where the same dialog opens; it is checked at start and on every change of view.

@@ -29,7 +29,7 @@ async function loadHealth() {
   for (const m of health.models) {
     healthEl.append(h("div", { class: `endpoint ${m.ok ? "ok" : "down"}`, "data-role": m.role },
       h("span", { class: `badge ${m.ok ? "ok" : "down"}`, text: m.ok ? "answers" : "down" }),
-      h("strong", { text: ` ${m.role}` }), ` ${m.model} at ${m.base_url}`,
+      h("strong", { text: ` ${m.role}` }), m.builtin ? ` ${m.model}, run by Jarvis itself (built-in)` : ` ${m.model} at ${m.base_url}`,
       m.ok ? null : problem(`${m.message} ${m.fix || ""}`)));
   }
   for (const section of health.sections || []) {
