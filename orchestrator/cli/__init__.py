@@ -84,14 +84,56 @@ def state(ctx: typer.Context) -> CliState:
     return obj
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"jarvis {version('jarvis')}")
+        except PackageNotFoundError:
+            typer.echo("jarvis (not installed as a package: run `make install`)")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
     config: str = typer.Option(None, "--config", "-c", help="configuration file (default: $JARVIS_CONFIG or config/config.yml)"),
     profile: str = typer.Option(None, "--profile", "-p", help="a profile of the configuration file"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="log debug output to stderr"),
+    _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                  help="print Jarvis's version and exit"),
 ) -> None:
     ctx.obj = CliState(config, profile, verbose)
+
+
+# Options of the root that may also be written after the command (`jarvis chat --profile demo`), as people do.
+GLOBAL_WITH_VALUE = {"--config", "-c", "--profile", "-p"}
+GLOBAL_FLAGS = {"--verbose", "-v"}
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """`args` with the root's options moved before the command wherever they were written (up to a `--`)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        name = arg.split("=", 1)[0]
+        if name in GLOBAL_WITH_VALUE and arg.startswith("--") and "=" in arg:
+            front.append(arg)
+        elif arg in GLOBAL_WITH_VALUE and i + 1 < len(args):
+            front.extend(args[i:i + 2])
+            i += 1
+        elif arg in GLOBAL_FLAGS:
+            front.append(arg)
+        else:
+            rest.append(arg)
+        i += 1
+    return front + rest
 
 
 def _register_commands() -> None:
@@ -111,7 +153,7 @@ def main() -> None:
     from ..pg import StorageUnavailable
 
     try:
-        app()
+        app(args=hoist_global_options(sys.argv[1:]), prog_name="jarvis")
     except StorageUnavailable as exc:  # a database the config names and that is not there: say so, no traceback
         print(f"jarvis: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_FAILURE) from None

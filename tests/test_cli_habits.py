@@ -1,0 +1,32 @@
+"""CLI habits people have ([18] item 5): the root's options after the command, `jarvis --version`."""
+
+from __future__ import annotations
+
+import yaml
+
+from orchestrator.cli import hoist_global_options
+
+
+def test_root_options_are_taken_after_the_command_too():
+    assert hoist_global_options(["chat", "--profile", "demo", "hello"]) == ["--profile", "demo", "chat", "hello"]
+    assert hoist_global_options(["threads", "list", "-v", "--config=x.yml"]) == ["-v", "--config=x.yml", "threads",
+                                                                                 "list"]
+    assert hoist_global_options(["chat", "--", "-v"]) == ["chat", "--", "-v"]  # after --: the message's own words
+    assert hoist_global_options(["tools", "show", "wc", "--version", "2"]) == ["tools", "show", "wc", "--version",
+                                                                                "2"]  # a command's own option
+
+
+def test_the_cli_reads_the_config_named_after_the_command(jarvis_env):
+    other = jarvis_env.path / "other.yml"
+    cfg = yaml.safe_load(jarvis_env.config_path.read_text())
+    cfg["profiles"] = {"quiet": {"planner": {"max_steps": 3}}}
+    other.write_text(yaml.safe_dump(cfg))
+    shown = jarvis_env.cli("threads", "list", "--config", str(other), "--profile", "nope")
+    assert shown.returncode != 0 and "profile 'nope' not found" in shown.stderr and str(other) in shown.stderr
+    ok = jarvis_env.cli("threads", "list", "--config", str(other), "--profile", "quiet")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_version(jarvis_env):
+    out = jarvis_env.cli("--version")
+    assert out.returncode == 0 and out.stdout.startswith("jarvis ")
