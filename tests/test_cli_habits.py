@@ -30,3 +30,27 @@ def test_the_cli_reads_the_config_named_after_the_command(jarvis_env):
 def test_version(jarvis_env):
     out = jarvis_env.cli("--version")
     assert out.returncode == 0 and out.stdout.startswith("jarvis ")
+
+
+def test_an_unknown_thread_id_is_said_to_start_a_new_thread(jarvis_env):
+    from tests.conftest import answer
+
+    jarvis_env.server.push(answer("Hello."), answer("Again."))
+    first = jarvis_env.cli("chat", "--thread", "cli-typo", "hello")
+    assert first.returncode == 0 and "No thread 'cli-typo' yet: starting it" in first.stderr
+    second = jarvis_env.cli("chat", "--thread", "cli-typo", "again")
+    assert second.returncode == 0 and "No thread" not in second.stderr
+
+
+def test_a_reminder_in_the_past_warns(jarvis_env):
+    past = jarvis_env.cli("reminders", "create", "--title", "call mum", "--when", "2020-01-01T09:00:00")
+    assert past.returncode == 0, past.stderr
+    assert "that time has already passed" in past.stderr
+    future = jarvis_env.cli("reminders", "create", "--title", "call dad", "--when", "2099-01-01T09:00:00")
+    assert future.returncode == 0 and "already passed" not in future.stderr
+
+
+def test_docs_search_with_no_match_says_so(jarvis_env):
+    out = jarvis_env.cli("docs", "search", "quarterly zebra budget")
+    assert out.returncode == 0, out.stderr
+    assert "No passage matches 'quarterly zebra budget'" in out.stdout

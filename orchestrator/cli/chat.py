@@ -152,6 +152,10 @@ def register(app: typer.Typer) -> None:
         if notice:
             typer.secho(notice, err=True, fg=typer.colors.YELLOW, bold=True)
         thread_id = thread or f"cli-{uuid.uuid4().hex[:8]}"
+        if thread and not (graph.get_state({"configurable": {"thread_id": thread}}).values or {}).get("messages"):
+            # a typo in an id would otherwise start a new, empty conversation without a word
+            typer.secho(f"No thread {thread!r} yet: starting it (`jarvis threads list` shows the existing ones).",
+                        err=True, fg=typer.colors.YELLOW)
         attachments = [_attachment(a) for a in attach or []]
         interactive = _can_ask()
         if message:

@@ -118,7 +118,12 @@ def sync(ctx: typer.Context, reembed: bool = typer.Option(False, "--reembed", he
 @docs_app.command("search")
 def search(ctx: typer.Context, query: str, k: int = typer.Option(5, "-k", help="how many passages")) -> None:
     """Search the index from the terminal (what docs_search gives the planner)."""
-    for i, hit in enumerate(_index(ctx).search(query, k), 1):
+    hits = _index(ctx).search(query, k)
+    if not hits:
+        typer.echo(f"No passage matches {query!r}. `jarvis docs list` shows what is indexed; `jarvis docs add PATH` "
+                   "adds more.")
+        return
+    for i, hit in enumerate(hits, 1):
         text = " ".join(hit.text.split())
         typer.echo(f"{i}. {hit.title or hit.source} {hit.where}  [{hit.source}]\n   {text[:300]}")
 

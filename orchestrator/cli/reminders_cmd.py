@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from datetime import datetime, timedelta, timezone
 
 import typer
 
@@ -55,6 +56,10 @@ def create(
         return
     repeat = f", repeats {r.rrule}" if r.rrule else ""
     typer.echo(f"{r.id}  {r.title!r} due {store_describe(store, r.due_date)}{repeat} -> {r.target_kind} {r.target}")
+    due = r.due_date if r.due_date.tzinfo else r.due_date.replace(tzinfo=timezone.utc)
+    if not r.rrule and due < datetime.now(timezone.utc) - timedelta(seconds=60):
+        typer.secho(f"Note: that time has already passed; the reminder fires as soon as the scheduler runs "
+                    f"(`jarvis reminders cancel {r.id}` if you meant another day).", err=True, fg=typer.colors.YELLOW)
 
 
 def store_describe(store, value) -> str:
