@@ -3,17 +3,26 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-system run test test-corpus bench install-local demo-model demo clean
+.PHONY: install install-dev install-system run test test-corpus bench install-local demo-model demo clean
 
+# The app alone (what `make run` needs), then the test tools on top (`make test`, `make bench`). The test tools
+# include keyrings.alt's plain-text keyring, which `make run` must never bring in.
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Jarvis needs Python 3.11 or newer; found " + sys.version.split()[0])'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e .
 	touch $(STAMP)
+
+install-dev: $(DEV_STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(DEV_STAMP)
 
 # System packages (bubblewrap and slirp4netns for the sandbox, chromium for browser tests, postgresql for the
 # storage tests).
@@ -33,7 +42,7 @@ TEST_WORKERS ?= auto
 test-corpus: install
 	@$(PY) scripts/fetch_test_corpus.py
 
-test: install install-system install-local demo-model test-corpus
+test: install-dev install-system install-local demo-model test-corpus
 	@export JARVIS_REQUIRE_REAL_MODEL=1 JARVIS_REQUIRE_POSTGRES=$$(command -v apt-get >/dev/null && echo 1 || echo 0); \
 	status=0; \
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not solo" $(PYTEST_ARGS); rc=$$?; \
@@ -42,7 +51,7 @@ test: install install-system install-local demo-model test-corpus
 	[ $$rc -eq 0 ] || [ $$rc -eq 5 ] || status=$$rc; \
 	exit $$status
 
-bench: install install-system install-local demo-model
+bench: install-dev install-system install-local demo-model
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # The embedded model backend (provider: embedded): llama-cpp-python's server, built from source. Built with

@@ -36,10 +36,31 @@ def _keyring():
         backend = None
     if backend is None or type(backend).__name__ == "Keyring" and type(backend).__module__.endswith("fail"):
         raise SecretError(
-            "no keyring backend is available on this machine: install one (GNOME Keyring / KWallet, or "
-            "`pip install keyrings.alt` for a file-based store) or set JARVIS_SECRET_<NAME> in the environment"
+            "no keyring backend is available on this machine: install one (GNOME Keyring or KWallet through the "
+            "Secret Service, the macOS Keychain, or `pip install keyrings.cryptfile` for an encrypted file) or set "
+            "JARVIS_SECRET_<NAME> in the environment"
         )
     return keyring
+
+
+REAL_KEYRING_HINT = ("GNOME Keyring or KWallet (the Secret Service), the macOS Keychain, or an encrypted file "
+                     "(`pip install keyrings.cryptfile`, which asks for a passphrase)")
+
+
+def backend_info() -> dict[str, object]:
+    """Which keyring backend holds the secrets, and whether it keeps them in plain text (keyrings.alt's file
+    backend, which tests use: anyone who can read the user's files can read such secrets)."""
+    try:
+        backend = _keyring().get_keyring()
+    except SecretError as exc:
+        return {"name": None, "plaintext": False, "problem": str(exc)}
+    cls = type(backend)
+    name = f"{cls.__module__}.{cls.__name__}"
+    plaintext = "plaintext" in cls.__name__.lower() or name == "keyrings.alt.file.PlaintextKeyring"
+    where = getattr(backend, "file_path", None)
+    return {"name": name, "plaintext": plaintext, "file": str(where) if where else None,
+            "problem": (f"secrets are stored in plain text{f' in {where}' if where else ''}; use {REAL_KEYRING_HINT}"
+                        if plaintext else None)}
 
 
 def _env_name(name: str) -> str:

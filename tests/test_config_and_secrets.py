@@ -112,3 +112,13 @@ def test_secrets_from_the_environment(monkeypatch):
     assert secrets.resolve(SecretRef(env="MY_API_KEY")) == "abc-123-xyz"
     with pytest.raises(secrets.SecretError, match="environment variable NOPE_NOT_SET is not set"):
         secrets.resolve(SecretRef(env="NOPE_NOT_SET"))
+
+
+def test_the_keyring_backend_is_shown_and_a_plaintext_one_warned_about(jarvis_env):
+    """[18] item 6: which keyring holds the secrets, and a warning before storing in plain text (the tests use
+    keyrings.alt's plaintext file backend, as a machine without a real keyring would)."""
+    shown = jarvis_env.cli("secrets")
+    assert shown.returncode == 0, shown.stderr
+    assert "keyrings.alt.file.PlaintextKeyring" in shown.stdout and "plain text" in shown.stdout
+    stored = jarvis_env.cli("secrets", "set", "some_token", input="t0k\n")
+    assert stored.returncode == 0 and "Warning: secrets are stored in plain text" in stored.stderr

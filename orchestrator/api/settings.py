@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
+from .. import secrets
 from ..llm import check_endpoint, model_config
 from ..redaction import redact_config_text, redact_value
 from . import AppContext, View, app_context
@@ -38,6 +39,7 @@ def settings_view(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
         "server": {"host": s.server.host, "port": ctx.extras.get("port", s.server.port),
                    "max_upload_mb": s.server.max_upload_mb},
         "services": ctx.services.report() if ctx.services else [],
+        "keyring": secrets.backend_info(),
         "provider_errors": dict(ctx.runtime.catalog.errors),
     }
 

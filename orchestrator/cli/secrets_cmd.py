@@ -9,8 +9,22 @@ import typer
 from .. import secrets
 from . import fail
 
-secrets_app = typer.Typer(help="Store secrets in the OS keyring (referenced in the config as {secret: NAME}).",
-                          no_args_is_help=True)
+secrets_app = typer.Typer(help="Store secrets in the OS keyring (referenced in the config as {secret: NAME}).")
+
+
+@secrets_app.callback(invoke_without_command=True)
+def show_backend(ctx: typer.Context) -> None:
+    """Which keyring holds the secrets (and the commands)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    info = secrets.backend_info()
+    if info["name"] is None:
+        typer.secho(f"No keyring: {info['problem']}", fg=typer.colors.RED)
+    else:
+        typer.echo(f"Secrets are kept by the keyring backend {info['name']}.")
+        if info["plaintext"]:
+            typer.secho(f"Warning: {info['problem']}.", fg=typer.colors.YELLOW)
+    typer.echo("Commands: jarvis secrets set NAME | jarvis secrets delete NAME")
 
 
 @secrets_app.command("set")
@@ -19,6 +33,11 @@ def set_(name: str = typer.Argument(..., help="the secret's name, e.g. openai_ap
     value = typer.prompt(f"value for {name}", hide_input=True) if sys.stdin.isatty() else sys.stdin.read().strip()
     if not value:
         fail("empty value: nothing stored")
+    info = secrets.backend_info()
+    if info["plaintext"]:
+        typer.secho(f"Warning: {info['problem']}.", err=True, fg=typer.colors.YELLOW)
+        if sys.stdin.isatty() and not typer.confirm("Store it there anyway?", default=False):
+            fail("nothing stored")
     try:
         secrets.set_secret(name, value)
     except secrets.SecretError as exc:

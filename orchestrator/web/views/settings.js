@@ -63,6 +63,10 @@ async function loadInfo() {
     infoEl.append(h("div", { class: `service ${svc.state}` }, h("span", { class: `badge state-${svc.state}`, text: svc.state }),
       ` ${svc.name}`, svc.detail ? h("span", { class: "muted", text: ` — ${svc.detail}` }) : null));
   }
+  const kr = s.keyring || {};
+  infoEl.append(h("h2", {}, "Secrets"),
+    kr.name ? h("p", { class: "keyring" }, "Kept by the keyring backend ", h("code", { text: kr.name }), ".") : null,
+    kr.problem ? problem(kr.problem) : null);
   const errors = Object.entries(s.provider_errors || {});
   if (errors.length) {
     infoEl.append(h("h2", {}, "Tool providers"));
