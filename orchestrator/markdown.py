@@ -8,6 +8,7 @@ HTML as is and everything else (user text, tool arguments and results) as plain 
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import nh3
@@ -28,8 +29,24 @@ def _parser() -> MarkdownIt:
     )
 
 
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+
+
+def drop_unmatched_fence(text: str) -> str:
+    """A fence line that opens a code block nothing closes, with nothing after it (models end answers with a
+    stray ```), would render as an empty code box: it is left out."""
+    lines = text.split("\n")
+    opened: int | None = None
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            opened = None if opened is not None else i
+    if opened is not None and not "\n".join(lines[opened + 1:]).strip():
+        del lines[opened]
+    return "\n".join(lines)
+
+
 def render_markdown(text: str) -> str:
-    html = _parser().render(text or "")
+    html = _parser().render(drop_unmatched_fence(text or ""))
     return nh3.clean(
         html,
         tags=_TAGS,

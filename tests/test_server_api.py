@@ -381,3 +381,12 @@ def test_secret_masking():
     text = 'primary: {base_url: "http://x/v1", api_key: "sk-abc123"}\n  api_key: plain\n  api_key: {secret: openai}\n'
     masked = redact_config_text(text)
     assert "sk-abc123" not in masked and "plain" not in masked and "{secret: openai}" in masked
+
+
+def test_a_stray_closing_fence_is_not_an_empty_code_box():
+    """[19] point 7: an answer ending with a lone ``` rendered an empty code box under it."""
+    from orchestrator.markdown import render_markdown
+
+    assert render_markdown("Done.\n```") == "<p>Done.</p>\n"
+    assert "<pre>" in render_markdown("Here:\n```py\nprint(1)\n```")  # a real block stays
+    assert "print(1)" in render_markdown("Here:\n```py\nprint(1)")  # an unclosed block with content stays

@@ -126,8 +126,23 @@ def test_deny_a_confirmation_after_a_reload(open_ui):
     assert not target.exists()
     told = [m for m in server.env.server.requests[-1]["messages"] if m["role"] == "tool"][-1]["content"]
     assert "denied" in told
-    assert page.locator(".step.failed .tool").inner_text() == "fs_write_text"
+    # [19] point 7: a denied call is "not run", not a red failure
+    assert page.locator(".step.denied .tool").inner_text() == "fs_write_text"
+    assert page.locator(".step.denied .status").inner_text() == "not run" and page.locator(".step.failed").count() == 0
     assert page.js_errors == []
+
+
+def test_a_stray_enter_in_a_confirmation_never_approves(open_ui):
+    """[19] point 7: Approve had the focus, so a stray Enter approved a file write."""
+    page, server = open_ui()
+    target = server.env.root / "note.txt"
+    server.env.server.push(tool_call("fs_write_text", path=str(target), content="x"), answer("Not written."))
+    send(page, "write a note")
+    page.get_by_role("dialog").wait_for()
+    assert page.evaluate("document.activeElement.textContent") == "Deny"
+    page.keyboard.press("Enter")
+    page.locator(".msg.assistant", has_text="Not written.").wait_for()
+    assert not target.exists()
 
 
 def test_a_call_that_may_have_happened_asks_approve_again_or_skip(open_ui):

@@ -71,7 +71,8 @@ function ask(item, index, total) {
     });
     document.body.append(dialog);
     dialog.showModal();
-    approveButton.focus();
+    // Deny has the focus: a stray Enter must never approve a side effect (approving is a deliberate click)
+    denyButton.focus();
   });
 }
 

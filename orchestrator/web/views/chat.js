@@ -213,13 +213,14 @@ class Step {
 
   finish(ok, preview, duration) {
     this.finished = true;
+    // A call the user denied, or the policy refused, did not fail: it was not run, and says so in its own color.
+    const denied = /^(The user denied|Not done:|Skipped )/.test(preview || "");
     this.el.classList.remove("running");
-    this.el.classList.add(ok ? "ok" : "failed");
-    this.status.textContent = ok ? "done" : "failed";
+    this.el.classList.add(ok ? "ok" : denied ? "denied" : "failed");
+    this.status.textContent = ok ? "done" : denied ? "not run" : "failed";
     if (duration !== undefined) this.duration.textContent = ms(duration);
     this.result.textContent = preview || "";
     this.result.hidden = !preview;
-    const denied = /^(The user denied|Not done:|Skipped )/.test(preview || "");
     if (!ok && !denied) {
       this.el.append(h("p", { class: "hint", text: "The tool failed; Jarvis saw this error and may try another way. If it needs you (a missing file, a setting), fix it and ask again." }));
     }
