@@ -91,7 +91,9 @@ class ThreadIndex:
             row = s.get(ThreadRow, thread_id)
             return _info(row) if row else None
 
-    def list(self, limit: int = 50, kind: str | None = None, statuses: tuple[str, ...] | None = None) -> list[ThreadInfo]:
+    def list(self, limit: int = 50, kind: str | None = None, statuses: tuple[str, ...] | None = None,
+             title: str | None = None) -> list[ThreadInfo]:
+        """Most recent first. `title`: only threads whose title contains it (any case)."""
         writer.flush()
         with Session(self.engine) as s:
             q = select(ThreadRow).order_by(desc(ThreadRow.updated_at)).limit(limit)
@@ -99,7 +101,18 @@ class ThreadIndex:
                 q = q.where(ThreadRow.kind == kind)
             if statuses:
                 q = q.where(ThreadRow.status.in_(statuses))
+            if title:
+                q = q.where(func.lower(ThreadRow.title).contains(title.lower(), autoescape=True))
             return [_info(r) for r in s.scalars(q)]
+
+    def rename(self, thread_id: str, title: str) -> ThreadInfo | None:
+        """A title the user chose (None when there is no such thread)."""
+        with Session(self.engine, expire_on_commit=False) as s, s.begin():
+            row = s.get(ThreadRow, thread_id)
+            if row is None:
+                return None
+            row.title = title
+            return _info(row)
 
     def archive(self, thread_id: str, messages: list[BaseMessage]) -> None:
         """Append messages to the thread's archive, once each (a re-run stores nothing twice)."""

@@ -390,3 +390,24 @@ def test_a_stray_closing_fence_is_not_an_empty_code_box():
     assert render_markdown("Done.\n```") == "<p>Done.</p>\n"
     assert "<pre>" in render_markdown("Here:\n```py\nprint(1)\n```")  # a real block stays
     assert "print(1)" in render_markdown("Here:\n```py\nprint(1)")  # an unclosed block with content stays
+
+
+def test_threads_can_be_renamed_searched_and_deleted(ui_server):
+    """[19] point 6: threads could not be renamed, deleted or searched."""
+    env = ui_server.env
+    for thread, text in (("web-a", "the quarterly budget"), ("web-b", "a holiday in Lisbon")):
+        env.server.push(answer(f"Noted: {text}."))
+        ui_server.stream(f"/api/threads/{thread}/messages", {"text": text})  # the whole turn
+    with ui_server.client() as c:
+        renamed = c.patch("/api/threads/web-a", json={"title": "Budget 2027"})
+        assert renamed.status_code == 200 and renamed.json()["title"] == "Budget 2027"
+        assert c.patch("/api/threads/nope", json={"title": "x"}).status_code == 404
+        assert c.patch("/api/threads/web-a", json={"title": ""}).status_code == 422
+        assert [t["thread_id"] for t in c.get("/api/threads", params={"q": "budget"}).json()] == ["web-a"]  # title
+        assert [t["thread_id"] for t in c.get("/api/threads", params={"q": "LISBON"}).json()] == ["web-b"]  # said
+        assert c.get("/api/threads", params={"q": "zebra"}).json() == []
+        gone = c.delete("/api/threads/web-b")
+        assert gone.status_code == 200
+        assert c.get("/api/threads/web-b").status_code == 404  # checkpoints and row both gone
+        assert [t["thread_id"] for t in c.get("/api/threads").json()] == ["web-a"]
+        assert c.delete("/api/threads/web-b").status_code == 404

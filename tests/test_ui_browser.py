@@ -371,7 +371,7 @@ def test_every_view_fits_a_phone(open_ui):
         right = tab.bounding_box()
         assert right is not None and right["x"] >= 0 and right["x"] + right["width"] <= PHONE["width"] + 1, name
         tab.click()
-        page.wait_for_function("document.querySelector('section.view:not([hidden])') !== null")
+        page.locator("section.view:not([hidden])").first.wait_for()
         page.wait_for_timeout(300)  # the view's first fetch
         shot(page, f"phone-{name.lower()}")
         assert _overflow(page) <= 0, f"the {name} view is {_overflow(page)} px wider than a 390 px screen"
@@ -398,3 +398,32 @@ def test_the_header_shows_the_active_model_and_its_state(open_ui, jarvis_env):
     down.wait_for()
     assert down.inner_text() == "llama-local · down"
     shot(page2, "header-model-down")
+
+
+def test_threads_are_renamed_searched_and_deleted_in_the_sidebar(open_ui):
+    """[19] point 6 in the browser: rename (a prompt), search (title and what was said), delete (a confirm)."""
+    from playwright.sync_api import expect
+
+    page, server = open_ui()
+    server.env.server.push(answer("Budget noted."))
+    send(page, "the quarterly budget")
+    page.get_by_text("Budget noted.").wait_for()
+    page.get_by_role("button", name="New chat").click()
+    server.env.server.push(answer("Lisbon noted."))
+    send(page, "a holiday in Lisbon")
+    page.get_by_text("Lisbon noted.").wait_for()
+    threads = page.locator(".threads li a")
+    expect(threads).to_have_count(2)
+    page.once("dialog", lambda d: d.accept("Budget 2027"))
+    page.get_by_role("button", name="Rename the quarterly budget").click()
+    page.locator(".threads li a", has_text="Budget 2027").wait_for()
+    page.get_by_role("searchbox", name="Search threads").fill("lisbon")
+    expect(threads).to_have_count(1)
+    assert threads.first.inner_text() == "a holiday in Lisbon"
+    page.get_by_role("searchbox", name="Search threads").fill("")
+    expect(threads).to_have_count(2)
+    page.once("dialog", lambda d: d.accept())
+    page.get_by_role("button", name="Delete a holiday in Lisbon").click()
+    expect(threads).to_have_count(1)
+    assert threads.first.inner_text() == "Budget 2027"
+    assert page.js_errors == []

@@ -93,10 +93,51 @@ def _busy(thread_id: str, busy: TurnBusy | None = None) -> HTTPException:
 
 
 @router.get("/threads")
-def list_threads(limit: int = 100, ctx: AppContext = Depends(app_context)) -> list[dict[str, Any]]:
+def list_threads(limit: int = 100, q: str | None = None, ctx: AppContext = Depends(app_context)) -> list[dict[str, Any]]:
+    """Most recent first. `q`: threads whose title, or what was said in them, contains it (any case)."""
     running = set(ctx.turns.running_ids())
-    rows = ThreadIndex(ctx.settings).list(limit=max(1, min(limit, 500)), kind="chat")
-    return [{**r.as_dict(), "running": r.thread_id in running} for r in rows]
+    index = ThreadIndex(ctx.settings)
+    limit = max(1, min(limit, 500))
+    needle = (q or "").strip()[:200].lower()
+    if not needle:
+        rows = index.list(limit=limit, kind="chat")
+    else:
+        by_title = index.list(limit=limit, kind="chat", title=needle)
+        seen = {r.thread_id for r in by_title}
+        rows = by_title + [r for r in index.list(limit=limit, kind="chat")
+                           if r.thread_id not in seen and _said_in(ctx, index, r.thread_id, needle)]
+    return [{**r.as_dict(), "running": r.thread_id in running} for r in rows[:limit]]
+
+
+def _said_in(ctx: AppContext, index: ThreadIndex, thread_id: str, needle: str) -> bool:
+    messages = index.archived(thread_id) + list(_values(_snapshot(ctx, thread_id)).get("messages", []))
+    return any(needle in (m.content if isinstance(m.content, str) else str(m.content)).lower() for m in messages)
+
+
+class RenameIn(BaseModel):
+    title: str = Field(min_length=1, max_length=200)
+
+
+@router.patch("/threads/{thread_id}")
+def rename_thread(thread_id: ThreadId, body: RenameIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    info = ThreadIndex(ctx.settings).rename(thread_id, body.title.strip())
+    if info is None:
+        raise HTTPException(404, f"There is no thread {thread_id}.")
+    return info.as_dict()
+
+
+@router.delete("/threads/{thread_id}")
+def delete_thread(thread_id: ThreadId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    """Forget a conversation: its checkpoints, its archived messages and its row (the effects ledger, a record
+    of what was done, is kept). Refused while a turn runs on it."""
+    if ctx.turns.running(thread_id) is not None:
+        raise _busy(thread_id)
+    index = ThreadIndex(ctx.settings)
+    if index.get(thread_id) is None and not _values(_snapshot(ctx, thread_id)).get("messages"):
+        raise HTTPException(404, f"There is no thread {thread_id}.")
+    ctx.graph.checkpointer.delete_thread(thread_id)
+    index.delete(thread_id)
+    return {"deleted": thread_id}
 
 
 @router.post("/threads")

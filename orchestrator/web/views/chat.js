@@ -8,6 +8,7 @@ const YOUTUBE = /https?:\/\/(?:www\.|m\.)?(?:youtube\.com|youtu\.be|youtube-noco
 
 let ui;
 let threadList;
+let threadQuery = "";
 let setDrawer = () => {};
 let log;
 let input;
@@ -51,8 +52,15 @@ export function mount(el, shell) {
     for (const url of text.match(YOUTUBE) || []) addUrl(url);
   });
   // Under ~700 px the thread list is a drawer over the conversation, opened by this button (hidden when wide).
+  let searchTimer = null;
+  const search = h("input", { type: "search", class: "thread-search", placeholder: "Search threads",
+    "aria-label": "Search threads" });
+  search.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => { threadQuery = search.value.trim(); refreshThreads(); }, 250);
+  });
   const sidebar = h("aside", { class: "sidebar", id: "chat-threads" },
-    h("button", { type: "button", class: "new-chat", onclick: () => newThread() }, "New chat"), threadList);
+    h("button", { type: "button", class: "new-chat", onclick: () => newThread() }, "New chat"), search, threadList);
   const toggle = h("button", { type: "button", class: "threads-toggle", "aria-controls": "chat-threads",
     "aria-expanded": "false", onclick: () => setDrawer(!sidebar.classList.contains("open")) }, "Threads");
   setDrawer = (open) => {
@@ -88,7 +96,7 @@ export async function show(arg) {
 async function refreshThreads() {
   let threads;
   try {
-    threads = await api("/api/threads");
+    threads = await api(threadQuery ? `/api/threads?q=${encodeURIComponent(threadQuery)}` : "/api/threads");
   } catch (err) {
     clear(threadList).append(h("li", { class: "problem", text: err.message }));
     return;
@@ -98,9 +106,38 @@ async function refreshThreads() {
     const badges = [];
     if (t.running) badges.push(h("span", { class: "badge working", text: "working" }));
     else if (t.status === "waiting") badges.push(h("span", { class: "badge waiting", text: "needs you" }));
+    const title = t.title || "(untitled)";
     threadList.append(h("li", { class: t.thread_id === current ? "current" : "" },
-      h("a", { href: `#chat/${encodeURIComponent(t.thread_id)}`, title: t.thread_id }, t.title || "(untitled)"), badges));
+      h("a", { href: `#chat/${encodeURIComponent(t.thread_id)}`, title: t.thread_id }, title), badges,
+      h("button", { type: "button", class: "icon", title: "Rename", "aria-label": `Rename ${title}`,
+        onclick: () => renameThread(t.thread_id, title) }, "✎"),
+      h("button", { type: "button", class: "icon", title: "Delete", "aria-label": `Delete ${title}`,
+        onclick: () => deleteThread(t.thread_id, title) }, "×")));
   }
+  if (!threads.length && threadQuery) threadList.append(h("li", { class: "muted", text: `No thread matches “${threadQuery}”.` }));
+}
+
+async function renameThread(id, title) {
+  const name = (window.prompt("New name for this conversation", title) || "").trim();
+  if (!name || name === title) return;
+  try {
+    await api(`/api/threads/${encodeURIComponent(id)}`, { method: "PATCH", body: { title: name } });
+  } catch (err) {
+    ui.banner(`Could not rename it: ${err.message}`);
+  }
+  refreshThreads();
+}
+
+async function deleteThread(id, title) {
+  if (!window.confirm(`Delete “${title}”? Its messages are gone for good (what it did stays in the effects ledger).`)) return;
+  try {
+    await api(`/api/threads/${encodeURIComponent(id)}`, { method: "DELETE" });
+  } catch (err) {
+    ui.banner(`Could not delete it: ${err.message}`);
+    return;
+  }
+  if (id === current) await newThread();
+  else refreshThreads();
 }
 
 async function newThread() {
