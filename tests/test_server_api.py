@@ -317,6 +317,7 @@ def test_runs_and_settings(ui_server):
     with ui_server.client() as c:
         runs = c.get("/api/runs").json()
         assert runs[0]["thread_id"] == "web-n" and runs[0]["status"] == "ok" and runs[0]["model_calls"] == 1
+        assert runs[0]["thread_title"] == "hi"  # [19] point 6: runs name their thread by its title
         run = c.get(f"/api/runs/{runs[0]['id']}").json()
         names = [e["name"] for e in run["events"] if e["kind"] == "node"]
         assert names[:2] == ["entry", "planner"] and "respond" in names

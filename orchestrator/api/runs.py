@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException
 
 from ..telemetry import get_run, list_runs
+from ..threads import ThreadIndex
 from . import AppContext, View, app_context
 
 router = APIRouter()
@@ -33,7 +34,16 @@ def _detail(raw: str | None) -> Any:
 
 @router.get("/runs")
 def runs(limit: int = 50, thread_id: str | None = None, ctx: AppContext = Depends(app_context)) -> list[dict[str, Any]]:
-    return [_run(r) for r in list_runs(ctx.settings, limit=max(1, min(limit, 500)), thread_id=thread_id)]
+    rows = [_run(r) for r in list_runs(ctx.settings, limit=max(1, min(limit, 500)), thread_id=thread_id)]
+    index = ThreadIndex(ctx.settings)
+    titles: dict[str, str] = {}
+    for row in rows:  # people know their threads by title, not id
+        tid = row.get("thread_id")
+        if tid and tid not in titles:
+            info = index.get(tid)
+            titles[tid] = info.title if info is not None else ""
+        row["thread_title"] = titles.get(tid or "", "")
+    return rows
 
 
 @router.get("/runs/{run_id}")

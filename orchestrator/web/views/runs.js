@@ -42,7 +42,7 @@ async function loadList(selected) {
       h("td", { text: ms(r.duration_ms) }),
       h("td", { text: `${r.prompt_tokens}/${r.completion_tokens}` }),
       h("td", { text: r.tool_errors ? `${r.tool_calls} (${r.tool_errors} failed)` : String(r.tool_calls) }),
-      h("td", {}, r.thread_id && ui.has("chat") ? h("a", { href: `#chat/${encodeURIComponent(r.thread_id)}`, text: r.thread_id }) : (r.thread_id || ""))));
+      h("td", {}, r.thread_id && ui.has("chat") ? h("a", { href: `#chat/${encodeURIComponent(r.thread_id)}`, title: r.thread_id, text: r.thread_title || r.thread_id }) : (r.thread_title || r.thread_id || ""))));
   }
   table.append(tbody);
   listEl.append(table);
