@@ -297,7 +297,13 @@ def test_runs_and_settings_views(open_ui):
 def test_model_endpoint_down_is_shown_in_place(browser, jarvis_env, open_ui):
     jarvis_env.write_config(models={"primary": {"base_url": "http://127.0.0.1:9/v1"}})
     page, _ = open_ui()
-    page.locator("#banner", has_text="Model endpoint down").wait_for()
+    banner = page.locator("#banner", has_text="is not answering")
+    banner.wait_for()
+    # [19] point 5: one short line (was a 70-word sentence, also shown inline), dismissable
+    assert banner.inner_text().startswith("The model scripted-model is not answering (http://127.0.0.1:9/v1).")
+    assert len(banner.locator("span").inner_text().split()) <= 12
+    banner.get_by_role("button", name="Dismiss").click()
+    assert page.locator("#banner").is_hidden()
     send(page, "hello?")
     problem = page.locator(".log .problem")
     problem.wait_for()

@@ -54,6 +54,7 @@ function route() {
 
 // The active model and its state in the header (checked at start and every minute), and a banner while it is down.
 const modelState = document.getElementById("model-state");
+let modelBannerDismissed = false;
 async function checkModels() {
   if (!views.has("settings")) return;
   try {
@@ -67,13 +68,21 @@ async function checkModels() {
     }
     const down = health.models.filter((m) => !m.ok);
     if (down.length) {
+      // One short line (Settings has the whole message and what to do); dismissed, it stays away until the
+      // model has answered again and gone down anew.
+      if (modelBannerDismissed) return;
       banner.dataset.model = "1";
-      ui.banner(`Model endpoint down: ${down[0].message} ${down[0].fix || ""}`, [
+      const where = down[0].builtin ? "the built-in model" : down[0].base_url;
+      ui.banner(`The model ${down[0].model} is not answering (${where}).`, [
         h("button", { type: "button", onclick: () => ui.navigate("settings") }, "Settings"),
+        h("button", { type: "button", onclick: () => { modelBannerDismissed = true; delete banner.dataset.model; ui.banner(null); } }, "Dismiss"),
       ]);
-    } else if (banner.dataset.model) {
-      delete banner.dataset.model;
-      ui.banner(null);
+    } else {
+      modelBannerDismissed = false;  // it answers again: a new outage gets a new banner
+      if (banner.dataset.model) {
+        delete banner.dataset.model;
+        ui.banner(null);
+      }
     }
   } catch (_) { /* shown by the views themselves */ }
 }
