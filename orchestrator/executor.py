@@ -347,6 +347,16 @@ class ToolExecutor:
                       "preview": content[:300], "key": ctx.key})
         return outcome
 
+    @staticmethod
+    def _not_run(outcome: CallOutcome, ctx: CallContext) -> None:
+        """A call refused before it ran (an unknown tool, bad arguments, denied) is a step too: the live view
+        shows it as it happens, as the history does after a reload. A replay is not a new step."""
+        if ctx.emit is None or outcome.replayed:
+            return
+        ctx.emit({"event": "tool_start", "tool": outcome.tool, "args": outcome.args, "key": ctx.key})
+        ctx.emit({"event": "tool_end", "tool": outcome.tool, "ok": outcome.ok, "duration_ms": 0.0,
+                  "preview": outcome.content[:300], "key": ctx.key})
+
     def _start(self, prepared: _Prepared, ctx: CallContext) -> float:
         if ctx.emit:
             ctx.emit({"event": "tool_start", "tool": prepared.tool.name, "args": prepared.args, "key": ctx.key})
@@ -367,6 +377,7 @@ class ToolExecutor:
     def execute(self, name: str, args: Any, ctx: CallContext, confirm: Confirm) -> CallOutcome:
         prepared = self._prepare(name, args, ctx, confirm)
         if isinstance(prepared, CallOutcome):
+            self._not_run(prepared, ctx)
             return prepared
         started = self._start(prepared, ctx)
         try:

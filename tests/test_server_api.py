@@ -412,3 +412,13 @@ def test_threads_can_be_renamed_searched_and_deleted(ui_server):
         assert c.get("/api/threads/web-b").status_code == 404  # checkpoints and row both gone
         assert [t["thread_id"] for t in c.get("/api/threads").json()] == ["web-a"]
         assert c.delete("/api/threads/web-b").status_code == 404
+
+
+def test_a_call_refused_before_it_ran_is_streamed_as_a_step(ui_server):
+    """[19] point 4: failed calls were invisible while the turn ran, yet showed as failure cards after a reload."""
+    ui_server.env.server.push(tool_call("no_such_tool", x=1), answer("That tool does not exist."))
+    events = ui_server.stream("/api/threads/web-x/messages", {"text": "use the magic tool"})
+    ends = [e for e in events if e["event"] == "tool_end"]
+    assert [(e["tool"], e["ok"]) for e in ends] == [("no_such_tool", False)]
+    assert "there is no tool named 'no_such_tool'" in ends[0]["preview"]
+    assert [e["tool"] for e in events if e["event"] == "tool_start"] == ["no_such_tool"]
