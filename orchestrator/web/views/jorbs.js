@@ -42,10 +42,14 @@ export function mount(el, shell) {
   }, 5000);
 }
 
+let shows = 0; // the latest show(): an older one that finishes its awaits later must not redraw over it
+
 export async function show(arg) {
   const [id, extra] = (arg || "").split("/");
+  const mine = ++shows;
   current = id || null;
   await loadList();
+  if (mine !== shows) return;
   if (current === "new") await showForm();
   else if (current) await loadJorb(current, extra === "review");
   else clear(detailEl).append(h("p", { class: "empty", text: "Pick a jorb, or start a new one. A jorb is a long-running task: it messages people, waits for their replies for as long as it takes, and pauses for you where its plan says so." }));
@@ -322,6 +326,8 @@ async function act(id, what, body, errEl) {
 // -- creating ---------------------------------------------------------------------------------------------
 async function showForm() {
   clearTimeout(timer);
+  // Already shown (the route fired twice): rebuilding it would throw away what the user has typed.
+  if (detailEl.querySelector(".new-jorb")) return;
   if (!form) {
     try {
       form = await api("/api/jorbs/form");
