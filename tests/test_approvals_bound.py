@@ -45,6 +45,11 @@ def _graph(executor: ToolExecutor, choose_target, key: str):
                                    lambda request: interrupt(request.payload()))
         return {"result": outcome.content}
 
+    return _one_node(step)
+
+
+def _one_node(step) -> Any:
+    """A graph of one node `step`, with a checkpointer: resumed, it re-runs `step` from its start."""
     builder = StateGraph(State)
     builder.add_node("step", step)
     builder.add_edge(START, "step")
@@ -123,11 +128,7 @@ def test_a_rerun_that_makes_another_call_where_one_was_recorded_is_stopped(tmp_p
                          lambda request: interrupt(request.payload()))
         return {"result": first.content}
 
-    builder = StateGraph(State)
-    builder.add_node("step", step)
-    builder.add_edge(START, "step")
-    builder.add_edge("step", END)
-    graph = builder.compile(checkpointer=InMemorySaver())
+    graph = _one_node(step)
     config = {"configurable": {"thread_id": "re"}}
     graph.invoke({}, config)  # call1 runs (auto), call2 asks
     assert notes.read_text() == "written" and seen[0].startswith("Wrote")
@@ -151,11 +152,7 @@ def test_an_edited_call_replays_as_itself(tmp_path):
                          CallContext(thread_id="ed", key="ed|call2"), lambda request: interrupt(request.payload()))
         return {"result": out.content}
 
-    builder = StateGraph(State)
-    builder.add_node("step", step)
-    builder.add_edge(START, "step")
-    builder.add_edge("step", END)
-    graph = builder.compile(checkpointer=InMemorySaver())
+    graph = _one_node(step)
     config = {"configurable": {"thread_id": "ed"}}
     graph.invoke({}, config)
     graph.invoke(Command(resume={"decision": "edit", "args": {"path": str(edited), "content": "x"}}), config)
