@@ -16,7 +16,9 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import secrets
+from html import escape as html_escape
 from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
@@ -148,7 +150,14 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
 
 async def _refuse(send: Any, status: int, message: str, *, html: bool = False) -> None:
     if html:
-        body = (f"<!doctype html><meta charset=utf-8><title>Jarvis</title><p>{message}</p>").encode()
+        # A page in the UI's own style (its stylesheet is public), with the commands set as code.
+        text = html_escape(message)
+        text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+        body = ("<!doctype html><html lang=en><meta charset=utf-8><meta name=viewport content='width=device-width, "
+                "initial-scale=1'><title>Jarvis</title><link rel=stylesheet href='/static/style.css'>"
+                "<body><header class=top><span class=brand>Jarvis</span></header>"
+                f"<main><section class='view'><div class='problem'><p>{text}</p></div></section></main>"
+                "</body></html>").encode()
         ctype = b"text/html; charset=utf-8"
     else:
         body = json.dumps({"detail": message}).encode()

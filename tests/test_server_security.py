@@ -28,6 +28,8 @@ def test_no_token_is_refused(ui_server):
         assert c.post("/api/tools/fs_list_dir/disable").status_code == 401
         page = c.get("/")
         assert page.status_code == 401 and "jarvis run" in page.text and page.headers["content-type"].startswith("text/html")
+        # [19] point 7: the page in the UI's own style (was unstyled plain text), the command set as code
+        assert "/static/style.css" in page.text and "<code>jarvis run</code>" in page.text
 
 
 def test_wrong_token_is_refused(ui_server):
