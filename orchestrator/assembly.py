@@ -28,7 +28,7 @@ from .catalog import StaticProvider, ToolCatalog, ToolProvider
 from .channels.tools import build_message_tools
 from .config import Settings
 from .docs_index import IndexSink, build_docs_tools, docs_index_for
-from .google_auth import google_api
+from .google_auth import google_api, load_credentials
 from .jarb_tools import generated_provider, protected_paths
 from .jorbs.service import JorbService
 from .jorbs.tools import build_jorb_tools
@@ -74,12 +74,24 @@ def document_tools(settings: Settings) -> list[BaseTool]:
 
 
 def google_tools(settings: Settings) -> list[BaseTool]:
-    """Gmail and Calendar; without a stored sign-in each call says to run `jarvis auth google`."""
+    """Gmail and Calendar; without a stored sign-in each call says to run `jarvis auth google`, and the Tools
+    view says they are not connected (metadata `unavailable`: a callable, asked when the view is drawn)."""
     g = settings.google
-    return [
+    tools = [
         *build_gmail_tools(google_api(settings, "Gmail", g.gmail_base_url)),
         *build_gcal_tools(google_api(settings, "Google Calendar", g.calendar_base_url), g.calendar_id, settings.timezone),
     ]
+
+    def unavailable() -> str | None:
+        try:
+            signed_in = load_credentials(settings) is not None
+        except Exception:  # noqa: BLE001 - no keyring, an unreadable token: not connected either way
+            signed_in = False
+        return None if signed_in else "Google is not connected: run `jarvis auth google`"
+
+    for tool in tools:
+        tool.metadata = {**(tool.metadata or {}), "unavailable": unavailable}
+    return tools
 
 
 def default_catalog(settings: Settings, extra_tools: Iterable[BaseTool] = ()) -> ToolCatalog:

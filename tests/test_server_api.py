@@ -309,6 +309,10 @@ def test_tools_lists_metadata_of_every_source(jarvis_env):
     assert tools["fs_write_text"]["side_effects"][0]["mode"] == "confirm"
     assert tools["fs_read_text"]["untrusted_output"] is True and tools["fs_list_dir"]["side_effects"] == []
     assert body["provider_errors"] == {}
+    # [19] point 7: Gmail and Calendar said "Enabled" while Google was not connected
+    google = [t for n, t in tools.items() if n.startswith(("gmail_", "gcal_"))]
+    assert google and all(t["unavailable"] == "Google is not connected: run `jarvis auth google`" for t in google)
+    assert tools["fs_read_text"]["unavailable"] is None
 
 
 def test_runs_and_settings(ui_server):

@@ -65,6 +65,7 @@ def tool_view(tool: Any, ctx: AppContext, provider: str | None = None,
         "args_schema": _jsonable(schema),
         "metadata": {k: _jsonable(v) for k, v in meta.items() if k not in _SHOWN_ELSEWHERE and not callable(v)},
         "enabled": tool.name not in disabled,
+        "unavailable": meta["unavailable"]() if callable(meta.get("unavailable")) else None,
         # Meta-tools (create_new_tool) belong to the graph itself, not to a provider the switch applies to.
         "can_disable": provider != "meta",
     }

@@ -114,8 +114,10 @@ function render() {
         t.untrusted_output ? h("span", { class: "badge untrusted", title: "its results come from outside the conversation: later side effects in the turn ask first", text: "reads outside content" }) : null,
         t.side_effects.length
           ? t.side_effects.map((e) => h("span", { class: `badge effect mode-${e.mode}`, title: e.description, text: `${e.name}: ${e.mode}` }))
-          : h("span", { class: "badge readonly", text: "read-only" })),
+          : h("span", { class: "badge readonly", text: "read-only" }),
+        t.unavailable ? h("span", { class: "badge down", text: "not connected" }) : null),
       h("p", { class: "description", text: t.description }),
+      t.unavailable ? h("p", { class: "unavailable", text: t.unavailable }) : null,
       t.can_disable ? toggle(t) : null,
       ...metaBlock(t.metadata || {}),
       Object.keys(props).length
