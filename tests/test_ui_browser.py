@@ -433,3 +433,16 @@ def test_threads_are_renamed_searched_and_deleted_in_the_sidebar(open_ui):
     expect(threads).to_have_count(1)
     assert threads.first.inner_text() == "Budget 2027"
     assert page.js_errors == []
+
+
+def test_the_reminder_form_offers_conversations_by_name(open_ui):
+    """[19] point 7: the reminder form asked for a raw thread id; it offers the conversations by title."""
+    page, server = open_ui()
+    server.env.server.push(answer("Noted."))
+    send(page, "plants need water")
+    page.get_by_text("Noted.").wait_for()
+    page.get_by_role("link", name="Reminders").click()
+    option = page.locator('#rem-target-choices option[label="plants need water"]')
+    option.wait_for(state="attached")
+    assert option.get_attribute("value").startswith("web-")
+    assert page.get_by_label("Chat thread").get_attribute("placeholder").startswith("pick a conversation")

@@ -9,10 +9,10 @@ let statusEl;
 let filter;
 
 const TARGET_HELP = {
-  chat: ["Chat thread", "thread id (empty: the reminders thread)"],
+  chat: ["Chat thread", "pick a conversation (empty: the reminders thread)"],
   agent: ["Agent command", "path of an executable agent script"],
   webhook: ["Webhook URL", "http://localhost:8070/agent/7"],
-  jorb: ["Jorb id", "the jorb to wake"],
+  jorb: ["Jorb", "pick the jorb to wake"],
 };
 
 export function mount(el) {
@@ -91,13 +91,27 @@ function renderForm() {
   const rrule = h("input", { type: "text", id: "rem-rrule", placeholder: "optional: FREQ=DAILY;BYHOUR=18" });
   const kind = h("select", { id: "rem-kind" }, Object.entries(TARGET_HELP).map(([k, [label]]) => h("option", { value: k }, label.split(" ")[0])));
   const targetLabel = h("label", { for: "rem-target" });
-  const target = h("input", { type: "text", id: "rem-target" });
+  // Conversations and jorbs by name, so nobody has to copy an id (the value sent is still the id).
+  const choices = h("datalist", { id: "rem-target-choices" });
+  const target = h("input", { type: "text", id: "rem-target", list: "rem-target-choices" });
+  const fillChoices = async () => {
+    clear(choices);
+    try {
+      if (kind.value === "chat") {
+        for (const t of await api("/api/threads")) choices.append(h("option", { value: t.thread_id, label: t.title || t.thread_id }));
+      } else if (kind.value === "jorb") {
+        const jorbs = await api("/api/jorbs");
+        for (const j of (jorbs.jorbs || jorbs)) choices.append(h("option", { value: j.id, label: j.name || j.id }));
+      }
+    } catch (_) { /* the field still takes a typed id */ }
+  };
   const description = h("textarea", { id: "rem-description", rows: 2 });
   const priority = h("select", { id: "rem-priority" }, ["low", "medium", "high"].map((p) => h("option", { value: p, selected: p === "medium" }, p)));
   const onKind = () => {
     const [label, hint] = TARGET_HELP[kind.value];
     targetLabel.textContent = label;
     target.placeholder = hint;
+    fillChoices();
   };
   kind.addEventListener("change", onKind);
   onKind();
@@ -122,7 +136,7 @@ function renderForm() {
     h("label", { for: "rem-when" }, "When (your local time)"), whenInput,
     h("label", { for: "rem-rrule" }, "Repeat rule (RFC 5545)"), rrule,
     h("label", { for: "rem-kind" }, "Target"), kind,
-    targetLabel, target,
+    targetLabel, target, choices,
     h("label", { for: "rem-description" }, "Description"), description,
     h("label", { for: "rem-priority" }, "Priority"), priority,
     err,
