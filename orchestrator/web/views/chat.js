@@ -140,8 +140,15 @@ async function deleteThread(id, title) {
   else refreshThreads();
 }
 
+// A new conversation's id is made here, at once: while it was fetched from the server, a message typed right
+// after "New chat" was still sent to the previous conversation (and its answer drawn nowhere).
+function newThreadId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(6));
+  return "web-" + [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 async function newThread() {
-  const { thread_id } = await api("/api/threads", { method: "POST" });
+  const thread_id = newThreadId();
   current = thread_id;
   steps = new Map();
   history.replaceState(null, "", `#chat/${encodeURIComponent(thread_id)}`);
