@@ -446,3 +446,19 @@ def test_the_reminder_form_offers_conversations_by_name(open_ui):
     option.wait_for(state="attached")
     assert option.get_attribute("value").startswith("web-")
     assert page.get_by_label("Chat thread").get_attribute("placeholder").startswith("pick a conversation")
+
+
+def test_while_working_the_stage_and_the_time_are_shown(open_ui):
+    """[19] point 3 (in part): "Jarvis is working..." stood for up to 44 s with no stage and no time."""
+    page, server = open_ui()
+    target = server.env.root / "notes.txt"
+    target.write_text("hello")
+    server.env.server.push({"tool_calls": [{"name": "fs_read_text", "arguments": {"path": str(target)}}], "delay_s": 1.5},
+                           {"content": "It says hello.", "delay_s": 1.5})
+    send(page, "read notes.txt")
+    working = page.locator(".working")
+    working.wait_for()
+    assert "thinking" in working.inner_text()
+    page.locator(".working", has_text=" 1 s").wait_for()  # the clock runs
+    page.get_by_text("It says hello.").wait_for()
+    assert working.count() == 0  # gone with the turn

@@ -278,8 +278,23 @@ class Turn {
     this.text = "";
     this.pending = [];
     this.failed = false;
-    this.working = h("div", { class: "working", text: "Jarvis is working…" });
+    // What Jarvis is doing now and for how long, so a slow model is not mistaken for a hung one.
+    this.stage = "thinking";
+    this.started = Date.now();
+    this.working = h("div", { class: "working", role: "status" });
+    this.tick();
+    this.ticker = setInterval(() => this.tick(), 1000);
     log.append(this.working);
+  }
+
+  tick() {
+    const s = Math.round((Date.now() - this.started) / 1000);
+    this.working.textContent = `Jarvis is working… ${this.stage} · ${s} s`;
+  }
+
+  setStage(stage) {
+    this.stage = stage;
+    this.tick();
   }
 
   place(el) {
@@ -290,6 +305,7 @@ class Turn {
   handle(ev) {
     switch (ev.event) {
       case "token":
+        if (this.stage !== "writing the answer") this.setStage("writing the answer");
         if (!this.bubble) {
           this.bubble = h("div", { class: "msg assistant streaming" });
           this.text = "";
@@ -310,16 +326,20 @@ class Turn {
         break;
       }
       case "tool_start":
+        this.setStage(`calling ${ev.tool}`);
         this.step(ev).start(ev.args);
         break;
       case "tool_end":
+        this.setStage("thinking");
         this.step(ev).finish(ev.ok, ev.preview, ev.duration_ms);
         scroll();
         break;
       case "progress":
+        if (ev.stage) this.setStage(String(ev.stage).replaceAll("_", " "));
         this.place(h("div", { class: "progress", text: ev.message || [ev.stage, ev.attempt && `attempt ${ev.attempt}`].filter(Boolean).join(" · ") || json(ev, 0) }));
         break;
       case "confirmation":
+        this.setStage("waiting for your confirmation");
         this.pending.push(ev);
         break;
       case "done":
@@ -367,6 +387,7 @@ class Turn {
   }
 
   close() {
+    clearInterval(this.ticker);
     this.working.remove();
   }
 }
