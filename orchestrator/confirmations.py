@@ -7,6 +7,7 @@ from typing import Any
 
 from .assembly import service_for
 from .config import Settings
+from .ids import jorb_id_of
 from .ledger import EffectsLedger
 from .threads import RUNNING, WAITING, ThreadIndex, pending_confirmations
 
@@ -15,8 +16,9 @@ log = logging.getLogger(__name__)
 
 def graph_for_thread(chat_graph: Any, settings: Settings, thread_id: str) -> Any:
     """Jorb threads (`jorb:<id>`) live in the jorb graph; every other thread in the chat graph."""
-    if thread_id.startswith("jorb:"):
-        return service_for(settings).graph_for(thread_id.split(":", 1)[1])
+    jorb_id = jorb_id_of(thread_id)
+    if jorb_id is not None:
+        return service_for(settings).graph_for(jorb_id)
     return chat_graph
 
 
@@ -47,7 +49,7 @@ def recover_in_doubt(graph: Any, settings: Settings, thread_id: str | None = Non
     recovered = 0
     for tid in sorted(threads):
         config = {"configurable": {"thread_id": tid}}
-        if tid.startswith("jorb:"):
+        if jorb_id_of(tid) is not None:
             continue  # jorbs recover through JorbService.recover (their step is retried as a whole)
         snapshot = graph.get_state(config)
         if not snapshot.next:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from integrations.base import ToolError, make_tool
 
 from ..config import Settings
+from .. import ids
 from ..jorbs.store import JorbStore
 from .base import ChannelError
 from .registry import get_channel, known_channels
@@ -42,7 +43,7 @@ def _effects_for(args: dict[str, Any]) -> list[str]:
 
 def jorb_id_of(config: RunnableConfig | None) -> str | None:
     thread = str(((config or {}).get("configurable") or {}).get("thread_id") or "")
-    return thread.split(":", 1)[1] if thread.startswith("jorb:") else None
+    return ids.jorb_id_of(thread)
 
 
 def build_message_tools(settings: Settings) -> list[BaseTool]:

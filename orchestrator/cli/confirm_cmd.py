@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from ..answers import Answer, resume_value
+from ..ids import jorb_id_of
 from . import fail, state
 from .chat import run_turn
 
@@ -28,7 +29,7 @@ def _resolve(ctx: typer.Context, thread_id: str, decision: Decision, call: str |
     from ..claims import ClaimBusy, Claims
 
     st = state(ctx)
-    if thread_id.startswith("jorb:"):  # the jorb service takes the jorb's own claim
+    if jorb_id_of(thread_id) is not None:  # the jorb service takes the jorb's own claim
         _resolve_held(st, thread_id, decision, call)
         return
     # Held from reading what is pending to the end of the resumed turn: a second approver (another process,
@@ -55,11 +56,11 @@ def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None)
     if answer == "edit" and len(chosen) > 1:
         fail(f"{len(chosen)} confirmations are pending on {thread_id}; pick one with --call (see `jarvis pending`)")
     resume = {p["interrupt_id"]: resume_value(p, answer, note=note, args=args) for p in chosen}
-    if thread_id.startswith("jorb:"):
+    if jorb_id_of(thread_id) is not None:
         from ..assembly import service_for
         from .jorbs_cmd import print_view
 
-        print_view(service_for(st.settings).run(thread_id.split(":", 1)[1], resume_command(resume)))
+        print_view(service_for(st.settings).run(jorb_id_of(thread_id), resume_command(resume)))
         raise typer.Exit(0)
     raise typer.Exit(run_turn(graph, thread_id, resume_command(resume), interactive=False))
 

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import DateTime, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from ..ids import jorb_thread_id
 from ..storage import Base, utcnow
 
 
@@ -39,7 +40,7 @@ class JorbRow(Base):
 
     @property
     def thread_id(self) -> str:
-        return f"jorb:{self.id}"
+        return jorb_thread_id(self.id)
 
     @property
     def contacts(self) -> list[str]:

@@ -24,6 +24,7 @@ from ..claims import ClaimBusy, Claims
 from ..config import Settings
 from ..disk_full import disk_full_message, is_disk_full
 from ..executor import ToolExecutor
+from ..ids import jorb_thread_id
 from ..llm import make_chat_model
 from ..storage import make_checkpointer
 from ..threads import IDLE, RUNNING, ThreadIndex
@@ -112,14 +113,14 @@ class JorbService:
 
     def config(self, jorb_id: str) -> dict[str, Any]:
         limit = self.settings.jorbs.max_steps_per_hour * 3 + 50
-        return {"configurable": {"thread_id": f"jorb:{jorb_id}"}, "recursion_limit": limit}
+        return {"configurable": {"thread_id": jorb_thread_id(jorb_id)}, "recursion_limit": limit}
 
     @contextmanager
     def _hold(self, jorb_id: str) -> Iterator[None]:
         """This process's lock on the jorb, then the claim every worker honors (JorbBusy if another holds it)."""
         with self._lock(jorb_id), ExitStack() as claim:
             try:
-                claim.enter_context(self.claims.held(f"jorb:{jorb_id}"))  # the jorb's thread id
+                claim.enter_context(self.claims.held(jorb_thread_id(jorb_id)))
             except ClaimBusy as busy:
                 holder = busy.holder or "it has just finished a step"
                 raise JorbBusy(f"jorb {jorb_id} is running in another worker ({holder}); try again when it parks") from None
@@ -247,7 +248,7 @@ class JorbService:
         # Claimed before its row exists, so no recovery sweep (of this worker or another) takes the new jorb for a
         # leftover before its first run; the run renews and releases the claim.
         jorb_id = new_jorb_id()
-        self.claims.acquire(f"jorb:{jorb_id}")
+        self.claims.acquire(jorb_thread_id(jorb_id))
         row = self.store.create(name=name, plan=plan, contacts=contacts, policy=policy, autonomy=autonomy,
                                 context=context, mode=mode, options=options, origin_thread=origin_thread,
                                 jorb_id=jorb_id)
