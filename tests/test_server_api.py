@@ -426,3 +426,16 @@ def test_a_call_refused_before_it_ran_is_streamed_as_a_step(ui_server):
     assert [(e["tool"], e["ok"]) for e in ends] == [("no_such_tool", False)]
     assert "there is no tool named 'no_such_tool'" in ends[0]["preview"]
     assert [e["tool"] for e in events if e["event"] == "tool_start"] == ["no_such_tool"]
+
+
+def test_a_tainted_thread_is_said_so_and_can_be_trusted_from_the_ui(ui_server):
+    """The web UI's way to clear a thread's taint (`jarvis threads trust` had no UI counterpart)."""
+    doc = ui_server.env.root / "doc.txt"
+    doc.write_text("hello")
+    ui_server.env.server.push(tool_call("fs_read_text", path=str(doc)), answer("It says hello."))
+    ui_server.stream("/api/threads/web-t/messages", {"text": "read doc.txt"})
+    with ui_server.client() as c:
+        assert c.get("/api/threads/web-t").json()["tainted"] is True
+        assert c.post("/api/threads/web-t/trust").json() == {"thread_id": "web-t", "tainted": False}
+        assert c.get("/api/threads/web-t").json()["tainted"] is False
+        assert c.post("/api/threads/nope/trust").status_code == 404

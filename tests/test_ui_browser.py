@@ -462,3 +462,23 @@ def test_while_working_the_stage_and_the_time_are_shown(open_ui):
     page.locator(".working", has_text=" 1 s").wait_for()  # the clock runs
     page.get_by_text("It says hello.").wait_for()
     assert working.count() == 0  # gone with the turn
+
+
+def test_a_tainted_conversation_says_so_and_can_be_trusted(open_ui, jarvis_env):
+    jarvis_env.write_config(autonomy={"effects": {"fs_write": "auto"}})
+    page, server = open_ui()
+    doc = server.env.root / "doc.txt"
+    doc.write_text("minutes")
+    server.env.server.push(tool_call("fs_read_text", path=str(doc)), answer("Read it."))
+    send(page, "read doc.txt")
+    page.get_by_text("Read it.").wait_for()
+    page.reload()
+    note = page.locator(".pending-note.tainted")
+    note.wait_for()
+    note.get_by_role("button", name="I checked what it read: trust it").click()
+    note.wait_for(state="detached")
+    target = server.env.root / "note.txt"
+    server.env.server.push(tool_call("fs_write_text", path=str(target), content="hi"), answer("Written."))
+    send(page, "write hi to note.txt")
+    page.get_by_text("Written.").wait_for()
+    assert target.read_text() == "hi" and page.get_by_role("dialog").count() == 0  # trusted: automatic again

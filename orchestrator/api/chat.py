@@ -27,6 +27,7 @@ from ..confirmations import list_pending
 from ..executor import Decision
 from ..live_turns import TurnBusy
 from ..markdown import render_markdown
+from ..state import tainted
 from ..threads import ThreadIndex, message_view, pending_confirmations
 from ..turns import resume_command, thread_config, user_input
 from ..uploads import find_upload
@@ -118,6 +119,24 @@ class RenameIn(BaseModel):
     title: str = Field(min_length=1, max_length=200)
 
 
+@router.post("/threads/{thread_id}/trust")
+def trust_thread(thread_id: ThreadId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    """The user has checked what the thread read: its automatic effects stop asking first (until it reads more).
+    The same as `jarvis threads trust`."""
+    if ctx.turns.running(thread_id) is not None:
+        raise _busy(thread_id)
+    snapshot = _snapshot(ctx, thread_id)
+    values = _values(snapshot)
+    if not values:
+        raise HTTPException(404, f"There is no thread {thread_id}.")
+    if snapshot.interrupts:
+        raise HTTPException(409, "Answer the pending confirmation first.")
+    untrusted = int(values.get("untrusted_turn", -1))
+    if tainted(untrusted, int(values.get("trusted_after_turn", -1))):
+        ctx.graph.update_state(thread_config(thread_id), {"trusted_after_turn": untrusted}, as_node="respond")
+    return {"thread_id": thread_id, "tainted": False}
+
+
 @router.patch("/threads/{thread_id}")
 def rename_thread(thread_id: ThreadId, body: RenameIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     info = ThreadIndex(ctx.settings).rename(thread_id, body.title.strip())
@@ -170,6 +189,8 @@ def get_thread(thread_id: ThreadId, ctx: AppContext = Depends(app_context)) -> d
         "running": running,
         # The last turn stopped between steps (an error, or the process died): it can be continued.
         "stalled": bool(snapshot.next) and not pending and not running,
+        # It read content from outside (a file, a page, an email): automatic effects ask first until trusted.
+        "tainted": tainted(int(values.get("untrusted_turn", -1)), int(values.get("trusted_after_turn", -1))),
     }
 
 

@@ -176,11 +176,28 @@ async function openThread(id) {
     messages = messages.slice(0, lastHuman + 1);
   }
   renderHistory(messages, thread.attachments);
+  if (thread.tainted && !thread.running) showTainted(id);
   refreshThreads();
   // Not awaited: the view is shown while the turn streams or the dialog waits.
   if (thread.running) runStream(`/api/threads/${encodeURIComponent(id)}/events`, undefined, "GET");
   else if (thread.pending.length) confirm(thread.pending);
   else if (thread.stalled) showStalled();
+}
+
+// The conversation read content from outside: side effects ask first until the user says it is fine.
+function showTainted(id) {
+  const note = h("div", { class: "pending-note tainted", role: "status" },
+    "This conversation has read content from outside it (a file, a page, an email), so Jarvis asks before every ",
+    "side effect here, even those set to automatic. ",
+    h("button", { type: "button", onclick: async () => {
+      try {
+        await api(`/api/threads/${encodeURIComponent(id)}/trust`, { method: "POST" });
+        note.remove();
+      } catch (err) {
+        note.replaceWith(problem(err.message));
+      }
+    } }, "I checked what it read: trust it"));
+  log.append(note);
 }
 
 function renderHistory(messages, attachments) {
