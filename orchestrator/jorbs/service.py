@@ -140,7 +140,12 @@ class JorbService:
     def _run_held(self, row: JorbRow, graph_input: Any) -> JorbView:
         self.threads.touch(row.thread_id, kind="jorb", title=row.name, status=RUNNING)
         try:
-            self.graph_for(row).invoke(graph_input, self.config(row.id))
+            # durability "sync": each checkpoint is on disk before the next step starts (LangGraph's default
+            # writes it in the background). A jorb is resumed from its checkpoints, possibly days later; with the
+            # background write, a step that failed (a full disk) could leave not even the checkpoint before it,
+            # and the jorb could not be retried (seen as an intermittent failure of
+            # test_a_jorb_stopped_by_a_full_disk_is_retried_once_there_is_space under load).
+            self.graph_for(row).invoke(graph_input, self.config(row.id), durability="sync")
         except Exception as exc:
             if is_disk_full(exc):
                 log.error("jorb %s stopped: the disk is full (%s)", row.id, exc)
