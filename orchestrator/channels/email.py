@@ -46,18 +46,22 @@ def sender_verified(msg: dict, trusted_authserv: str = "mx.google.com") -> bool:
     sender, not From:). Only results stamped by Gmail's own server count: anyone can write the header."""
     sender = parseaddr(_headers(msg).get("from", ""))[1].lower()
     domain = sender.rpartition("@")[2]
-    if not domain:
+    stamped = _all_headers(msg, "authentication-results")
+    if not domain or not stamped:
         return False
-    for value in _all_headers(msg, "authentication-results"):
-        authserv, _, results = value.partition(";")
-        if authserv.strip().lower() != trusted_authserv:
-            continue
-        text = results.lower()
-        if re.search(r"\bdmarc=pass\b", text):
+    # Only the topmost header: the receiving server adds its own on top, and one further down may have been
+    # written by the sender (a forged "mx.google.com; dmarc=pass" inside the message).
+    authserv, _, results = stamped[0].partition(";")
+    if authserv.strip().lower() != trusted_authserv:
+        return False
+    text = results.lower()
+    for found in re.findall(r"\bdmarc=pass\b[^;]*", text):
+        shown = re.search(r"header\.from=([a-z0-9.-]+)", found)
+        if shown is None or shown.group(1) == domain:  # DMARC is about the From: domain; say it matches
             return True
-        for d in re.findall(r"\bdkim=pass\b[^;]*?header\.(?:d|i)=@?([a-z0-9.-]+)", text):
-            if d == domain or domain.endswith("." + d):
-                return True
+    for d in re.findall(r"\bdkim=pass\b[^;]*?header\.(?:d|i)=@?([a-z0-9.-]+)", text):
+        if d == domain or domain.endswith("." + d):
+            return True
     return False
 
 

@@ -140,7 +140,7 @@ class FakeGoogle:
 
     def add_message(self, *, sender: str, subject: str, body: str, to: str | None = None, thread_id: str | None = None,
                     unread: bool = True, html: bool = False, message_id: str | None = None,
-                    date: datetime | None = None, authentication_results: str | None = None) -> dict:
+                    date: datetime | None = None, authentication_results: str | list[str] | None = None) -> dict:
         """authentication_results: the `Authentication-Results` header Gmail adds (RFC 8601), e.g.
         "mx.google.com; dkim=pass header.i=@example.com; spf=pass smtp.mailfrom=alice@example.com; dmarc=pass"."""
         with self.lock:
@@ -150,8 +150,9 @@ class FakeGoogle:
             headers = [{"name": "From", "value": sender}, {"name": "To", "value": to or self.state.me},
                        {"name": "Subject", "value": subject}, {"name": "Date", "value": format_datetime(when)},
                        {"name": "Message-ID", "value": message_id or f"<{mid}@mail.example>"}]
-            if authentication_results is not None:
-                headers.append({"name": "Authentication-Results", "value": authentication_results})
+            stamps = [authentication_results] if isinstance(authentication_results, str) else authentication_results
+            # the receiving server's own stamp comes first (on top); the ones after it came with the message
+            headers[:0] = [{"name": "Authentication-Results", "value": v} for v in stamps or []]
             mime = "text/html" if html else "text/plain"
             msg = {"id": mid, "threadId": tid, "labelIds": ["INBOX"] + (["UNREAD"] if unread else []),
                    "snippet": re.sub(r"<[^>]+>", "", body)[:100], "internalDate": str(int(when.timestamp() * 1000)),
