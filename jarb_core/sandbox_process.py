@@ -81,8 +81,6 @@ def _explain(returncode: int | None, killed: str | None, limits: Limits, output:
         reasons.append(f"it used more than the CPU limit of {limits.cpu_seconds} s")
     elif sig == signal.SIGXFSZ or b"File too large" in tail:
         reasons.append(f"it wrote a file larger than the file size limit of {limits.file_size_mb} MB")
-    elif sig == signal.SIGKILL and killed is None and oom_kills:
-        pass
     elif sig == signal.SIGKILL and killed is None:
         reasons.append(f"it was killed (SIGKILL): the CPU limit ({limits.cpu_seconds} s) or memory ran out")
     elif sig is not None and killed is None:
