@@ -35,6 +35,7 @@ import httpx
 
 from .config import REPO_ROOT, ModelConfig, Settings
 from .errors import ModelEndpointError
+from .request_shape import adapt_for_server
 
 log = logging.getLogger(__name__)
 
@@ -316,11 +317,9 @@ class EmbeddedServer:
 
 
 def adapt_request(request: httpx.Request, port: int) -> httpx.Request:
-    """Send the request to the server's current port, in a shape llama-cpp-python's server understands:
-    - it rejects an assistant message whose content is null (what OpenAI clients send with tool calls) with
-      HTTP 500, which would break every later turn of the thread: such content becomes "";
-    - it ignores `max_completion_tokens` (what current OpenAI clients send for max_tokens), so a small model
-      rambled on for 980 tokens and filled the next prompt: it is sent as `max_tokens`."""
+    """Send the request to the server's current port, in the shape llama-cpp-python's server understands
+    (request_shape.adapt_for_server: "" for an assistant message's null content, the cap as `max_tokens`), for a
+    client that did not already send it so."""
     url = request.url.copy_with(host=HOST, port=port)
     content = request.read()
     if request.method == "POST" and url.path.endswith("/chat/completions") and content:
@@ -328,15 +327,7 @@ def adapt_request(request: httpx.Request, port: int) -> httpx.Request:
             body = json.loads(content)
         except ValueError:
             body = None
-        changed = False
-        if isinstance(body, dict) and "max_completion_tokens" in body:
-            body.setdefault("max_tokens", body.pop("max_completion_tokens"))
-            changed = True
-        for message in (body or {}).get("messages") or []:
-            if isinstance(message, dict) and message.get("role") == "assistant" and message.get("content") is None:
-                message["content"] = ""
-                changed = True
-        if changed:
+        if isinstance(body, dict) and adapt_for_server(body, str(url)):
             content = json.dumps(body).encode()
     headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
     return httpx.Request(request.method, url, headers=headers, content=content, extensions=request.extensions)

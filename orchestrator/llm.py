@@ -12,6 +12,7 @@ from . import secrets
 from .config import ModelConfig, Settings
 from .embedded import check_embedded, embedded_server  # a child llama.cpp server, started on first use
 from .errors import ModelEndpointError
+from .request_shape import adapt_for_server
 
 log = logging.getLogger(__name__)
 
@@ -70,25 +71,6 @@ def string_arguments(body: Any) -> Any:
                         and not isinstance(function["arguments"], str):
                     function["arguments"] = json.dumps(function["arguments"])
     return body
-
-
-OPENAI_HOSTS = ("api.openai.com",)
-
-
-def adapt_for_server(payload: dict, base_url: str) -> dict:
-    """A chat request in the shape every OpenAI-compatible server understands, whatever the provider setting:
-    - an assistant message with tool calls carries content "" rather than null: llama-cpp-python's server
-      refuses null (HTTP 500), which broke every later turn of a thread that had a tool call;
-    - the token cap is sent as `max_tokens` to servers other than OpenAI's own: current clients send
-      `max_completion_tokens`, which llama.cpp, llama-cpp-python and others ignore (a cap of 64 gave 372 words);
-      OpenAI's newer models accept only `max_completion_tokens`, so it stays for them."""
-    for message in payload.get("messages") or []:
-        if isinstance(message, dict) and message.get("role") == "assistant" and message.get("content") is None:
-            message["content"] = ""
-    host = base_url.split("://", 1)[-1].split("/", 1)[0].split(":", 1)[0].lower()
-    if "max_completion_tokens" in payload and host not in OPENAI_HOSTS:
-        payload.setdefault("max_tokens", payload.pop("max_completion_tokens"))
-    return payload
 
 
 def model_config(settings: Settings, role: Role = "primary") -> tuple[str, ModelConfig]:
