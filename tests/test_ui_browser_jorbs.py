@@ -317,3 +317,29 @@ def test_an_older_jorbs_list_arriving_late_does_not_draw_over_a_newer_one(ui):
     page.wait_for_timeout(300)  # the page has read the late answer by now; it must have dropped it
     assert page.locator(".jorb-list li", has_text="Second errand").count() == 1
     assert script_errors(page) == []
+
+
+def test_a_tools_list_fetched_while_a_switch_is_on_its_way_does_not_undo_it_on_screen(ui):
+    # The race behind a red CI run: the list was fetched while the user's flip was still on its way to the server,
+    # so it showed the tool as it was; the user's second click then asked to enable an enabled tool (409) and the
+    # switch fell back. A list fetched while a flip is in flight must wait for the flip and be fetched again.
+    page, server = ui()
+    page.get_by_role("link", name="Tools").click()
+    switch = page.get_by_label("fs_list_dir enabled")
+    switch.wait_for()
+    held: list = []
+    page.route("**/api/tools/fs_list_dir/disable", lambda route: held.append(route))
+    switch.uncheck()
+    _wait_held(page, held)
+    with page.expect_response(lambda r: r.url.endswith("/api/tools") and r.request.method == "GET"):
+        page.get_by_role("button", name="Refresh").click()
+    page.wait_for_timeout(200)  # the list that says "enabled" has landed; the view must not draw it
+    assert not page.get_by_label("fs_list_dir enabled").is_checked()
+    with page.expect_request(lambda r: r.url.endswith("/api/tools") and r.method == "GET", timeout=10_000):
+        held[0].continue_()
+    page.locator('article.tool.disabled[data-tool="fs_list_dir"]').wait_for()
+    assert not page.get_by_label("fs_list_dir enabled").is_checked()
+    with server.client() as c:
+        listed = {t["name"]: t for t in c.get("/api/tools").json()["tools"]}
+    assert listed["fs_list_dir"]["enabled"] is False
+    assert script_errors(page) == []

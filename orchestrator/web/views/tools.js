@@ -6,9 +6,13 @@ import { clear, h, json, problem } from "../dom.js";
 let body;
 let filter;
 let data = { tools: [], provider_errors: {} };
-// A list fetched before a switch was flipped is stale: it would show the tool as it was. Count the flips and
-// fetch again when one happened while a load was under way; count the loads so only the newest one renders.
+// A list fetched before a switch was flipped, or while a flip is still on its way to the server, is stale: it
+// would show the tool as it was (and a second click on that would ask for what is already done). Count the flips
+// started and those in flight: a load that saw either is dropped and made again once no flip is in flight. Count
+// the loads so only the newest one renders.
 let flips = 0;
+let inFlight = 0;
+let loadAfterFlips = false;
 let loads = 0;
 
 export function mount(el) {
@@ -34,6 +38,10 @@ async function load() {
     return;
   }
   if (mine !== loads) return;
+  if (inFlight) {
+    loadAfterFlips = true;
+    return;
+  }
   if (flips !== flipsBefore) return load();
   data = fresh;
   render();
@@ -66,6 +74,7 @@ function toggle(t) {
   box.addEventListener("change", async () => {
     box.disabled = true;
     flips += 1;
+    inFlight += 1;
     try {
       await api(`/api/tools/${encodeURIComponent(t.name)}/${box.checked ? "enable" : "disable"}`, { method: "POST" });
       // A load rendered the list again while the switch was on its way: this switch is gone, show the new state.
@@ -80,6 +89,11 @@ function toggle(t) {
       else body.prepend(problem(`${t.name}: ${e.message}`));
     } finally {
       box.disabled = false;
+      inFlight -= 1;
+      if (!inFlight && loadAfterFlips) {
+        loadAfterFlips = false;
+        load();
+      }
     }
   });
   return h("div", { class: "switch" }, box, h("label", { for: id }, "Enabled"), hint, err);
