@@ -61,7 +61,7 @@ LOCAL_STAMP := $(VENV)/.installed-local
 install-local: $(LOCAL_STAMP)
 
 $(LOCAL_STAMP): $(STAMP)
-	@if $(PY) -c 'import llama_cpp.server' 2>/dev/null; then echo "llama-cpp-python[server] is installed"; else \
+	@if $(PY) -c 'import llama_cpp.server, lmformatenforcer' 2>/dev/null; then echo "llama-cpp-python[server] is installed"; else \
 	  echo "Installing llama-cpp-python[server] (built from source the first time: a few minutes)"; \
 	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install --quiet -e '.[local]' || exit 1; fi
 	touch $@

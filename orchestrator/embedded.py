@@ -111,8 +111,9 @@ class EmbeddedServerError(ModelEndpointError):
 
 
 def llama_server_installed() -> bool:
+    """llama-cpp-python's server and what the tool-call handler constrains calls with (the `local` extra)."""
     try:
-        return importlib.util.find_spec("llama_cpp.server") is not None
+        return all(importlib.util.find_spec(m) is not None for m in ("llama_cpp.server", "lmformatenforcer"))
     except ModuleNotFoundError:
         return False
 

@@ -10,9 +10,16 @@ Why not the library's `chatml-function-calling` (llama-cpp-python 0.3.x), measur
     so every answer in words comes back empty;
   - tool results (`role: tool`) are left out of the prompt, so the model never sees what a tool returned;
   - its grammars cost about 2 s per sampled token on this machine (SmolLM2's vocabulary is 49k tokens).
-This handler uses the same prompt convention ("message:" or "functions.<name>:" and JSON arguments) without
-grammars: one token, restricted to "message" or "functions", decides; the model then writes the name and the
-arguments freely (Jarvis's executor answers unknown tools and bad arguments). A streamed call
+This handler uses the same prompt convention ("message:" or "functions.<name>:" and JSON arguments). One token,
+restricted to "message" or "functions", decides; a call is then written under a constraint: its name one of the
+tools given, its arguments JSON that fits that tool's schema (lm-format-enforcer's character-level parsers, applied
+as a logits processor over a prefix tree of the vocabulary built once per model). That costs milliseconds a token
+where llama.cpp's grammar sampler cost 2 s here: llama-cpp-python applies the grammar before any other sampler, so
+each token it checks all 49k tokens of SmolLM2's vocabulary against the grammar's stacks. Without the constraint
+the model wrote calls as Python in code fences, unknown names and half objects (0 valid calls in 11 tries of
+`make demo`). A 135M model mostly picks the first function listed, so the list is ordered by how many of the
+request's words each tool's name and description share (ties keep the planner's order): a heuristic for a
+tiny model, not a router; the model still decides whether to call and what. A streamed call
 carries its name once, in its first chunk. The function list sits just before the user's latest message:
 llama.cpp reuses the evaluated prompt only up to the first token that differs from its previous call, and the
 list is what changes most between turns (with more than planner.max_bound_tools tools, Jarvis binds each turn's
@@ -117,7 +124,33 @@ _template = _env.from_string(_TEMPLATE)
 def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
     tools_at = users[-1] if users else 0
-    return _template.render(messages=messages, tools=tools or [], tools_at=tools_at, describe=_describe, text=_text)
+    request = _text(messages[tools_at].get("content")) if users else ""
+    return _template.render(messages=messages, tools=rank_for_request(tools or [], request), tools_at=tools_at,
+                            describe=_describe, text=_text)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = {"the", "and", "for", "you", "your", "what", "this", "that", "with", "from", "are", "can", "please", "all",
+         "its", "into", "any", "one", "not", "how", "who", "has", "have", "was", "there", "them", "then", "given"}
+
+
+def _stems(text: str) -> set[str]:
+    """Words of three letters or more, cut to four letters ("files" and "file", "writes" and "write" meet)."""
+    return {w[:4] for w in _WORD.findall(text.lower().replace("_", " ")) if len(w) > 2 and w not in _STOP}
+
+
+def rank_for_request(tools: list[dict[str, Any]], request: str) -> list[dict[str, Any]]:
+    """The tools, those sharing most words with the request first (a word of the name counts twice: "read" in
+    fs_read_text says more than "read" in a description); ties keep their order."""
+    wanted = _stems(request)
+    if not wanted:
+        return list(tools)
+
+    def shared(tool: dict[str, Any]) -> int:
+        fn = tool.get("function") or {}
+        return 2 * len(wanted & _stems(fn.get("name", ""))) + len(wanted & _stems(_first_sentence(fn.get("description") or "")))
+
+    return sorted(tools, key=lambda t: -shared(t))
 
 
 def _tools_of(functions: list[dict] | None, tools: list[dict] | None) -> list[dict[str, Any]]:
@@ -139,6 +172,87 @@ def _only_tokens(allowed: set[int]) -> Any:
     from llama_cpp import LogitsProcessorList
 
     return LogitsProcessorList([process])
+
+
+# The vocabulary's prefix tree for lm-format-enforcer, built once per model (about a second for 49k tokens); the
+# server process holds one model.
+_tokenizer_data: dict[int, Any] = {}
+# A JSON string may not run on with whitespace: at most this many blanks in a row between tokens of the arguments.
+_MAX_BLANKS = 1
+
+
+def _tokenizer(llama: Any) -> Any:
+    from lmformatenforcer import TokenEnforcerTokenizerData
+    from lmformatenforcer.integrations.llamacpp import build_token_enforcer_tokenizer_data
+
+    data = _tokenizer_data.get(id(llama))
+    if data is None:
+        built = build_token_enforcer_tokenizer_data(llama)
+        # Tokens that decode to nothing (<|endoftext|>, <|im_end|> and the other specials: 62 in SmolLM2) never
+        # break a character-level parser, so they stayed allowed and the model could end a call right after its
+        # name (a call to fs_read_text with no arguments at all). Only the end-of-text token may end a call, and
+        # only where the arguments are complete.
+        data = _tokenizer_data[id(llama)] = TokenEnforcerTokenizerData(
+            [t for t in built.regular_tokens if t[1]], built.decoder, built.eos_token_id, built.use_bitmask,
+            built.vocab_size)
+    return data
+
+
+# An integer range this small is written as the list of its values: the parser checks JSON's shape, not
+# numeric bounds (find_tools got limit 256 where at most 25 is allowed).
+_MAX_ENUMERATED_RANGE = 100
+
+
+def bounded_schema(schema: Any, max_chars: int) -> Any:
+    """The schema as the constraint can hold it: `maxLength` on every string that has none (a small model writing
+    a path or a note can run on until max_tokens cuts the call in the middle of a string, and a cut call is no
+    call), and a small integer range as an enum of its values."""
+    if isinstance(schema, list):
+        return [bounded_schema(s, max_chars) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: bounded_schema(v, max_chars) for k, v in schema.items()}
+    if out.get("type") == "string" and "maxLength" not in out:
+        out["maxLength"] = max_chars
+    low, high = out.get("minimum"), out.get("maximum")
+    if (out.get("type") == "integer" and "enum" not in out and isinstance(low, int) and isinstance(high, int)
+            and 0 <= high - low <= _MAX_ENUMERATED_RANGE):
+        out["enum"] = list(range(low, high + 1))
+    return out
+
+
+def _call_constraint(llama: Any, tools: list[dict[str, Any]], max_tokens: int) -> Any:
+    """A logits processor under which the model writes `<name>:\n<arguments>` for one of `tools`, the arguments
+    JSON that fits the tool's parameter schema (any JSON object where the schema is one the parser cannot read).
+    Strings get at most `max_tokens` characters (about a quarter of the budget, at ~4 characters a token)."""
+    from llama_cpp import LogitsProcessorList
+    from lmformatenforcer import CharacterLevelParserConfig, JsonSchemaParser, SequenceParser, StringParser, UnionParser
+    from lmformatenforcer.integrations.llamacpp import build_llamacpp_logits_processor
+
+    config = CharacterLevelParserConfig(max_consecutive_whitespaces=_MAX_BLANKS)
+    branches = []
+    for tool in tools:
+        fn = tool["function"]
+        schema = bounded_schema(fn.get("parameters") or {"type": "object", "properties": {}}, max(16, max_tokens))
+        try:
+            arguments = JsonSchemaParser(schema, config=config)
+        except Exception:  # noqa: BLE001 - a schema the parser does not read: any object, checked by Jarvis
+            arguments = JsonSchemaParser({"type": "object"}, config=config)
+        branches.append(SequenceParser([StringParser(f"{fn['name']}:\n"), arguments]))
+    return LogitsProcessorList([build_llamacpp_logits_processor(_tokenizer(llama), UnionParser(branches))])
+
+
+def split_call(written: str, names: list[str]) -> tuple[str, str]:
+    """(name, arguments) from `<name>:\n<arguments>` as written under the constraint; the arguments are the first
+    JSON value when it is complete, else what was written (Jarvis's executor answers arguments cut short)."""
+    name, _, rest = written.partition(":")
+    name = name.strip() or (names[0] if len(names) == 1 else "unnamed")
+    rest = rest.strip()
+    try:
+        _, end = json.JSONDecoder().raw_decode(rest)
+        return name, rest[:end]
+    except ValueError:
+        return name, rest
 
 
 def _tool_call_response(name: str, arguments: str, completion: dict[str, Any], stream: bool) -> Any:
@@ -233,9 +347,7 @@ def jarvis_chatml_tools(
         return answer("message:\n")
     else:
         # One sampled token decides: the model's next token restricted to the first token of "message" or of
-        # "functions" (a logits mask; llama.cpp's grammar sampler cost about 2 s per token here over SmolLM2's
-        # 49k-token vocabulary). After "functions." the model writes the name freely: an unknown one goes back
-        # to it as an error from Jarvis's executor, as do arguments that are not what the tool takes.
+        # "functions" (a logits mask).
         first = {word: llama.tokenize(word.encode(), add_bos=False, special=False)[0] for word in ("message", "functions")}
         decision = llama.create_completion(
             prompt=prompt, temperature=temperature, stream=False, max_tokens=1,
@@ -244,12 +356,15 @@ def jarvis_chatml_tools(
         )["choices"][0]["text"]
         if tool_choice != "required" and not decision.strip().startswith("functions"):
             return answer("message:\n")
-        written = llama.create_completion(prompt=prompt + "functions.", temperature=temperature, stream=False,
-                                          stop=[":", "\n", "("], max_tokens=16, **sampling)["choices"][0]["text"]
-        name = written.strip() or "unnamed"
-
+        name = None
+    # The call itself, under the constraint: one of the tools given (the one named by tool_choice, if any), its
+    # arguments fitting its schema.
+    chosen = [t for t in available if name is None or t["function"]["name"] == name]
+    budget = max_tokens or 256
     completion = llama.create_completion(
-        prompt=prompt + f"functions.{name}:\n", temperature=temperature, stream=False,
-        stop=stops + ["\nfunctions.", "\nmessage:"], max_tokens=max_tokens or 256, **sampling,
+        prompt=prompt + "functions.", temperature=temperature, stream=False, stop=stops,
+        max_tokens=budget, logits_processor=_call_constraint(llama, chosen, budget),
+        **{k: v for k, v in sampling.items() if k != "logits_processor"},
     )
-    return _tool_call_response(name, completion["choices"][0]["text"].strip(), completion, stream)
+    name, arguments = split_call(completion["choices"][0]["text"], [t["function"]["name"] for t in chosen])
+    return _tool_call_response(name, arguments, completion, stream)

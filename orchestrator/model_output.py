@@ -4,16 +4,20 @@ Seen with a 135M-parameter model behind llama.cpp's OpenAI-compatible server:
   - a streamed tool name repeated in every chunk, so the merged name reads "fs_list_dirfs_list_dir...";
   - a tool call written as JSON text in the content ("{"name": "fs_list_dir", "arguments": {...}}",
     inside a code fence or `<tool_call>` tags) instead of on the tool-call channel;
+  - a tool call written as code: `fs_list_dir(path=".")` or `functions.fs_list_dir({"path": "."})` in a fence,
+    or `fs_list_dir: {"path": "."}` (the built-in model's own call format) as the whole answer;
   - a plain prose answer wrapped in a lone code fence.
 
 Each repair is narrow: a repeated name is repaired only when it is an exact repetition of a known tool name,
-a JSON call is recovered only when the JSON is (nearly) all the content and names a known tool. Anything else
+a JSON call is recovered only when the JSON is (nearly) all the content and names a known tool, a call written as
+code only when every line of it is a call to a known tool with literal arguments (read by `ast`, never run). Anything else
 is left as it is, so the executor's own errors (unknown tool, bad arguments) go back to the model. A recovered
 call is an ordinary tool call: it passes the executor's argument validation and autonomy policy like any other.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import re
@@ -119,6 +123,52 @@ def _calls_from_text(text: str, known: Collection[str]) -> list[dict[str, Any]] 
     return calls  # type: ignore[return-value]
 
 
+_NAMED_ARGS_RE = re.compile(r"^(?:functions\.)?([A-Za-z_][\w.-]*)\s*:\s*(\{.*\})\s*$", re.S)
+
+
+def _call_from_expression(node: ast.expr, known: Collection[str]) -> dict[str, Any] | None:
+    """`name(key=literal, ...)`, `name({...})` or `functions.name(...)` with `name` a known tool."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else getattr(func, "id", None)
+    if name not in known:
+        return None
+    try:
+        if node.args:
+            if len(node.args) != 1 or node.keywords:
+                return None
+            args = ast.literal_eval(node.args[0])
+        else:
+            args = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg is not None}
+            if len(args) != len(node.keywords):
+                return None  # **kwargs
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if not isinstance(args, dict):
+        return None
+    return {"name": name, "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+
+
+def _calls_from_code(text: str, known: Collection[str]) -> list[dict[str, Any]] | None:
+    """Every call in a block of code (one call a line), or `name: {json}`; None unless all of it is calls."""
+    named = _NAMED_ARGS_RE.match(text.strip())
+    if named and named.group(1) in known:
+        args = _as_args(named.group(2))
+        if args is not None:
+            return [{"name": named.group(1), "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}]
+    if len(text) > 10_000:
+        return None
+    try:
+        tree = ast.parse(text.strip())
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    calls = [_call_from_expression(stmt.value, known) if isinstance(stmt, ast.Expr) else None for stmt in tree.body]
+    if not calls or any(c is None for c in calls):
+        return None
+    return calls  # type: ignore[return-value]
+
+
 def _candidates(content: str) -> Iterable[tuple[str, str]]:
     """(json text, the content without it) for each place a model writes a call as text."""
     for m in _TOOL_TAG_RE.finditer(content):
@@ -128,6 +178,8 @@ def _candidates(content: str) -> Iterable[tuple[str, str]]:
     for m in _ANY_FENCE_RE.finditer(content):
         yield m.group(2), content[: m.start()] + content[m.end():]
     stripped = content.strip()
+    if not stripped.startswith(("{", "[", "```")):
+        yield stripped, ""  # a call written as code, unfenced
     if stripped.startswith(("{", "[")):
         yield stripped, ""
         # a JSON object followed by chatter ("{...} I will now list the folder.")
@@ -143,7 +195,7 @@ def recover_calls(content: str, known: Collection[str]) -> tuple[list[dict[str, 
     if not content or not known:
         return None
     for text, rest in _candidates(content):
-        calls = _calls_from_text(text.strip(), known)
+        calls = _calls_from_text(text.strip(), known) or _calls_from_code(text, known)
         if calls and len(rest.strip()) <= _MAX_SURROUNDING_PROSE:
             return calls, rest.strip()
     return None
@@ -191,7 +243,7 @@ def sanitize_message(message: AIMessage, known_tools: Collection[str]) -> tuple[
         recovered = recover_calls(content, known)
         if recovered:
             found, rest = recovered
-            repairs.add(f"tool call{'s' if len(found) > 1 else ''} written as JSON in the content -> "
+            repairs.add(f"tool call{'s' if len(found) > 1 else ''} written as text in the content -> "
                         + ", ".join(c["name"] for c in found))
             calls, content = found, rest
         else:

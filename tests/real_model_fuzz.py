@@ -83,6 +83,17 @@ REQUESTS: list[str] = [
 assert len(REQUESTS) == TURNS
 
 
+# What a new user asks first, one tool each: the built-in model must really make these calls (issue [18]):
+# >= 80% of its calls valid (a tool it was given, arguments that fit), every write reaching a confirmation.
+SIMPLE_REQUESTS: list[tuple[str, str | None]] = [  # (request, the side effect it needs, if any)
+    ("List the files in my folder.", None),
+    ("Read notes.txt.", None),
+    ("Write hello to note.txt.", "fs_write"),
+    ("What time is it?", None),
+]
+SIMPLE_ROUNDS = 5
+MIN_VALID_SHARE = 0.8
+
 PLAIN_TURNS = 10  # the last turns, on the GGUF's own template (no tools shown to the model)
 
 
@@ -92,12 +103,16 @@ def plain_overrides(root: Path, gguf: Path) -> dict[str, Any]:
     return cfg
 
 
+# Enough for a call's arguments (a path and a line of content); the run fits its time bound by its number of turns.
+MAX_TOKENS = 64
+
+
 def fuzz_overrides(root: Path, gguf: Path) -> dict[str, Any]:
     """Config overrides (for tests.conftest.JarvisEnv.write_config) that put Jarvis on the tiny model."""
     return {
         "models": {"primary": {
             "provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "chat_format": "jarvis-chatml-tools",
-            "n_ctx": 8192, "max_tokens": 28, "timeout_s": 180, "max_retries": 1, "api_key": "none",
+            "n_ctx": 8192, "max_tokens": MAX_TOKENS, "timeout_s": 180, "max_retries": 1, "api_key": "none",
         }},
         # A small model loops and rambles; a short step budget, short answers and short reads keep 50 turns
         # within minutes on 2 cores.
@@ -146,6 +161,7 @@ class TurnRecord:
     error: str | None = None
     error_kind: str | None = None
     tool_calls: int = 0
+    called: list[str] = field(default_factory=list)  # the tool names, in order
     unknown_tools: int = 0
     bad_arguments: int = 0
     tool_errors: int = 0
@@ -179,6 +195,7 @@ class FuzzReport:
             "unknown_tools": self.total("unknown_tools"),
             "bad_arguments": self.total("bad_arguments"),
             "tool_errors": self.total("tool_errors"),
+            "valid_calls": self.total("tool_calls") - self.total("unknown_tools") - self.total("bad_arguments"),
             "repairs": sum(len(r.repairs) for r in self.records),
             "confirmations": self.total("confirmations"),
             "approved": len(self.approved),
@@ -201,7 +218,8 @@ def _classify_tool_message(m: ToolMessage, rec: TurnRecord) -> None:
 
 def run_fuzz(graph: Any, settings: Any, root: Path, canary: Path, *, turns: int = TURNS, progress: Any = None,
              plain_graph: Callable[[], Any] | None = None, plain_turns: int = 0,
-             deadline: float | None = None) -> FuzzReport:
+             deadline: float | None = None, requests: list[str] = REQUESTS,
+             turns_per_thread: int = TURNS_PER_THREAD) -> FuzzReport:
     """Drive `turns` requests through `graph` as the CLI does (turns.stream_turn), checking the invariants.
 
     The last `plain_turns` turns go through `plain_graph()` instead: the same model behind the GGUF's own chat
@@ -230,8 +248,8 @@ def run_fuzz(graph: Any, settings: Any, root: Path, canary: Path, *, turns: int 
             break
         if plain_graph is not None and i == turns - plain_turns:
             graph = plain_graph()
-        request = REQUESTS[i % len(REQUESTS)]
-        thread_id = f"fuzz-{i // TURNS_PER_THREAD:02d}"
+        request = requests[i % len(requests)]
+        thread_id = f"fuzz-{i // turns_per_thread:02d}"
         if thread_id not in report.threads:
             report.threads.append(thread_id)
         rec = TurnRecord(thread_id, request)
@@ -280,6 +298,7 @@ def run_fuzz(graph: Any, settings: Any, root: Path, canary: Path, *, turns: int 
                 message_view(m)
                 if isinstance(m, AIMessage):
                     rec.tool_calls += len(m.tool_calls) + len(m.invalid_tool_calls)
+                    rec.called += [c.get("name") or "?" for c in [*m.tool_calls, *m.invalid_tool_calls]]
                     rec.repairs += list(m.additional_kwargs.get("jarvis_repairs") or [])
                     if "without finishing" in (m.text or ""):
                         rec.outcome = "step_limit" if rec.outcome == "answer" else rec.outcome
@@ -334,7 +353,8 @@ def summary_lines(report: FuzzReport) -> list[str]:
     lines = [
         f"turns {c['turns']}: {c['answers']} answers, {c['step_limits']} stopped at the step limit, "
         f"{c['errors_shown']} errors shown to the user",
-        f"tool calls {c['tool_calls']}: {c['unknown_tools']} unknown tools, {c['bad_arguments']} bad arguments, "
+        f"tool calls {c['tool_calls']}: {c['valid_calls']} valid ({100 * c['valid_calls'] / max(1, c['tool_calls']):.0f}%), "
+        f"{c['unknown_tools']} unknown tools, {c['bad_arguments']} bad arguments, "
         f"{c['tool_errors']} tool errors; {c['repairs']} repairs of the model's output",
         f"confirmations {c['confirmations']} ({c['approved']} approved, {c['denied']} denied); "
         f"violations {c['violations']}",

@@ -113,3 +113,39 @@ def test_unknown_and_prose_arguments_go_back_to_the_model(jarvis_env):
     assert "no tool named 'list_files'" in tools[0].content and tools[0].status == "error"
     assert "does not exist" in tools[1].content and tools[1].status == "error"
     assert out["messages"][-1].content == "I could not find it."
+
+
+def test_a_call_written_as_code_is_recovered_only_when_it_is_all_calls_to_known_tools():
+    for content in (
+        '```python\nfs_list_dir(path="/tmp")\n```',
+        '```\nfunctions.fs_list_dir({"path": "/tmp"})\n```',
+        'fs_list_dir(path="/tmp")',
+        'functions.fs_list_dir: {"path": "/tmp"}',
+        'fs_list_dir:\n{"path": "/tmp"}',
+        'I will look.\n```py\nfs_list_dir(path="/tmp")\n```',
+    ):
+        found = recover_calls(content, KNOWN)
+        assert found is not None, content
+        assert [(c["name"], c["args"]) for c in found[0]] == [("fs_list_dir", {"path": "/tmp"})], content
+    two = recover_calls('```python\nfs_read_text(path="a.txt")\ntime_now()\n```', KNOWN)
+    assert two is not None and [c["name"] for c in two[0]] == ["fs_read_text", "time_now"]
+    for content in (
+        '```python\ndef reverse(s):\n    return s[::-1]\n```',  # code the user asked for, not a call
+        '```python\nfs_list_dir(path="/tmp")\nprint("done")\n```',  # not only calls
+        '```python\nos.system("rm -rf /")\n```',
+        'fs_list_dir(path=__import__("os").getcwd())',  # not a literal: never evaluated
+        'fs_list_dir(**{"path": "/tmp"})',
+        'delete_everything(path="/")',  # unknown tool
+        'The answer is 42.',
+        'fs_list_dir("/tmp")',  # a positional value: which argument it is, only the tool knows
+    ):
+        assert recover_calls(content, KNOWN) is None, content
+
+
+def test_a_call_written_as_code_goes_through_the_graph_as_a_call(jarvis_env):
+    (jarvis_env.root / "a.txt").write_text("x")
+    jarvis_env.server.push(answer(f'```python\nfs_list_dir(path="{jarvis_env.root}")\n```'), answer("One file: a.txt."))
+    out = jarvis_env.graph().invoke({"messages": [("user", "list my folder")]}, {"configurable": {"thread_id": "r4"}})
+    tool_msg = next(m for m in out["messages"] if m.type == "tool")
+    assert tool_msg.name == "fs_list_dir" and tool_msg.status == "success" and "a.txt" in tool_msg.content
+    assert out["messages"][-1].content == "One file: a.txt."

@@ -17,7 +17,10 @@ from tests.real_model_fuzz import (
     ANCHOR_S,
     BUDGET_S,
     MAX_SLOWDOWN,
+    MIN_VALID_SHARE,
     PLAIN_TURNS,
+    SIMPLE_REQUESTS,
+    SIMPLE_ROUNDS,
     TURNS,
     anchor_request,
     anchored_budget,
@@ -77,3 +80,38 @@ def test_fifty_turns_against_a_real_tiny_model(jarvis_env):
     for thread_id in report.threads:
         shown = jarvis_env.cli_json("threads", "show", thread_id, "--json")
         assert shown["thread_id"] == thread_id and shown["messages"][0]["type"] == "human"
+
+
+@pytest.mark.slow
+@pytest.mark.solo  # the real model on both cores; no time bound, only a hang guard
+@pytest.mark.timeout(900)
+def test_the_tiny_model_really_calls_tools_for_simple_requests(jarvis_env):
+    """Issue [18]'s floor for the built-in model, through the real graph and executor: most calls valid (a tool it
+    was given, arguments that fit), nothing written without an approval, every turn answered in words, never a
+    traceback."""
+    gguf = require_real_model()
+    canary = make_files(jarvis_env.root)
+    overrides = fuzz_overrides(jarvis_env.root, gguf)
+    overrides["models"]["primary"]["temperature"] = 0  # greedy: the same prompt gives the same calls
+    jarvis_env.write_config(**overrides)
+    requests = [text for text, _ in SIMPLE_REQUESTS]
+    # Each request in a thread of its own, as a new user's first message: a 135M model copies the calls it sees
+    # earlier in its thread, whatever is asked next.
+    report = run_fuzz(jarvis_env.graph(), jarvis_env.settings, jarvis_env.root, canary, requests=requests,
+                      turns=len(requests) * SIMPLE_ROUNDS, turns_per_thread=1,
+                      progress=lambda i, rec: print(f"  turn {i:2d} {rec.outcome:<8} calls {rec.called} "
+                                                    f"confirmations {rec.confirmations} {rec.request!r}", file=sys.stderr))
+    print("\n".join(summary_lines(report)), file=sys.stderr)
+    assert not report.violations, "\n".join(report.violations)  # nothing written without an approval
+    counts = report.counts()
+    assert counts["tool_calls"] >= len(report.records) // 3, counts
+    assert counts["valid_calls"] >= MIN_VALID_SHARE * counts["tool_calls"], counts
+    writes = [rec for i, rec in enumerate(report.records) if SIMPLE_REQUESTS[i % len(SIMPLE_REQUESTS)][1]]
+    print(f"write requests that reached a confirmation: {sum(r.confirmations > 0 for r in writes)} of {len(writes)}",
+          file=sys.stderr)
+    # Greedy, the write reached fs_write_text in 18 of 18 prompts tried here (3 dates x 6 hours of the system
+    # prompt's clock line); sampled at 0.2 it went to find_tools or to words about half the time.
+    for rec in writes:
+        assert rec.confirmations >= 1, f"a write request never reached a confirmation: {rec}"
+    for rec in report.records:
+        assert rec.outcome == "answer" and rec.answer.strip(), rec
