@@ -279,8 +279,27 @@ def _tool_call_response(name: str, arguments: str, completion: dict[str, Any], s
         ]
         for delta, finish in deltas:
             yield {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        if completion.get("usage"):
+            yield {**base, "choices": [], "usage": completion["usage"]}
 
     return chunks()
+
+
+def with_usage(chunks: Iterator[dict[str, Any]], prompt_tokens: int) -> Iterator[dict[str, Any]]:
+    """A streamed answer closed by OpenAI's usage chunk (no choices, the counts), which llama-cpp-python's server
+    does not send: without it every turn on the built-in model showed 0/0 tokens in `jarvis runs`. The server
+    streams one token a chunk, so the chunks that carry text are counted."""
+    written = 0
+    last: dict[str, Any] | None = None
+    for chunk in chunks:
+        last = chunk
+        written += sum(1 for c in chunk.get("choices") or [] if (c.get("delta") or {}).get("content"))
+        yield chunk
+    if last is not None:
+        yield {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"),
+               "model": last.get("model"), "choices": [],
+               "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": written,
+                         "total_tokens": prompt_tokens + written}}
 
 
 @register_chat_completion_handler(NAME)
@@ -327,12 +346,15 @@ def jarvis_chatml_tools(
     prompt = render_prompt(messages, available)
 
     def answer(prefix: str) -> Any:
-        return _convert_completion_to_chat(
+        chat = _convert_completion_to_chat(
             llama.create_completion(prompt=prompt + prefix, temperature=temperature, stream=stream, stop=stops,
                                     max_tokens=max_tokens, grammar=grammar,
                                     logprobs=top_logprobs if logprobs else None, **sampling),
             stream=stream,
         )
+        if not stream:
+            return chat
+        return with_usage(chat, len(llama.tokenize((prompt + prefix).encode("utf-8"), add_bos=True, special=True)))
 
     if not available:
         return answer("")

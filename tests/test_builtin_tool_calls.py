@@ -85,3 +85,22 @@ def test_the_tiny_model_makes_valid_calls_for_simple_requests(jarvis_env):
     # the words of the request lead the tiny model to the tool that does it
     chosen = {text: name for text, name, _ in calls}
     assert chosen["Write hello to note.txt."] == "fs_write_text", calls
+
+
+@pytest.mark.slow
+def test_a_turn_on_the_built_in_model_counts_its_tokens(jarvis_env):
+    # llama-cpp-python's server sends no usage in a stream; the handler closes its streams with OpenAI's usage
+    # chunk, so `jarvis runs` no longer shows 0/0 tokens for every turn on the built-in model ([17] item 8).
+    gguf = require_real_model()
+    from orchestrator.telemetry import list_runs
+    from orchestrator.turns import stream_turn, user_input
+
+    jarvis_env.write_config(models={"primary": {
+        "provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "chat_format": "jarvis-chatml-tools",
+        "n_ctx": 4096, "api_key": "none", "max_tokens": 24, "temperature": 0}})
+    (jarvis_env.root / "notes.txt").write_text("Buy bread.\n")
+    for thread, text in (("usage-words", "Say hello."), ("usage-call", "Read notes.txt.")):
+        events = list(stream_turn(jarvis_env.graph(), thread, user_input(text)))
+        assert events[-1]["event"] == "done", events[-1]
+        (run,) = list_runs(jarvis_env.settings, limit=5, thread_id=thread)
+        assert run.prompt_tokens > 0 and run.completion_tokens > 0, (thread, run)
