@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from langchain_core.callbacks.manager import dispatch_custom_event
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ValidationError
@@ -28,10 +29,20 @@ from integrations.base import ToolError, is_untrusted, sends_out, side_effects_o
 from . import autonomy, secrets
 from .config import Mode, Settings
 from .ledger import SKIPPED, STARTED, AskedCall, EffectsLedger, call_fingerprint
+from .telemetry import NOT_RUN_EVENT
 
 log = logging.getLogger(__name__)
 
 MAX_RESULT_CHARS = 40_000
+
+
+def _record_not_run(outcome: "CallOutcome") -> None:
+    """Tell the run's callbacks (telemetry) about a call refused before it ran: no tool callback fires for it, so
+    `jarvis runs` counted 0 tools for a turn whose live view and history show the refused call."""
+    try:
+        dispatch_custom_event(NOT_RUN_EVENT, {"tool": outcome.tool, "ok": outcome.ok, "reason": outcome.content[:500]})
+    except RuntimeError:
+        pass  # not inside a graph run (a jorb script's call): there is no run to count it in
 
 
 @dataclass
@@ -351,7 +362,10 @@ class ToolExecutor:
     def _not_run(outcome: CallOutcome, ctx: CallContext) -> None:
         """A call refused before it ran (an unknown tool, bad arguments, denied) is a step too: the live view
         shows it as it happens, as the history does after a reload. A replay is not a new step."""
-        if ctx.emit is None or outcome.replayed:
+        if outcome.replayed:
+            return
+        _record_not_run(outcome)
+        if ctx.emit is None:
             return
         ctx.emit({"event": "tool_start", "tool": outcome.tool, "args": outcome.args, "key": ctx.key})
         ctx.emit({"event": "tool_end", "tool": outcome.tool, "ok": outcome.ok, "duration_ms": 0.0,

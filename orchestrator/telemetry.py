@@ -29,6 +29,9 @@ from .storage import Base, jarvis_engine
 log = logging.getLogger(__name__)
 
 
+# The custom callback event the executor sends for a call refused before it ran (see executor._record_not_run).
+NOT_RUN_EVENT = "jarvis_tool_not_run"
+
 class RunRow(Base):
     __tablename__ = "runs"
 
@@ -166,6 +169,18 @@ class TelemetryHandler(BaseCallbackHandler):
         with self._lock:
             self._close(run_id, False, str(error)[:500])
             self._root_of.pop(run_id, None)
+
+    def on_custom_event(self, name: str, data: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        if name != NOT_RUN_EVENT or not isinstance(data, dict):
+            return
+        with self._lock:
+            root = self._root_of.get(run_id)
+            if root is None or root not in self._runs:
+                return
+            run = self._runs[root]
+            run.events.append({"kind": "tool", "name": str(data.get("tool") or "tool"),
+                               "offset_ms": (time.perf_counter() - run.t0) * 1000, "duration_ms": 0.0,
+                               "ok": bool(data.get("ok")), "detail": redact(f"not run: {data.get('reason') or ''}")})
 
     def on_chat_model_start(self, serialized: dict | None, messages: Any, *, run_id: UUID, parent_run_id: UUID | None = None,
                             **kwargs: Any) -> None:
