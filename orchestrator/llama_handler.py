@@ -177,7 +177,8 @@ def _only_tokens(allowed: set[int]) -> Any:
 # The vocabulary's prefix tree for lm-format-enforcer, built once per model (about a second for 49k tokens); the
 # server process holds one model.
 _tokenizer_data: dict[int, Any] = {}
-# A JSON string may not run on with whitespace: at most this many blanks in a row between tokens of the arguments.
+# Blanks in a row the arguments may hold between JSON tokens: with more, a small model padded a finished call
+# with newlines until max_tokens.
 _MAX_BLANKS = 1
 
 
