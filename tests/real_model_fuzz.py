@@ -227,6 +227,7 @@ def run_fuzz(graph: Any, settings: Any, root: Path, canary: Path, *, turns: int 
     `deadline` (time.monotonic()) stops starting new turns, and says so as a violation."""
     from orchestrator.ledger import LedgerRow
     from orchestrator.storage import jarvis_engine
+    from orchestrator import writer
     from orchestrator.telemetry import list_runs
     from orchestrator.threads import message_view
     from orchestrator.turns import resume_command, stream_turn, thread_config, user_input
@@ -306,6 +307,7 @@ def run_fuzz(graph: Any, settings: Any, root: Path, canary: Path, *, turns: int 
                     _classify_tool_message(m, rec)
         except Exception as exc:  # noqa: BLE001
             report.violations.append(f"turn {i}: thread {thread_id} cannot be read back: {type(exc).__name__}: {exc}")
+        writer.flush()  # runs are written by a background writer
         for run in list_runs(settings, limit=50, thread_id=thread_id):
             if run.started_at.replace(tzinfo=run.started_at.tzinfo or timezone.utc) >= turn_start:
                 rec.model_ms += run.model_ms

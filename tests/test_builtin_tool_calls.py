@@ -92,6 +92,7 @@ def test_a_turn_on_the_built_in_model_counts_its_tokens(jarvis_env):
     # llama-cpp-python's server sends no usage in a stream; the handler closes its streams with OpenAI's usage
     # chunk, so `jarvis runs` no longer shows 0/0 tokens for every turn on the built-in model ([17] item 8).
     gguf = require_real_model()
+    from orchestrator import writer
     from orchestrator.telemetry import list_runs
     from orchestrator.turns import stream_turn, user_input
 
@@ -102,5 +103,6 @@ def test_a_turn_on_the_built_in_model_counts_its_tokens(jarvis_env):
     for thread, text in (("usage-words", "Say hello."), ("usage-call", "Read notes.txt.")):
         events = list(stream_turn(jarvis_env.graph(), thread, user_input(text)))
         assert events[-1]["event"] == "done", events[-1]
+        writer.flush()  # runs are written by a background writer
         (run,) = list_runs(jarvis_env.settings, limit=5, thread_id=thread)
         assert run.prompt_tokens > 0 and run.completion_tokens > 0, (thread, run)
