@@ -165,8 +165,11 @@ class ServerSpec:
         return cls(Path(cfg.gguf), cfg.n_ctx, cfg.chat_format, cfg.threads, cfg.model, cfg.start_timeout_s)
 
     def args(self, port: int) -> list[str]:
+        # interrupt_requests off: the server's default cuts a running stream short ([DONE], no finish_reason) as
+        # soon as another request arrives, so a jorb or a reminder's agent broke the chat turn running beside it.
+        # Off, requests wait their turn.
         args = ["--model", str(self.gguf), "--host", HOST, "--port", str(port), "--n_ctx", str(self.n_ctx),
-                "--model_alias", self.alias]
+                "--model_alias", self.alias, "--interrupt_requests", "False"]
         if self.chat_format:
             args += ["--chat_format", self.chat_format]
         if self.threads:
