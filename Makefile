@@ -29,7 +29,9 @@ $(DEV_STAMP): $(STAMP)
 install-system:
 	@scripts/install-system-deps.sh
 
-run: install
+# With no model server answering, `jarvis run` uses the built-in demo model: install-local and demo-model put it
+# in place (llama-cpp-python is built from source the first time: a few minutes, then cached by pip).
+run: install install-local demo-model
 	@scripts/install-system-deps.sh bubblewrap slirp4netns
 	$(VENV)/bin/jarvis run
 

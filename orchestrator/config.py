@@ -79,6 +79,8 @@ class EmbeddingsConfig(_Section):
 
 class ModelsConfig(_Section):
     primary: ModelConfig = Field(default_factory=ModelConfig)
+    fallback: bool = Field(True, description="`jarvis run`: when models.primary does not answer, use a local server "
+                           "that does (Jan, Ollama, LM Studio, llama.cpp, vLLM) or the built-in model, for that run")
     heavy: ModelConfig | None = None
     embeddings: EmbeddingsConfig | None = None
 

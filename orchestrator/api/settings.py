@@ -55,6 +55,7 @@ def health(sections: bool = True, ctx: AppContext = Depends(app_context)) -> dic
         builtin = cfg.provider == "embedded"  # Jarvis runs it itself: there is no URL to show or to change
         models.append({"role": role, "base_url": None if builtin else cfg.base_url, "model": cfg.model,
                        "provider": cfg.provider, "builtin": builtin, "ok": ok, "message": message,
+                       "notice": cfg.notice,
                        "fix": None if ok else f"Start the model server, or change models.{role}.base_url / "
                                               f"models.{role}.model in the config file and restart `jarvis run`."})
     found: list[dict[str, Any]] = []

@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve the local web UI (chat, confirmations, tools, runs, settings) and run the background services."""
         from ..llm import check_endpoint
+        from ..model_discovery import choose_model
         from ..server import bind_socket, create_app, make_server
         from ..server_security import is_loopback, load_or_create_token
 
@@ -46,10 +47,14 @@ def register(app: typer.Typer) -> None:
             fail(f"cannot listen on {bound}:{settings.server.port}: {exc.strerror or exc}. Stop the other program, or "
                  "pick another port with --port or server.port.")
         ok, message = check_endpoint(settings)
+        switched = choose_model(settings, ok)
+        if switched:
+            typer.secho(f"model: {switched}", err=True, fg=typer.colors.YELLOW, bold=True)
+            ok, message = check_endpoint(settings)
         if not ok:
             typer.secho(f"model endpoint: {message} (the UI shows this too; chats fail until it answers)",
                         err=True, fg=typer.colors.YELLOW)
-        if settings.models.primary.notice:  # e.g. the demo model's "do not trust its answers"
+        if settings.models.primary.notice and not switched:  # e.g. the demo model's "do not trust its answers"
             typer.secho(settings.models.primary.notice, err=True, fg=typer.colors.YELLOW, bold=True)
         graph = st.graph()
         token = load_or_create_token(settings)

@@ -67,6 +67,18 @@ async function checkModels() {
       modelState.hidden = false;
     }
     const down = health.models.filter((m) => !m.ok);
+    if (primary && primary.ok && primary.notice) {
+      // The model's own notice (the built-in demo model: "tiny, for trying Jarvis out"), until dismissed.
+      modelState.title = primary.notice;
+      if (!modelBannerDismissed && (banner.hidden || banner.dataset.model)) {
+        banner.dataset.model = "1";
+        ui.banner(primary.notice, [
+          h("button", { type: "button", onclick: () => ui.navigate("settings") }, "Settings"),
+          h("button", { type: "button", onclick: () => { modelBannerDismissed = true; delete banner.dataset.model; ui.banner(null); } }, "Dismiss"),
+        ]);
+      }
+      return;
+    }
     if (down.length) {
       // One short line (Settings has the whole message and what to do); dismissed, it stays away until the
       // model has answered again and gone down anew.

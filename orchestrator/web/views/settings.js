@@ -30,6 +30,7 @@ async function loadHealth() {
     healthEl.append(h("div", { class: `endpoint ${m.ok ? "ok" : "down"}`, "data-role": m.role },
       h("span", { class: `badge ${m.ok ? "ok" : "down"}`, text: m.ok ? "answers" : "down" }),
       h("strong", { text: ` ${m.role}` }), m.builtin ? ` ${m.model}, run by Jarvis itself (built-in)` : ` ${m.model} at ${m.base_url}`,
+      m.notice ? h("p", { class: "notice", text: m.notice }) : null,
       m.ok ? null : problem(`${m.message} ${m.fix || ""}`)));
   }
   for (const section of health.sections || []) {
