@@ -123,7 +123,10 @@ def make_nodes(rt: JarvisRuntime):
             sends.append(Send("tool_node", ToolTask(call=call, index=offset + j, invalid_error=error, **base)))
         return sends or "respond"
 
-    def tool_node(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
+    def tool_node(task: ToolTask | dict, config: RunnableConfig) -> dict[str, Any]:
+        # A Send's payload comes back as a dict from a checkpointer whose serializer does not know ToolTask
+        # (LangGraph's own server with LANGGRAPH_STRICT_MSGPACK).
+        task = ToolTask.model_validate(task) if isinstance(task, dict) else task
         call = task.call
         name, call_id = call.get("name") or "", call.get("id") or f"call_{task.index}"
         if task.invalid_error is not None:
@@ -218,7 +221,3 @@ def build_graph(
     compiled.jarvis = rt  # type: ignore[attr-defined]  # for the CLI, server and tests
     return compiled
 
-
-def make_graph(config: RunnableConfig | None = None):
-    """Entry point for langgraph.json (LangGraph CLI / Studio): the platform supplies persistence."""
-    return build_graph(checkpointer=False)

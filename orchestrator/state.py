@@ -24,7 +24,11 @@ class TurnCount(BaseModel):
     count: int = 0
 
 
-def merge_turn_count(old: TurnCount | None, new: TurnCount | None) -> TurnCount:
+def merge_turn_count(old: TurnCount | dict | None, new: TurnCount | dict | None) -> TurnCount:
+    # A checkpointer whose serializer does not know Jarvis's types (LangGraph's own server with
+    # LANGGRAPH_STRICT_MSGPACK) hands the stored value back as a dict.
+    old = TurnCount.model_validate(old) if isinstance(old, dict) else old
+    new = TurnCount.model_validate(new) if isinstance(new, dict) else new
     if old is None:
         return new or TurnCount()
     if new is None:

@@ -1,0 +1,105 @@
+"""LangGraph's own server loads Jarvis's graph (`langgraph.json`, issue [18] item 4): `langgraph dev` with no
+--allow-blocking, driven by the official SDK client: a plain turn, a tool turn, a confirmation resumed with the
+README's shape."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, answer, tool_call
+
+LANGGRAPH = Path(sys.executable).parent / "langgraph"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# langgraph.json turns LANGGRAPH_STRICT_MSGPACK on: the platform's serializer cannot be told Jarvis's types, and
+# without strict mode it rebuilds any class a checkpoint names (with a "Deserializing unregistered type" warning).
+# Run once as a user would (not set) and once with it set by hand.
+@pytest.fixture(params=[None, "true"], ids=["as-configured", "strict-set-by-hand"])
+def dev_server(jarvis_env, tmp_path, request):
+    if not LANGGRAPH.exists():
+        pytest.skip("langgraph-cli[inmem] is not installed (make install-dev)")
+    port = _free_port()
+    log = (tmp_path / "langgraph-dev.log").open("w")
+    env = {**jarvis_env.env(), "NO_COLOR": "1", "LANGSMITH_TRACING": "false", "LANGGRAPH_CLI_NO_ANALYTICS": "1"}
+    env.pop("LANGGRAPH_STRICT_MSGPACK", None)
+    if request.param is not None:
+        env["LANGGRAPH_STRICT_MSGPACK"] = request.param
+    # Its own working copy of langgraph.json's folder: the dev server writes .langgraph_api/ beside it.
+    work = tmp_path / "project"
+    work.mkdir()
+    shutil.copy(REPO / "langgraph.json", work / "langgraph.json")
+    proc = subprocess.Popen([str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(port),
+                             "--config", str(work / "langgraph.json")], cwd=str(REPO), env=env, stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=f"http://127.0.0.1:{port}")
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            client.assistants.search(graph_id="jarvis")
+            break
+        except Exception:  # noqa: BLE001 - not up yet
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                pytest.fail("langgraph dev did not start:\n" + (tmp_path / "langgraph-dev.log").read_text()[-4000:])
+            time.sleep(0.5)
+    try:
+        yield client, tmp_path / "langgraph-dev.log"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+@pytest.mark.slow
+def test_langgraph_dev_serves_the_graph_to_the_sdk(jarvis_env, dev_server):
+    client, log_path = dev_server
+    srv = jarvis_env.server
+    (jarvis_env.root / "a.txt").write_text("x")
+    target = jarvis_env.root / "note.txt"
+
+    thread = client.threads.create()
+    srv.push(answer("Hello from Jarvis."))
+    out = client.runs.wait(thread["thread_id"], "jarvis", input={"messages": [{"role": "user", "content": "hi"}]})
+    assert out["messages"][-1]["content"] == "Hello from Jarvis."
+
+    srv.push(tool_call("fs_list_dir", path=str(jarvis_env.root)), answer("One file: a.txt."))
+    out = client.runs.wait(thread["thread_id"], "jarvis",
+                           input={"messages": [{"role": "user", "content": "what is in my folder?"}]})
+    tool_messages = [m for m in out["messages"] if m["type"] == "tool"]
+    assert "a.txt" in tool_messages[-1]["content"] and out["messages"][-1]["content"] == "One file: a.txt."
+
+    srv.push(tool_call("fs_write_text", path=str(target), content="hi"), answer("Written."))
+    client.runs.wait(thread["thread_id"], "jarvis", input={"messages": [{"role": "user", "content": "write hi"}]})
+    state = client.threads.get_state(thread["thread_id"])
+    interrupts = [i for task in state["tasks"] for i in task.get("interrupts", [])]
+    assert interrupts and interrupts[0]["value"]["tool"] == "fs_write_text", state
+    assert not target.exists()
+    out = client.runs.wait(thread["thread_id"], "jarvis",
+                           command={"resume": {interrupts[0]["id"]: {"decision": "approve"}}})
+    assert target.read_text() == "hi" and out["messages"][-1]["content"] == "Written."
+
+    log = log_path.read_text()
+    for bad in ("Blocking call", "BlockingError", "Deserializing unregistered type", "Traceback"):
+        assert bad not in log, re.findall(rf".*{bad}.*", log)[:3]
