@@ -40,12 +40,12 @@ def dev_server(jarvis_env, tmp_path, request):
     env.pop("LANGGRAPH_STRICT_MSGPACK", None)
     if request.param is not None:
         env["LANGGRAPH_STRICT_MSGPACK"] = request.param
-    # Its own working copy of langgraph.json's folder: the dev server writes .langgraph_api/ beside it.
+    # Its own working copy of langgraph.json: the dev server writes .langgraph_api/ in its working folder.
     work = tmp_path / "project"
     work.mkdir()
     shutil.copy(REPO / "langgraph.json", work / "langgraph.json")
     proc = subprocess.Popen([str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--port", str(port),
-                             "--config", str(work / "langgraph.json")], cwd=str(REPO), env=env, stdout=log,
+                             "--config", str(work / "langgraph.json")], cwd=str(work), env=env, stdout=log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     from langgraph_sdk import get_sync_client
 
