@@ -1,5 +1,7 @@
-"""GET /api/settings (the active configuration, secrets masked, background services, tool providers) and
-GET /api/settings/health (model endpoints, checked with GET /models; slow when one is down)."""
+"""GET /api/settings (the active configuration, secrets masked, background services, tool providers),
+GET /api/settings/health (model endpoints, checked with GET /models; slow when one is down), and the model picker:
+GET /api/settings/models (local servers found answering, whether the built-in model is installed) and
+POST /api/settings/models/primary (check a server or the built-in model, write it to the config, switch to it)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, HTTPException
+from pydantic import BaseModel, Field
 
 from .. import secrets
 from ..llm import check_endpoint, model_config
@@ -67,6 +70,38 @@ def health(sections: bool = True, ctx: AppContext = Depends(app_context)) -> dic
             found.append({"title": getattr(check, "__name__", "health check"), "items": [
                 {"name": "check", "ok": False, "message": f"{type(exc).__name__}: {exc}", "fix": None}]})
     return {"models": models, "sections": found}
+
+
+@router.get("/settings/models")
+def found_models(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    """What the user can pick: the usual local servers that answer now, and the built-in model if installed."""
+    from ..model_discovery import builtin_model, find_local_servers
+
+    primary = ctx.settings.models.primary
+    return {"servers": [{"name": f.name, "base_url": f.base_url, "models": f.models} for f in find_local_servers()],
+            "builtin": builtin_model() is not None,
+            "current": {"model": primary.model, "builtin": primary.provider == "embedded",
+                        "base_url": None if primary.provider == "embedded" else primary.base_url}}
+
+
+class ModelChoiceIn(BaseModel):
+    builtin: bool = False
+    base_url: str | None = Field(None, max_length=2000)
+    model: str | None = Field(None, max_length=300)
+
+
+@router.post("/settings/models/primary")
+def choose_primary(body: ModelChoiceIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    from ..model_choice import ModelChoiceError, use_builtin, use_server
+
+    try:
+        if body.builtin:
+            return use_builtin(ctx.settings, ctx.runtime)
+        if not body.base_url:
+            raise ModelChoiceError("give the server's base URL (e.g. http://localhost:11434/v1), or pick the built-in model")
+        return use_server(ctx.settings, ctx.runtime, body.base_url, body.model)
+    except ModelChoiceError as exc:
+        raise HTTPException(400, str(exc)) from None
 
 
 VIEW = View(name="settings", title="Settings", router=router, order=90)

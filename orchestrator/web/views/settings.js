@@ -1,19 +1,75 @@
-// Settings: model endpoint health, MCP server health (and other HEALTH_CHECKS sections), background services, tool providers, the active configuration file.
+// Settings: model endpoint health, the model picker (a local server found, another one, or the built-in model), MCP server health (and other HEALTH_CHECKS sections), background services, tool providers, the active configuration file.
 import { api } from "../api.js";
 import { clear, h, json, problem } from "../dom.js";
 
 let healthEl;
+let pickEl;
 let infoEl;
 
 export function mount(el) {
   healthEl = h("div", { class: "health" });
+  pickEl = h("section", { class: "model-pick", "aria-label": "Choose the model" });
   infoEl = h("div", { class: "settings-info" });
   el.append(h("div", { class: "view-head" }, h("h1", {}, "Settings"),
-    h("button", { type: "button", onclick: () => show() }, "Check again")), healthEl, infoEl);
+    h("button", { type: "button", onclick: () => show() }, "Check again")), healthEl, pickEl, infoEl);
 }
 
 export async function show() {
-  await Promise.all([loadHealth(), loadInfo()]);
+  await Promise.all([loadHealth(), loadPicker(), loadInfo()]);
+}
+
+// The model picker: each local server found answering with its models, another server by URL, the built-in model.
+// Jarvis checks the choice, writes it into the config file and switches its chat model at once.
+async function loadPicker() {
+  clear(pickEl).append(h("h2", {}, "Choose the model"), h("p", { class: "muted", text: "looking for local model servers…" }));
+  let found;
+  try {
+    found = await api("/api/settings/models");
+  } catch (err) {
+    clear(pickEl).append(h("h2", {}, "Choose the model"), problem(err.message));
+    return;
+  }
+  const status = h("div", { class: "pick-status", role: "status" });
+  const use = async (body, button) => {
+    button.disabled = true;
+    clear(status).append(h("p", { class: "muted", text: "checking…" }));
+    try {
+      const done = await api("/api/settings/models/primary", { method: "POST", body });
+      clear(status).append(h("p", { class: "ok", text: done.message }));
+      loadHealth();
+    } catch (err) {
+      clear(status).append(problem(err.message));
+    } finally {
+      button.disabled = false;
+    }
+  };
+  const current = found.current.builtin ? `the built-in model ${found.current.model}` : `${found.current.model} at ${found.current.base_url}`;
+  clear(pickEl).append(h("h2", {}, "Choose the model"), h("p", { class: "muted", text: `Now: ${current}.` }));
+  for (const srv of found.servers) {
+    const select = h("select", { "aria-label": `${srv.name} model` }, srv.models.map((m) => h("option", { value: m, text: m })));
+    const button = h("button", { type: "button" }, `Use ${srv.name}`);
+    button.addEventListener("click", () => use({ base_url: srv.base_url, model: select.value || null }, button));
+    pickEl.append(h("div", { class: "found-server", "data-server": srv.name },
+      h("strong", { text: srv.name }), ` at ${srv.base_url} `, srv.models.length ? select : "(no model listed) ", button));
+  }
+  if (!found.servers.length) {
+    pickEl.append(h("p", { class: "muted", text: "No model server answers on the usual local ports (Jan 1337, Ollama 11434, LM Studio 1234, llama.cpp 8080, vLLM 8000)." }));
+  }
+  const url = h("input", { type: "url", required: true, placeholder: "http://localhost:11434/v1", "aria-label": "Server URL" });
+  const model = h("input", { type: "text", placeholder: "model (empty: its only one)", "aria-label": "Model name" });
+  const check = h("button", { type: "submit" }, "Check and use");
+  const form = h("form", { class: "other-server" }, h("span", { text: "Another server: " }), url, model, check);
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    use({ base_url: url.value, model: model.value.trim() || null }, check);
+  });
+  pickEl.append(form);
+  if (found.builtin) {
+    const builtin = h("button", { type: "button" }, "Use the built-in demo model");
+    builtin.addEventListener("click", () => use({ builtin: true }, builtin));
+    pickEl.append(h("p", {}, builtin, h("span", { class: "muted", text: " SmolLM2-135M run by Jarvis itself: tiny, for trying Jarvis out." })));
+  }
+  pickEl.append(status);
 }
 
 async function loadHealth() {

@@ -1,0 +1,94 @@
+"""The model picker in Settings (issue [18] item 1): local servers found answering, another server by URL, or the
+built-in model; the choice is checked, written into the config file (comments kept) and used at once."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from orchestrator import model_discovery
+from tests.conftest import answer
+from tests.fakes.llm_server import FakeLLMServer
+from tests.real_model_fuzz import require_real_model
+from tests.test_ui_browser import browser, open_ui, send  # noqa: F401 - fixtures
+from tests.ui_server import ui_server  # noqa: F401 - fixture
+
+CLOSED = "http://127.0.0.1:9/v1"
+
+
+@pytest.fixture
+def ollama(monkeypatch):
+    """A second model server, found where Ollama listens (LOCAL_SERVERS points there)."""
+    with FakeLLMServer() as other:
+        other.brain.model_list = ["llama3.2:latest", "qwen2.5:7b"]
+        monkeypatch.setattr(model_discovery, "LOCAL_SERVERS", [("Jan", CLOSED), ("Ollama", other.base_url)])
+        yield other
+
+
+def _with_comment(env) -> str:
+    text = "# my own notes about this config\n" + env.config_path.read_text()
+    env.config_path.write_text(text)
+    return text
+
+
+def test_a_found_server_is_listed_checked_written_and_used_at_once(ui_server, ollama):
+    _with_comment(ui_server.env)
+    with ui_server.client() as c:
+        found = c.get("/api/settings/models").json()
+        assert found["servers"] == [{"name": "Ollama", "base_url": ollama.base_url,
+                                     "models": ["llama3.2:latest", "qwen2.5:7b"]}]
+        assert found["current"]["model"] == "scripted-model"
+        done = c.post("/api/settings/models/primary", json={"base_url": ollama.base_url, "model": "qwen2.5:7b"})
+        assert done.status_code == 200, done.text
+        assert "Now using qwen2.5:7b" in done.json()["message"]
+    text = ui_server.env.config_path.read_text()
+    assert text.startswith("# my own notes about this config\n")  # the user's comments stay
+    primary = yaml.safe_load(text)["models"]["primary"]
+    assert primary == {"base_url": ollama.base_url.rstrip("/"), "model": "qwen2.5:7b", "api_key": "none"}
+    # the next message goes to the new server, without a restart
+    ollama.push(answer("Hello from Ollama."))
+    events = ui_server.stream("/api/threads/web-switch/messages", {"text": "hi"})
+    assert next(e for e in events if e["event"] == "done")["content"] == "Hello from Ollama.", events[-3:]
+    assert ollama.requests[-1]["model"] == "qwen2.5:7b"
+
+
+def test_a_bad_choice_says_what_is_wrong_and_changes_nothing(ui_server, ollama):
+    before = _with_comment(ui_server.env)
+    with ui_server.client() as c:
+        for body, said in (
+            ({"base_url": "file:///etc/passwd"}, "not an http(s) URL"),
+            ({"base_url": CLOSED}, "nothing answers"),
+            ({"base_url": ollama.base_url}, "lists 2 models"),  # which one?
+            ({"base_url": ollama.base_url, "model": "gpt-9"}, "no model named 'gpt-9'"),
+            ({}, "give the server's base URL"),
+        ):
+            resp = c.post("/api/settings/models/primary", json=body)
+            assert resp.status_code == 400 and said in resp.json()["detail"], (body, resp.text)
+    assert ui_server.env.config_path.read_text() == before
+    assert ui_server.app.state.jarvis.settings.models.primary.model == "scripted-model"
+
+
+def test_the_built_in_model_can_be_chosen(ui_server):
+    require_real_model()
+    with ui_server.client() as c:
+        assert c.get("/api/settings/models").json()["builtin"] is True
+        done = c.post("/api/settings/models/primary", json={"builtin": True})
+        assert done.status_code == 200, done.text
+    primary = yaml.safe_load(ui_server.env.config_path.read_text())["models"]["primary"]
+    assert primary["provider"] == "embedded" and primary["chat_format"] == "jarvis-chatml-tools"
+    assert ui_server.app.state.jarvis.settings.models.primary.provider == "embedded"
+
+
+def test_pick_another_server_in_settings_and_chat_with_it(open_ui, ollama):
+    page, server = open_ui()
+    page.get_by_role("link", name="Settings").click()
+    page.locator('.found-server[data-server="Ollama"]').wait_for()
+    page.get_by_label("Server URL").fill(ollama.base_url)
+    page.get_by_label("Model name").fill("llama3.2:latest")
+    page.get_by_role("button", name="Check and use").click()
+    page.locator(".pick-status", has_text="Now using llama3.2:latest").wait_for()
+    page.get_by_role("link", name="Chat").click()
+    ollama.push(answer("Hi from the server you picked."))
+    send(page, "hello")
+    page.locator(".msg.assistant", has_text="Hi from the server you picked.").wait_for()
+    assert yaml.safe_load(server.env.config_path.read_text())["models"]["primary"]["model"] == "llama3.2:latest"
