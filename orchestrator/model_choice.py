@@ -63,6 +63,8 @@ def write_primary(settings: Settings, values: dict[str, Any]) -> Path:
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("w", encoding="utf-8") as f:
         yaml.dump(data, f)
+    if path.exists():
+        tmp.chmod(path.stat().st_mode & 0o777)  # a config kept private stays private
     tmp.replace(path)
     return path
 

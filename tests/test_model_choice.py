@@ -33,6 +33,7 @@ def _with_comment(env) -> str:
 
 def test_a_found_server_is_listed_checked_written_and_used_at_once(ui_server, ollama):
     _with_comment(ui_server.env)
+    ui_server.env.config_path.chmod(0o600)
     with ui_server.client() as c:
         found = c.get("/api/settings/models").json()
         assert found["servers"] == [{"name": "Ollama", "base_url": ollama.base_url,
@@ -43,6 +44,7 @@ def test_a_found_server_is_listed_checked_written_and_used_at_once(ui_server, ol
         assert "Now using qwen2.5:7b" in done.json()["message"]
     text = ui_server.env.config_path.read_text()
     assert text.startswith("# my own notes about this config\n")  # the user's comments stay
+    assert ui_server.env.config_path.stat().st_mode & 0o777 == 0o600
     primary = yaml.safe_load(text)["models"]["primary"]
     assert primary == {"base_url": ollama.base_url.rstrip("/"), "model": "qwen2.5:7b", "api_key": "none"}
     # the next message goes to the new server, without a restart
