@@ -54,3 +54,12 @@ def test_docs_search_with_no_match_says_so(jarvis_env):
     out = jarvis_env.cli("docs", "search", "quarterly zebra budget")
     assert out.returncode == 0, out.stderr
     assert "No passage matches 'quarterly zebra budget'" in out.stdout
+
+
+def test_flags_are_shown_as_flags_in_help(jarvis_env):
+    # Typer labelled every flag "<bool>", as if it took a value: `jarvis --verbose <bool>`.
+    for args in (("--help",), ("run", "--help"), ("chat", "--help")):
+        out = jarvis_env.cli(*args).stdout
+        assert "--verbose" in out or "--no-services" in out or "--thread" in out, out
+        assert "<bool>" not in out, out
+    assert "<str>" in jarvis_env.cli("--help").stdout  # an option that takes a value still says what

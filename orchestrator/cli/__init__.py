@@ -13,8 +13,23 @@ import sys
 from typing import Any, NoReturn
 
 import typer
+from typer.core import TyperOption
 
 from ..config import ConfigError, Settings, load_settings
+
+
+def _flags_shown_as_flags() -> None:
+    """Typer 0.29 labels every flag "<bool>" in --help, as if it took a value (`--verbose <bool>`); a flag is
+    shown bare, as click shows it."""
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_shown_as_flags()
 
 EXIT_FAILURE = 1
 EXIT_PENDING = 3
