@@ -41,6 +41,7 @@ class LiveTurn:
     started: float = field(default_factory=time.time)
     events: list[dict[str, Any]] = field(default_factory=list)
     finished: bool = False
+    stop: threading.Event = field(default_factory=threading.Event)  # set by the user's Stop
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _listeners: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = field(default_factory=list)
     _done: threading.Event = field(default_factory=threading.Event)
@@ -121,7 +122,7 @@ class TurnHub:
     def _work(self, turn: LiveTurn, graph_input: Any) -> None:
         renewing = self.claims.keep_alive(turn.thread_id) if self.claims is not None else None
         try:
-            for event in stream_turn(self.graph, turn.thread_id, graph_input):
+            for event in stream_turn(self.graph, turn.thread_id, graph_input, stop=turn.stop):
                 turn.publish(self.decorate(event))
         except Exception as exc:  # noqa: BLE001 - stream_turn reports its own errors; this is a last resort
             log.exception("turn on %s failed", turn.thread_id)
@@ -132,6 +133,14 @@ class TurnHub:
             with self._lock:
                 self._running.pop(turn.thread_id, None)
             turn.publish(_END)
+
+    def stop(self, thread_id: str) -> bool:
+        """Ask the turn running on `thread_id` to stop; False when none runs here."""
+        turn = self.running(thread_id)
+        if turn is None:
+            return False
+        turn.stop.set()
+        return True
 
     def wait_all(self, timeout: float) -> None:
         """Let running turns reach their next checkpoint before the process exits."""

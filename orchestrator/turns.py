@@ -8,16 +8,19 @@ Events (dicts with "event"):
   progress     {...}                               long work (JARB stages, indexing...)
   confirmation {"interrupt_id", ...payload}        the turn waits for the user's decision
   done         {"content", "message_id"}          the final answer
+  stopped      {"content", "message_id"}          the user stopped the turn (then no done)
   error        {"message"}                         the turn failed; the thread is intact
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from typing import Any
 
-from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
 from langgraph.types import Command
 
 from .disk_full import disk_full_message, is_disk_full
@@ -44,12 +47,63 @@ def resume_command(decisions: dict[str, Any]) -> Command:
     return Command(resume=decisions)
 
 
-def stream_turn(graph: Any, thread_id: str, graph_input: Any) -> Iterator[dict[str, Any]]:
-    config = thread_config(thread_id)
+STOPPED_TEXT = "Stopped: you stopped this turn."
+
+
+class TurnStopped(Exception):
+    """The user stopped the turn."""
+
+
+class _StopWhenAsked(BaseCallbackHandler):
+    """Ends a model call at its next token once the user has asked to stop, and lets no new call start: raised
+    from the model's own stream, so a slow answer does not run on to its end first."""
+
+    raise_error = True  # LangChain swallows a handler's exception otherwise
+
+    def __init__(self, stop: threading.Event):
+        self.stop = stop
+
+    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        if self.stop.is_set():
+            raise TurnStopped()
+
+    def on_llm_new_token(self, *args: Any, **kwargs: Any) -> None:
+        if self.stop.is_set():
+            raise TurnStopped()
+
+
+def _close_stopped_turn(graph: Any, config: dict[str, Any]) -> AIMessage:
+    """Leave the thread as a finished turn: each tool call asked for but not run gets its answer ("not run"), so
+    the next request to the model is well formed, and the turn ends with a short note saying it was stopped."""
+    state = graph.get_state(config)
+    messages = state.values.get("messages", []) if isinstance(state.values, dict) else []
+    last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+    answered = {m.tool_call_id for m in messages[last_human + 1:] if isinstance(m, ToolMessage)}
+    add: list[Any] = []
+    for m in messages[last_human + 1:]:
+        if isinstance(m, AIMessage):
+            for call in m.tool_calls:
+                if call.get("id") and call["id"] not in answered:
+                    add.append(ToolMessage(content="Not run: the user stopped the turn.", tool_call_id=call["id"],
+                                           name=call.get("name") or "tool", status="error"))
+    note = AIMessage(content=STOPPED_TEXT)
+    graph.update_state(config, {"messages": [*add, note]}, as_node="respond")
+    return note
+
+
+def stream_turn(graph: Any, thread_id: str, graph_input: Any,
+                stop: threading.Event | None = None) -> Iterator[dict[str, Any]]:
+    """The turn's events. `stop`, once set, ends the turn at the next token or step: what ran stays done (a tool
+    already running finishes), nothing new starts, and the thread is left ready for the next message."""
+    config: dict[str, Any] = thread_config(thread_id)
+    if stop is not None:
+        config["callbacks"] = [_StopWhenAsked(stop)]
     try:
         # subgraphs=True: progress events written inside the JARB subgraph reach the caller too.
         for namespace, mode, data in graph.stream(graph_input, config, stream_mode=["messages", "custom", "updates"],
                                                   subgraphs=True):
+            if stop is not None and stop.is_set():
+                raise TurnStopped()
             if namespace and mode != "custom":
                 continue
             if mode == "messages":
@@ -70,6 +124,10 @@ def stream_turn(graph: Any, thread_id: str, graph_input: Any) -> Iterator[dict[s
                             if isinstance(m, AIMessage):
                                 for c in m.tool_calls:
                                     yield {"event": "tool_call", "tool": c["name"], "args": c["args"], "id": c.get("id")}
+    except TurnStopped:
+        note = _close_stopped_turn(graph, thread_config(thread_id))
+        yield {"event": "stopped", "content": note.text, "message_id": note.id}
+        return
     except ModelEndpointError as exc:
         yield {"event": "error", "message": str(exc), "kind": "model_endpoint"}
         return

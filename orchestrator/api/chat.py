@@ -8,6 +8,7 @@
   GET  /api/threads/{id}/pending           the confirmations it waits for, read from the checkpoint
   POST /api/threads/{id}/resume            {"decisions": {interrupt_id: {"decision": ...}}} -> SSE
   POST /api/threads/{id}/retry             continue a turn that stopped on an error -> SSE
+  POST /api/threads/{id}/stop              stop the running turn (its own stream then says `stopped`)
   GET  /api/pending                        every confirmation waiting, across threads
 """
 
@@ -294,6 +295,15 @@ async def retry(thread_id: ThreadId, ctx: AppContext = Depends(app_context)):
     except TurnBusy as busy:
         raise _busy(thread_id, busy) from None
     return sse_response(thread_id, turn.listen())
+
+
+@router.post("/threads/{thread_id}/stop")
+def stop_turn(thread_id: ThreadId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    """Stop the turn running on the thread: its model call ends at the next token, nothing new starts, and the
+    turn's own stream says `stopped`."""
+    if not ctx.turns.stop(thread_id):
+        raise HTTPException(409, "No turn is running on this conversation in this Jarvis; there is nothing to stop.")
+    return {"stopping": True}
 
 
 VIEW = View(name="chat", title="Chat", router=router, order=0)

@@ -7,6 +7,7 @@ import { clear, h, json, ms, problem } from "../dom.js";
 const YOUTUBE = /https?:\/\/(?:www\.|m\.)?(?:youtube\.com|youtu\.be|youtube-nocookie\.com)\/[^\s<>"')\]]+/gi;
 
 let ui;
+let activeTurn = null; // the Turn streaming now, for Esc
 let threadList;
 let threadQuery = "";
 let setDrawer = () => {};
@@ -46,6 +47,10 @@ export function mount(el, shell) {
       ev.preventDefault();
       send();
     }
+  });
+  // Esc stops the running turn (unless a dialog is open: there Esc closes the dialog).
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && activeTurn && !document.querySelector("dialog[open]") && !el.hidden) activeTurn.stop();
   });
   input.addEventListener("paste", (ev) => {
     const text = ev.clipboardData ? ev.clipboardData.getData("text") : "";
@@ -298,7 +303,12 @@ class Turn {
     // What Jarvis is doing now and for how long, so a slow model is not mistaken for a hung one.
     this.stage = "thinking";
     this.started = Date.now();
-    this.working = h("div", { class: "working", role: "status" });
+    this.status = h("span");
+    // Stop: the model's answer ends at its next token and nothing new starts; a tool already running finishes.
+    this.stopButton = h("button", { type: "button", class: "stop", title: "Stop this turn (Esc)" }, "Stop");
+    this.stopButton.addEventListener("click", () => this.stop());
+    this.working = h("div", { class: "working" }, h("span", { role: "status" }, this.status), " ", this.stopButton);
+    this.thread = current;
     this.tick();
     this.ticker = setInterval(() => this.tick(), 1000);
     log.append(this.working);
@@ -306,7 +316,19 @@ class Turn {
 
   tick() {
     const s = Math.round((Date.now() - this.started) / 1000);
-    this.working.textContent = `Jarvis is working… ${this.stage} · ${s} s`;
+    this.status.textContent = `Jarvis is working… ${this.stage} · ${s} s`;
+  }
+
+  async stop() {
+    if (this.stopButton.disabled) return;
+    this.stopButton.disabled = true;
+    this.setStage("stopping");
+    try {
+      await ui.api(`/api/threads/${encodeURIComponent(this.thread)}/stop`, { method: "POST" });
+    } catch (err) {
+      this.stopButton.disabled = false;
+      this.place(problem(`Could not stop: ${err.message}`));
+    }
   }
 
   setStage(stage) {
@@ -368,6 +390,11 @@ class Turn {
         if (ev.content) this.bubble.innerHTML = ev.html; // sanitized server-side
         else this.bubble.remove();
         break;
+      case "stopped":
+        if (this.bubble) this.bubble.remove(); // what was streamed is not kept: the thread holds the note instead
+        this.bubble = h("div", { class: "msg assistant stopped", text: ev.content });
+        this.place(this.bubble);
+        break;
       case "error":
         this.fail(ev.message, ev.kind);
         break;
@@ -414,6 +441,7 @@ async function runStream(path, body, method = "POST") {
   busy = true;
   sendButton.disabled = true;
   const turn = new Turn();
+  activeTurn = turn;
   try {
     await stream(path, { method, body }, (ev) => {
       if (current === id) turn.handle(ev);
@@ -422,6 +450,7 @@ async function runStream(path, body, method = "POST") {
     if (current === id) turn.fail(err.message, err.status === 0 ? "connection" : err.status >= 400 ? "refused" : "request");
   } finally {
     turn.close();
+    if (activeTurn === turn) activeTurn = null;
     busy = false;
     sendButton.disabled = false;
   }
