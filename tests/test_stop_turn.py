@@ -94,3 +94,24 @@ def test_the_stop_button_and_esc(open_ui):
     page.locator(".msg.assistant.stopped").nth(1).wait_for()
     page.reload()
     page.locator(".msg.assistant", has_text=STOPPED_TEXT).nth(1).wait_for()  # the history says so too
+
+
+def test_ctrl_c_in_jarvis_chat_stops_the_turn_and_keeps_the_thread(jarvis_env):
+    import signal
+    import subprocess
+
+    from tests.conftest import JARVIS_BIN
+
+    jarvis_env.server.push({"content": SLOW, "token_delay_s": 0.05})
+    proc = subprocess.Popen([str(JARVIS_BIN), "chat", "--thread", "cli-stop", "tell me everything"],
+                            env=jarvis_env.env(), cwd=str(jarvis_env.path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    first = proc.stdout.read(20)  # tokens are arriving
+    assert first.startswith("word0"), first
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert STOPPED_TEXT in err and "Traceback" not in err
+    assert len((first + out).split()) < 400
+    shown = jarvis_env.cli_json("threads", "show", "cli-stop", "--json")
+    assert shown["messages"][-1]["content"] == STOPPED_TEXT

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import typer
@@ -74,14 +78,46 @@ def print_pending_help(thread_id: str, pending: list[dict[str, Any]]) -> None:
     )
 
 
+EXIT_STOPPED = 130  # the shell's code for a command ended by Ctrl-C
+
+
+@contextmanager
+def ctrl_c_stops(stop: threading.Event) -> Iterator[None]:
+    """The first Ctrl-C during a turn stops the turn, as Stop does in the web UI (the thread stays whole); a
+    second one interrupts Jarvis itself."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_ctrl_c(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        stop.set()
+        typer.secho("\n(stopping this turn; Ctrl-C again to quit)", err=True, dim=True)
+
+    signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool) -> int:
     """Stream a turn to the terminal, asking confirmations inline when possible. Returns the exit code."""
+    stop = threading.Event()
+    with ctrl_c_stops(stop):
+        return _run_turn(graph, thread_id, graph_input, interactive=interactive, stop=stop)
+
+
+def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool, stop: threading.Event) -> int:
     from ..turns import resume_command, stream_turn
 
     while True:
         pending: list[dict[str, Any]] = []
         answered_with_tokens = False
-        for ev in stream_turn(graph, thread_id, graph_input):
+        for ev in stream_turn(graph, thread_id, graph_input, stop=stop):
             kind = ev["event"]
             if kind == "token":
                 sys.stdout.write(ev["text"])
@@ -102,6 +138,11 @@ def run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool)
                     sys.stdout.write("\n")
                 typer.secho(f"error: {ev['message']}", err=True, fg=typer.colors.RED)
                 return EXIT_FAILURE
+            elif kind == "stopped":
+                if answered_with_tokens:
+                    sys.stdout.write("\n")
+                typer.secho(ev["content"], err=True, fg=typer.colors.YELLOW)
+                return EXIT_STOPPED
             elif kind == "done":
                 if not answered_with_tokens and ev.get("content"):
                     sys.stdout.write(ev["content"])
