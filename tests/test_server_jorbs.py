@@ -306,3 +306,32 @@ def test_inbox_assign_and_start_a_new_jorb(ui):
         assert new["contacts"] == ["dave"] and "water my plants" in new["plan"]
         assert c.post("/api/inbox/99999/assign", json={"jorb_id": jid}).status_code == 404
     settled(ui, new["id"], status="awaiting_reply")
+
+
+def test_a_cancel_landing_after_a_step_is_never_seen_half_done(ui_unsandboxed, monkeypatch):
+    # The race behind a red run: a jorb cancelled while its step ran parks, then the cancel is applied again and the
+    # parked wait resumed with "cancel". Between the two it read as settled ("cancelled", not working) while its
+    # wait was still pending. Made certain here by slowing the follow-up down.
+    from orchestrator.jorbs.actions import JorbActions
+
+    ui = ui_unsandboxed
+    real_go = JorbActions._go
+
+    def slow_go(self, jorb_id, graph_input):
+        time.sleep(0.5)
+        return real_go(self, jorb_id, graph_input)
+
+    monkeypatch.setattr(JorbActions, "_go", slow_go)
+    marker, go = ui.env.root / "started", ui.env.root / "go"
+    script = (f"open({str(marker)!r}, 'w').write('x')\nimport os, time\n"
+              f"for _ in range(400):\n    if os.path.exists({str(go)!r}): break\n    time.sleep(0.05)")
+    ui.env.server.push(step(reasoning="slow", script=script, await_reply=True))
+    jid = create(ui, name="Slow", plan="p")["id"]
+    deadline = time.monotonic() + 20
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with ui.client() as c:
+        assert c.post(f"/api/jorbs/{jid}/cancel").status_code == 200
+    go.write_text("go")
+    j = settled(ui, jid, status="cancelled")
+    assert j["pending"] == [], j["pending"]

@@ -60,20 +60,21 @@ class JorbActions:
     def _after(self, jorb_id: str) -> None:
         """Once a run parks: a reply that came in while it worked wakes it; a cancel that raced it lands."""
         try:
-            view = self.svc.view(jorb_id)
             if self.working(jorb_id):
                 return
-            if not view.pending:
-                self._cancelling.discard(jorb_id)
-                return
-            if jorb_id in self._cancelling or view.row.status == "cancelled":
-                # A node that parks (wait, hold) sets its own status: the cancel is applied again here.
-                self.svc.store.update(jorb_id, status="cancelled")
-                self._go(jorb_id, Command(resume={p["interrupt_id"]: resume_value(p, "cancel") for p in view.pending}))
-            elif self.svc.store.has_pending(jorb_id):
-                waiting = [p for p in view.pending if p.get("type") == "await_reply"]
-                if waiting:
-                    self._go(jorb_id, Command(resume={waiting[0]["interrupt_id"]: wake_value()}))
+            with self.svc.following_up(jorb_id):
+                view = self.svc.view(jorb_id)
+                if not view.pending:
+                    self._cancelling.discard(jorb_id)
+                    return
+                if jorb_id in self._cancelling or view.row.status == "cancelled":
+                    # A node that parks (wait, hold) sets its own status: the cancel is applied again here.
+                    self.svc.store.update(jorb_id, status="cancelled")
+                    self._go(jorb_id, Command(resume={p["interrupt_id"]: resume_value(p, "cancel") for p in view.pending}))
+                elif self.svc.store.has_pending(jorb_id):
+                    waiting = [p for p in view.pending if p.get("type") == "await_reply"]
+                    if waiting:
+                        self._go(jorb_id, Command(resume={waiting[0]["interrupt_id"]: wake_value()}))
         except Exception:  # noqa: BLE001 - a follow-up must never break the worker; the jorb row shows the state
             log.exception("follow-up of jorb %s failed", jorb_id)
 

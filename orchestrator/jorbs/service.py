@@ -93,6 +93,7 @@ class JorbService:
         self._locks_guard = threading.Lock()
         self._bursts: dict[str, tuple[threading.Timer | None, float]] = {}
         self._queued: dict[str, Future] = {}  # background runs not finished yet, by jorb
+        self._following: set[str] = set()  # jorbs whose next run is being decided (see following_up)
         self._pool: ThreadPoolExecutor | None = None
         self._workers = workers
 
@@ -202,9 +203,26 @@ class JorbService:
             return self._queued.get(jorb_id)
 
     def busy(self, jorb_id: str) -> bool:
-        """A step of the jorb runs, or is queued to run, in this process (the UI waits before deciding again)."""
+        """A step of the jorb runs, or is queued to run, or its next run is being decided, in this process (the UI
+        waits before deciding again)."""
+        with self._locks_guard:
+            if jorb_id in self._following:
+                return True
         future = self.queued(jorb_id)
         return (future is not None and not future.done()) or self._lock(jorb_id).locked()
+
+    @contextmanager
+    def following_up(self, jorb_id: str) -> Iterator[None]:
+        """The jorb reads as busy while what follows a run is decided and started (a cancel that raced the run
+        landing, a reply that came in meanwhile waking it): between the run's end and the next run's start it
+        read as settled, a cancelled jorb with its wait still pending."""
+        with self._locks_guard:
+            self._following.add(jorb_id)
+        try:
+            yield
+        finally:
+            with self._locks_guard:
+                self._following.discard(jorb_id)
 
     def wait_background(self, timeout: float | None = None) -> None:
         """Wait for pending burst timers and background runs (tests, and a CLI process before it exits)."""
