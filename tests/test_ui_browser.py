@@ -44,9 +44,9 @@ def open_ui(browser, jarvis_env):
 
     stack = ExitStack()
 
-    def opener(tools=None, env=jarvis_env):
+    def opener(tools=None, env=jarvis_env, **context_options):
         server: UIServer = stack.enter_context(start_ui(env, tools=tools))
-        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        context = browser.new_context(**{"viewport": {"width": 1200, "height": 800}, **context_options})
         stack.callback(context.close)
         page = context.new_page()
         page.set_default_timeout(30_000)  # the full suite runs 380 tests in one process on 2 cores

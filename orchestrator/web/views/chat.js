@@ -28,7 +28,7 @@ export function mount(el, shell) {
   input = h("textarea", { id: "message", "aria-label": "Message", rows: 3,
     placeholder: "Ask Jarvis… (Enter sends, Shift+Enter for a new line; drop a PDF or text file to attach it)" });
   sendButton = h("button", { type: "submit", class: "primary" }, "Send");
-  chipsEl = h("div", { class: "chips", "aria-label": "Attachments" });
+  chipsEl = h("div", { class: "chips", role: "group", "aria-label": "Attachments" });
   composerNote = h("div", { class: "composer-note" });
   const fileInput = h("input", { type: "file", multiple: true, hidden: true,
     accept: ".pdf,.txt,.md,.markdown,.csv,.json,.html,.htm,.xml,.yaml,.yml,.log,.rst" });
