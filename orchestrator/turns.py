@@ -72,9 +72,10 @@ class _StopWhenAsked(BaseCallbackHandler):
             raise TurnStopped()
 
 
-def _close_stopped_turn(graph: Any, config: dict[str, Any]) -> AIMessage:
+def _close_stopped_turn(graph: Any, config: dict[str, Any], said: str = "") -> AIMessage:
     """Leave the thread as a finished turn: each tool call asked for but not run gets its answer ("not run"), so
-    the next request to the model is well formed, and the turn ends with a short note saying it was stopped."""
+    the next request to the model is well formed, and the turn ends with what the model had said so far (`said`)
+    and a short note saying it was stopped."""
     state = graph.get_state(config)
     messages = state.values.get("messages", []) if isinstance(state.values, dict) else []
     last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
@@ -86,7 +87,7 @@ def _close_stopped_turn(graph: Any, config: dict[str, Any]) -> AIMessage:
                 if call.get("id") and call["id"] not in answered:
                     add.append(ToolMessage(content="Not run: the user stopped the turn.", tool_call_id=call["id"],
                                            name=call.get("name") or "tool", status="error"))
-    note = AIMessage(content=STOPPED_TEXT)
+    note = AIMessage(content=f"{said.rstrip()}\n\n[{STOPPED_TEXT}]" if said.strip() else STOPPED_TEXT)
     graph.update_state(config, {"messages": [*add, note]}, as_node="respond")
     return note
 
@@ -98,6 +99,7 @@ def stream_turn(graph: Any, thread_id: str, graph_input: Any,
     config: dict[str, Any] = thread_config(thread_id)
     if stop is not None:
         config["callbacks"] = [_StopWhenAsked(stop)]
+    said: list[str] = []  # the answer streamed so far, kept when the user stops it
     try:
         # subgraphs=True: progress events written inside the JARB subgraph reach the caller too.
         for namespace, mode, data in graph.stream(graph_input, config, stream_mode=["messages", "custom", "updates"],
@@ -113,6 +115,7 @@ def stream_turn(graph: Any, thread_id: str, graph_input: Any,
                 if meta.get("langgraph_node") == "planner" and isinstance(chunk, AIMessageChunk):
                     text = chunk.text if isinstance(chunk.content, str | list) else ""
                     if text:
+                        said.append(text)
                         yield {"event": "token", "text": text}
             elif mode == "custom":
                 if isinstance(data, dict) and "event" in data:
@@ -120,12 +123,13 @@ def stream_turn(graph: Any, thread_id: str, graph_input: Any,
             elif mode == "updates" and isinstance(data, dict):
                 for node, update in data.items():
                     if node == "planner" and isinstance(update, dict):
+                        said.clear()  # that call's text is in the thread now
                         for m in update.get("messages", []):
                             if isinstance(m, AIMessage):
                                 for c in m.tool_calls:
                                     yield {"event": "tool_call", "tool": c["name"], "args": c["args"], "id": c.get("id")}
     except TurnStopped:
-        note = _close_stopped_turn(graph, thread_config(thread_id))
+        note = _close_stopped_turn(graph, thread_config(thread_id), "".join(said))
         yield {"event": "stopped", "content": note.text, "message_id": note.id}
         return
     except ModelEndpointError as exc:

@@ -112,7 +112,7 @@ def run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool)
 
 
 def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool, stop: threading.Event) -> int:
-    from ..turns import resume_command, stream_turn
+    from ..turns import STOPPED_TEXT, resume_command, stream_turn
 
     while True:
         pending: list[dict[str, Any]] = []
@@ -138,10 +138,10 @@ def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool
                     sys.stdout.write("\n")
                 typer.secho(f"error: {ev['message']}", err=True, fg=typer.colors.RED)
                 return EXIT_FAILURE
-            elif kind == "stopped":
+            elif kind == "stopped":  # what was said is on the screen already; the thread keeps it with the note
                 if answered_with_tokens:
                     sys.stdout.write("\n")
-                typer.secho(ev["content"], err=True, fg=typer.colors.YELLOW)
+                typer.secho(STOPPED_TEXT, err=True, fg=typer.colors.YELLOW)
                 return EXIT_STOPPED
             elif kind == "done":
                 if not answered_with_tokens and ev.get("content"):

@@ -390,8 +390,8 @@ class Turn {
         if (ev.content) this.bubble.innerHTML = ev.html; // sanitized server-side
         else this.bubble.remove();
         break;
-      case "stopped":
-        if (this.bubble) this.bubble.remove(); // what was streamed is not kept: the thread holds the note instead
+      case "stopped": // what was said so far stays, with the note (as the thread keeps it)
+        if (this.bubble) this.bubble.remove();
         this.bubble = h("div", { class: "msg assistant stopped", text: ev.content });
         this.place(this.bubble);
         break;
