@@ -381,6 +381,14 @@ def test_every_view_fits_a_phone(open_ui):
         page.wait_for_timeout(300)  # the view's first fetch
         shot(page, f"phone-{name.lower()}")
         assert _overflow(page) <= 0, f"the {name} view is {_overflow(page)} px wider than a 390 px screen"
+    # a tablet: every view fits too
+    page.set_viewport_size({"width": 768, "height": 1024})
+    for i, name in enumerate(names):
+        tabs.nth(i).click()
+        page.locator("section.view:not([hidden])").first.wait_for()
+        page.wait_for_timeout(200)
+        assert _overflow(page) <= 0, f"the {name} view is {_overflow(page)} px wider than a 768 px screen"
+    shot(page, "tablet-settings")
     page.set_viewport_size({"width": 1280, "height": 800})
     page.locator("#tabs a").first.click()
     page.locator(".sidebar").wait_for(state="visible")  # wide again: the list is beside the conversation
