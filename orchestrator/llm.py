@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal
 
+import httpx
 from langchain_core.language_models import BaseChatModel
 
 from . import secrets
@@ -86,6 +90,49 @@ def endpoint_url(settings: Settings, role: Role, cfg: ModelConfig) -> str:
     return cfg.base_url
 
 
+# A model call's tries, counted by the HTTP client's request hook. The openai SDK retries a call that timed out or
+# got a 5xx / 429 by itself, silently: a slow server showed nothing for three tries of a minute each. From the
+# second try on, the turn now says so ("trying again, try 2 of 3"), as a progress event the UI and CLI show.
+_call_tries: ContextVar[list[int] | None] = ContextVar("jarvis_model_call_tries", default=None)
+
+
+@contextmanager
+def counting_tries(total: int) -> Iterator[None]:
+    """Count the HTTP tries of the model call made inside (see _call_tries); `total` is 1 + its retries."""
+    token = _call_tries.set([0, total])
+    try:
+        yield
+    finally:
+        _call_tries.reset(token)
+
+
+def _count_try(request: httpx.Request) -> None:
+    tries = _call_tries.get()
+    if tries is None or not request.url.path.endswith("/chat/completions"):
+        return
+    tries[0] += 1
+    if tries[0] < 2:
+        return
+    from langgraph.config import get_stream_writer
+
+    try:
+        writer = get_stream_writer()
+    except RuntimeError:  # not inside a graph run: nobody to tell
+        return
+    writer({"event": "progress", "stage": "waiting for the model",
+            "message": f"The model has not answered; trying again (try {tries[0]} of {tries[1]})."})
+
+
+async def _count_try_async(request: httpx.Request) -> None:
+    _count_try(request)
+
+
+def with_try_counting(sync_client: httpx.Client, async_client: httpx.AsyncClient) -> tuple[httpx.Client, httpx.AsyncClient]:
+    sync_client.event_hooks["request"].append(_count_try)
+    async_client.event_hooks["request"].append(_count_try_async)
+    return sync_client, async_client
+
+
 def make_chat_model(settings: Settings, role: Role = "primary", *, streaming: bool = True) -> BaseChatModel:
     used_role, cfg = model_config(settings, role)
     api_key = secrets.resolve(cfg.api_key, what=f"models.{used_role}.api_key") or "none"
@@ -96,7 +143,12 @@ def make_chat_model(settings: Settings, role: Role = "primary", *, streaming: bo
         kwargs["max_tokens"] = cfg.max_tokens
     if cfg.provider == "embedded":
         # its clients start (and restart) the child server on demand
-        kwargs["http_client"], kwargs["http_async_client"] = embedded_server(settings, used_role, cfg).http_clients()
+        clients = embedded_server(settings, used_role, cfg).http_clients()
+    else:
+        from openai import DefaultAsyncHttpxClient, DefaultHttpxClient
+
+        clients = DefaultHttpxClient(), DefaultAsyncHttpxClient()
+    kwargs["http_client"], kwargs["http_async_client"] = with_try_counting(*clients)
     model = _fast_chat_openai_class()(
         base_url=endpoint_url(settings, used_role, cfg),
         api_key=api_key,

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage
 from langchain_core.tools import BaseTool
 
 from .config import Settings
-from .llm import ModelEndpointError, describe_endpoint_error
+from .llm import ModelEndpointError, counting_tries, describe_endpoint_error
 from .model_output import sanitize_message
 from .state import ConversationState
 
@@ -131,8 +131,9 @@ def call_model(
     model = llm.bind_tools([openai_schema(t) for t in tools]) if tools else llm
     merged: Any = None
     try:
-        for chunk in model.stream(messages, config=config):
-            merged = chunk if merged is None else merged + chunk
+        with counting_tries(1 + int(getattr(llm, "max_retries", 0) or 0)):
+            for chunk in model.stream(messages, config=config):
+                merged = chunk if merged is None else merged + chunk
     except ModelEndpointError:
         raise
     except Exception as exc:

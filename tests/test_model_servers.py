@@ -23,7 +23,7 @@ from orchestrator.config import settings_from_dict
 from orchestrator.errors import ModelEndpointError
 from orchestrator.llm import make_chat_model
 from orchestrator.planner import call_model
-from tests.conftest import REPO
+from tests.conftest import REPO, answer
 
 GGUF = REPO / "data" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -142,3 +142,21 @@ def test_model_check_says_when_the_server_has_no_such_model(tmp_path, llm_server
     assert not ok and "no model named 'llama-3-70b'" in message and "qwen2.5:7b" in message
     ok, message = check_endpoint(settings("llama3"))  # Ollama's default tag
     assert ok and "answers" in message
+
+
+def test_a_slow_model_is_said_to_be_tried_again(jarvis_env):
+    # [17] finding 7: a server that does not answer in time was tried three times, a minute each, with nothing
+    # shown; each new try is now a progress event the UI and CLI show.
+    from orchestrator.turns import stream_turn, user_input
+
+    jarvis_env.write_config(models={"primary": {"timeout_s": 1, "max_retries": 2}})
+    jarvis_env.server.push({"content": "too late", "delay_s": 3}, answer("There you are."))
+    events = list(stream_turn(jarvis_env.graph(), "slow", user_input("hi")))
+    progress = [e for e in events if e["event"] == "progress"]
+    assert progress and progress[0]["stage"] == "waiting for the model", events
+    assert "try 2 of 3" in progress[0]["message"]
+    assert events[-1] == {"event": "done", "content": "There you are.", "message_id": events[-1]["message_id"]}
+    # the CLI prints it
+    jarvis_env.server.push({"content": "too late", "delay_s": 3}, answer("Here."))
+    proc = jarvis_env.cli("chat", "--thread", "slow-cli", "hi")
+    assert proc.returncode == 0 and "try 2 of 3" in proc.stderr, proc.stderr
