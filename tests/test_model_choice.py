@@ -89,6 +89,7 @@ def test_pick_another_server_in_settings_and_chat_with_it(open_ui, ollama):
     page.get_by_label("Model name").fill("llama3.2:latest")
     page.get_by_role("button", name="Check and use").click()
     page.locator(".pick-status", has_text="Now using llama3.2:latest").wait_for()
+    page.locator("#model-state", has_text="llama3.2:latest · answering").wait_for()  # the header follows
     page.get_by_role("link", name="Chat").click()
     ollama.push(answer("Hi from the server you picked."))
     send(page, "hello")

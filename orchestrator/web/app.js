@@ -18,6 +18,9 @@ const ui = {
   has(name) {
     return views.has(name);
   },
+  modelChanged() { // Settings switched the model: the header says so now, not at the next minute's check
+    checkModels();
+  },
   banner(message, actions = []) {
     clear(banner);
     if (!message) {
@@ -67,9 +70,9 @@ async function checkModels() {
       modelState.hidden = false;
     }
     const down = health.models.filter((m) => !m.ok);
+    modelState.title = (primary && primary.notice) || "";
     if (primary && primary.ok && primary.notice) {
       // The model's own notice (the built-in demo model: "tiny, for trying Jarvis out"), until dismissed.
-      modelState.title = primary.notice;
       if (!modelBannerDismissed && (banner.hidden || banner.dataset.model)) {
         banner.dataset.model = "1";
         ui.banner(primary.notice, [

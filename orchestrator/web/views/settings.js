@@ -5,8 +5,10 @@ import { clear, h, json, problem } from "../dom.js";
 let healthEl;
 let pickEl;
 let infoEl;
+let shell;
 
-export function mount(el) {
+export function mount(el, ui) {
+  shell = ui;
   healthEl = h("div", { class: "health" });
   pickEl = h("section", { class: "model-pick", "aria-label": "Choose the model" });
   infoEl = h("div", { class: "settings-info" });
@@ -37,6 +39,7 @@ async function loadPicker() {
       const done = await api("/api/settings/models/primary", { method: "POST", body });
       clear(status).append(h("p", { class: "ok", text: done.message }));
       loadHealth();
+      if (shell) shell.modelChanged();
     } catch (err) {
       clear(status).append(problem(err.message));
     } finally {
