@@ -13,9 +13,10 @@ views list it) says what is asked. `item["type"]`:
 - `human_step`: the human policy asks for the jorb's next step. Resumed with {"step": step}.
 - `await_reply`: a jorb waits for a message. Resumed with {"type": "wake"} (a reply is queued) or cancel.
 
-Every surface (the CLI's `chat` and `approve` / `deny`, the API, JorbService, JorbActions) maps its words to
-one of ANSWERS and calls `resume_value`; structured decisions sent by the web UI are checked by
-`check_decision`. (The browser's confirm.js builds the same shapes and is checked here on the way in.)
+Every surface (the CLI's `chat` and `approve` / `deny`, the API, JorbService, JorbActions, the web UI's
+confirmation dialog) maps its words to one of ANSWERS and calls `resume_value`: the browser sends its answers
+({"answer", "args", "reason"}; `resume_values` maps them), never resume values of its own. Structured decisions
+sent to the API by other clients are checked by `check_decision`.
 """
 
 from __future__ import annotations
@@ -60,6 +61,24 @@ def resume_value(item: Mapping[str, Any], answer: Answer, *, note: str | None = 
     if answer == "cancel":  # await_reply, human_step
         return {"type": "cancel"}
     raise AnswerRefused(f"a {kind} is not answered by {answer}")
+
+
+def resume_values(items: Mapping[str, Mapping[str, Any]], answers: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The user's answers to pending items ({interrupt_id: {"answer", "args", "reason"}}, as the web UI sends
+    them) -> {interrupt_id: resume value}; AnswerRefused for an item no longer pending or an answer that does not
+    fit it."""
+    values: dict[str, Any] = {}
+    for interrupt_id, given in answers.items():
+        item = items.get(interrupt_id)
+        if item is None:
+            raise AnswerRefused(f"The confirmation {interrupt_id} is no longer pending; reload to see where it stands.")
+        answer = given.get("answer")
+        if answer not in ANSWERS:
+            raise AnswerRefused(f"{answer!r} is not an answer; give one of {', '.join(ANSWERS)}.")
+        values[interrupt_id] = resume_value(item, answer, note=given.get("reason"), args=given.get("args"))
+        if item.get("type", "confirmation") == "confirmation":
+            check_decision(item, values[interrupt_id])
+    return values
 
 
 def step_value(step: dict[str, Any] | str) -> dict[str, Any]:

@@ -72,3 +72,24 @@ def test_structured_decisions_that_fit_pass(item, decision):
 def test_structured_decisions_that_do_not_fit_are_refused(item, decision, why):
     with pytest.raises(AnswerRefused, match=why):
         check_decision(item, decision)
+
+
+def test_the_ui_sends_answers_and_the_server_maps_them():
+    # The browser's confirm.js held its own copy of the answer -> resume value mapping (an in-doubt call's key
+    # included); it now sends what the user chose and answers.resume_values maps it, once.
+    import pytest
+
+    from orchestrator.answers import AnswerRefused, resume_values
+
+    items = {"a": {"type": "confirmation", "kind": "confirm"},
+             "b": {"type": "confirmation", "kind": "in_doubt", "key": "k-1"}}
+    assert resume_values(items, {"a": {"answer": "approve"}, "b": {"answer": "approve"}}) == {
+        "a": {"decision": "approve"}, "b": {"decision": "approve", "key": "k-1"}}
+    assert resume_values(items, {"a": {"answer": "deny", "reason": "no"}, "b": {"answer": "deny"}}) == {
+        "a": {"decision": "deny", "reason": "no"}, "b": {"decision": "skip"}}
+    assert resume_values(items, {"a": {"answer": "edit", "args": {"path": "x"}}}) == {
+        "a": {"decision": "edit", "args": {"path": "x"}}}
+    with pytest.raises(AnswerRefused, match="arguments"):
+        resume_values(items, {"a": {"answer": "edit"}})
+    with pytest.raises(AnswerRefused, match="no longer pending"):
+        resume_values(items, {"gone": {"answer": "approve"}})

@@ -6,7 +6,8 @@
   POST /api/threads/{id}/messages          {"text", "attachments"} -> the turn's events as SSE
   GET  /api/threads/{id}/events            attach to the running turn (after a reload) -> SSE
   GET  /api/threads/{id}/pending           the confirmations it waits for, read from the checkpoint
-  POST /api/threads/{id}/resume            {"decisions": {interrupt_id: {"decision": ...}}} -> SSE
+  POST /api/threads/{id}/resume            {"answers": {interrupt_id: {"answer": approve|edit|deny, "args",
+                                           "reason"}}} (or "decisions": resume values) -> SSE
   POST /api/threads/{id}/retry             continue a turn that stopped on an error -> SSE
   POST /api/threads/{id}/stop              stop the running turn (its own stream then says `stopped`)
   GET  /api/pending                        every confirmation waiting, across threads
@@ -23,9 +24,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel, Field, model_validator
 
-from ..answers import AnswerRefused, check_decision
 from ..confirmations import list_pending
-from ..executor import Decision
 from ..live_turns import TurnBusy
 from ..markdown import render_markdown
 from ..state import tainted
@@ -33,6 +32,7 @@ from ..threads import ThreadIndex, message_view, pending_confirmations
 from ..turns import resume_command, thread_config, user_input
 from ..uploads import find_upload
 from . import AppContext, View, app_context
+from ._answers import ResumeIn, resume_values_for
 from ._sse import sse_response
 
 router = APIRouter()
@@ -61,10 +61,6 @@ class AttachmentIn(BaseModel):
 class MessageIn(BaseModel):
     text: str = Field("", max_length=100_000)
     attachments: list[AttachmentIn] = Field(default_factory=list, max_length=20)
-
-
-class ResumeIn(BaseModel):
-    decisions: dict[str, Decision]
 
 
 def _snapshot(ctx: AppContext, thread_id: str) -> Any:
@@ -260,20 +256,13 @@ async def resume(body: ResumeIn, thread_id: ThreadId, ctx: AppContext = Depends(
     if not pending:
         raise HTTPException(409, "Nothing is waiting for confirmation on this thread any more (it was answered "
                                  "elsewhere, or the turn moved on); reload to see where it stands.")
-    unknown = sorted(set(body.decisions) - set(pending))
+    unknown = sorted(body.ids() - set(pending))
     if unknown:
         raise HTTPException(409, f"These confirmations are no longer pending: {', '.join(unknown)}; reload.")
-    missing = sorted(set(pending) - set(body.decisions))
+    missing = sorted(set(pending) - body.ids())
     if missing:
         raise HTTPException(400, f"Answer every pending confirmation of the turn together; missing: {', '.join(missing)}.")
-    decisions: dict[str, dict[str, Any]] = {}
-    for interrupt_id, decision in body.decisions.items():
-        value = decision.model_dump(exclude_none=True)
-        try:
-            check_decision(pending[interrupt_id], value)
-        except AnswerRefused as exc:
-            raise HTTPException(400, str(exc)) from None
-        decisions[interrupt_id] = value
+    decisions = resume_values_for(body, pending)
     try:
         turn = ctx.turns.start(thread_id, resume_command(decisions))
     except TurnBusy as busy:

@@ -6,7 +6,7 @@
   GET  /api/jorbs/{id}                          plan, pending questions, conversation, script results / rounds
   POST /api/jorbs/{id}/reply                    {"text", "as_user", "party", "channel"}: as the counterpart or as you
   POST /api/jorbs/{id}/decide                   {"interrupt_id", "action": "approve"|"reject", "note"}
-  POST /api/jorbs/{id}/resume                   {"decisions": {interrupt_id: decision}}: the confirmation dialog
+  POST /api/jorbs/{id}/resume                   {"answers": {interrupt_id: answer}} (or "decisions"): the confirmation dialog
   POST /api/jorbs/{id}/step                     {"interrupt_id", "step"}: a human-policy step
   POST /api/jorbs/{id}/policy                   {"policy"}: swap the policy of a paused jorb
   POST /api/jorbs/{id}/cancel
@@ -29,7 +29,7 @@ from integrations.base import KNOWN_SIDE_EFFECTS
 from ..assembly import service_for
 from ..channels.registry import known_channels
 from ..config import Mode
-from ..executor import Decision
+from ._answers import ResumeIn, resume_values_for
 from ..jorbs.actions import JorbActions, JorbBusy, JorbMovedOn, actions_for
 from ..jorbs.policies import HEURISTICS
 from ..jorbs.schema import OPEN_STATUSES
@@ -179,10 +179,6 @@ class DecideIn(BaseModel):
     note: str | None = Field(None, max_length=20_000)
 
 
-class ResumeIn(BaseModel):
-    decisions: dict[str, Decision] = Field(..., min_length=1)
-
-
 class StepIn(BaseModel):
     interrupt_id: str = Field(..., max_length=128)
     step: dict[str, Any] | str
@@ -211,8 +207,14 @@ def decide(jorb_id: JorbId, body: DecideIn, ctx: AppContext = Depends(app_contex
 
 @router.post("/jorbs/{jorb_id}/resume")
 def resume(jorb_id: JorbId, body: ResumeIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
-    decisions = {k: v.model_dump(exclude_none=True) for k, v in body.decisions.items()}
-    call(actions(ctx).resume, jorb_id, decisions)
+    if not body.ids():
+        raise HTTPException(400, "Answer the confirmations the jorb waits for: no answer was given.")
+    view = call(service(ctx).view, jorb_id)
+    asked = {p["interrupt_id"]: p for p in view.pending if p.get("type") == "confirmation"}
+    unknown = sorted(body.ids() - set(asked))
+    if unknown:
+        raise HTTPException(409, f"jorb {view.row.id} no longer waits for {', '.join(unknown)}; reload")
+    call(actions(ctx).resume, jorb_id, resume_values_for(body, asked))
     return _after(ctx, jorb_id)
 
 

@@ -1,6 +1,8 @@
 // The confirmation dialog: what the call will do, its side effects, why Jarvis asks, the arguments as editable
 // JSON, and Approve / Edit / Deny (a call that may already have happened: Approve again / Skip).
-// askAll(pending) resolves with {interrupt_id: decision} for every pending confirmation, or null if dismissed.
+// askAll(pending) resolves with {interrupt_id: answer} for every pending confirmation, or null if dismissed. An
+// answer is what the user chose ({answer: approve|edit|deny, args, reason}); the server maps it to the value the
+// turn resumes with (orchestrator/answers.py), an in-doubt call's key included.
 import { h, json } from "./dom.js";
 
 function ask(item, index, total) {
@@ -13,14 +15,13 @@ function ask(item, index, total) {
     const reason = h("input", { type: "text", id: "confirm-deny-reason", placeholder: "optional: why not (told to Jarvis)" });
 
     const dialog = h("dialog", { class: "confirm", role: "dialog", "aria-labelledby": "confirm-title", "aria-describedby": "confirm-summary" });
-    const finish = (decision) => {
+    const finish = (answer) => {
       dialog.close();
       dialog.remove();
-      resolve(decision);
+      resolve(answer);
     };
     const approve = () => {
-      if (inDoubt) return finish({ decision: "approve", key: item.key });
-      if (args.value.trim() === original.trim()) return finish({ decision: "approve" });
+      if (inDoubt || args.value.trim() === original.trim()) return finish({ answer: "approve" });
       let edited;
       try {
         edited = JSON.parse(args.value);
@@ -34,7 +35,7 @@ function ask(item, index, total) {
         note.hidden = false;
         return;
       }
-      finish({ decision: "edit", args: edited });
+      finish({ answer: "edit", args: edited });
     };
     const edit = () => {
       args.readOnly = false;
@@ -43,7 +44,7 @@ function ask(item, index, total) {
       editButton.disabled = true;
       approveButton.textContent = "Approve";
     };
-    const deny = () => finish(inDoubt ? { decision: "skip" } : { decision: "deny", reason: reason.value.trim() || undefined });
+    const deny = () => finish({ answer: "deny", reason: inDoubt ? undefined : reason.value.trim() || undefined });
 
     const approveButton = h("button", { type: "button", class: "primary", onclick: approve }, inDoubt ? "Approve again" : "Approve");
     const editButton = inDoubt ? null : h("button", { type: "button", onclick: edit }, "Edit");
@@ -77,11 +78,11 @@ function ask(item, index, total) {
 }
 
 export async function askAll(pending) {
-  const decisions = {};
+  const answers = {};
   for (let i = 0; i < pending.length; i++) {
-    const decision = await ask(pending[i], i, pending.length);
-    if (decision === null) return null;
-    decisions[pending[i].interrupt_id] = decision;
+    const answer = await ask(pending[i], i, pending.length);
+    if (answer === null) return null;
+    answers[pending[i].interrupt_id] = answer;
   }
-  return decisions;
+  return answers;
 }

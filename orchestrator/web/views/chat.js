@@ -466,14 +466,14 @@ async function confirm(pending) {
   const note = h("div", { class: "pending-note", role: "status" },
     h("strong", { text: "Waiting for your confirmation: " }), pending.map((p) => p.summary).join(" · "), " ",
     h("button", { type: "button", onclick: () => { note.remove(); confirm(pending); } }, "Review"));
-  const decisions = await askAll(pending);
+  const answers = await askAll(pending);
   if (current !== id) return;
-  if (decisions === null) {
+  if (answers === null) {
     log.append(note);
     scroll();
     return;
   }
-  await runStream(`/api/threads/${encodeURIComponent(id)}/resume`, { decisions });
+  await runStream(`/api/threads/${encodeURIComponent(id)}/resume`, { answers });
 }
 
 function showStalled() {

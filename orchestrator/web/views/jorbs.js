@@ -207,14 +207,14 @@ function pendingBlock(j, p) {
 
 async function review_(j, confirmations, errEl) {
   reviewing = true;
-  let decisions;
+  let answers;
   try {
-    decisions = await askAll(confirmations);
+    answers = await askAll(confirmations);
   } finally {
     reviewing = false;
   }
-  if (decisions === null) return schedule(j);
-  await act(j.id, "resume", { decisions }, errEl || detailEl);
+  if (answers === null) return schedule(j);
+  await act(j.id, "resume", { answers }, errEl || detailEl);
 }
 
 function replyForm(j) {

@@ -1,0 +1,52 @@
+"""The body of a resume request, shared by threads and jorbs: the user's answers, mapped by answers.py.
+
+The web UI sends `answers` ({interrupt_id: {"answer": approve|edit|deny, "args", "reason"}}): what the user
+chose, which `answers.resume_values` turns into resume values (so the browser holds no copy of that mapping, an
+in-doubt call's key included). API clients may still send `decisions`, resume values they built themselves,
+checked by `answers.check_decision`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Mapping
+
+from fastapi import HTTPException
+from pydantic import BaseModel, Field, model_validator
+
+from ..answers import AnswerRefused, check_decision, resume_values
+from ..executor import Decision
+
+
+class AnswerIn(BaseModel):
+    answer: Literal["approve", "edit", "deny"]
+    args: dict[str, Any] | None = None
+    reason: str | None = Field(None, max_length=20_000)
+
+
+class ResumeIn(BaseModel):
+    answers: dict[str, AnswerIn] | None = None
+    decisions: dict[str, Decision] | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "ResumeIn":
+        if (self.answers is None) == (self.decisions is None):
+            raise ValueError("give `answers` (what the user chose) or `decisions` (resume values), one of the two")
+        return self
+
+    def ids(self) -> set[str]:
+        return set(self.answers or self.decisions or {})
+
+
+def resume_values_for(body: ResumeIn, items: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """{interrupt_id: resume value} for the pending `items`; HTTP 400 saying why when an answer does not fit."""
+    try:
+        if body.answers is not None:
+            return resume_values(items, {k: v.model_dump() for k, v in body.answers.items()})
+        values = {}
+        for interrupt_id, decision in (body.decisions or {}).items():
+            value = decision.model_dump(exclude_none=True)
+            check_decision(items[interrupt_id], value)
+            values[interrupt_id] = value
+        return values
+    except AnswerRefused as exc:
+        raise HTTPException(400, str(exc)) from None
