@@ -126,6 +126,7 @@ class ServerConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
     max_upload_mb: int = Field(50, gt=0)
+    max_request_kb: int = Field(8192, gt=0, description="the largest API request body (uploads: max_upload_mb)")
     open_browser: bool = False
     # Extra names the UI may be reached by (Host/Origin checks), e.g. a LAN address when host is 0.0.0.0.
     allowed_hosts: list[str] = Field(default_factory=list)

@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import SQLAlchemyError
 
 from .api import AppContext, app_context, discover
+from .body_limit import BodyLimitMiddleware, validation_failed
 from .claims import Claims
 from .config import Settings
 from .disk_full import disk_full_message, is_disk_full
@@ -98,7 +100,10 @@ def create_app(
             bind_port(app, settings.server.port)
         return app.state.guard
 
+    # Added after the guard, so it runs inside it: a request without the token is refused before its size matters.
+    app.add_middleware(BodyLimitMiddleware, limit_of=lambda: settings.server.max_request_kb * 1024)
     app.add_middleware(GuardMiddleware, guard_of=guard_of)
+    app.add_exception_handler(RequestValidationError, validation_failed)
     for storage_error in STORAGE_ERRORS:
         app.add_exception_handler(storage_error, _storage_failed)
 
