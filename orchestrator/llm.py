@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal
@@ -228,6 +228,13 @@ def _listed_models(resp: Any) -> set[str] | None:
     return {str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")}
 
 
+def serves_model(listed: Collection[str], model: str) -> bool:
+    """Whether a server listing `listed` (GET /models) answers requests for `model`: it lists it (Ollama's
+    ":latest" counts), or it holds one model (llama.cpp's server, llama-cpp-python), which answers whatever
+    name a request gives."""
+    return model in listed or f"{model}:latest" in listed or len(listed) == 1
+
+
 def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, str]:
     """Health check used by `jarvis run`, the Settings view and `make run`: GET /models."""
     import httpx
@@ -243,10 +250,8 @@ def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, st
             return False, f"{cfg.base_url} answered HTTP {resp.status_code}"
         listed = _listed_models(resp)
         if listed is not None and len(listed) == 1 and cfg.model not in listed:
-            # one model loaded (llama.cpp's server, llama-cpp-python): such servers answer with it whatever name
-            # a request gives
             return True, f"{cfg.base_url} answers with its one model {next(iter(listed))!r} (asked for {cfg.model!r})"
-        if listed is not None and cfg.model not in listed and f"{cfg.model}:latest" not in listed:
+        if listed is not None and not serves_model(listed, cfg.model):
             # the server answers, but every chat would fail with "model not found"
             shown = ", ".join(sorted(listed)[:8]) + (" ..." if len(listed) > 8 else "") if listed else "none"
             return False, (f"{cfg.base_url} answers, but has no model named {cfg.model!r} (it lists: {shown}); set "

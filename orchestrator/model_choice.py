@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .config import ModelConfig, Settings
+from .llm import serves_model
 from .model_discovery import builtin_model, probe
 
 
@@ -38,7 +39,7 @@ def check_server(base_url: str, model: str | None) -> tuple[str, str]:
             listed = ", ".join(found.models[:8]) or "none"
             raise ModelChoiceError(f"{base_url} lists {len(found.models)} models ({listed}); say which to use")
         model = found.models[0]
-    elif found.models and model not in found.models and f"{model}:latest" not in found.models and len(found.models) > 1:
+    elif found.models and not serves_model(found.models, model):
         raise ModelChoiceError(f"{base_url} has no model named {model!r} (it lists: {', '.join(found.models[:8])})")
     return base_url, model
 
@@ -89,9 +90,8 @@ def use_builtin(settings: Settings, runtime: Any) -> dict[str, Any]:
     cfg = builtin_model()
     if cfg is None:
         raise ModelChoiceError("the built-in model is not installed: run `make install-local demo-model`")
-    values = {"provider": "embedded", "gguf": str(cfg.gguf), "model": cfg.model, "api_key": "none",
-              "chat_format": cfg.chat_format, "n_ctx": cfg.n_ctx, "max_tokens": cfg.max_tokens,
-              "temperature": cfg.temperature, "notice": cfg.notice}
+    values = cfg.model_dump(mode="json", include={"provider", "gguf", "model", "api_key", "chat_format", "n_ctx",
+                                                 "max_tokens", "temperature", "notice"})
     path = write_primary(settings, values)
     _apply(settings, runtime, cfg)
     return _answer(settings, path, f"the built-in model {cfg.model}")
