@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -163,6 +164,21 @@ def ui_unsandboxed(jarvis_env):
         yield server
 
 
+def _slow_step_started(ui: UIServer) -> tuple[str, Path]:
+    """A jorb whose step runs until the file `go` appears, then waits for a reply: (its id, `go`), once the
+    step is running."""
+    marker, go = ui.env.root / "started", ui.env.root / "go"
+    script = (f"open({str(marker)!r}, 'w').write('x')\nimport os, time\n"
+              f"for _ in range(400):\n    if os.path.exists({str(go)!r}): break\n    time.sleep(0.05)")
+    ui.env.server.push(step(reasoning="slow", script=script, await_reply=True))
+    jid = create(ui, name="Slow", plan="p")["id"]
+    deadline = time.monotonic() + 20
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.exists()
+    return jid, go
+
+
 def test_cancel_while_a_confirmation_waits_runs_nothing_more(ui_unsandboxed):
     ui = ui_unsandboxed
     target = ui.env.root / "never.txt"
@@ -183,15 +199,7 @@ def test_cancel_while_a_confirmation_waits_runs_nothing_more(ui_unsandboxed):
         assert again.status_code == 400 and "already cancelled" in again.json()["detail"]
 
     # Cancelled while its step runs: the step ends, parks to wait for a reply, and is stopped there.
-    marker, go = ui.env.root / "started", ui.env.root / "go"
-    script = (f"open({str(marker)!r}, 'w').write('x')\nimport os, time\n"
-              f"for _ in range(400):\n    if os.path.exists({str(go)!r}): break\n    time.sleep(0.05)")
-    ui.env.server.push(step(reasoning="slow", script=script, await_reply=True))
-    jid = create(ui, name="Slow", plan="p")["id"]
-    deadline = time.monotonic() + 20
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert marker.exists()
+    jid, go = _slow_step_started(ui)
     with ui.client() as c:
         now = c.get(f"/api/jorbs/{jid}").json()
         assert now["working"] is True, now
@@ -322,14 +330,7 @@ def test_a_cancel_landing_after_a_step_is_never_seen_half_done(ui_unsandboxed, m
         return real_go(self, jorb_id, graph_input)
 
     monkeypatch.setattr(JorbActions, "_go", slow_go)
-    marker, go = ui.env.root / "started", ui.env.root / "go"
-    script = (f"open({str(marker)!r}, 'w').write('x')\nimport os, time\n"
-              f"for _ in range(400):\n    if os.path.exists({str(go)!r}): break\n    time.sleep(0.05)")
-    ui.env.server.push(step(reasoning="slow", script=script, await_reply=True))
-    jid = create(ui, name="Slow", plan="p")["id"]
-    deadline = time.monotonic() + 20
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    jid, go = _slow_step_started(ui)
     with ui.client() as c:
         assert c.post(f"/api/jorbs/{jid}/cancel").status_code == 200
     go.write_text("go")

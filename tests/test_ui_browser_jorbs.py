@@ -269,6 +269,16 @@ def _wait_held(page, held: list) -> None:
     raise AssertionError("the request to hold never came")
 
 
+def _shows_and_keeps_fs_list_dir_off(page, server) -> None:
+    """The view ends showing fs_list_dir switched off, as the server has it."""
+    page.locator('article.tool.disabled[data-tool="fs_list_dir"]').wait_for()
+    assert not page.get_by_label("fs_list_dir enabled").is_checked()
+    with server.client() as c:
+        listed = {t["name"]: t for t in c.get("/api/tools").json()["tools"]}
+    assert listed["fs_list_dir"]["enabled"] is False
+    assert script_errors(page) == []
+
+
 def test_a_tools_list_fetched_before_a_switch_was_flipped_does_not_undo_it_on_screen(ui):
     # The race behind an earlier flaky run, made certain: a load of the list is under way (held here) when the
     # user flips a switch; that list says the tool is on. The view must not show it on when the answer lands.
@@ -288,12 +298,7 @@ def test_a_tools_list_fetched_before_a_switch_was_flipped_does_not_undo_it_on_sc
             held[0][0].fulfill(response=held[0][1])  # the stale list arrives; the view must ask again
     except PlaywrightTimeout:
         raise AssertionError("a list fetched before the flip arrived and the view did not fetch it again") from None
-    page.locator('article.tool.disabled[data-tool="fs_list_dir"]').wait_for()
-    assert not page.get_by_label("fs_list_dir enabled").is_checked()
-    with server.client() as c:
-        listed = {t["name"]: t for t in c.get("/api/tools").json()["tools"]}
-    assert listed["fs_list_dir"]["enabled"] is False
-    assert script_errors(page) == []
+    _shows_and_keeps_fs_list_dir_off(page, server)
 
 
 def test_an_older_jorbs_list_arriving_late_does_not_draw_over_a_newer_one(ui):
@@ -337,9 +342,4 @@ def test_a_tools_list_fetched_while_a_switch_is_on_its_way_does_not_undo_it_on_s
     assert not page.get_by_label("fs_list_dir enabled").is_checked()
     with page.expect_request(lambda r: r.url.endswith("/api/tools") and r.method == "GET", timeout=10_000):
         held[0].continue_()
-    page.locator('article.tool.disabled[data-tool="fs_list_dir"]').wait_for()
-    assert not page.get_by_label("fs_list_dir enabled").is_checked()
-    with server.client() as c:
-        listed = {t["name"]: t for t in c.get("/api/tools").json()["tools"]}
-    assert listed["fs_list_dir"]["enabled"] is False
-    assert script_errors(page) == []
+    _shows_and_keeps_fs_list_dir_off(page, server)
