@@ -31,8 +31,11 @@ install-system:
 
 # With no model server answering, `jarvis run` uses the built-in demo model: install-local and demo-model put it
 # in place (llama-cpp-python is built from source the first time: a few minutes, then cached by pip).
-run: install install-local demo-model
+# Without it (no C++ compiler to build llama-cpp-python, say) Jarvis still runs, with a model server you start.
+run: install
 	@scripts/install-system-deps.sh bubblewrap slirp4netns
+	@$(MAKE) --no-print-directory install-local demo-model || echo "Note: the built-in demo model could not be \
+	installed (see above); Jarvis runs with a model server you start (Jan, Ollama, LM Studio...)." >&2
 	$(VENV)/bin/jarvis run
 
 # The tests run in parallel (pytest-xdist, TEST_WORKERS processes), then those marked `solo` (timed against a
@@ -65,6 +68,7 @@ install-local: $(LOCAL_STAMP)
 $(LOCAL_STAMP): $(STAMP)
 	@if $(PY) -c 'import llama_cpp.server, lmformatenforcer' 2>/dev/null; then echo "llama-cpp-python[server] is installed"; else \
 	  echo "Installing llama-cpp-python[server] (built from source the first time: a few minutes)"; \
+	  scripts/install-system-deps.sh g++; \
 	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install --quiet -e '.[local]' || exit 1; fi
 	touch $@
 

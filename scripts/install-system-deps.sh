@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Jarvis uses, where apt-get is available; says what to do where it is not.
-# Usage: install-system-deps.sh [bubblewrap] [slirp4netns] [chromium] [postgresql]   (no argument: all of them)
+# Usage: install-system-deps.sh [bubblewrap] [slirp4netns] [chromium] [postgresql] [g++]
+#        (no argument: the first four; g++ is asked for by `make install-local` when no C++ compiler is there)
 set -u
 wanted=("$@")
 [ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap slirp4netns chromium postgresql)
@@ -11,6 +12,7 @@ have() {
     slirp4netns) command -v slirp4netns >/dev/null 2>&1 ;;
     chromium) command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ;;
     postgresql) ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 ;;
+    g++) command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 ;;
   esac
 }
 why() {
@@ -19,6 +21,7 @@ why() {
     slirp4netns) echo "network for the generated tools whose network access you approved, outside the host's network namespace" ;;
     chromium) echo "the browser tests of the web UI" ;;
     postgresql) echo "the PostgreSQL storage tests" ;;
+    g++) echo "building llama-cpp-python, the built-in model's server" ;;
   esac
 }
 
