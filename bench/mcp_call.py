@@ -1,7 +1,7 @@
 """MCP call overhead: one tool call through Jarvis's ToolExecutor (catalog lookup, argument validation, policy,
 the langchain-mcp-adapters tool, the hop to the background loop, the manager's long-lived session) against
 the same call on a bare `mcp` ClientSession to the same server program. Target: ratio <= 1.2.
-Jarvis's session (orchestrator/mcp_session.py) compiles each tool's output-schema check once where the bare SDK
+Jarvis's session (orchestrator/mcp/session.py) compiles each tool's output-schema check once where the bare SDK
 session re-checks the schema on every call, so Jarvis can come out faster than the bare session; the layers
 above the session (catalog, validation, policy, LangChain tool, adapter) are printed on their own line, measured
 against a call on that same session through the manager.
@@ -68,11 +68,11 @@ async def bare_sequential_start(state: Path) -> float:
 def main() -> None:
     import tomli_w
 
-    from orchestrator.assembly import default_catalog
-    from orchestrator.config import settings_from_dict
-    from orchestrator.executor import CallContext, ToolExecutor
-    from orchestrator.aio import run_sync
-    from orchestrator.mcp_manager import get_manager, shutdown_all
+    from orchestrator.app import default_catalog
+    from orchestrator.core.config import settings_from_dict
+    from orchestrator.tools.executor import CallContext, ToolExecutor
+    from orchestrator.core.aio import run_sync
+    from orchestrator.mcp.manager import get_manager, shutdown_all
 
     home = Path(tempfile.mkdtemp(prefix="jarvis-bench-mcp-"))
     state = home / "phone.json"

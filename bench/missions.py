@@ -25,8 +25,8 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel
 
 from integrations.base import make_tool
-from orchestrator.assembly import jorb_service, static_tools
-from orchestrator.catalog import StaticProvider, ToolCatalog
+from orchestrator.app import jorb_service, static_tools
+from orchestrator.tools.catalog import StaticProvider, ToolCatalog
 from orchestrator.jorbs.service import JorbService
 from tests.fakes.instant_chat import InstantChatModel
 

@@ -16,10 +16,10 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from orchestrator import writer
-from orchestrator.assembly import static_tools
-from orchestrator.catalog import StaticProvider, ToolCatalog
-from orchestrator.graph import build_graph
+from orchestrator.storage import writer
+from orchestrator.app import static_tools
+from orchestrator.tools.catalog import StaticProvider, ToolCatalog
+from orchestrator.chat.graph import build_graph
 from tests.fakes.instant_chat import InstantChatModel
 from tests.retrieval_catalog import build_catalog
 
@@ -141,7 +141,7 @@ def postgres_case() -> None:
         print(f"  PostgreSQL bytes per turn: {early:.0f} at turn 10, {late:.0f} at turn 1,000; ratio {ratio:.3f} "
               f"(target <= 1.5) -> {'OK' if ratio <= 1.5 else 'MISSED'}")
     finally:
-        from orchestrator import storage
+        from orchestrator.storage import engines as storage
 
         storage.dispose_all()
         sessions.close()

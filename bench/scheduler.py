@@ -19,12 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sqlalchemy import insert  # noqa: E402
 
-from orchestrator.config import settings_from_dict  # noqa: E402
+from orchestrator.core.config import settings_from_dict  # noqa: E402
 from orchestrator.reminders import ReminderStore  # noqa: E402
 from orchestrator.reminders.scheduler import Scheduler  # noqa: E402
 from orchestrator.reminders.targets import register_jorb_waker  # noqa: E402
 from orchestrator.reminders.models import ReminderRow, new_reminder_id, utcnow  # noqa: E402
-from orchestrator.storage import dispose_all  # noqa: E402
+from orchestrator.storage.engines import dispose_all  # noqa: E402
 
 PENDING_ROWS = 10_000
 IDLE_TARGET_MS = 5.0

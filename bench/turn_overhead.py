@@ -12,8 +12,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from orchestrator.assembly import static_tools
-from orchestrator.graph import build_graph
+from orchestrator.app import static_tools
+from orchestrator.chat.graph import build_graph
 from tests.fakes.instant_chat import InstantChatModel
 
 RUNS = 60

@@ -132,9 +132,9 @@ def main() -> None:
     import logging
 
     logging.basicConfig(level=logging.WARNING)
-    from orchestrator.config import load_settings
-    from orchestrator.graph import build_graph
-    from orchestrator.server import create_app, serve_in_thread
+    from orchestrator.core.config import load_settings
+    from orchestrator.chat.graph import build_graph
+    from orchestrator.server.app import create_app, serve_in_thread
 
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as server:
         cfg = Path(tmp) / "config.yml"

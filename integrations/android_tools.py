@@ -2,7 +2,7 @@
 screen and taps, types and swipes through an Android MCP server's tools until the goal is reached;
 `android_task_get(task_id)` reports its status and result, so the planner or a jorb can poll it.
 
-The loop itself is here as a plain function (`run_phone_loop`); the caller (orchestrator/android_tasks.py)
+The loop itself is here as a plain function (`run_phone_loop`); the caller (orchestrator/android/tasks.py)
 supplies the model, the tool schemas and an `act` function that runs each call through Jarvis's executor, and
 keeps the task records. This module imports nothing from `orchestrator`.
 """

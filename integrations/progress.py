@@ -1,4 +1,4 @@
-"""Progress of long tool work, shown by the CLI and UI as `progress` events (see orchestrator/turns.py).
+"""Progress of long tool work, shown by the CLI and UI as `progress` events (see orchestrator/chat/turns.py).
 
 Inside a graph run, LangGraph's stream writer carries custom events to whoever streams the turn; outside one
 (a plain function call, a benchmark) there is nobody to tell and the event is dropped.

@@ -1,5 +1,5 @@
 """Keeping an existing database's tables in step with the code (shared by the tool registry and
-orchestrator.storage; it lives here because jarb_core does not import orchestrator)."""
+orchestrator.storage.engines; it lives here because jarb_core does not import orchestrator)."""
 
 from __future__ import annotations
 

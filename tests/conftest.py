@@ -71,12 +71,12 @@ class JarvisEnv:
 
     @property
     def settings(self):
-        from orchestrator.config import load_settings
+        from orchestrator.core.config import load_settings
 
         return load_settings(self.config_path)
 
     def graph(self, **kwargs: Any):
-        from orchestrator.graph import build_graph
+        from orchestrator.chat.graph import build_graph
 
         return build_graph(self.settings, **kwargs)
 
@@ -151,7 +151,7 @@ def postgres_server():
 @pytest.fixture
 def pg_env(jarvis_env: JarvisEnv, postgres_server) -> JarvisEnv:
     """jarvis_env with storage.url on a fresh PostgreSQL database."""
-    from orchestrator import storage
+    from orchestrator.storage import engines as storage
 
     jarvis_env.pg_url = postgres_server.new_database()
     jarvis_env.write_config(storage={"url": jarvis_env.pg_url})

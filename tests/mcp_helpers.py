@@ -34,7 +34,8 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
 
 def shutdown_mcp() -> None:
     """Stop every MCP server the test started (the managers are per process, keyed by folder)."""
-    from orchestrator import android_tasks, mcp_manager
+    from orchestrator.android import tasks as android_tasks
+    from orchestrator.mcp import manager as mcp_manager
 
     mcp_manager.shutdown_all()
     android_tasks._services.clear()

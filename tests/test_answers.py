@@ -1,11 +1,11 @@
-"""orchestrator/answers.py: every kind of pending item, every answer, one resume value each."""
+"""orchestrator/tools/answers.py: every kind of pending item, every answer, one resume value each."""
 
 from __future__ import annotations
 
 import pytest
 
-from orchestrator.answers import AnswerRefused, check_decision, resume_value, step_value, wake_value
-from orchestrator.executor import parse_decision
+from orchestrator.tools.answers import AnswerRefused, check_decision, resume_value, step_value, wake_value
+from orchestrator.tools.executor import parse_decision
 
 CONFIRM = {"type": "confirmation", "kind": "confirm", "key": "t|k1"}
 IN_DOUBT = {"type": "confirmation", "kind": "in_doubt", "key": "t|k2"}
@@ -79,7 +79,7 @@ def test_the_ui_sends_answers_and_the_server_maps_them():
     # included); it now sends what the user chose and answers.resume_values maps it, once.
     import pytest
 
-    from orchestrator.answers import AnswerRefused, resume_values
+    from orchestrator.tools.answers import AnswerRefused, resume_values
 
     items = {"a": {"type": "confirmation", "kind": "confirm"},
              "b": {"type": "confirmation", "kind": "in_doubt", "key": "k-1"}}

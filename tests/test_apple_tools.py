@@ -9,9 +9,9 @@ import pytest
 
 from integrations.apple_tools import fill_arguments
 from integrations.base import side_effects_of
-from orchestrator.assembly import default_catalog
-from orchestrator.executor import CallContext, ToolExecutor
-from orchestrator.mcp_tools import McpProvider
+from orchestrator.app import default_catalog
+from orchestrator.tools.executor import CallContext, ToolExecutor
+from orchestrator.mcp.provider import McpProvider
 from tests.conftest import REPO
 from tests.mcp_helpers import shutdown_mcp, write_server
 

@@ -17,9 +17,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from integrations.fs_tools import build_fs_tools
-from orchestrator.catalog import StaticProvider, ToolCatalog
-from orchestrator.config import settings_from_dict
-from orchestrator.executor import CallContext, ToolExecutor
+from orchestrator.tools.catalog import StaticProvider, ToolCatalog
+from orchestrator.core.config import settings_from_dict
+from orchestrator.tools.executor import CallContext, ToolExecutor
 
 
 class State(TypedDict, total=False):

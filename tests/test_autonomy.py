@@ -13,9 +13,9 @@ import time
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from orchestrator.autonomy import decide
-from orchestrator.config import AutonomyConfig
-from orchestrator.ledger import EffectsLedger
+from orchestrator.tools.autonomy import decide
+from orchestrator.core.config import AutonomyConfig
+from orchestrator.tools.ledger import EffectsLedger
 from tests.conftest import JARVIS_BIN, REPO, answer, tool_call
 
 
@@ -171,7 +171,7 @@ def test_side_effect_budget_pauses_the_turn_and_asks(jarvis_env):
 
 def test_replaying_a_recorded_call_returns_the_recorded_result(jarvis_env):
     """The same tool call (same key) after its result is recorded is answered from the ledger."""
-    from orchestrator.executor import CallContext
+    from orchestrator.tools.executor import CallContext
 
     graph = jarvis_env.graph()
     executor = graph.jarvis.executor
@@ -253,7 +253,7 @@ def test_inline_confirmation_on_a_terminal(jarvis_env):
 
 
 def test_a_thread_busy_in_another_worker_is_neither_chatted_on_nor_approved_from_the_cli(jarvis_env):
-    from orchestrator.claims import Claims
+    from orchestrator.storage.claims import Claims
 
     target = jarvis_env.root / "busy.txt"
     jarvis_env.server.push(tool_call("fs_write_text", path=str(target), content="once"), answer("Written."))

@@ -1,4 +1,4 @@
-"""The built-in model's tool calls (chat_format jarvis-chatml-tools, orchestrator/llama_handler.py): written under
+"""The built-in model's tool calls (chat_format jarvis-chatml-tools, orchestrator/llm/llama_handler.py): written under
 a constraint, every call names a tool it was given and carries arguments that fit that tool's schema.
 
 The real SmolLM2-135M behind the real embedded server, over HTTP, with Jarvis's own tool schemas."""
@@ -14,7 +14,7 @@ import pytest
 
 from integrations.fs_tools import build_fs_tools
 from integrations.time_tools import build_time_tools
-from orchestrator.planner import openai_schema
+from orchestrator.chat.planner import openai_schema
 from tests.real_model_fuzz import require_real_model
 
 
@@ -25,7 +25,7 @@ def _tools(root):
 
 def test_the_request_words_put_the_matching_tools_first():
     pytest.importorskip("llama_cpp")
-    from orchestrator.llama_handler import rank_for_request
+    from orchestrator.llm.llama_handler import rank_for_request
 
     tools = [{"type": "function", "function": {"name": n, "description": d}} for n, d in (
         ("fs_list_dir", "List a folder."), ("fs_read_text", "Read a text file."),
@@ -44,7 +44,7 @@ def test_the_request_words_put_the_matching_tools_first():
 
 def test_a_call_written_under_the_constraint_is_split_into_name_and_arguments():
     pytest.importorskip("llama_cpp")
-    from orchestrator.llama_handler import split_call
+    from orchestrator.llm.llama_handler import split_call
 
     assert split_call('fs_read_text:\n{"path": "a.txt"}\n', ["fs_read_text"]) == ("fs_read_text", '{"path": "a.txt"}')
     # cut off by max_tokens: what was written goes on, and Jarvis's executor says the arguments are incomplete
@@ -55,7 +55,7 @@ def test_a_call_written_under_the_constraint_is_split_into_name_and_arguments():
 @pytest.mark.slow
 def test_the_tiny_model_makes_valid_calls_for_simple_requests(jarvis_env):
     gguf = require_real_model()
-    from orchestrator.embedded import embedded_server
+    from orchestrator.llm.embedded import embedded_server
 
     jarvis_env.write_config(models={"primary": {
         "provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "chat_format": "jarvis-chatml-tools",
@@ -92,9 +92,9 @@ def test_a_turn_on_the_built_in_model_counts_its_tokens(jarvis_env):
     # llama-cpp-python's server sends no usage in a stream; the handler closes its streams with OpenAI's usage
     # chunk, so `jarvis runs` no longer shows 0/0 tokens for every turn on the built-in model ([17] item 8).
     gguf = require_real_model()
-    from orchestrator import writer
-    from orchestrator.telemetry import list_runs
-    from orchestrator.turns import stream_turn, user_input
+    from orchestrator.storage import writer
+    from orchestrator.storage.telemetry import list_runs
+    from orchestrator.chat.turns import stream_turn, user_input
 
     jarvis_env.write_config(models={"primary": {
         "provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "chat_format": "jarvis-chatml-tools",

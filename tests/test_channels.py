@@ -24,7 +24,7 @@ def telegram(jarvis_env, monkeypatch):
 
 
 def _service(jarvis_env):
-    from orchestrator.assembly import jorb_service
+    from orchestrator.app import jorb_service
 
     return jorb_service(jarvis_env.settings)
 
@@ -50,7 +50,7 @@ def test_telegram_polling_allowlist_offsets_and_the_inbox(jarvis_env, telegram):
 
 def test_only_one_worker_polls_telegram_and_another_takes_over_when_it_stops(jarvis_env, telegram):
     from orchestrator.channels.telegram import POLL_CLAIM, TelegramPoller
-    from orchestrator.claims import Claims
+    from orchestrator.storage.claims import Claims
 
     got: list[str] = []
     other = Claims(jarvis_env.settings, worker="elsewhere:1:abc")  # a worker on another machine polls now
@@ -191,7 +191,7 @@ def test_the_users_own_message_in_a_jorb_thread_is_an_intervention(jarvis_env):
 def email_env(jarvis_env, google_server):
     from google.oauth2.credentials import Credentials
 
-    from orchestrator import google_auth
+    from orchestrator.tools import google_auth
 
     jarvis_env.write_config(google={"gmail_base_url": google_server.url, "calendar_base_url": google_server.url,
                                     "token_uri": google_server.token_uri, "backoff_s": 0.01},
@@ -233,7 +233,7 @@ def test_a_jorb_emails_and_the_reply_in_the_thread_wakes_it(email_env, google_se
     assert "Thursday works for me." in _events(srv)[1]
     second = google_server.sent[1]
     assert second["threadId"] == thread  # the answer stays in the conversation
-    from orchestrator.ledger import EffectsLedger
+    from orchestrator.tools.ledger import EffectsLedger
 
     assert EffectsLedger(email_env.settings).count_for_thread(f"jorb:{jorb.id}") == 2
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import secrets
-from orchestrator.config import ConfigError, load_settings
+from orchestrator.core import secrets
+from orchestrator.core.config import ConfigError, load_settings
 from tests.conftest import REPO, answer
 
 
@@ -106,7 +106,7 @@ def test_secret_values_are_redacted_from_logs_and_messages(monkeypatch):
 
 
 def test_secrets_from_the_environment(monkeypatch):
-    from orchestrator.config import SecretRef
+    from orchestrator.core.config import SecretRef
 
     monkeypatch.setenv("MY_API_KEY", "abc-123-xyz")
     assert secrets.resolve(SecretRef(env="MY_API_KEY")) == "abc-123-xyz"

@@ -122,7 +122,7 @@ def test_without_embeddings_endpoint_keyword_search_said_once(jarvis_env, sample
     with_embeddings(jarvis_env)
     jarvis_env.server.brain.embeddings_enabled = False
     index = _index(jarvis_env)
-    with caplog.at_level(logging.INFO, logger="orchestrator.embeddings"):
+    with caplog.at_level(logging.INFO, logger="orchestrator.llm.embeddings"):
         add_paths(index, [sample_pdfs.fifty])
         hits = index.search("herons lighthouse", 3)
         index.search("quarterly figures", 3)
@@ -138,7 +138,7 @@ def test_without_embeddings_endpoint_keyword_search_said_once(jarvis_env, sample
 
 def test_no_embeddings_configured_is_keyword_only_and_not_an_error(jarvis_env, sample_pdfs, caplog):
     index = _index(jarvis_env)
-    with caplog.at_level(logging.INFO, logger="orchestrator.embeddings"):
+    with caplog.at_level(logging.INFO, logger="orchestrator.llm.embeddings"):
         add_paths(index, [sample_pdfs.fifty])
         assert index.search("herons", 1)[0].page == 7
         index.search("herons", 1)
@@ -147,7 +147,7 @@ def test_no_embeddings_configured_is_keyword_only_and_not_an_error(jarvis_env, s
 
 
 def test_reading_tools_index_what_they_read_and_pdf_qa_uses_it(jarvis_env, sample_pdfs):
-    from orchestrator.assembly import static_tools
+    from orchestrator.app import static_tools
     from orchestrator.docs_index import docs_index_for
 
     settings = jarvis_env.settings
@@ -179,7 +179,7 @@ def test_reading_tools_index_what_they_read_and_pdf_qa_uses_it(jarvis_env, sampl
 
 
 def test_transcripts_are_indexed_with_timestamps(jarvis_env):
-    from orchestrator.assembly import static_tools
+    from orchestrator.app import static_tools
     from orchestrator.docs_index import docs_index_for
 
     yt = CORPUS / "youtube"
@@ -196,7 +196,7 @@ def test_transcripts_are_indexed_with_timestamps(jarvis_env):
 
 
 def test_docs_ask_cites_numbered_sources(jarvis_env, sample_pdfs):
-    from orchestrator.assembly import static_tools
+    from orchestrator.app import static_tools
 
     tools = {t.name: t for t in static_tools(jarvis_env.settings)}
     with pytest.raises(ToolError, match="index is empty"):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.catalog import StaticProvider, ToolCatalog
+from orchestrator.tools.catalog import StaticProvider, ToolCatalog
 from orchestrator.channels.tools import build_message_tools
-from orchestrator.config import settings_from_dict
-from orchestrator.executor import CallContext, ToolExecutor
+from orchestrator.core.config import settings_from_dict
+from orchestrator.tools.executor import CallContext, ToolExecutor
 
 
 @pytest.fixture

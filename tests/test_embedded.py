@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.embedded import EmbeddedServer, ServerSpec, embedded_server, packaged_gguf
-from orchestrator.llm import check_endpoint
-from orchestrator.turns import stream_turn, user_input
+from orchestrator.llm.embedded import EmbeddedServer, ServerSpec, embedded_server, packaged_gguf
+from orchestrator.llm.client import check_endpoint
+from orchestrator.chat.turns import stream_turn, user_input
 from tests.conftest import REPO
 from tests.real_model_fuzz import require_real_model
 
@@ -64,7 +64,7 @@ def test_missing_model_file_is_a_clear_error(jarvis_env):
 def test_a_server_that_cannot_start_reports_its_output(tmp_path):
     bad = tmp_path / "broken.gguf"
     bad.write_bytes(b"this is not a gguf file")
-    if not __import__("orchestrator.embedded", fromlist=["x"]).llama_server_installed():
+    if not __import__("orchestrator.llm.embedded", fromlist=["x"]).llama_server_installed():
         pytest.skip("llama-cpp-python's server is not installed (make install-local)")
     spec = ServerSpec(bad, 512, None, None, "broken", 60)
     server = EmbeddedServer("primary", spec, tmp_path / "embedded.log")
@@ -132,7 +132,7 @@ def test_dies_with_jarvis_when_jarvis_is_killed(tmp_path):
         import sys, threading, time
         sys.path.insert(0, {str(REPO)!r})
         from pathlib import Path
-        from orchestrator.embedded import EmbeddedServer, ServerSpec
+        from orchestrator.llm.embedded import EmbeddedServer, ServerSpec
         server = EmbeddedServer("primary", ServerSpec(Path({str(gguf)!r}), 512, None, None, "m", 120),
                                 Path({str(tmp_path / "srv.log")!r}))
         t = threading.Thread(target=server.ensure_running)
@@ -169,7 +169,7 @@ def test_requests_are_adapted_to_the_llama_cpp_server():
 
     import httpx
 
-    from orchestrator.embedded import adapt_request
+    from orchestrator.llm.embedded import adapt_request
 
     body = {"model": "m", "max_completion_tokens": 40, "messages": [
         {"role": "user", "content": "hi"},

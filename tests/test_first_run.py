@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from orchestrator.model_discovery import BUILTIN_NOTICE, choose_model, find_local_servers
+from orchestrator.llm.discovery import BUILTIN_NOTICE, choose_model, find_local_servers
 from tests.conftest import JARVIS_BIN
 from tests.real_model_fuzz import require_real_model
 from tests.test_ui_browser import browser  # noqa: F401 - the module's real Chromium, a fixture

@@ -22,7 +22,7 @@ ZONE = "Europe/Paris"
 def google_env(jarvis_env, google_server):
     from google.oauth2.credentials import Credentials
 
-    from orchestrator import google_auth
+    from orchestrator.tools import google_auth
 
     jarvis_env.write_config(**_google_config(google_server))
     google_auth.save_credentials(jarvis_env.settings,
@@ -140,7 +140,7 @@ def test_summarize_alices_thread_draft_a_reply_and_send_only_after_confirmation(
 
 
 def test_long_summary_reports_progress_to_the_turn(jarvis_env, sample_pdfs):
-    from orchestrator.turns import stream_turn, user_input
+    from orchestrator.chat.turns import stream_turn, user_input
 
     pdf = jarvis_env.root / "long.pdf"
     shutil.copy(sample_pdfs.fifty, pdf)

@@ -153,8 +153,8 @@ def test_a_folder_swapped_for_a_link_after_the_check_is_not_followed(swap_after_
 def test_the_file_tools_never_write_jarvis_itself(tmp_path, monkeypatch):
     """Jarvis's config, data and key stores can sit inside a root (the home folder is the default root): the
     file tools refuse to write there, so no document can talk the model into rewriting the autonomy policy."""
-    from orchestrator.config import load_settings
-    from orchestrator.jarb_tools import protected_paths
+    from orchestrator.core.config import load_settings
+    from orchestrator.jarb.tools import protected_paths
 
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))

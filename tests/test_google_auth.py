@@ -63,7 +63,7 @@ def test_installed_app_flow_stores_the_token_in_the_keyring(jarvis_env, google_s
     status = jarvis_env.cli("auth", "google", "--status", check=True)
     assert "Google is connected" in status.stdout and "gmail.readonly" in status.stdout
 
-    from orchestrator import google_auth
+    from orchestrator.tools import google_auth
 
     creds = google_auth.load_credentials(jarvis_env.settings)
     assert creds.refresh_token in google_server.state.refresh_tokens
@@ -73,8 +73,8 @@ def test_installed_app_flow_stores_the_token_in_the_keyring(jarvis_env, google_s
 def test_tools_use_refresh_and_store_the_renewed_token(jarvis_env, google_server):
     from google.oauth2.credentials import Credentials
 
-    from orchestrator import google_auth
-    from orchestrator.assembly import static_tools
+    from orchestrator.tools import google_auth
+    from orchestrator.app import static_tools
 
     _google_config(jarvis_env, google_server)
     settings = jarvis_env.settings

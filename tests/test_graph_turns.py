@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
-from orchestrator.llm import ModelEndpointError
+from orchestrator.llm.client import ModelEndpointError
 from tests.conftest import answer, tool_call
 
 
@@ -98,8 +98,8 @@ def test_step_limit_ends_a_looping_turn_with_a_message(jarvis_env):
 
 
 def test_async_invoke_with_the_async_checkpointer(jarvis_env):
-    from orchestrator.graph import build_graph
-    from orchestrator.storage import make_async_checkpointer
+    from orchestrator.chat.graph import build_graph
+    from orchestrator.storage.engines import make_async_checkpointer
 
     (jarvis_env.root / "a.txt").write_text("x")
     jarvis_env.server.push(tool_call("fs_list_dir", path=str(jarvis_env.root)), answer("one file"))

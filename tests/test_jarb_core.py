@@ -10,10 +10,10 @@ from jarb_core.manifest import derive_manifest
 from jarb_core.registry import RegistryError
 from jarb_core.spec import SpecError, ToolSpec, check_spec, parse_spec
 from integrations.base import KNOWN_SIDE_EFFECTS, ToolError
-from orchestrator.catalog import ToolCatalog
-from orchestrator.config import settings_from_dict
-from orchestrator.executor import CallContext, ToolExecutor
-from orchestrator.jarb_tools import generated_provider, make_factory
+from orchestrator.tools.catalog import ToolCatalog
+from orchestrator.core.config import settings_from_dict
+from orchestrator.tools.executor import CallContext, ToolExecutor
+from orchestrator.jarb.tools import generated_provider, make_factory
 from tests.jarb_helpers import FIXED_WORD_COUNT, WORD_COUNT_SPEC, WORD_COUNT_TESTS
 
 # -- spec ------------------------------------------------------------------------------------------------

@@ -5,15 +5,10 @@ from __future__ import annotations
 import pytest
 from langgraph.types import Command
 
-from orchestrator.turns import stream_turn
+from orchestrator.chat.turns import stream_turn
 from tests.conftest import answer, tool_call
 from tests.jarb_helpers import (
-    BUGGY_WORD_COUNT,
-    FIXED_WORD_COUNT,
-    WORD_COUNT_SPEC,
-    WORD_COUNT_TESTS,
-    play_jarb,
-    spec_call,
+    BUGGY_WORD_COUNT, FIXED_WORD_COUNT, WORD_COUNT_SPEC, WORD_COUNT_TESTS, play_jarb, spec_call,
 )
 
 pytestmark = pytest.mark.slow
@@ -24,7 +19,7 @@ def _config(jarvis_env, **extra):
 
 
 def _registry(jarvis_env):
-    from orchestrator.jarb_tools import open_registry
+    from orchestrator.jarb.tools import open_registry
 
     return open_registry(jarvis_env.settings)
 

@@ -23,8 +23,8 @@ import pytest
 
 from jarb_core import cgroups
 from jarb_core.sandbox import NOBODY, Sandbox
-from orchestrator.config import settings_from_dict
-from orchestrator.jarb_tools import make_factory, make_sandbox
+from orchestrator.core.config import settings_from_dict
+from orchestrator.jarb.tools import make_factory, make_sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -298,7 +298,7 @@ def test_a_registered_tool_is_sandboxed_when_called(env):
     record, report = factory.register_files(_spec("shifty"), module, tests, approve_network=lambda s, m: False)
     assert record is not None, report.failure_text()
     from jarb_core.loader import GeneratedToolProvider
-    from orchestrator.jarb_tools import call_limits, open_registry
+    from orchestrator.jarb.tools import call_limits, open_registry
 
     provider = GeneratedToolProvider(lambda: open_registry(settings), lambda: make_sandbox(settings),
                                      call_limits=call_limits(settings).__class__(**{**call_limits(settings).__dict__,

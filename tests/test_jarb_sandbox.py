@@ -246,7 +246,7 @@ def test_a_writable_folder_never_means_uid_0(sandbox, tmp_path):
 def test_jorb_scripts_run_in_the_sandbox(tmp_path):
     """orchestrator.jorbs starts scripts through `script_spawner`: calls still reach the parent, files do not."""
     from jarb_core.sandbox import script_spawner
-    from orchestrator.config import settings_from_dict
+    from orchestrator.core.config import settings_from_dict
     from orchestrator.jorbs.script_runner import run_script
 
     settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")}}, tmp_path)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from orchestrator.ledger import EffectsLedger
+from orchestrator.tools.ledger import EffectsLedger
 from tests.conftest import JARVIS_BIN
 
 
@@ -21,7 +21,7 @@ def step(**fields) -> dict:
 
 @pytest.fixture
 def jorbs(jarvis_env):
-    from orchestrator.assembly import jorb_service
+    from orchestrator.app import jorb_service
 
     def make(**kwargs):
         return jorb_service(jarvis_env.settings, **kwargs)
@@ -204,7 +204,7 @@ def test_a_process_killed_mid_script_retries_the_step_without_repeating_side_eff
     assert marker.exists(), proc.communicate()[1]
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    from orchestrator.assembly import jorb_service
+    from orchestrator.app import jorb_service
 
     svc = jorb_service(jarvis_env.settings)
     (row,) = svc.list()
@@ -217,7 +217,7 @@ def test_a_process_killed_mid_script_retries_the_step_without_repeating_side_eff
 
 
 def test_a_reminder_wakes_a_waiting_jorb_with_the_reminder_as_its_event(jarvis_env):
-    from orchestrator.assembly import service_for
+    from orchestrator.app import service_for
     from orchestrator.reminders import ReminderRequest, ReminderStore
     from orchestrator.reminders.scheduler import Scheduler
     from orchestrator.reminders.models import utcnow

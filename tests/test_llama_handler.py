@@ -1,4 +1,4 @@
-"""The prompt layout of `chat_format: jarvis-chatml-tools` (orchestrator/llama_handler.py).
+"""The prompt layout of `chat_format: jarvis-chatml-tools` (orchestrator/llm/llama_handler.py).
 
 llama.cpp reuses what it evaluated for its previous call up to the first token that differs, and on a CPU reading
 the prompt is most of a turn's time. These tests replay a long thread call by call, with a different tool list
@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from orchestrator.llama_handler import _describe, _first_sentence, render_prompt  # noqa: E402
+from orchestrator.llm.llama_handler import _describe, _first_sentence, render_prompt  # noqa: E402
 
 
 def _tool(name: str, description: str = "Does a thing.", **args: str) -> dict:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.mcp_config import import_mcp_servers, load_server_file, load_servers
+from orchestrator.mcp.config import import_mcp_servers, load_server_file, load_servers
 from tests.conftest import REPO
 from tests.mcp_helpers import shutdown_mcp
 

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from orchestrator.assembly import default_catalog
-from orchestrator.executor import CallContext, ToolExecutor
-from orchestrator.mcp_manager import get_manager
-from orchestrator.mcp_tools import exposed_names
+from orchestrator.app import default_catalog
+from orchestrator.tools.executor import CallContext, ToolExecutor
+from orchestrator.mcp.manager import get_manager
+from orchestrator.mcp.provider import exposed_names
 from integrations.base import is_untrusted, side_effects_of, source_of
 from tests.mcp_helpers import shutdown_mcp, wait_for, write_server
 

@@ -11,7 +11,7 @@ import pytest
 from mcp import ClientSession
 from mcp import types as mt
 
-from orchestrator.mcp_session import ValidatorCachingSession
+from orchestrator.mcp.session import ValidatorCachingSession
 
 SCHEMA = {"type": "object", "properties": {"result": {"$ref": "#/$defs/temp"}}, "required": ["result"],
           "$defs": {"temp": {"type": "number", "minimum": -50}}}
@@ -80,7 +80,7 @@ def test_a_broken_schema_is_named():
 
 def test_a_crash_message_quotes_only_this_runs_stderr(tmp_path):
     """[17] finding 11: crash messages repeated stderr lines from earlier runs of the same server."""
-    from orchestrator.mcp_manager import stderr_tail
+    from orchestrator.mcp.manager import stderr_tail
 
     log = tmp_path / "notes.log"
     log.write_text("--- earlier run\nTraceback of a crash last week\nOLD ERROR\n"

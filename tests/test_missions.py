@@ -26,7 +26,7 @@ def workspace(jarvis_env):
 
 
 def _svc(jarvis_env):
-    from orchestrator.assembly import jorb_service
+    from orchestrator.app import jorb_service
 
     return jorb_service(jarvis_env.settings)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from orchestrator import model_discovery
+from orchestrator.llm import discovery as model_discovery
 from tests.conftest import answer
 from tests.fakes.llm_server import FakeLLMServer
 from tests.real_model_fuzz import require_real_model

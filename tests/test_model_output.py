@@ -1,4 +1,4 @@
-"""Repairs of what small models send (orchestrator/model_output.py), alone and through the real graph."""
+"""Repairs of what small models send (orchestrator/llm/model_output.py), alone and through the real graph."""
 
 from __future__ import annotations
 
@@ -6,12 +6,8 @@ import json
 
 from langchain_core.messages import AIMessage
 
-from orchestrator.model_output import (
-    recover_calls,
-    repeated_json_object,
-    repeated_name,
-    sanitize_message,
-    strip_prose_fence,
+from orchestrator.llm.model_output import (
+    recover_calls, repeated_json_object, repeated_name, sanitize_message, strip_prose_fence,
 )
 from tests.conftest import answer, tool_call
 

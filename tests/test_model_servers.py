@@ -19,10 +19,10 @@ import httpx
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from orchestrator.config import settings_from_dict
-from orchestrator.errors import ModelEndpointError
-from orchestrator.llm import make_chat_model
-from orchestrator.planner import call_model
+from orchestrator.core.config import settings_from_dict
+from orchestrator.core.errors import ModelEndpointError
+from orchestrator.llm.client import make_chat_model
+from orchestrator.chat.planner import call_model
 from tests.conftest import REPO, answer
 
 GGUF = REPO / "data" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -129,7 +129,7 @@ def test_a_connection_closed_mid_answer_is_not_reported_as_unreachable(tmp_path,
 def test_model_check_says_when_the_server_has_no_such_model(tmp_path, llm_server):
     """[17] finding 6: `jarvis model check` said "answers" for a model name the server does not list; every
     chat then failed."""
-    from orchestrator.llm import check_endpoint
+    from orchestrator.llm.client import check_endpoint
 
     def settings(model):
         return settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")},
@@ -147,7 +147,7 @@ def test_model_check_says_when_the_server_has_no_such_model(tmp_path, llm_server
 def test_a_slow_model_is_said_to_be_tried_again(jarvis_env):
     # [17] finding 7: a server that does not answer in time was tried three times, a minute each, with nothing
     # shown; each new try is now a progress event the UI and CLI show.
-    from orchestrator.turns import stream_turn, user_input
+    from orchestrator.chat.turns import stream_turn, user_input
 
     jarvis_env.write_config(models={"primary": {"timeout_s": 1, "max_retries": 2}})
     jarvis_env.server.push({"content": "too late", "delay_s": 3}, answer("There you are."))

@@ -80,7 +80,7 @@ def test_a_confirmation_parked_by_one_process_is_approved_from_another(pg_env):
 def test_two_workers_resume_a_hundred_jorbs_each_exactly_once(pg_env, tmp_path):
     """100 jorbs wait for a reply; the replies come in while no worker runs; two worker processes (two threads
     each) start on the same database at once. Every jorb is resumed once, by one of them."""
-    from orchestrator.assembly import jorb_service
+    from orchestrator.app import jorb_service
 
     decisions = tmp_path / "decisions.jsonl"
     env = {**pg_env.env(), "JARVIS_TEST_DECISIONS": str(decisions)}
@@ -122,8 +122,8 @@ def test_two_workers_resume_a_hundred_jorbs_each_exactly_once(pg_env, tmp_path):
 
 
 def test_a_jorb_running_in_one_worker_is_not_run_by_another(pg_env):
-    from orchestrator.claims import Claims
-    from orchestrator.assembly import jorb_service
+    from orchestrator.storage.claims import Claims
+    from orchestrator.app import jorb_service
     from orchestrator.jorbs.service import JorbBusy
 
     svc = jorb_service(pg_env.settings, llm=object())
@@ -179,7 +179,7 @@ def test_a_tool_built_on_one_machine_runs_on_another(pg_env, tmp_path):
     """Two workers with their own tools folders (two machines) share the registry in PostgreSQL: the tool one
     registered runs (and is re-tested) on the other from the registry's copy of its source and tests; a changed
     file is still refused."""
-    from orchestrator.jarb_tools import generated_provider
+    from orchestrator.jarb.tools import generated_provider
     from tests.jarb_helpers import FIXED_WORD_COUNT, WORD_COUNT_SPEC, WORD_COUNT_TESTS
 
     src = tmp_path / "src"
@@ -232,8 +232,8 @@ def test_two_workers_polling_one_mailbox_deliver_each_email_once(pg_env):
 
 
 def test_a_chat_thread_answered_by_one_worker_is_busy_for_the_others(pg_env):
-    from orchestrator.claims import Claims
-    from orchestrator.live_turns import TurnBusy, TurnHub
+    from orchestrator.storage.claims import Claims
+    from orchestrator.chat.live_turns import TurnBusy, TurnHub
 
     pg_env.server.push(answer("hello from this worker"))
     other = Claims(pg_env.settings, worker="elsewhere:7:xyz")
@@ -254,8 +254,8 @@ def test_a_jorb_whose_worker_died_elsewhere_is_recovered_when_its_lease_ends(pg_
     recovery sweep runs the jorb's step."""
     import time
 
-    from orchestrator.claims import Claims
-    from orchestrator.assembly import jorb_service
+    from orchestrator.storage.claims import Claims
+    from orchestrator.app import jorb_service
 
     monkeypatch.setenv("JARVIS_TEST_DECISIONS", str(tmp_path / "decisions.jsonl"))
     svc = jorb_service(pg_env.settings, llm=object())

@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from orchestrator.catalog import StaticProvider, ToolCatalog
-from orchestrator.config import settings_from_dict
-from orchestrator.executor import CallContext, ToolExecutor
+from orchestrator.tools.catalog import StaticProvider, ToolCatalog
+from orchestrator.core.config import settings_from_dict
+from orchestrator.tools.executor import CallContext, ToolExecutor
 from orchestrator.reminders import SENT, ReminderRequest
 from orchestrator.reminders.scheduler import Scheduler
 from orchestrator.reminders.models import utcnow
 from orchestrator.reminders.tools import build_reminder_tools
-from orchestrator.secrets import child_environment
+from orchestrator.core.secrets import child_environment
 from tests.reminder_helpers import settings_for, wait_for, write_agent
 
 

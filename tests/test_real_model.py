@@ -12,23 +12,10 @@ import time
 
 import pytest
 
-from orchestrator.embedded import embedded_server
+from orchestrator.llm.embedded import embedded_server
 from tests.real_model_fuzz import (
-    ANCHOR_S,
-    BUDGET_S,
-    MAX_SLOWDOWN,
-    MIN_VALID_SHARE,
-    PLAIN_TURNS,
-    SIMPLE_REQUESTS,
-    SIMPLE_ROUNDS,
-    TURNS,
-    anchor_request,
-    anchored_budget,
-    fuzz_overrides,
-    make_files,
-    plain_overrides,
-    require_real_model,
-    run_fuzz,
+    ANCHOR_S, BUDGET_S, MAX_SLOWDOWN, MIN_VALID_SHARE, PLAIN_TURNS, SIMPLE_REQUESTS, SIMPLE_ROUNDS, TURNS,
+    anchor_request, anchored_budget, fuzz_overrides, make_files, plain_overrides, require_real_model, run_fuzz,
     summary_lines,
 )
 

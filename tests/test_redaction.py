@@ -7,7 +7,7 @@ import logging
 
 import yaml
 
-from orchestrator.redaction import HIDDEN, redact_config_text, redact_urls, redact_value
+from orchestrator.core.redaction import HIDDEN, redact_config_text, redact_urls, redact_value
 
 CONFIG = """\
 storage:
@@ -54,7 +54,7 @@ def test_effective_settings_hide_secret_keys_and_url_passwords():
 
 
 def test_logs_hide_url_passwords_never_registered_as_secrets(caplog):
-    from orchestrator.secrets import RedactingFilter
+    from orchestrator.core.secrets import RedactingFilter
 
     logger = logging.getLogger("jarvis.test.redaction")
     logger.addFilter(RedactingFilter())
@@ -67,9 +67,9 @@ def test_run_telemetry_keeps_errors_without_url_passwords(tmp_path):
     """`jarvis runs show` keeps each run's error: a connection error quoting its URL must not keep the password."""
     import uuid
 
-    from orchestrator import writer
-    from orchestrator.config import settings_from_dict
-    from orchestrator.telemetry import TelemetryHandler, list_runs
+    from orchestrator.storage import writer
+    from orchestrator.core.config import settings_from_dict
+    from orchestrator.storage.telemetry import TelemetryHandler, list_runs
 
     settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")}}, tmp_path)
     handler = TelemetryHandler(settings)

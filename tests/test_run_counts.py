@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from orchestrator import writer
-from orchestrator.telemetry import list_runs
-from orchestrator.turns import stream_turn, user_input
+from orchestrator.storage import writer
+from orchestrator.storage.telemetry import list_runs
+from orchestrator.chat.turns import stream_turn, user_input
 from tests.conftest import answer, tool_call
 
 

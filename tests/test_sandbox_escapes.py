@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator import jarb_tools
-from orchestrator.catalog import ToolCatalog
-from orchestrator.config import load_settings
-from orchestrator.executor import CallContext, ToolExecutor
+from orchestrator.jarb import tools as jarb_tools
+from orchestrator.tools.catalog import ToolCatalog
+from orchestrator.core.config import load_settings
+from orchestrator.tools.executor import CallContext, ToolExecutor
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("bwrap") is None,

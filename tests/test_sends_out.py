@@ -8,11 +8,11 @@ import pytest
 from langchain_core.tools import StructuredTool
 
 from integrations.base import set_tool_meta
-from orchestrator.catalog import StaticProvider, ToolCatalog
-from orchestrator.config import settings_from_dict
-from orchestrator.executor import CallContext, ToolExecutor
-from orchestrator.mcp_tools import reaches_open_world, resolve_side_effects
-from orchestrator.mcp_config import ServerConfig
+from orchestrator.tools.catalog import StaticProvider, ToolCatalog
+from orchestrator.core.config import settings_from_dict
+from orchestrator.tools.executor import CallContext, ToolExecutor
+from orchestrator.mcp.provider import reaches_open_world, resolve_side_effects
+from orchestrator.mcp.config import ServerConfig
 
 
 def _fetch_tool(sent: list[str]) -> StructuredTool:

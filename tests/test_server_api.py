@@ -140,7 +140,7 @@ def test_confirmation_survives_a_server_restart(jarvis_env):
 
 def test_in_doubt_needs_its_key(ui_server):
     """A call cut off by a crash is asked as "may have happened"; approving it must name its key."""
-    from orchestrator.ledger import EffectsLedger
+    from orchestrator.tools.ledger import EffectsLedger
 
     target, asked = _ask_to_write(ui_server, "web-h")
     # Simulate a crash mid-call: the ledger holds the call as started by a process that is gone.
@@ -170,7 +170,7 @@ class ledger_owned_by_dead_process:
 
         from sqlalchemy.orm import Session
 
-        from orchestrator.ledger import LedgerRow
+        from orchestrator.tools.ledger import LedgerRow
 
         dead = subprocess.Popen(["true"])
         dead.wait()
@@ -375,14 +375,14 @@ def test_bad_requests_get_clear_errors(ui_server):
 
 @pytest.mark.parametrize("text", ["<script>alert(1)</script>", "[x](javascript:alert(1))", "![i](http://evil.example/p.png)"])
 def test_answers_are_sanitized(text):
-    from orchestrator.markdown import render_markdown
+    from orchestrator.server.markdown import render_markdown
 
     html = render_markdown(text)
     assert "<script" not in html and "href=\"javascript" not in html and "<img" not in html
 
 
 def test_secret_masking():
-    from orchestrator.redaction import redact_config_text
+    from orchestrator.core.redaction import redact_config_text
 
     text = 'primary: {base_url: "http://x/v1", api_key: "sk-abc123"}\n  api_key: plain\n  api_key: {secret: openai}\n'
     masked = redact_config_text(text)
@@ -391,7 +391,7 @@ def test_secret_masking():
 
 def test_a_stray_closing_fence_is_not_an_empty_code_box():
     """[19] point 7: an answer ending with a lone ``` rendered an empty code box under it."""
-    from orchestrator.markdown import render_markdown
+    from orchestrator.server.markdown import render_markdown
 
     assert render_markdown("Done.\n```") == "<p>Done.</p>\n"
     assert "<pre>" in render_markdown("Here:\n```py\nprint(1)\n```")  # a real block stays

@@ -94,7 +94,7 @@ def test_static_code_needs_no_token(ui_server):
 
 
 def test_token_is_persisted_privately(jarvis_env):
-    from orchestrator.server_security import load_or_create_token
+    from orchestrator.server.security import load_or_create_token
 
     settings = jarvis_env.settings
     token = load_or_create_token(settings)
@@ -106,7 +106,7 @@ def test_token_is_persisted_privately(jarvis_env):
 
 
 def test_allowed_hosts_extend_the_names(jarvis_env):
-    from orchestrator.server_security import Guard
+    from orchestrator.server.security import Guard
 
     jarvis_env.write_config(server={"host": "0.0.0.0", "allowed_hosts": ["jarvis.lan"]})
     guard = Guard(jarvis_env.settings, "t" * 43, 8765)

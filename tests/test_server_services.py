@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 
-from orchestrator.services import ServiceContext, ServiceManager, ThreadService
+from orchestrator.server.services import ServiceContext, ServiceManager, ThreadService
 from tests.test_channels import telegram  # noqa: F401 - fixture
 from tests.ui_server import start_ui
 
@@ -58,9 +58,9 @@ def test_services_start_report_and_stop(jarvis_env):
 
 
 def test_jarvis_run_routes_telegram_messages_and_runs_the_scheduler(jarvis_env, telegram):
-    from orchestrator.assembly import service_for
+    from orchestrator.app import service_for
 
-    services = ["orchestrator.services:reminder_scheduler_service", "orchestrator.services:telegram_inbound_service"]
+    services = ["orchestrator.server.services:reminder_scheduler_service", "orchestrator.server.services:telegram_inbound_service"]
     with start_ui(jarvis_env, services=services) as server:
         with server.client() as c:
             states = {s["name"]: s["state"] for s in c.get("/api/settings").json()["services"]}
@@ -77,7 +77,7 @@ def test_jarvis_run_routes_telegram_messages_and_runs_the_scheduler(jarvis_env, 
 
 
 def test_services_follow_the_config(jarvis_env):
-    from orchestrator.services import reminder_scheduler_service, telegram_inbound_service
+    from orchestrator.server.services import reminder_scheduler_service, telegram_inbound_service
 
     assert telegram_inbound_service(jarvis_env.settings) is None  # channels.telegram.enabled is false
     jarvis_env.write_config(scheduler={"enabled": False})

@@ -8,7 +8,7 @@ import time
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from orchestrator.turns import STOPPED_TEXT, _close_stopped_turn, thread_config
+from orchestrator.chat.turns import STOPPED_TEXT, _close_stopped_turn, thread_config
 from tests.conftest import answer, tool_call
 from tests.test_ui_browser import browser, open_ui, send  # noqa: F401 - fixtures
 from tests.ui_server import ui_server  # noqa: F401 - fixture

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from orchestrator import storage
-from orchestrator.config import settings_from_dict
+from orchestrator.storage import engines as storage
+from orchestrator.core.config import settings_from_dict
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -28,7 +28,7 @@ def settings(request, tmp_path):
 
 
 def test_the_ledger_records_an_effect_once_and_replays_it(settings):
-    from orchestrator.ledger import COMPLETED, STARTED, EffectsLedger, call_fingerprint
+    from orchestrator.tools.ledger import COMPLETED, STARTED, EffectsLedger, call_fingerprint
 
     ledger = EffectsLedger(settings)
     made = call_fingerprint("fs_write_text", {"path": "/x", "content": "é"})
@@ -43,7 +43,7 @@ def test_the_ledger_records_an_effect_once_and_replays_it(settings):
 
 
 def test_questions_asked_are_kept_in_order_and_forgotten(settings):
-    from orchestrator.ledger import EffectsLedger
+    from orchestrator.tools.ledger import EffectsLedger
 
     ledger = EffectsLedger(settings)
     ledger.record_asked("k", 0, "a" * 64, "write notes.txt")
@@ -75,7 +75,7 @@ def test_jorbs_their_contacts_and_messages(settings):
 
 
 def test_threads_and_their_archive(settings):
-    from orchestrator.threads import ThreadIndex
+    from orchestrator.chat.threads import ThreadIndex
 
     threads = ThreadIndex(settings)
     threads.touch("cli-1", title="Budget ✓", status="idle")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from langchain_core.messages import HumanMessage
 
-from orchestrator.assembly import static_tools
-from orchestrator.catalog import StaticProvider, ToolCatalog
-from orchestrator.state import ConversationState
-from orchestrator.tool_index import ToolIndex, select_tools
+from orchestrator.app import static_tools
+from orchestrator.tools.catalog import StaticProvider, ToolCatalog
+from orchestrator.chat.state import ConversationState
+from orchestrator.tools.index import ToolIndex, select_tools
 from tests.conftest import answer, tool_call
 from tests.retrieval_catalog import QUERIES, build_catalog
 
@@ -67,7 +67,7 @@ def test_small_catalogs_bind_everything_without_find_tools(jarvis_env):
 
 def test_hybrid_ranking_with_embeddings(jarvis_env):
     jarvis_env.write_config(models={"embeddings": {"base_url": jarvis_env.server.base_url, "model": "emb"}})
-    from orchestrator.tool_index import embedder_from_settings
+    from orchestrator.tools.index import embedder_from_settings
 
     embed = embedder_from_settings(jarvis_env.settings)
     index = ToolIndex(embed)

@@ -45,7 +45,7 @@ def test_a_disabled_tool_is_not_offered_and_a_call_to_it_is_refused(ui):
     assert "the user disabled the tool fs_list_dir" in told and "jarvis tools enable fs_list_dir" in told
     assert next(e for e in events if e["event"] == "done")["content"] == "I cannot list folders now."
     # find_tools does not reach it either.
-    from orchestrator.tool_switches import ToolSwitches
+    from orchestrator.tools.switches import ToolSwitches
 
     assert ToolSwitches(ui.env.settings).is_disabled("fs_list_dir")
     assert "fs_list_dir" not in ui.app.state.jarvis.runtime.catalog.names()
@@ -72,8 +72,8 @@ def test_jarvis_tools_disable_and_enable_a_static_tool(jarvis_env):
 
 
 def test_a_disabled_tool_is_missing_from_jorb_scripts_too(jarvis_env):
-    from orchestrator.assembly import jorb_service
-    from orchestrator.tool_switches import ToolSwitches
+    from orchestrator.app import jorb_service
+    from orchestrator.tools.switches import ToolSwitches
     from tests.test_jorbs import step
 
     ToolSwitches(jarvis_env.settings).disable("time_now")
@@ -84,7 +84,7 @@ def test_a_disabled_tool_is_missing_from_jorb_scripts_too(jarvis_env):
 
 
 def test_a_generated_tool_is_switched_in_the_registry_like_the_cli_does(ui):
-    from orchestrator.jarb_tools import make_factory, open_registry
+    from orchestrator.jarb.tools import make_factory, open_registry
 
     record, report = make_factory(ui.env.settings).register_files(
         json.dumps(WORD_COUNT_SPEC), FIXED_WORD_COUNT, WORD_COUNT_TESTS, approve_network=lambda s, m: False)

@@ -146,7 +146,7 @@ def test_a_stray_enter_in_a_confirmation_never_approves(open_ui):
 
 
 def test_a_call_that_may_have_happened_asks_approve_again_or_skip(open_ui):
-    from orchestrator.ledger import EffectsLedger
+    from orchestrator.tools.ledger import EffectsLedger
     from tests.test_server_api import _ask_to_write, ledger_owned_by_dead_process
 
     page, server = open_ui()
@@ -320,7 +320,7 @@ def iter_shots() -> Iterator[Path]:  # for a person looking at the output
 
 
 def test_a_message_the_server_refuses_comes_back_to_the_box(open_ui):
-    from orchestrator.claims import Claims
+    from orchestrator.storage.claims import Claims
 
     page, server = open_ui()
     server.env.server.push(answer("First answer."))

@@ -10,11 +10,11 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy.orm import Session
 
-from orchestrator.executor import CallContext, ToolExecutor
-from orchestrator.assembly import default_catalog
-from orchestrator.ledger import STARTED, EffectsLedger, LedgerRow
-from orchestrator.storage import dispose_all, jarvis_engine, sqlite_path
-from orchestrator.workers import HeartbeatRow, ensure_heartbeat, seems_alive
+from orchestrator.tools.executor import CallContext, ToolExecutor
+from orchestrator.app import default_catalog
+from orchestrator.tools.ledger import STARTED, EffectsLedger, LedgerRow
+from orchestrator.storage.engines import dispose_all, jarvis_engine, sqlite_path
+from orchestrator.storage.workers import HeartbeatRow, ensure_heartbeat, seems_alive
 
 REMOTE = "machine-b:4242:abcdef"
 
@@ -65,7 +65,7 @@ def test_without_a_worker_or_heartbeat_a_remote_call_counts_as_running(jarvis_en
 
 
 def test_this_process_beats_when_it_starts_a_side_effect(jarvis_env):
-    from orchestrator.claims import WORKER_ID
+    from orchestrator.storage.claims import WORKER_ID
 
     settings = jarvis_env.settings
     EffectsLedger(settings).begin("k-local", "t", "fs_write_text", {}, ["fs_write"])

@@ -51,7 +51,7 @@ def parse_sse(chunks) -> list[dict[str, Any]]:
 
 @contextmanager
 def start_ui(env: JarvisEnv, tools: list | None = None, services: list[str] | None = None) -> Iterator[UIServer]:
-    from orchestrator.server import create_app, serve_in_thread
+    from orchestrator.server.app import create_app, serve_in_thread
 
     settings = env.settings
     graph = env.graph(tools=tools) if tools else env.graph()

@@ -33,7 +33,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from ..config import Settings
+from orchestrator.core.config import Settings
 
 log = logging.getLogger(__name__)
 

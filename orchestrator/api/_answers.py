@@ -13,8 +13,8 @@ from typing import Any, Literal, Mapping
 from fastapi import HTTPException
 from pydantic import BaseModel, Field, model_validator
 
-from ..answers import AnswerRefused, check_decision, resume_values
-from ..executor import Decision
+from orchestrator.tools.answers import AnswerRefused, check_decision, resume_values
+from orchestrator.tools.executor import Decision
 
 
 class AnswerIn(BaseModel):

@@ -14,9 +14,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, Field
 
-from ..assembly import service_for
-from ..jorbs.store import JorbNotFound
-from . import AppContext, app_context
+from orchestrator.app import service_for
+from orchestrator.jorbs.store import JorbNotFound
+from orchestrator.api import AppContext, app_context
 
 router = APIRouter()
 

@@ -14,9 +14,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Path
 from pydantic import BaseModel, Field
 
-from ..config import Mode
-from ..jorbs.schema import OPEN_STATUSES
-from . import AppContext, View, app_context
+from orchestrator.core.config import Mode
+from orchestrator.jorbs.schema import OPEN_STATUSES
+from orchestrator.api import AppContext, View, app_context
 from .jorbs import JorbIn, actions, call, create_jorb, service
 
 router = APIRouter()

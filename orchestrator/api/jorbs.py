@@ -26,16 +26,16 @@ from pydantic import BaseModel, Field
 
 from integrations.base import KNOWN_SIDE_EFFECTS
 
-from ..assembly import service_for
-from ..channels.registry import known_channels
-from ..config import Mode
+from orchestrator.app import service_for
+from orchestrator.channels.registry import known_channels
+from orchestrator.core.config import Mode
 from ._answers import ResumeIn, resume_values_for
-from ..jorbs.actions import JorbActions, JorbBusy, JorbMovedOn, actions_for
-from ..jorbs.policies import HEURISTICS
-from ..jorbs.schema import OPEN_STATUSES
-from ..jorbs.service import JorbError, JorbService, JorbView
-from ..jorbs.store import JorbNotFound
-from . import AppContext, View, app_context
+from orchestrator.jorbs.actions import JorbActions, JorbBusy, JorbMovedOn, actions_for
+from orchestrator.jorbs.policies import HEURISTICS
+from orchestrator.jorbs.schema import OPEN_STATUSES
+from orchestrator.jorbs.service import JorbError, JorbService, JorbView
+from orchestrator.jorbs.store import JorbNotFound
+from orchestrator.api import AppContext, View, app_context
 
 log = logging.getLogger(__name__)
 router = APIRouter()

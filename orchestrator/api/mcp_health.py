@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..mcp_manager import get_manager
-from . import AppContext
+from orchestrator.mcp.manager import get_manager
+from orchestrator.api import AppContext
 from .settings import HEALTH_CHECKS
 
 TITLE = "MCP servers"

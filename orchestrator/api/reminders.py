@@ -14,10 +14,12 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Path
 from pydantic import BaseModel, Field
 
-from ..jorbs.store import JorbNotFound, JorbStore
-from ..reminders import (ReminderInputError, ReminderNotFound, ReminderRequest, ReminderStateError, ReminderStore)
-from ..reminders.recurrence import describe
-from . import AppContext, View, app_context
+from orchestrator.jorbs.store import JorbNotFound, JorbStore
+from orchestrator.reminders import (
+    ReminderInputError, ReminderNotFound, ReminderRequest, ReminderStateError, ReminderStore,
+)
+from orchestrator.reminders.recurrence import describe
+from orchestrator.api import AppContext, View, app_context
 
 router = APIRouter()
 

@@ -1,4 +1,4 @@
-"""GET /api/runs, GET /api/runs/{id}: each run's node timeline, model and tool calls (orchestrator.telemetry)."""
+"""GET /api/runs, GET /api/runs/{id}: each run's node timeline, model and tool calls (orchestrator.storage.telemetry)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
 
-from ..telemetry import get_run, list_runs
-from ..threads import ThreadIndex
-from . import AppContext, View, app_context
+from orchestrator.storage.telemetry import get_run, list_runs
+from orchestrator.chat.threads import ThreadIndex
+from orchestrator.api import AppContext, View, app_context
 
 router = APIRouter()
 

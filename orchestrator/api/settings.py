@@ -12,10 +12,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, Field
 
-from .. import secrets
-from ..llm import check_endpoint, model_config
-from ..redaction import redact_config_text, redact_value
-from . import AppContext, View, app_context
+from orchestrator.core import secrets
+from orchestrator.llm.client import check_endpoint, model_config
+from orchestrator.core.redaction import redact_config_text, redact_value
+from orchestrator.api import AppContext, View, app_context
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -75,7 +75,7 @@ def health(sections: bool = True, ctx: AppContext = Depends(app_context)) -> dic
 @router.get("/settings/models")
 def found_models(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     """What the user can pick: the usual local servers that answer now, and the built-in model if installed."""
-    from ..model_discovery import builtin_model, find_local_servers
+    from orchestrator.llm.discovery import builtin_model, find_local_servers
 
     primary = ctx.settings.models.primary
     return {"servers": [{"name": f.name, "base_url": f.base_url, "models": f.models} for f in find_local_servers()],
@@ -92,7 +92,7 @@ class ModelChoiceIn(BaseModel):
 
 @router.post("/settings/models/primary")
 def choose_primary(body: ModelChoiceIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
-    from ..model_choice import ModelChoiceError, use_builtin, use_server
+    from orchestrator.llm.choice import ModelChoiceError, use_builtin, use_server
 
     try:
         if body.builtin:

@@ -6,7 +6,7 @@ the registry puts them there. Providers that fail are listed with their error.
 
 POST /api/tools/{name}/disable and /enable switch a tool off and on, like `jarvis tools disable|enable NAME`: a
 generated tool through JARB's registry (every version), any other tool in the disabled_tools table
-(orchestrator/tool_switches.py). A disabled tool is not given to the planner or to jorb scripts, and a call to it
+(orchestrator/tools/switches.py). A disabled tool is not given to the planner or to jorb scripts, and a call to it
 is answered with "the user disabled it".
 """
 
@@ -21,10 +21,10 @@ from pydantic import BaseModel, Field
 from integrations.base import KNOWN_SIDE_EFFECTS, is_untrusted, side_effects_of, source_of
 from jarb_core.factory import RegistryError
 
-from ..autonomy import mode_for_effect
-from ..jarb_tools import make_factory, open_registry
-from ..tool_switches import ToolSwitches
-from . import AppContext, View, app_context
+from orchestrator.tools.autonomy import mode_for_effect
+from orchestrator.jarb.tools import make_factory, open_registry
+from orchestrator.tools.switches import ToolSwitches
+from orchestrator.api import AppContext, View, app_context
 
 router = APIRouter()
 

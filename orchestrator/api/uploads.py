@@ -7,8 +7,8 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
-from ..uploads import UploadError, UploadWriter, max_bytes
-from . import AppContext, app_context
+from orchestrator.server.uploads import UploadError, UploadWriter, max_bytes
+from orchestrator.api import AppContext, app_context
 
 router = APIRouter()
 

@@ -16,8 +16,8 @@ from typing import Any
 from integrations.base import ToolError
 from integrations.gmail_tools import message_body
 
-from ..config import Settings
-from ..google_auth import google_api
+from orchestrator.core.config import Settings
+from orchestrator.tools.google_auth import google_api
 from .base import ChannelError, Sent
 from .models import ChannelState
 

@@ -3,7 +3,7 @@ as the counterpart (`jarvis jorbs reply`, POST /api/inbound). Useful for trying 
 
 from __future__ import annotations
 
-from ..config import Settings
+from orchestrator.core.config import Settings
 from .base import ChannelError, Sent
 
 

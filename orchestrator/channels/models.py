@@ -6,8 +6,8 @@ from sqlalchemy import String, Text, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from ..config import Settings
-from ..storage import Base, jarvis_engine
+from orchestrator.core.config import Settings
+from orchestrator.storage.engines import Base, jarvis_engine
 
 
 class ChannelStateRow(Base):

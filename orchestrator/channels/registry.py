@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..config import Settings
+from orchestrator.core.config import Settings
 from .base import Channel, ChannelError
 from .email import EmailChannel
 from .local import local_channel

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from .. import secrets
-from ..claims import Claims
-from ..config import Settings
+from orchestrator.core import secrets
+from orchestrator.storage.claims import Claims
+from orchestrator.core.config import Settings
 from .addresses import normalize_party
 from .base import ChannelError, Sent
 from .models import ChannelState

@@ -10,9 +10,9 @@ from pydantic import BaseModel, Field
 
 from integrations.base import ToolError, make_tool
 
-from ..config import Settings
-from .. import ids
-from ..jorbs.store import JorbStore
+from orchestrator.core.config import Settings
+from orchestrator.core import ids
+from orchestrator.jorbs.store import JorbStore
 from .base import ChannelError
 from .registry import get_channel, known_channels
 

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 import typer
 from typer.core import TyperOption
 
-from ..config import ConfigError, Settings, load_settings
+from orchestrator.core.config import ConfigError, Settings, load_settings
 
 
 def _flags_shown_as_flags() -> None:
@@ -63,12 +63,12 @@ class CliState:
 
     def graph(self) -> Any:
         if self._graph is None:
-            from ..graph import build_graph
+            from orchestrator.chat.graph import build_graph
 
             try:
                 self._graph = build_graph(self.settings)
             except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
-                from ..disk_full import disk_full_message, is_disk_full
+                from orchestrator.core.disk_full import disk_full_message, is_disk_full
 
                 if is_disk_full(exc):
                     fail(disk_full_message("Jarvis could not open its databases"))
@@ -77,7 +77,7 @@ class CliState:
 
 
 def _setup_logging(settings: Settings, verbose: bool) -> None:
-    from ..secrets import install_log_redaction
+    from orchestrator.core.secrets import install_log_redaction
 
     level = logging.DEBUG if verbose else getattr(logging, settings.log_level.upper(), logging.INFO)
     logging.basicConfig(level=max(level, logging.WARNING) if not verbose else level,
@@ -86,7 +86,7 @@ def _setup_logging(settings: Settings, verbose: bool) -> None:
 
 
 def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
-    from ..secrets import redact
+    from orchestrator.core.secrets import redact
 
     typer.secho(f"error: {redact(message)}", err=True, fg=typer.colors.RED)
     raise typer.Exit(code)
@@ -165,7 +165,7 @@ _register_commands()
 
 
 def main() -> None:
-    from ..pg import StorageUnavailable
+    from orchestrator.storage.pg import StorageUnavailable
 
     try:
         app(args=hoist_global_options(sys.argv[1:]), prog_name="jarvis")
@@ -173,7 +173,7 @@ def main() -> None:
         print(f"jarvis: {exc}", file=sys.stderr)
         raise SystemExit(EXIT_FAILURE) from None
     except Exception as exc:
-        from ..disk_full import disk_full_message, is_disk_full
+        from orchestrator.core.disk_full import disk_full_message, is_disk_full
 
         if not is_disk_full(exc):
             raise

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import fail, state
+from orchestrator.cli import fail, state
 
 auth_app = typer.Typer(help="Connect accounts Jarvis may use (the tokens go to the OS keyring).", no_args_is_help=True)
 
@@ -18,8 +18,8 @@ def google(
     logout: bool = typer.Option(False, "--logout", help="forget the stored Google token"),
 ) -> None:
     """Sign in to Google (Gmail and Calendar) in the browser; the token is stored in the keyring."""
-    from .. import google_auth
-    from ..secrets import SecretError
+    from orchestrator.tools import google_auth
+    from orchestrator.core.secrets import SecretError
 
     settings = state(ctx).settings
     try:

@@ -13,8 +13,8 @@ from typing import Any
 
 import typer
 
-from ..answers import is_in_doubt, resume_value
-from . import EXIT_FAILURE, EXIT_PENDING, fail, state
+from orchestrator.tools.answers import is_in_doubt, resume_value
+from orchestrator.cli import EXIT_FAILURE, EXIT_PENDING, fail, state
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -112,7 +112,7 @@ def run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool)
 
 
 def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool, stop: threading.Event) -> int:
-    from ..turns import STOPPED_TEXT, resume_command, stream_turn
+    from orchestrator.chat.turns import STOPPED_TEXT, resume_command, stream_turn
 
     while True:
         pending: list[dict[str, Any]] = []
@@ -164,7 +164,7 @@ def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool
 def claimed_turn(settings: Any, graph: Any, thread_id: str, graph_input: Any, *, interactive: bool) -> int:
     """run_turn while this process holds the thread's claim, so the UI or another `jarvis chat` (on this machine
     or, with a shared database, another one) cannot run a turn on the same thread at the same time."""
-    from ..claims import ClaimBusy, Claims
+    from orchestrator.storage.claims import ClaimBusy, Claims
 
     try:
         with Claims(settings).held(thread_id):
@@ -185,7 +185,7 @@ def register(app: typer.Typer) -> None:
         attach: list[str] = typer.Option(None, "--attach", "-a", help="a file or URL to attach (repeatable)"),
     ) -> None:
         """Chat with Jarvis in the terminal."""
-        from ..turns import user_input
+        from orchestrator.chat.turns import user_input
 
         st = state(ctx)
         graph = st.graph()

@@ -7,9 +7,9 @@ from typing import Any
 
 import typer
 
-from ..answers import Answer, resume_value
-from ..ids import jorb_id_of
-from . import fail, state
+from orchestrator.tools.answers import Answer, resume_value
+from orchestrator.core.ids import jorb_id_of
+from orchestrator.cli import fail, state
 from .chat import run_turn
 
 
@@ -26,7 +26,7 @@ def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> li
 
 
 def _resolve(ctx: typer.Context, thread_id: str, decision: Decision, call: str | None) -> None:
-    from ..claims import ClaimBusy, Claims
+    from orchestrator.storage.claims import ClaimBusy, Claims
 
     st = state(ctx)
     if jorb_id_of(thread_id) is not None:  # the jorb service takes the jorb's own claim
@@ -43,8 +43,8 @@ def _resolve(ctx: typer.Context, thread_id: str, decision: Decision, call: str |
 
 
 def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None) -> None:
-    from ..confirmations import list_pending, recover_in_doubt
-    from ..turns import resume_command
+    from orchestrator.chat.confirmations import list_pending, recover_in_doubt
+    from orchestrator.chat.turns import resume_command
 
     graph = st.graph()
     recover_in_doubt(graph, st.settings, thread_id)
@@ -57,7 +57,7 @@ def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None)
         fail(f"{len(chosen)} confirmations are pending on {thread_id}; pick one with --call (see `jarvis pending`)")
     resume = {p["interrupt_id"]: resume_value(p, answer, note=note, args=args) for p in chosen}
     if jorb_id_of(thread_id) is not None:
-        from ..assembly import service_for
+        from orchestrator.app import service_for
         from .jorbs_cmd import print_view
 
         print_view(service_for(st.settings).run(jorb_id_of(thread_id), resume_command(resume)))
@@ -69,8 +69,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def pending(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print JSON objects")) -> None:
         """List the confirmations every thread is waiting for."""
-        from ..confirmations import list_pending, recover_in_doubt
-        from ..threads import dumps
+        from orchestrator.chat.confirmations import list_pending, recover_in_doubt
+        from orchestrator.chat.threads import dumps
 
         st = state(ctx)
         graph = st.graph()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from . import fail, state
+from orchestrator.cli import fail, state
 
 docs_app = typer.Typer(help="The document index: files you add and what Jarvis has read, searchable later.",
                        no_args_is_help=True)
@@ -49,7 +49,7 @@ class _Progress:
 
 
 def _index(ctx: typer.Context):
-    from ..docs_index import docs_index_for
+    from orchestrator.docs_index import docs_index_for
 
     return docs_index_for(state(ctx).settings)
 
@@ -57,7 +57,7 @@ def _index(ctx: typer.Context):
 @docs_app.command("add")
 def add(ctx: typer.Context, paths: list[Path] = typer.Argument(..., help="files or folders (PDF, text, Markdown)")) -> None:
     """Index files; folders are searched recursively. Unchanged files are skipped, changed ones re-indexed."""
-    from ..docs_index.files import add_paths, wanted_files
+    from orchestrator.docs_index.files import add_paths, wanted_files
 
     missing = [p for p in paths if not p.expanduser().exists()]
     if missing:
@@ -103,7 +103,7 @@ def remove(ctx: typer.Context, ref: str = typer.Argument(..., help="the document
 def sync(ctx: typer.Context, reembed: bool = typer.Option(False, "--reembed", help="new vectors for every chunk "
                                                           "(after changing models.embeddings)")) -> None:
     """Re-index changed files, drop deleted ones, and add vectors where the embeddings endpoint was missing."""
-    from ..docs_index.files import sync as do_sync
+    from orchestrator.docs_index.files import sync as do_sync
 
     index = _index(ctx)
     if reembed:

@@ -8,24 +8,24 @@ from typing import Any
 
 import typer
 
-from . import fail, state
+from orchestrator.cli import fail, state
 
 jorbs_app = typer.Typer(help="Long-running tasks that message people, wait for replies and resume.", no_args_is_help=True)
 inbox_app = typer.Typer(help="Inbound messages no jorb claimed (unmatched, ambiguous, spam).", invoke_without_command=True)
 
 
 def service(ctx: typer.Context):
-    from ..assembly import service_for
+    from orchestrator.app import service_for
 
     return service_for(state(ctx).settings)
 
 
 def _guard(fn, *args: Any, **kwargs: Any):
-    from ..disk_full import disk_full_message, is_disk_full
-    from ..jorbs.service import JorbError
-    from ..jorbs.store import JorbNotFound
-    from ..llm import ModelEndpointError
-    from ..secrets import redact
+    from orchestrator.core.disk_full import disk_full_message, is_disk_full
+    from orchestrator.jorbs.service import JorbError
+    from orchestrator.jorbs.store import JorbNotFound
+    from orchestrator.llm.client import ModelEndpointError
+    from orchestrator.core.secrets import redact
 
     try:
         return fn(*args, **kwargs)
@@ -106,7 +106,7 @@ def create(ctx: typer.Context,
 def list_(ctx: typer.Context, all_: bool = typer.Option(False, "--all", help="include finished jorbs"),
           as_json: bool = typer.Option(False, "--json")) -> None:
     """List jorbs (open ones; --all for every one)."""
-    from ..jorbs.schema import OPEN_STATUSES
+    from orchestrator.jorbs.schema import OPEN_STATUSES
 
     rows = service(ctx).list(statuses=None if all_ else OPEN_STATUSES)
     if as_json:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import typer
 
-from . import fail, state
+from orchestrator.cli import fail, state
 
 mcp_app = typer.Typer(help="MCP servers (one TOML file each in mcp.dir): status, tools, import.", no_args_is_help=True)
 
 
 def _start(ctx: typer.Context, wait_s: float):
-    from ..mcp_tools import McpProvider
+    from orchestrator.mcp.provider import McpProvider
 
     settings = state(ctx).settings
     provider = McpProvider(settings)
@@ -26,7 +26,7 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
            start: bool = typer.Option(True, "--start/--no-start", help="start the servers to check them (default)"),
            wait: float = typer.Option(30.0, help="seconds to wait for servers to start")) -> None:
     """Each server's state (ready, unhealthy, unavailable, disabled, broken), tool count and last error."""
-    from ..mcp_manager import get_manager
+    from orchestrator.mcp.manager import get_manager
 
     settings = state(ctx).settings
     manager = _start(ctx, wait).manager if start else get_manager(settings)
@@ -71,7 +71,7 @@ def import_cmd(ctx: typer.Context, file: Path = typer.Argument(..., help="an mcp
                keyring: bool = typer.Option(True, "--keyring/--no-keyring",
                                             help="move API keys and tokens found in env/headers to the keyring")) -> None:
     """Write one mcp/<name>.toml per server of an mcpServers JSON file."""
-    from ..mcp_config import import_mcp_servers
+    from orchestrator.mcp.config import import_mcp_servers
 
     settings = state(ctx).settings
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from . import fail
+from orchestrator.cli import fail
 from .jorbs_cmd import _guard, print_view, service
 
 missions_app = typer.Typer(help="Missions: a goal pursued in rounds of up to 5 concurrent jobs.", no_args_is_help=True)
@@ -68,7 +68,7 @@ def create(ctx: typer.Context,
 @missions_app.command("list")
 def list_(ctx: typer.Context, all_: bool = typer.Option(False, "--all"), as_json: bool = typer.Option(False, "--json")) -> None:
     """List missions."""
-    from ..jorbs.schema import OPEN_STATUSES
+    from orchestrator.jorbs.schema import OPEN_STATUSES
 
     rows = service(ctx).list(statuses=None if all_ else OPEN_STATUSES, mode="mission")
     if as_json:

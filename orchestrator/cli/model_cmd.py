@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from ..llm import check_endpoint, model_config
-from . import EXIT_FAILURE, state
+from orchestrator.llm.client import check_endpoint, model_config
+from orchestrator.cli import EXIT_FAILURE, state
 
 model_app = typer.Typer(help="The chat models Jarvis plans with.", no_args_is_help=True)
 

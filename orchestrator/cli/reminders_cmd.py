@@ -9,15 +9,15 @@ from datetime import datetime, timedelta, timezone
 
 import typer
 
-from ..threads import dumps
-from . import fail, state
+from orchestrator.chat.threads import dumps
+from orchestrator.cli import fail, state
 
 reminders_app = typer.Typer(help="Reminders that fire into agents, webhooks, jorbs or a chat thread.",
                             no_args_is_help=True)
 
 
 def _store(ctx: typer.Context):
-    from ..reminders import ReminderStore
+    from orchestrator.reminders import ReminderStore
 
     return ReminderStore(state(ctx).settings)
 
@@ -39,7 +39,7 @@ def create(
     as_json: bool = typer.Option(False, "--json", help="print the reminder as JSON"),
 ) -> None:
     """Create a reminder. With no target option it goes to the chat."""
-    from ..reminders import ReminderInputError, ReminderRequest
+    from orchestrator.reminders import ReminderInputError, ReminderRequest
 
     store = _store(ctx)
     if not (process_name or webhook_url or jorb or thread):
@@ -63,7 +63,7 @@ def create(
 
 
 def store_describe(store, value) -> str:
-    from ..reminders.recurrence import describe
+    from orchestrator.reminders.recurrence import describe
 
     return describe(value, store.zone)
 
@@ -73,7 +73,7 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help
           status: str = typer.Option(None, "--status", help="only this status (pending, sent, failed, ...)"),
           limit: int = typer.Option(None, "--limit", help="at most this many")) -> None:
     """List reminders by due time, with their status, target, attempts and last error."""
-    from ..reminders import ReminderInputError
+    from orchestrator.reminders import ReminderInputError
 
     store = _store(ctx)
     try:
@@ -97,7 +97,7 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help
 @reminders_app.command("cancel")
 def cancel(ctx: typer.Context, reminder_id: str) -> None:
     """Cancel a pending or missed reminder (a recurring one stops repeating)."""
-    from ..reminders import ReminderNotFound, ReminderStateError
+    from orchestrator.reminders import ReminderNotFound, ReminderStateError
 
     try:
         r = _store(ctx).cancel(reminder_id)
@@ -109,7 +109,7 @@ def cancel(ctx: typer.Context, reminder_id: str) -> None:
 @reminders_app.command("fire")
 def fire(ctx: typer.Context, reminder_id: str) -> None:
     """Fire a missed, failed or pending reminder at the next scheduler tick."""
-    from ..reminders import ReminderNotFound, ReminderStateError
+    from orchestrator.reminders import ReminderNotFound, ReminderStateError
 
     try:
         r = _store(ctx).fire_now(reminder_id)
@@ -121,7 +121,7 @@ def fire(ctx: typer.Context, reminder_id: str) -> None:
 def scheduler_cmd(ctx: typer.Context, for_s: float = typer.Option(
         None, "--for", min=0, help="stop cleanly after this many seconds (for scripts)")) -> None:
     """Run the reminder scheduler alone (`jarvis run` runs it too). Ctrl-C stops it."""
-    from ..reminders.scheduler import Scheduler
+    from orchestrator.reminders.scheduler import Scheduler
 
     settings = state(ctx).settings
     if not state(ctx).verbose:

@@ -2,14 +2,14 @@
 
 Prints the URL with the access token (kept in <data_dir>/server_token, mode 0600). Loopback only unless the
 configuration names another host, and then it says so loudly. Background services (scheduler, inbound
-routing...) are listed in orchestrator/services.py SERVICE_FACTORIES.
+routing...) are listed in orchestrator/server/services.py SERVICE_FACTORIES.
 """
 
 from __future__ import annotations
 
 import typer
 
-from . import fail, state
+from orchestrator.cli import fail, state
 
 
 def register(app: typer.Typer) -> None:
@@ -22,10 +22,10 @@ def register(app: typer.Typer) -> None:
         open_browser: bool = typer.Option(None, "--open/--no-open", help="open the UI in the browser (server.open_browser)"),
     ) -> None:
         """Serve the local web UI (chat, confirmations, tools, runs, settings) and run the background services."""
-        from ..llm import check_endpoint
-        from ..model_discovery import choose_model
-        from ..server import bind_socket, create_app, make_server
-        from ..server_security import is_loopback, load_or_create_token
+        from orchestrator.llm.client import check_endpoint
+        from orchestrator.llm.discovery import choose_model
+        from orchestrator.server.app import bind_socket, create_app, make_server
+        from orchestrator.server.security import is_loopback, load_or_create_token
 
         st = state(ctx)
         settings = st.settings

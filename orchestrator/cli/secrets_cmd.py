@@ -6,8 +6,8 @@ import sys
 
 import typer
 
-from .. import secrets
-from . import fail
+from orchestrator.core import secrets
+from orchestrator.cli import fail
 
 secrets_app = typer.Typer(help="Store secrets in the OS keyring (referenced in the config as {secret: NAME}).")
 

@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from . import fail, state
+from orchestrator.cli import fail, state
 
 threads_app = typer.Typer(help="Conversations kept in the checkpointer.", no_args_is_help=True)
 runs_app = typer.Typer(help="Telemetry of each run: node timings, tool calls, tokens.", no_args_is_help=True)
@@ -16,7 +16,7 @@ runs_app = typer.Typer(help="Telemetry of each run: node timings, tool calls, to
 def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most this many"),
                  as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """List threads, most recent first."""
-    from ..threads import ThreadIndex, dumps
+    from orchestrator.chat.threads import ThreadIndex, dumps
 
     rows = ThreadIndex(state(ctx).settings).list(limit=limit)
     if as_json:
@@ -31,8 +31,8 @@ def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most
 @threads_app.command("show")
 def threads_show(ctx: typer.Context, thread_id: str, as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Show a thread's messages and tool calls (its checkpoint, and the archive of messages folded into its summary)."""
-    from ..threads import ThreadIndex, dumps, message_view
-    from ..turns import thread_config
+    from orchestrator.chat.threads import ThreadIndex, dumps, message_view
+    from orchestrator.chat.turns import thread_config
 
     st = state(ctx)
     graph = st.graph()
@@ -70,9 +70,9 @@ def threads_prune(ctx: typer.Context,
                   thread: str = typer.Option(None, "--thread", help="only this thread (finished or not)"),
                   vacuum_file: bool = typer.Option(False, "--vacuum", help="also shrink the database file")) -> None:
     """Remove old checkpoints of finished threads (nothing pending) and report the bytes freed."""
-    from ..checkpoint_store import prune_thread, vacuum
-    from ..confirmations import graph_for_thread
-    from ..threads import ThreadIndex
+    from orchestrator.storage.checkpoints import prune_thread, vacuum
+    from orchestrator.chat.confirmations import graph_for_thread
+    from orchestrator.chat.threads import ThreadIndex
 
     st = state(ctx)
     targets = [thread] if thread else [t.thread_id for t in ThreadIndex(st.settings).list(limit=1_000_000)]
@@ -94,8 +94,8 @@ def threads_prune(ctx: typer.Context,
 def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = typer.Option(None, "--thread"),
               as_json: bool = typer.Option(False, "--json")) -> None:
     """List recent runs with their duration, tokens and tool calls."""
-    from ..telemetry import list_runs
-    from ..threads import dumps
+    from orchestrator.storage.telemetry import list_runs
+    from orchestrator.chat.threads import dumps
 
     rows = list_runs(state(ctx).settings, limit=limit, thread_id=thread)
     if as_json:
@@ -114,8 +114,8 @@ def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = t
 @runs_app.command("show")
 def runs_show(ctx: typer.Context, run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """Show a run's timeline: nodes, model calls and tool calls with their durations."""
-    from ..telemetry import get_run
-    from ..threads import dumps
+    from orchestrator.storage.telemetry import get_run
+    from orchestrator.chat.threads import dumps
 
     found = get_run(state(ctx).settings, run_id)
     if found is None:
@@ -143,8 +143,8 @@ def threads_trust(ctx: typer.Context, thread_id: str) -> None:
     Once a thread has read content from outside the conversation, side effects that are automatic ask first for
     the rest of the thread, since that content (or its summary) stays in what the model sees. Run this when you
     have checked what was read; content read after it taints the thread again."""
-    from ..state import tainted
-    from ..turns import thread_config
+    from orchestrator.chat.state import tainted
+    from orchestrator.chat.turns import thread_config
 
     graph = state(ctx).graph()
     config = thread_config(thread_id)

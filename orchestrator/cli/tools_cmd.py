@@ -19,14 +19,14 @@ import typer
 
 from integrations.base import side_effects_of, source_of
 
-from ..threads import dumps
-from . import fail, state
+from orchestrator.chat.threads import dumps
+from orchestrator.cli import fail, state
 
 tools_app = typer.Typer(help="The tools Jarvis can call, and the ones it generated (JARB).", no_args_is_help=True)
 
 
 def _factory(ctx: typer.Context):
-    from ..jarb_tools import make_factory
+    from orchestrator.jarb.tools import make_factory
 
     settings = state(ctx).settings
     return make_factory(settings, taken_names=lambda: _other_tools(ctx).keys()), settings
@@ -34,7 +34,7 @@ def _factory(ctx: typer.Context):
 
 def _other_tools(ctx: typer.Context) -> dict[str, Any]:
     """Static and MCP tools (every provider but the generated one)."""
-    from ..assembly import default_catalog
+    from orchestrator.app import default_catalog
 
     catalog = default_catalog(state(ctx).settings)
     found: dict[str, Any] = {}
@@ -63,7 +63,7 @@ def _read(path: Path, what: str) -> str:
 
 
 def _switches(ctx: typer.Context):
-    from ..tool_switches import ToolSwitches
+    from orchestrator.tools.switches import ToolSwitches
 
     return ToolSwitches(state(ctx).settings)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from ..config import Settings
+from orchestrator.core.config import Settings
 from .store import AddResult, DocsIndex, Document, Hit, fuse
 from .tools import IndexSink, build_docs_tools
 

@@ -24,9 +24,9 @@ from integrations.documents import ReadDocument
 if TYPE_CHECKING:
     import numpy as np
 
-from .. import storage
-from ..config import Settings
-from ..embeddings import Embedder, make_embedder
+from orchestrator.storage import engines as storage
+from orchestrator.core.config import Settings
+from orchestrator.llm.embeddings import Embedder, make_embedder
 from .chunking import chunk_document
 
 log = logging.getLogger(__name__)

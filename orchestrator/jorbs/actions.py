@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from langgraph.types import Command
 
-from ..answers import AnswerRefused, check_decision, resume_value, step_value, wake_value
+from orchestrator.tools.answers import AnswerRefused, check_decision, resume_value, step_value, wake_value
 from .schema import OPEN_STATUSES, parse_step
 from .service import JorbError, JorbService, JorbView
 

@@ -21,12 +21,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
-from ..aio import run_sync_in_context
-from ..catalog import StaticProvider, ToolCatalog
-from ..config import Settings
-from ..executor import CallContext, ToolExecutor
-from ..llm import ModelEndpointError
-from ..threads import WAITING, ThreadIndex
+from orchestrator.core.aio import run_sync_in_context
+from orchestrator.tools.catalog import StaticProvider, ToolCatalog
+from orchestrator.core.config import Settings
+from orchestrator.tools.executor import CallContext, ToolExecutor
+from orchestrator.llm.client import ModelEndpointError
+from orchestrator.chat.threads import WAITING, ThreadIndex
 from .mission_tools import mission_tools
 from .models import JorbRow
 from .namespace import Namespace, bind_arguments

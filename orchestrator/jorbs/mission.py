@@ -21,9 +21,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from ..aio import run_sync_in_context
-from ..executor import CallContext
-from ..llm import ModelEndpointError
+from orchestrator.core.aio import run_sync_in_context
+from orchestrator.tools.executor import CallContext
+from orchestrator.llm.client import ModelEndpointError
 from .graph import DAY, JorbRuntime
 from .mission_tools import MISSION_KINDS, mission_tools
 from .namespace import Namespace

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import DateTime, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..ids import jorb_thread_id
-from ..storage import Base, utcnow
+from orchestrator.core.ids import jorb_thread_id
+from orchestrator.storage.engines import Base, utcnow
 
 
 class JorbRow(Base):

@@ -16,7 +16,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from ..llm import describe_endpoint_error, model_config
+from orchestrator.llm.client import describe_endpoint_error, model_config
 
 Message = BaseMessage
 Policy = Callable[..., Awaitable[list[Message]]]

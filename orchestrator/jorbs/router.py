@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..channels.addresses import normalize_party
-from ..channels.switchboard import judge
-from ..config import Settings
+from orchestrator.channels.addresses import normalize_party
+from orchestrator.channels.switchboard import judge
+from orchestrator.core.config import Settings
 from .schema import OPEN_STATUSES
 from .store import JorbStore
 

@@ -17,17 +17,17 @@ from pydantic import ValidationError
 
 from jarb_core.sandbox import script_spawner
 
-from ..answers import resume_value, step_value, wake_value
-from ..catalog import ToolCatalog
-from ..checkpoint_store import prune_later
-from ..claims import ClaimBusy, Claims
-from ..config import Settings
-from ..disk_full import disk_full_message, is_disk_full
-from ..executor import ToolExecutor
-from ..ids import jorb_thread_id
-from ..llm import make_chat_model
-from ..storage import make_checkpointer
-from ..threads import IDLE, RUNNING, ThreadIndex
+from orchestrator.tools.answers import resume_value, step_value, wake_value
+from orchestrator.tools.catalog import ToolCatalog
+from orchestrator.storage.checkpoints import prune_later
+from orchestrator.storage.claims import ClaimBusy, Claims
+from orchestrator.core.config import Settings
+from orchestrator.core.disk_full import disk_full_message, is_disk_full
+from orchestrator.tools.executor import ToolExecutor
+from orchestrator.core.ids import jorb_thread_id
+from orchestrator.llm.client import make_chat_model
+from orchestrator.storage.engines import make_checkpointer
+from orchestrator.chat.threads import IDLE, RUNNING, ThreadIndex
 from .graph import JorbRuntime, build_jorb_graph
 from .mission import MissionState, build_mission_graph
 from .models import JorbRow

@@ -10,9 +10,9 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from ..channels.addresses import normalize_party
-from ..config import Settings
-from ..storage import jarvis_engine
+from orchestrator.channels.addresses import normalize_party
+from orchestrator.core.config import Settings
+from orchestrator.storage.engines import jarvis_engine
 from .models import ChannelMessageRow, JorbContactRow, JorbRow, utcnow
 from .schema import OPEN_STATUSES
 

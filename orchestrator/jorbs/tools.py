@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from integrations.base import ToolError, make_tool
 
-from ..config import Mode
+from orchestrator.core.config import Mode
 from .service import JorbError, JorbService
 
 

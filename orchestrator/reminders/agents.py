@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..secrets import child_environment
+from orchestrator.core.secrets import child_environment
 from .models import Reminder, utcnow
 from .spec import ReminderInputError, ReminderRequest
 from .targets import DeliveryDeferred, DeliveryError

@@ -20,7 +20,7 @@ from sqlalchemy import DateTime, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from ..storage import Base, utcnow
+from orchestrator.storage.engines import Base, utcnow
 
 PENDING, SENT, FAILED, CANCELLED = "pending", "sent", "failed", "cancelled"
 SKIPPED, MISSED = "skipped", "missed"  # missed after downtime: policy skip / policy ask (waits for the user)

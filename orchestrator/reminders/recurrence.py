@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from dateutil import parser as date_parser
 from dateutil.rrule import rrule, rruleset, rrulestr
 
-from ..config import Settings
+from orchestrator.core.config import Settings
 
 LOCAL_FORMAT = "%Y-%m-%dT%H:%M:%S"
 _UNTIL_UTC = re.compile(r"UNTIL=(\d{8}T\d{6})Z", re.I)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..config import Settings
-from ..graph import build_graph
+from orchestrator.core.config import Settings
+from orchestrator.chat.graph import build_graph
 from .agents import AgentManager, AgentTarget
 from .models import Reminder, utcnow
 from .recurrence import backoff_seconds, describe

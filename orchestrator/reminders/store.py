@@ -13,8 +13,8 @@ from typing import Literal
 from sqlalchemy import and_, case, func, select, update
 from sqlalchemy.orm import Session
 
-from ..config import Settings
-from ..storage import jarvis_engine
+from orchestrator.core.config import Settings
+from orchestrator.storage.engines import jarvis_engine
 from .models import (
     CANCELLED, FAILED, MISSED, PENDING, SENT, SKIPPED, STATUSES, Reminder, ReminderRow, new_reminder_id, utcnow,
 )

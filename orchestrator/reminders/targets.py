@@ -19,9 +19,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from ..assembly import service_for
-from ..jorbs.service import JorbError
-from ..threads import IDLE, RUNNING
+from orchestrator.app import service_for
+from orchestrator.jorbs.service import JorbError
+from orchestrator.chat.threads import IDLE, RUNNING
 from .models import Reminder, iso_utc, utcnow
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from integrations.base import ToolError, make_tool
 
-from ..config import Settings
+from orchestrator.core.config import Settings
 from .recurrence import describe
 from .spec import ReminderInputError, ReminderRequest
 from .store import ReminderNotFound, ReminderStateError, ReminderStore

@@ -29,8 +29,8 @@ async def ask_then_finish(ctx, observations, options=None, **kwargs):
 
 
 def main() -> None:
-    from orchestrator.config import load_settings
-    from orchestrator.assembly import jorb_service
+    from orchestrator.core.config import load_settings
+    from orchestrator.app import jorb_service
 
     settings = load_settings(sys.argv[1])
     svc = jorb_service(settings, llm=object())

@@ -16,9 +16,9 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from integrations.base import make_tool
-from orchestrator.config import load_settings
-from orchestrator.confirmations import list_pending, recover_in_doubt
-from orchestrator.graph import build_graph
+from orchestrator.core.config import load_settings
+from orchestrator.chat.confirmations import list_pending, recover_in_doubt
+from orchestrator.chat.graph import build_graph
 
 
 class SendArgs(BaseModel):

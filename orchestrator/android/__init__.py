@@ -1,0 +1,1 @@
+"""Phone goals run as background tasks over the adb MCP server."""

@@ -1,0 +1,261 @@
+"""Phone tasks: the service behind android_task_do / android_task_get, and a plain function API for jorbs.
+
+    from orchestrator.android.tasks import android_task_do, android_task_get, android_task_wait
+    task = android_task_do("Open Google Home and set the Nest thermostat to heat 65-69°F", settings)
+    android_task_get(task["task_id"])   # {"task_id", "status": running|done|failed|interrupted, "result", ...}
+
+A task runs in a background thread: the primary model with the phone server's tools (the MCP server whose
+TOML has an `[android]` table, mcp/adb.toml) in the loop of integrations/android_tools.py. Every tap goes through
+the ToolExecutor (argument validation, the effects ledger) in a scope where `phone_automation` is allowed: the
+confirmation of android_task_do covers the steps of that one goal, and the task may use only the phone's tools.
+Screen content read inside the task does not escalate its own steps (every step reads the screen); anything
+else that still needs a confirmation is refused, since nobody can be asked in the background.
+The functions above do not ask for confirmation themselves: the chat graph and jorb scripts reach them through
+the executor as the android_task_do / android_task_get tools, where the autonomy policy applies.
+Task records live in the jarvis database (table android_tasks), so android_task_get works from any process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from sqlalchemy import DateTime, Integer, String, Text, select, update
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from integrations.android_tools import LoopOutcome, TaskView, run_phone_loop, tool_schema_for_model
+from integrations.base import ToolError
+
+from orchestrator.core.aio import run_sync
+from orchestrator.core.config import Settings, load_settings
+from orchestrator.tools.catalog import StaticProvider, ToolCatalog
+from orchestrator.tools.executor import CallContext, ConfirmationRequest, Decision, ToolExecutor
+from orchestrator.llm.client import make_chat_model
+from orchestrator.mcp.config import ServerConfig
+from orchestrator.mcp.provider import McpProvider, result_text
+from orchestrator.storage.engines import Base, jarvis_engine, utcnow
+
+log = logging.getLogger(__name__)
+
+
+class AndroidTaskRow(Base):
+    __tablename__ = "android_tasks"
+
+    task_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    goal: Mapped[str] = mapped_column(Text)
+    server: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    result: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    steps: Mapped[int] = mapped_column(Integer, default=0)
+    actions_json: Mapped[str] = mapped_column(Text, default="[]")
+    pid: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _refuse(request: ConfirmationRequest) -> Decision:
+    return Decision(decision="deny", reason="a phone task runs in the background and cannot ask for confirmation; "
+                                            f"allow {', '.join(request.side_effects)} in autonomy.effects to let it run")
+
+
+class AndroidTaskService:
+    def __init__(self, settings: Settings, provider: Any = None, model: Any = None):
+        self.settings = settings
+        self.provider = provider or McpProvider(settings, wrappers=False)
+        self.manager = self.provider.manager
+        self._model = model
+        self.engine = jarvis_engine(settings)
+        self._phone_lock = threading.Lock()  # one phone: one task drives it at a time
+        self._threads: dict[str, threading.Thread] = {}
+        self._mark_orphans()
+
+    # -- records --------------------------------------------------------------------------------------
+    def _mark_orphans(self) -> None:
+        with Session(self.engine) as s:
+            for row in s.scalars(select(AndroidTaskRow).where(AndroidTaskRow.status.in_(["queued", "running"]))):
+                if not _pid_alive(row.pid):
+                    row.status = "interrupted"
+                    row.error = "Jarvis stopped while this task was running; start it again with android_task_do"
+                    row.updated_at = utcnow()
+            s.commit()
+
+    def _update(self, task_id: str, **values: Any) -> None:
+        values["updated_at"] = utcnow()
+        with Session(self.engine) as s:
+            s.execute(update(AndroidTaskRow).where(AndroidTaskRow.task_id == task_id).values(**values))
+            s.commit()
+
+    def _row(self, task_id: str) -> AndroidTaskRow | None:
+        with Session(self.engine) as s:
+            row = s.get(AndroidTaskRow, task_id)
+            if row is not None:
+                s.expunge(row)
+            return row
+
+    # -- the API ----------------------------------------------------------------------------------------
+    def phone_server(self) -> ServerConfig | None:
+        self.manager.refresh_config()
+        return next((c for c in self.manager.configs().values() if c.android is not None and c.enabled), None)
+
+    def start(self, goal: str) -> dict[str, Any]:
+        goal = (goal or "").strip()
+        if not goal:
+            raise ToolError("android_task_do needs a goal: what to do on the phone, in plain words")
+        cfg = self.phone_server()
+        if cfg is None:
+            raise ToolError("no phone is configured: mcp/adb.toml (an MCP server with an [android] table) is missing "
+                            "or disabled; see `jarvis mcp status`")
+        why = cfg.availability()
+        if why:
+            raise ToolError(f"the phone server {cfg.name} is unavailable: {why}")
+        task_id = "task-" + uuid.uuid4().hex[:12]
+        with Session(self.engine) as s:
+            s.add(AndroidTaskRow(task_id=task_id, goal=goal, server=cfg.name, status="queued", pid=os.getpid()))
+            s.commit()
+        thread = threading.Thread(target=self._run, args=(task_id, goal, cfg), name=f"android-{task_id}", daemon=True)
+        self._threads[task_id] = thread
+        thread.start()
+        return {"task_id": task_id, "status": "running"}
+
+    def get(self, task_id: str) -> dict[str, Any]:
+        row = self._row(task_id)
+        if row is None:
+            raise ToolError(f"there is no phone task {task_id!r}; android_task_do returns the task_id to use")
+        status = "running" if row.status == "queued" else row.status
+        actions = json.loads(row.actions_json or "[]")
+        return TaskView(task_id=row.task_id, status=status, goal=row.goal, result=row.result, error=row.error,
+                        steps=row.steps, recent_actions=actions[-5:]).model_dump()
+
+    def wait(self, task_id: str, timeout_s: float = 600.0, poll_s: float = 0.2) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            view = self.get(task_id)
+            if view["status"] != "running" or time.monotonic() >= deadline:
+                return view
+            thread = self._threads.get(task_id)
+            if thread is not None:
+                thread.join(poll_s)
+            else:
+                time.sleep(poll_s)
+
+    # -- the loop ---------------------------------------------------------------------------------------
+    def _model_for_loop(self) -> Any:
+        if self._model is None:
+            self._model = make_chat_model(self.settings, "primary", streaming=False)
+        return self._model
+
+    def _device(self, cfg: ServerConfig, tools: list[BaseTool]) -> str | None:
+        loop = cfg.android
+        assert loop is not None
+        if loop.device or not loop.device_arg:
+            return loop.device
+        if not loop.list_devices_tool:
+            return None
+        result = run_sync(self.manager.call_tool(cfg.name, loop.list_devices_tool, {}))
+        text = result_text(result)
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise ToolError(f"{cfg.name}'s {loop.list_devices_tool} answered {text[:200]!r}, not a JSON device list; "
+                            "set [android] device = \"SERIAL\" in its TOML file") from None
+        devices = data.get("devices", data) if isinstance(data, dict) else data
+        for d in devices if isinstance(devices, list) else []:
+            if isinstance(d, dict) and d.get("id") and d.get("platform", "android") == "android" \
+                    and d.get("state", "online") == "online":
+                return str(d["id"])
+        raise ToolError("no Android device is connected: plug the phone in with USB debugging enabled (or start an "
+                        "emulator) and check that `adb devices` lists it")
+
+    def _run(self, task_id: str, goal: str, cfg: ServerConfig) -> None:
+        with self._phone_lock:
+            self._update(task_id, status="running")
+            try:
+                outcome = self._drive(task_id, goal, cfg)
+            except ToolError as exc:
+                outcome = LoopOutcome(status="failed", error=str(exc))
+            except Exception as exc:  # noqa: BLE001 - the task fails with the reason; the caller polls for it
+                log.warning("phone task %s failed", task_id, exc_info=True)
+                outcome = LoopOutcome(status="failed", error=f"{type(exc).__name__}: {exc}")
+            row = self._row(task_id)
+            actions = json.loads(row.actions_json) if row else []
+            self._update(task_id, status=outcome.status, result=outcome.result, error=outcome.error,
+                         steps=max(outcome.steps, row.steps if row else 0),
+                         actions_json=json.dumps(actions + outcome.actions[len(actions):], ensure_ascii=False))
+
+    def _drive(self, task_id: str, goal: str, cfg: ServerConfig) -> LoopOutcome:
+        loop = cfg.android
+        assert loop is not None
+        self.manager.ensure_started(wait_s=cfg.startup_timeout_s, names=[cfg.name])
+        tools = [t for t in self.provider.server_tools(cfg.name)
+                 if (t.metadata or {}).get("mcp_name") not in set(loop.exclude_tools)]
+        if not tools:
+            raise ToolError(f"the phone server {cfg.name} is not ready: {self.manager.reason(cfg.name) or 'no tools'}")
+        device = self._device(cfg, tools)
+        hide = {loop.device_arg} if loop.device_arg and device else set()
+        schemas = [tool_schema_for_model(t, hide) for t in tools]
+        takes_device = {t.name for t in tools if hide and loop.device_arg in ((t.args_schema or {}).get("properties") or {})}
+
+        executor = ToolExecutor(self.settings, ToolCatalog([StaticProvider("phone", tools)]))
+        allowed = frozenset(t.name for t in tools)
+
+        def act(name: str, args: dict[str, Any], step: int, index: int) -> tuple[bool, str]:
+            if name in takes_device:
+                args = {**args, loop.device_arg: device}  # type: ignore[dict-item]
+            ctx = CallContext(thread_id=f"android:{task_id}", key=f"android:{task_id}|{step}|{index}",
+                              overrides={"phone_automation": "auto"}, allowed_tools=allowed, origin="android_task")
+            outcome = executor.execute(name, args, ctx, confirm=_refuse)
+            return outcome.ok, outcome.content
+
+        def on_step(progress: LoopOutcome) -> None:
+            self._update(task_id, steps=progress.steps, actions_json=json.dumps(progress.actions, ensure_ascii=False))
+
+        return run_phone_loop(goal, self._model_for_loop(), schemas, act,
+                              max_steps=self.settings.mcp.android_max_steps, on_step=on_step)
+
+
+# -- the plain function API (jorbs, scripts) -------------------------------------------------------------
+_services: dict[tuple[str, str], AndroidTaskService] = {}
+_services_lock = threading.Lock()
+
+
+def service_for(settings: Settings | None = None) -> AndroidTaskService:
+    settings = settings or load_settings()
+    key = (str(settings.mcp.dir), str(settings.data_dir))
+    with _services_lock:
+        service = _services.get(key)
+        if service is None:
+            service = _services[key] = AndroidTaskService(settings)
+        return service
+
+
+def android_task_do(goal: str, settings: Settings | None = None) -> dict[str, Any]:
+    """Start a phone task; returns {"task_id", "status"}. Raises ToolError when no phone server can run."""
+    return service_for(settings).start(goal)
+
+
+def android_task_get(task_id: str, settings: Settings | None = None) -> dict[str, Any]:
+    """{"task_id", "status", "goal", "result", "error", "steps", "recent_actions"}."""
+    return service_for(settings).get(task_id)
+
+
+def android_task_wait(task_id: str, timeout_s: float = 600.0, settings: Settings | None = None) -> dict[str, Any]:
+    """Block until the task is no longer running (or the timeout passes); returns android_task_get's view."""
+    return service_for(settings).wait(task_id, timeout_s)

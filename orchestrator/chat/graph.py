@@ -1,0 +1,223 @@
+"""The chat graph: entry -> planner -> tool_node (one task per call) | jarb -> planner ... -> respond.
+
+`build_graph()` returns the compiled graph with a persistent checkpointer (SQLite under storage.data_dir by
+default), so `thread_id` is all a client needs to continue, approve or inspect a conversation:
+
+    graph = build_graph()
+    graph.invoke({"messages": [("user", "What is in ~/notes?")]}, {"configurable": {"thread_id": "t1"}})
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send, interrupt
+
+from orchestrator.app import default_catalog
+from orchestrator.tools.catalog import StaticProvider, ToolCatalog
+from orchestrator.core.config import Settings, load_settings
+from orchestrator.tools.executor import CallContext, ToolExecutor
+from orchestrator.storage.checkpoints import prune_later
+from .history import compact, estimate_tokens
+from orchestrator.llm.client import make_chat_model
+from orchestrator.storage.engines import make_checkpointer
+from orchestrator.storage.telemetry import TelemetryHandler
+from orchestrator.tools.index import FIND_TOOLS, ToolIndex, embedder_from_settings, find_tools_tool, found_names
+from orchestrator.jarb.subgraph import JARB_TOOL, create_new_tool_tool, jarb_task_for, make_jarb_node
+from .planner import call_model, step_limit_message, system_prompt
+from .runtime import JarvisRuntime
+from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount, tainted
+from .threads import IDLE, RUNNING, WAITING, ThreadIndex
+
+log = logging.getLogger(__name__)
+
+_URL_RE = re.compile(r"https?://[^\s<>\"')\]]+")
+_YT_RE = re.compile(r"(?:youtube\.com|youtu\.be|youtube-nocookie\.com)", re.I)
+_PATH_RE = re.compile(r"(?:(?<=\s)|^)((?:~|/)[^\s'\"]+\.(?:pdf|txt|md|markdown|csv|json|html?))\b", re.I)
+
+
+def detect_attachments(text: str) -> list[Attachment]:
+    found: list[Attachment] = []
+    for url in _URL_RE.findall(text or ""):
+        url = url.rstrip(".,;:")
+        found.append(Attachment(kind="youtube" if _YT_RE.search(url) else "url", ref=url))
+    for raw in _PATH_RE.findall(text or ""):
+        p = Path(raw).expanduser()
+        if p.is_file():
+            found.append(Attachment(kind="pdf" if p.suffix.lower() == ".pdf" else "text", ref=str(p), name=p.name))
+    return found
+
+
+def _thread_id(config: RunnableConfig) -> str:
+    return str((config.get("configurable") or {}).get("thread_id") or "default")
+
+
+def _writer():
+    try:
+        return get_stream_writer()
+    except Exception:  # noqa: BLE001 - outside a streaming run
+        return None
+
+
+def make_nodes(rt: JarvisRuntime):
+    settings = rt.settings
+
+    def entry(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
+        last_human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
+        text = last_human.text if last_human is not None else ""
+        rt.threads.touch(_thread_id(config), title=text.strip().splitlines()[0] if text.strip() else None, status=RUNNING)
+        known = {a.ref for a in state.attachments}
+        new = [a for a in detect_attachments(text) if a.ref not in known]
+        return {
+            "turn": state.turn + 1,
+            "turn_steps": 0,
+            "stop_reason": None,
+            "attachments": state.attachments + new,
+            "effects": TurnCount(turn=state.turn + 1, count=0),
+        }
+
+    def planner(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
+        if state.turn_steps >= settings.planner.max_steps:
+            return {"messages": [step_limit_message(settings)], "stop_reason": "step_limit"}
+        tools = rt.tools_for_turn(state)
+        system = system_prompt(settings, state)
+        thread_id = _thread_id(config)
+        folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system)]),
+                         settings.planner.history_token_budget, config,
+                         archive=lambda msgs: rt.threads.archive(thread_id, msgs))
+        live = state.messages
+        if folded:
+            gone = {r.id for r in folded["messages"]}
+            live = [m for m in state.messages if m.id not in gone]
+            state = state.model_copy(update={"summary": folded["summary"]})
+            system = system_prompt(settings, state)
+        ai = call_model(rt.llm, tools, [SystemMessage(content=system), *live], config, rt.model_base_url())
+        new = [*folded.pop("messages", []), ai]
+        return {**folded, "messages": new, "turn_steps": state.turn_steps + 1}
+
+    def route(state: ConversationState) -> Any:
+        last = state.messages[-1] if state.messages else None
+        if state.stop_reason or not isinstance(last, AIMessage):
+            return "respond"
+        sends: list[Send] = []
+        base = {"message_id": last.id, "turn": state.turn, "untrusted_turn": state.untrusted_turn,
+                "trusted_after_turn": state.trusted_after_turn, "effects": state.effects}
+        for i, call in enumerate(last.tool_calls):
+            if call.get("name") == JARB_TOOL:  # the tool factory, not the executor
+                sends.append(Send("jarb", jarb_task_for(dict(call), i, base)))
+                continue
+            sends.append(Send("tool_node", ToolTask(call=dict(call), index=i, **base)))
+        offset = len(last.tool_calls)
+        for j, bad in enumerate(last.invalid_tool_calls):
+            call = {"name": bad.get("name") or "", "args": bad.get("args"), "id": bad.get("id") or f"invalid_{j}"}
+            error = bad.get("error") or "the arguments were not valid JSON"
+            sends.append(Send("tool_node", ToolTask(call=call, index=offset + j, invalid_error=error, **base)))
+        return sends or "respond"
+
+    def tool_node(task: ToolTask | dict, config: RunnableConfig) -> dict[str, Any]:
+        # A Send's payload comes back as a dict from a checkpointer whose serializer does not know ToolTask
+        # (LangGraph's own server with LANGGRAPH_STRICT_MSGPACK).
+        task = ToolTask.model_validate(task) if isinstance(task, dict) else task
+        call = task.call
+        name, call_id = call.get("name") or "", call.get("id") or f"call_{task.index}"
+        if task.invalid_error is not None:
+            content = (f"Error: your call to {name or 'a tool'} could not be read ({task.invalid_error}); raw arguments: "
+                       f"{str(call.get('args'))[:300]!r}. Call it again with the arguments as a JSON object.")
+            return {"messages": [ToolMessage(content=content, tool_call_id=call_id, name=name or "unknown", status="error")]}
+        thread_id = _thread_id(config)
+        writer = _writer()
+        ctx = CallContext(
+            thread_id=thread_id,
+            key=f"{thread_id}|{task.message_id}|{call_id}|{task.index}",
+            untrusted_seen=tainted(task.untrusted_turn, task.trusted_after_turn),  # this turn or an earlier one
+            effects_this_turn=task.effects.count if task.effects.turn == task.turn else 0,
+            config=config,
+            emit=writer,
+        )
+
+        def ask(request: Any) -> Any:
+            rt.threads.touch(thread_id, status=WAITING)
+            return interrupt(request.payload())
+
+        outcome = rt.executor.execute(name, call.get("args") or {}, ctx, confirm=ask)
+        recent = [name] if outcome.ok else []
+        if name == FIND_TOOLS and outcome.ok:
+            # bound on the planner's next step, which keeps the most recent names first: the best ranked goes last
+            recent = list(reversed(found_names(outcome.content)))
+        update: dict[str, Any] = {
+            "messages": [ToolMessage(content=outcome.content, tool_call_id=call_id, name=name,
+                                     status="success" if outcome.ok else "error")],
+            "recent_tools": recent,
+        }
+        if outcome.untrusted:
+            update["untrusted_turn"] = task.turn
+        if outcome.executed_effect:
+            update["effects"] = TurnCount(turn=task.turn, count=1)
+        return update
+
+    def respond(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
+        rt.threads.set_status_later(_thread_id(config), IDLE)
+        prune_later(settings, _thread_id(config))
+        last = state.messages[-1] if state.messages else None
+        if isinstance(last, AIMessage) and not last.tool_calls and not (last.text or "").strip():
+            return {"messages": [AIMessage(content="(The model returned an empty answer. Try rephrasing the request.)")]}
+        return {}
+
+    return entry, planner, route, tool_node, respond
+
+
+def build_graph(
+    settings: Settings | None = None,
+    *,
+    llm: BaseChatModel | None = None,
+    checkpointer: Any = None,
+    catalog: ToolCatalog | None = None,
+    tools: list[BaseTool] | None = None,
+    telemetry: bool = True,
+):
+    """Compile the chat graph. `checkpointer=None` opens the default one; `checkpointer=False` compiles without."""
+    settings = settings or load_settings()
+    if llm is None:
+        llm = make_chat_model(settings, "primary")
+    catalog = catalog or default_catalog(settings, tools or ())
+    index = ToolIndex(embedder_from_settings(settings))
+    catalog.add_provider(StaticProvider("find_tools", [find_tools_tool(index, catalog.all)]))
+    executor = ToolExecutor(settings, catalog)
+    rt = JarvisRuntime(settings=settings, llm=llm, catalog=catalog, executor=executor, threads=ThreadIndex(settings),
+                       meta_tools=[create_new_tool_tool(settings.jarb.max_repairs)] if settings.jarb.enabled else [],
+                       tool_index=index)
+
+    entry, planner, route, tool_node, respond = make_nodes(rt)
+    g = StateGraph(ConversationState)
+    g.add_node("entry", entry)
+    g.add_node("planner", planner)
+    g.add_node("tool_node", tool_node, input_schema=ToolTask)
+    g.add_node("respond", respond)
+    g.add_node("jarb", make_jarb_node(rt), input_schema=JarbTask)
+    g.add_edge(START, "entry")
+    g.add_edge("entry", "planner")
+    g.add_conditional_edges("planner", route, ["tool_node", "jarb", "respond"])
+    g.add_edge("tool_node", "planner")
+    g.add_edge("jarb", "planner")
+    g.add_edge("respond", END)
+
+    if checkpointer is None:
+        checkpointer = make_checkpointer(settings)
+    compiled = g.compile(checkpointer=checkpointer or None)
+    # Room for max_steps planner rounds of (planner + tools) plus entry/respond.
+    cfg: dict[str, Any] = {"recursion_limit": settings.planner.max_steps * 3 + 10}
+    if telemetry:
+        cfg["callbacks"] = [TelemetryHandler(settings)]
+    compiled = compiled.with_config(cfg)
+    compiled.jarvis = rt  # type: ignore[attr-defined]  # for the CLI, server and tests
+    return compiled
+

@@ -1,0 +1,172 @@
+"""The thread index: one row per conversation (title, status, times) so listing threads never scans
+checkpoints, and helpers to read a thread's messages and pending confirmations from its checkpoint."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, messages_from_dict, messages_to_dict
+from sqlalchemy import DateTime, Integer, String, Text, case, delete, desc, func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from orchestrator.storage import writer
+from orchestrator.core.config import Settings
+from orchestrator.storage.engines import Base, jarvis_engine, utcnow
+
+IDLE, RUNNING, WAITING = "idle", "running", "waiting"
+
+
+class ThreadRow(Base):
+    __tablename__ = "threads"
+
+    thread_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), default="chat")
+    title: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(String(16), default=IDLE, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class ArchivedMessageRow(Base):
+    """Messages folded into a thread's summary, moved out of the live state (history.py), kept readable."""
+
+    __tablename__ = "message_archive"
+
+    thread_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    message_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, index=True)
+    data: Mapped[str] = mapped_column(Text)
+
+
+@dataclass
+class ThreadInfo:
+    thread_id: str
+    kind: str
+    title: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"thread_id": self.thread_id, "kind": self.kind, "title": self.title, "status": self.status,
+                "created_at": self.created_at.isoformat(), "updated_at": self.updated_at.isoformat()}
+
+
+def _info(row: ThreadRow) -> ThreadInfo:
+    return ThreadInfo(row.thread_id, row.kind, row.title, row.status, row.created_at, row.updated_at)
+
+
+class ThreadIndex:
+    def __init__(self, settings: Settings):
+        self.engine = jarvis_engine(settings)
+
+    def touch(self, thread_id: str, *, title: str | None = None, status: str | None = None, kind: str = "chat") -> None:
+        """Create the thread's row or update it: one upsert statement (this runs on every turn)."""
+        now = utcnow()
+        table = ThreadRow.__table__
+        values = {"thread_id": thread_id, "kind": kind, "title": (title or "")[:200], "status": status or IDLE,
+                  "created_at": now, "updated_at": now}
+        changes: dict[str, Any] = {"updated_at": now}
+        if status:
+            changes["status"] = status
+        if title:
+            changes["title"] = case((table.c.title == "", title[:200]), else_=table.c.title)
+        insert = sqlite_insert if self.engine.dialect.name == "sqlite" else pg_insert
+        stmt = insert(table).values(**values).on_conflict_do_update(index_elements=["thread_id"], set_=changes)
+        with self.engine.begin() as conn:
+            conn.execute(stmt)
+
+    def set_status_later(self, thread_id: str, status: str) -> None:
+        """Status bookkeeping off the hot path (see writer.py)."""
+        writer.submit(lambda: self.touch(thread_id, status=status))
+
+    def get(self, thread_id: str) -> ThreadInfo | None:
+        writer.flush()
+        with Session(self.engine) as s:
+            row = s.get(ThreadRow, thread_id)
+            return _info(row) if row else None
+
+    def list(self, limit: int = 50, kind: str | None = None, statuses: tuple[str, ...] | None = None,
+             title: str | None = None) -> list[ThreadInfo]:
+        """Most recent first. `title`: only threads whose title contains it (any case)."""
+        writer.flush()
+        with Session(self.engine) as s:
+            q = select(ThreadRow).order_by(desc(ThreadRow.updated_at)).limit(limit)
+            if kind:
+                q = q.where(ThreadRow.kind == kind)
+            if statuses:
+                q = q.where(ThreadRow.status.in_(statuses))
+            if title:
+                q = q.where(func.lower(ThreadRow.title).contains(title.lower(), autoescape=True))
+            return [_info(r) for r in s.scalars(q)]
+
+    def rename(self, thread_id: str, title: str) -> ThreadInfo | None:
+        """A title the user chose (None when there is no such thread)."""
+        with Session(self.engine, expire_on_commit=False) as s, s.begin():
+            row = s.get(ThreadRow, thread_id)
+            if row is None:
+                return None
+            row.title = title
+            return _info(row)
+
+    def archive(self, thread_id: str, messages: list[BaseMessage]) -> None:
+        """Append messages to the thread's archive, once each (a re-run stores nothing twice)."""
+        if not messages:
+            return
+        with Session(self.engine) as s, s.begin():
+            known = set(s.scalars(select(ArchivedMessageRow.message_id).where(
+                ArchivedMessageRow.thread_id == thread_id,
+                ArchivedMessageRow.message_id.in_([m.id for m in messages]))))
+            start = s.scalar(select(func.count()).select_from(ArchivedMessageRow)
+                             .where(ArchivedMessageRow.thread_id == thread_id)) or 0
+            for offset, m in enumerate(m for m in messages if m.id not in known):
+                s.add(ArchivedMessageRow(thread_id=thread_id, message_id=m.id, position=start + offset,
+                                         data=json.dumps(messages_to_dict([m])[0], default=str)))
+
+    def archived(self, thread_id: str) -> list[BaseMessage]:
+        with Session(self.engine) as s:
+            rows = s.scalars(select(ArchivedMessageRow.data).where(ArchivedMessageRow.thread_id == thread_id)
+                             .order_by(ArchivedMessageRow.position))
+            return messages_from_dict([json.loads(d) for d in rows])
+
+    def delete(self, thread_id: str) -> None:
+        """Forget a thread: its row and the messages folded out of its checkpoint (they were its history too)."""
+        with Session(self.engine) as s, s.begin():
+            row = s.get(ThreadRow, thread_id)
+            if row is not None:
+                s.delete(row)
+            s.execute(delete(ArchivedMessageRow).where(ArchivedMessageRow.thread_id == thread_id))
+
+
+def message_view(m: BaseMessage) -> dict[str, Any]:
+    """A plain dict of one message for the CLI and the API."""
+    view: dict[str, Any] = {"id": m.id, "type": m.type, "content": m.text if hasattr(m, "text") else str(m.content)}
+    if isinstance(m, AIMessage):
+        view["tool_calls"] = [{"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in m.tool_calls]
+        if m.invalid_tool_calls:
+            view["invalid_tool_calls"] = [{"id": c.get("id"), "name": c.get("name"), "args": c.get("args"),
+                                           "error": c.get("error")} for c in m.invalid_tool_calls]
+    if isinstance(m, ToolMessage):
+        view["tool_call_id"] = m.tool_call_id
+        view["name"] = m.name
+        view["status"] = m.status
+    return view
+
+
+def pending_confirmations(graph: Any, thread_id: str) -> list[dict[str, Any]]:
+    """The confirmations a thread waits on, each with the interrupt id needed to resume it."""
+    state = graph.get_state({"configurable": {"thread_id": thread_id}})
+    pending = []
+    for intr in state.interrupts:
+        value = intr.value if isinstance(intr.value, dict) else {"value": intr.value}
+        pending.append({"interrupt_id": intr.id, "thread_id": thread_id, **value})
+    return pending
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, default=str, ensure_ascii=False)

@@ -1,0 +1,409 @@
+"""Configuration: config/config.yml loaded into pydantic models.
+
+The file is chosen by `--config PATH`, else `$JARVIS_CONFIG`, else `config/config.yml` of the checkout.
+Relative paths inside it are resolved against the file's folder, `~` against the user's home.
+`profiles:` holds named overlays, merged key by key over the base (`--profile NAME` / `$JARVIS_PROFILE`).
+Unknown keys and bad values fail at start with the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG_PATH = REPO_ROOT / "config" / "config.yml"
+
+Mode = Literal["auto", "confirm", "deny"]
+
+
+class ConfigError(Exception):
+    """The configuration file cannot be used; the message says where and why."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+class SecretRef(_Section):
+    """`{secret: NAME}` reads the keyring entry NAME (or $JARVIS_SECRET_NAME); `{env: VAR}` reads $VAR."""
+
+    secret: str | None = None
+    env: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "SecretRef":
+        if bool(self.secret) == bool(self.env):
+            raise ValueError("give exactly one of 'secret' (a keyring entry name) or 'env' (an environment variable)")
+        return self
+
+
+SecretValue = str | SecretRef | None
+
+
+class ModelConfig(_Section):
+    provider: Literal["openai", "embedded"] = "openai"
+    base_url: str = "http://localhost:1337/v1"
+    model: str = "local/llama3"
+    api_key: SecretValue = "jan"
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(2, ge=0)
+    temperature: float | None = None
+    max_tokens: int | None = Field(None, gt=0)
+    context_tokens: int = Field(8192, gt=0, description="the model's context window, for budgets")
+    # provider: embedded (llama.cpp server started as a child process)
+    gguf: Path | None = None
+    n_ctx: int = Field(4096, gt=0)
+    chat_format: str | None = None
+    threads: int | None = Field(None, gt=0)
+    start_timeout_s: float = Field(120.0, gt=0, description="how long the embedded server may take to answer")
+    notice: str | None = Field(None, description="shown to the user when this model is used (a demo model's warning)")
+
+    @model_validator(mode="after")
+    def _embedded_needs_gguf(self) -> "ModelConfig":
+        if self.provider == "embedded" and self.gguf is None:
+            raise ValueError("provider 'embedded' needs 'gguf: PATH' to a .gguf model file")
+        return self
+
+
+class EmbeddingsConfig(_Section):
+    base_url: str = "http://localhost:1337/v1"
+    model: str = "text-embedding"
+    api_key: SecretValue = "jan"
+    timeout_s: float = Field(30.0, gt=0)
+
+
+class ModelsConfig(_Section):
+    primary: ModelConfig = Field(default_factory=ModelConfig)
+    fallback: bool = Field(True, description="`jarvis run`: when models.primary does not answer, use a local server "
+                           "that does (Jan, Ollama, LM Studio, llama.cpp, vLLM) or the built-in model, for that run")
+    heavy: ModelConfig | None = None
+    embeddings: EmbeddingsConfig | None = None
+
+
+class AutonomyConfig(_Section):
+    default: Mode = "confirm"
+    effects: dict[str, Mode] = Field(
+        default_factory=lambda: {
+            "email_send": "confirm",
+            "calendar_write": "confirm",
+            "fs_write": "confirm",
+            "ui_automation": "confirm",
+            "process_start": "confirm",
+        }
+    )
+    escalate_after_untrusted: bool = True
+    max_side_effects_per_turn: int = Field(20, ge=1)
+
+
+class FsConfig(_Section):
+    roots: list[Path] = Field(default_factory=lambda: [Path("~")])
+    max_read_bytes: int = Field(2_000_000, gt=0)
+    max_search_results: int = Field(200, gt=0)
+
+
+class StorageConfig(_Section):
+    data_dir: Path = Path("../data")
+    url: str | None = Field(None, description="a SQLAlchemy URL (postgresql://...) replacing the SQLite files")
+    keep_checkpoints: int = Field(20, ge=0, description="checkpoints kept per thread after each run (0: all)")
+    claim_lease_s: float = Field(300.0, gt=0, description="a worker that dies mid-run frees its jorbs and chat "
+                                 "threads after this long (renewed while it runs; at once after a restart here)")
+
+
+class McpConfig(_Section):
+    dir: Path = Path("../mcp")
+    restart_backoff_s: float = Field(2.0, gt=0)
+    max_restart_backoff_s: float = Field(60.0, gt=0)
+    startup_wait_s: float = Field(10.0, ge=0, description="how long the first turn waits for MCP servers to start")
+    android_max_steps: int = Field(30, ge=1, description="model steps of one phone task before it gives up")
+
+
+class ServerConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    max_upload_mb: int = Field(50, gt=0)
+    max_request_kb: int = Field(8192, gt=0, description="the largest API request body (uploads: max_upload_mb)")
+    open_browser: bool = False
+    # Extra names the UI may be reached by (Host/Origin checks), e.g. a LAN address when host is 0.0.0.0.
+    allowed_hosts: list[str] = Field(default_factory=list)
+
+
+class SandboxConfig(_Section):
+    required: bool = True
+    backend: Literal["auto", "bubblewrap", "sandbox-exec", "none"] = Field(
+        "auto", description="auto: bubblewrap on Linux, sandbox-exec on macOS; none needs required: false")
+    cpu_seconds: int = Field(10, gt=0)
+    memory_mb: int = Field(1024, gt=0)
+    max_processes: int = Field(64, gt=0)
+    file_size_mb: int = Field(64, gt=0)
+    workdir_mb: int = Field(128, gt=0)
+    wall_timeout_s: float = Field(30.0, gt=0)
+    output_limit_kb: int = Field(256, gt=0)
+    open_files: int = Field(256, gt=0)
+    cpu_cores: float = Field(1.0, gt=0, description="the cores a sandboxed run's processes may use at once")
+    protocol_limit_mb: int = Field(8, gt=0, description="all a jorb script may write to Jarvis in one run")
+    unprivileged_uid: int = Field(65534, gt=0, description="the uid sandboxed code runs as when Jarvis runs as root")
+
+
+class PlannerConfig(_Section):
+    max_steps: int = Field(12, ge=1, description="planner calls in one turn before it is stopped")
+    max_bound_tools: int = Field(12, ge=1)
+    history_token_budget: int = Field(6000, ge=500)
+    instructions: str | None = None
+
+
+class JarbConfig(_Section):
+    enabled: bool = Field(True, description="false: the planner is not offered create_new_tool (small models, or "
+                          "when you do not want Jarvis to write tools); registered tools still work")
+    max_repairs: int = Field(3, ge=0)
+    trust_after: int = Field(3, ge=0)
+    call_timeout_s: float = Field(20.0, gt=0)
+
+
+class PdfConfig(_Section):
+    chunk_tokens: int = Field(3000, ge=200)
+    max_summary_chunks: int = Field(200, ge=1)
+    time_budget_s: float = Field(120.0, gt=0, description="longest time spent reading one PDF before giving up")
+    max_extract_chars: int = Field(30_000, ge=1000, description="pdf_extract_text returns at most this much text")
+
+
+class YoutubeConfig(_Section):
+    languages: list[str] = Field(default_factory=lambda: ["en"])
+    chunk_tokens: int = Field(3000, ge=200)
+    timeout_s: float = Field(20.0, gt=0)
+
+
+class GoogleConfig(_Section):
+    client_secrets: Path | None = None
+    account: str = "default"
+    gmail_base_url: str = "https://gmail.googleapis.com"
+    calendar_base_url: str = "https://www.googleapis.com"
+    token_uri: str | None = None
+    calendar_id: str = "primary"
+    timeout_s: float = Field(30.0, gt=0)
+    max_retries: int = Field(4, ge=0, description="retries of a request Google rate-limited (429) or failed (5xx)")
+    backoff_s: float = Field(1.0, ge=0, description="first wait before a retry; doubles each time")
+
+
+class JorbsConfig(_Section):
+    max_steps_per_hour: int = Field(20, ge=1)
+    max_steps_per_day: int = Field(100, ge=1)
+    token_budget: int = Field(200_000, ge=1000)
+    max_malformed: int = Field(2, ge=0)
+    script_timeout_s: float = Field(60.0, gt=0)
+    sweep_interval_s: float = Field(30.0, gt=0, description="how often `jarvis run` wakes jorbs whose reply came in "
+                                    "while another worker held them")
+
+
+class TelegramConfig(_Section):
+    enabled: bool = False
+    token: SecretValue = None
+    api_base: str = "https://api.telegram.org"
+    allowlist: list[str] = Field(default_factory=list)
+    poll_timeout_s: int = Field(30, ge=0)
+
+
+class EmailChannelConfig(_Section):
+    enabled: bool = False
+    poll_interval_s: float = Field(60.0, gt=0)
+
+
+class ChannelsConfig(_Section):
+    local: bool = True
+    email: EmailChannelConfig = Field(default_factory=EmailChannelConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    burst_window_s: float = Field(20.0, ge=0)
+    send_per_minute: int = Field(20, ge=1)
+    route_min_confidence: float = Field(0.7, ge=0, le=1)
+    user_identities: list[str] = Field(default_factory=list,
+                                       description="your own addresses: a message from one of them is your intervention "
+                                                   "(an email only when Gmail verified its From:; on Telegram prefer "
+                                                   "telegram:<your numeric user id> to a @handle, which can change hands)")
+    default_region: str = Field("US", description="phone numbers without a country code are read in this region")
+
+
+class SchedulerConfig(_Section):
+    enabled: bool = True
+    tick_s: float = Field(1.0, gt=0)
+    max_creates_per_hour: int = Field(60, ge=1)
+    max_attempts: int = Field(5, ge=1)
+    ack_timeout_s: float = Field(10.0, gt=0)
+    webhook_timeout_s: float = Field(10.0, gt=0)
+    webhook_tries: int = Field(3, ge=1, description="POSTs within one attempt before it counts as failed")
+    retry_backoff_s: float = Field(5.0, gt=0, description="first wait after a failed attempt; doubles each time")
+    max_backoff_s: float = Field(300.0, gt=0)
+    missed_policy: Literal["catch_up", "skip", "ask"] = "catch_up"
+    missed_grace_s: float = Field(60.0, ge=0, description="later than this after its time, a reminder was missed")
+    lease_s: float = Field(300.0, gt=0, description="a delivery cut off by a crash is retried after this long")
+    defer_s: float = Field(30.0, gt=0, description="wait while a chat thread is busy (running or confirming)")
+    workers: int = Field(4, ge=1, description="deliveries in parallel")
+    batch_size: int = Field(200, ge=1, description="reminders taken per tick")
+    chat_thread: str = Field("reminders", min_length=1, description="thread for reminders with no other target")
+
+
+class DocsConfig(_Section):
+    auto_index: bool = True
+    chunk_chars: int = Field(1500, ge=200)
+
+
+class Settings(_Section):
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
+    autonomy: AutonomyConfig = Field(default_factory=AutonomyConfig)
+    fs: FsConfig = Field(default_factory=FsConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    tools_dir: Path = Path("../tools")
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    planner: PlannerConfig = Field(default_factory=PlannerConfig)
+    jarb: JarbConfig = Field(default_factory=JarbConfig)
+    pdf: PdfConfig = Field(default_factory=PdfConfig)
+    youtube: YoutubeConfig = Field(default_factory=YoutubeConfig)
+    google: GoogleConfig = Field(default_factory=GoogleConfig)
+    jorbs: JorbsConfig = Field(default_factory=JorbsConfig)
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    docs: DocsConfig = Field(default_factory=DocsConfig)
+    timezone: str | None = Field(None, description="IANA zone for the user's times; default: the system's")
+    log_level: str = "INFO"
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    # Set by the loader, not by the file.
+    source_path: Path | None = Field(None, exclude=True)
+    profile: str | None = Field(None, exclude=True)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r}; use an IANA name such as 'Europe/Paris'") from None
+        return value
+
+    # Convenience paths ---------------------------------------------------------------------
+    @property
+    def data_dir(self) -> Path:
+        return self.storage.data_dir
+
+    def data_path(self, name: str) -> Path:
+        self.storage.data_dir.mkdir(parents=True, exist_ok=True)
+        return self.storage.data_dir / name
+
+
+_PATH_KEYS: tuple[tuple[str, ...], ...] = (
+    ("storage", "data_dir"),
+    ("tools_dir",),
+    ("mcp", "dir"),
+    ("google", "client_secrets"),
+    ("models", "primary", "gguf"),
+    ("models", "heavy", "gguf"),
+)
+
+
+def _deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _resolve_path(value: Path, base_dir: Path) -> Path:
+    expanded = Path(os.path.expanduser(str(value)))
+    return expanded if expanded.is_absolute() else (base_dir / expanded).resolve()
+
+
+def _format_validation_error(path: Path, err: ValidationError) -> str:
+    lines = [f"{path}: invalid configuration"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"  {key}: unknown key (check its spelling; see config/config.yml for the known keys)")
+        else:
+            got = e.get("input")
+            got_text = f" (got {got!r})" if not isinstance(got, dict | list) and got is not None else ""
+            lines.append(f"  {key}: {e['msg']}{got_text}")
+    return "\n".join(lines)
+
+
+def config_path_from_env(explicit: str | os.PathLike[str] | None = None) -> Path:
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    env = os.environ.get("JARVIS_CONFIG")
+    if env:
+        return Path(env).expanduser().resolve()
+    return DEFAULT_CONFIG_PATH
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, profile: str | None = None) -> Settings:
+    """Load, overlay the profile, validate and resolve paths. Raises ConfigError with a readable message."""
+    cfg_path = config_path_from_env(path)
+    if not cfg_path.exists():
+        raise ConfigError(f"{cfg_path}: configuration file not found (pass --config PATH or set JARVIS_CONFIG)")
+    try:
+        raw = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{cfg_path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{cfg_path}: the top level must be a mapping of keys, got {type(raw).__name__}")
+
+    profile = profile or os.environ.get("JARVIS_PROFILE") or None
+    data = dict(raw)
+    if profile:
+        profiles = raw.get("profiles") or {}
+        if profile not in profiles:
+            known = ", ".join(sorted(profiles)) or "none defined"
+            raise ConfigError(f"{cfg_path}: profile {profile!r} not found under 'profiles' (known: {known})")
+        overlay = profiles[profile] or {}
+        if not isinstance(overlay, dict):
+            raise ConfigError(f"{cfg_path}: profiles.{profile} must be a mapping")
+        if "profiles" in overlay:
+            raise ConfigError(f"{cfg_path}: profiles.{profile}: a profile cannot define profiles")
+        data = _deep_merge(data, overlay)
+
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(cfg_path, err)) from None
+    return finalize_settings(settings, cfg_path.parent, source_path=cfg_path, profile=profile)
+
+
+def finalize_settings(
+    settings: Settings, base_dir: Path, *, source_path: Path | None = None, profile: str | None = None
+) -> Settings:
+    """Resolve relative paths against base_dir (the config file's folder)."""
+    for keys in _PATH_KEYS:
+        owner: Any = settings
+        for k in keys[:-1]:
+            owner = getattr(owner, k)
+            if owner is None:
+                break
+        if owner is None:
+            continue
+        value = getattr(owner, keys[-1])
+        if value is not None:
+            setattr(owner, keys[-1], _resolve_path(value, base_dir))
+    settings.fs.roots = [_resolve_path(r, base_dir) for r in settings.fs.roots]
+    settings.source_path = source_path
+    settings.profile = profile
+    return settings
+
+
+def settings_from_dict(data: dict[str, Any], base_dir: str | os.PathLike[str]) -> Settings:
+    """Build settings from a mapping (tests, the Python API); paths are relative to base_dir."""
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(Path(str(base_dir)) / "(dict)", err)) from None
+    return finalize_settings(settings, Path(base_dir).resolve())

@@ -1,0 +1,299 @@
+"""The JARB subgraph: the planner's `create_new_tool(spec)` becomes a tested, registered tool.
+
+    spec_to_code -> generate_tests -> run_tests -> (repair -> run_tests)* -> register | give_up
+
+`graph.route` sends each create_new_tool call here (one Send task per call); `jarb_node` runs the subgraph
+and answers the call with a ToolMessage saying what was registered or what failed, then the planner runs
+again and may call the new tool at once (the generated-tools provider reads the registry on each turn).
+
+Each stage and attempt is streamed as {"event": "progress", "stage", "attempt", "message", "tool"} through
+LangGraph's stream writer (visible with `stream(..., subgraphs=True)`, see turns.py). Code is written by the
+`heavy` model when one is configured. Registration asks the user (a LangGraph interrupt with the executor's
+confirmation payload) when the autonomy policy says so for `tool_create`, and always when the spec declares
+network access: a generated tool gets the network only if the user approved that here.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cached_property
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import StructuredTool
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+from pydantic import BaseModel, Field
+
+from integrations.base import ToolError, set_tool_meta
+from jarb_core.codecheck import check_module, check_tests, trim_output
+from jarb_core.factory import progress_event
+from jarb_core.generator import CodeGenerator
+from jarb_core.manifest import derive_manifest
+from jarb_core.registry import RegistryError
+from jarb_core.sandbox import SandboxUnavailable
+from jarb_core.spec import SpecError, ToolSpec
+from jarb_core.testing import TestReport
+
+from orchestrator.tools import autonomy
+from orchestrator.tools.executor import ConfirmationRequest, parse_decision
+from .tools import make_factory
+from orchestrator.llm.client import make_chat_model
+from orchestrator.chat.runtime import JarvisRuntime
+from orchestrator.chat.state import JarbTask, tainted
+from orchestrator.chat.threads import WAITING
+
+log = logging.getLogger(__name__)
+
+JARB_TOOL = "create_new_tool"
+
+
+class CreateNewToolArgs(BaseModel):
+    spec: ToolSpec = Field(description="the tool to build")
+
+
+def create_new_tool_tool(max_repairs: int = 3) -> StructuredTool:
+    """The planner's meta-tool. It is never executed as a function: graph.route sends its calls to JARB."""
+
+    def create_new_tool(spec: Any) -> str:
+        raise ToolError("create_new_tool is handled by the chat graph's JARB subgraph, not called directly")
+
+    tool = StructuredTool.from_function(
+        func=create_new_tool, name=JARB_TOOL, args_schema=CreateNewToolArgs, infer_schema=False,
+        description=(
+            "Build a new tool when none of your tools can do what is asked and a small Python function could. "
+            f"JARB writes the code and its tests, runs them in a sandbox, repairs it (up to {max_repairs} times) "
+            "and registers it; you can call the new tool right after. Give a precise spec: a snake_case name, "
+            "what it does, typed args, the return type, side effects ([] for pure computation; network, fs_write, "
+            "... when needed) and examples with expected results."),
+    )
+    return set_tool_meta(tool, side_effects=["tool_create"], source="meta")
+
+
+def jarb_task_for(call: dict[str, Any], index: int, base: dict[str, Any]) -> JarbTask:
+    args = call.get("args") or {}
+    spec = args.get("spec", args) if isinstance(args, dict) else args
+    return JarbTask(tool_call_id=call.get("id") or f"call_{index}", spec=spec if isinstance(spec, dict) else {"raw": spec},
+                    message_id=base.get("message_id"), index=index, turn=base.get("turn", 0),
+                    untrusted=tainted(base.get("untrusted_turn", -1), base.get("trusted_after_turn", -1)))
+
+
+def _writer():
+    try:
+        return get_stream_writer()
+    except Exception:  # noqa: BLE001 - outside a run
+        return lambda _event: None
+
+
+def _thread_id(config: RunnableConfig) -> str:
+    return str((config.get("configurable") or {}).get("thread_id") or "default")
+
+
+class JarbServices:
+    """What the nodes use, made on first use (no model or registry is touched at graph start-up)."""
+
+    def __init__(self, rt: JarvisRuntime):
+        self.rt = rt
+        self.settings = rt.settings
+
+    @cached_property
+    def factory(self):
+        return make_factory(self.settings, taken_names=self.rt.catalog.names)
+
+    @cached_property
+    def model_role(self) -> str:
+        return "heavy" if self.settings.models.heavy is not None else "primary"
+
+    @cached_property
+    def generator(self) -> CodeGenerator:
+        if self.settings.models.heavy is not None:
+            return CodeGenerator(make_chat_model(self.settings, "heavy"))
+        return CodeGenerator(self.rt.llm)
+
+
+def build_jarb_subgraph(services: JarbServices):
+    settings = services.settings
+    max_repairs = settings.jarb.max_repairs
+
+    def spec_of(task: JarbTask) -> ToolSpec:
+        return ToolSpec.model_validate(task.spec)
+
+    def spec_to_code(task: JarbTask, config: RunnableConfig) -> dict[str, Any]:
+        emit = _writer()
+        try:
+            spec = services.factory.validate(task.spec)
+        except SpecError as exc:
+            return {"stage": "failed", "error": str(exc)}
+        emit(progress_event("spec_to_code", 0, f"writing {spec.name} with the {services.model_role} model",
+                            tool=spec.name))
+        draft = services.generator.write_module(spec, config)
+        return {"spec": spec.model_dump(), "code": draft.code, "stage": "generate_tests"}
+
+    def generate_tests(task: JarbTask, config: RunnableConfig) -> dict[str, Any]:
+        spec = spec_of(task)
+        _writer()(progress_event("generate_tests", 0, f"writing tests for {spec.name}", tool=spec.name))
+        draft = services.generator.write_tests(spec, config)
+        return {"tests": draft.code, "stage": "run_tests"}
+
+    def run_tests(task: JarbTask) -> dict[str, Any]:
+        spec = spec_of(task)
+        emit = _writer()
+        emit(progress_event("run_tests", task.attempt, f"testing {spec.name} in the sandbox "
+                            f"(attempt {task.attempt + 1} of {max_repairs + 1})", tool=spec.name))
+        try:
+            report = services.factory.test(spec, task.code, task.tests)
+        except SandboxUnavailable as exc:
+            return {"stage": "failed", "error": str(exc)}
+        emit(progress_event("run_tests", task.attempt, f"{spec.name}: {report.summary}", tool=spec.name,
+                            ok=report.passed))
+        history = [*task.history, f"attempt {task.attempt + 1}: {report.summary}"]
+        update: dict[str, Any] = {"report": report.to_dict(), "passed": report.passed, "history": history,
+                                  "test_output": report.failure_text()}
+        if report.passed:
+            update["stage"] = "register"
+        elif task.attempt < max_repairs:
+            update["stage"] = "repair"
+        else:
+            update["stage"] = "failed"
+            update["error"] = (f"its tests still failed after {max_repairs} repair"
+                               f"{'s' if max_repairs != 1 else ''}: {report.summary}")
+        return update
+
+    def repair(task: JarbTask, config: RunnableConfig) -> dict[str, Any]:
+        spec = spec_of(task)
+        attempt = task.attempt + 1
+        _writer()(progress_event("repair", attempt, f"repairing {spec.name} (repair {attempt} of {max_repairs})",
+                                 tool=spec.name))
+        update: dict[str, Any] = {"attempt": attempt}
+        tests_problems = check_tests(task.tests, spec) if task.tests else ["there are no tests"]
+        report = TestReport.from_dict(task.report)
+        module_ok = bool(task.code) and not check_module(task.code, spec) and not \
+            derive_manifest(task.code).contradictions(spec.effects())
+        if tests_problems:
+            draft = (services.generator.rewrite_tests(spec, task.tests, tests_problems, config) if task.tests
+                     else services.generator.write_tests(spec, config))
+            update["tests"] = draft.code
+        if not (tests_problems and module_ok and report is not None and report.static):
+            failure = task.test_output or (report.failure_text() if report else "the tests failed")
+            draft = services.generator.repair_module(spec, task.code or "", task.tests or "", failure, config)
+            update["code"] = draft.code
+        return update
+
+    def register(task: JarbTask, config: RunnableConfig) -> dict[str, Any]:
+        spec = spec_of(task)
+        thread_id = _thread_id(config)
+        network = "network" in spec.effects()
+        manifest = derive_manifest(task.code or "")
+        decision = autonomy.decide(
+            ["tool_create"], settings.autonomy, untrusted_seen=task.untrusted,
+            tool_requires_confirmation=(f"{spec.name} declares network access: approving lets it talk to hosts on "
+                                        "the network whenever it runs") if network else None)
+        if decision.mode == "deny":
+            return {"stage": "failed", "error": f"not registered: {decision.reason} (side effect tool_create)"}
+        report = TestReport.from_dict(task.report) or TestReport(passed=False, summary="no test report")
+        if decision.mode == "confirm":
+            uses = "; ".join(f"line {e.line}: {e.what}" for e in manifest.evidence[:8]) or "nothing beyond computing"
+            request = ConfirmationRequest(
+                kind="confirm", thread_id=thread_id, tool=JARB_TOOL,
+                args={"name": spec.name, "description": spec.description, "side_effects": spec.effects(),
+                      "uses": manifest.capabilities, "tests": report.summary, "code": (task.code or "")[:4000]},
+                side_effects=["tool_create", *(["network"] if network else [])],
+                summary=(f"Register the new tool {spec.name}" + (" WITH NETWORK ACCESS" if network else "") +
+                         f" (tests: {report.summary}; the code uses: {uses})."),
+                reason=decision.reason, escalated=decision.escalated, key=f"{thread_id}|jarb|{task.tool_call_id}",
+            )
+            payload = {**request.payload(), "choices": ["approve", "deny"]}
+            services.rt.threads.touch(thread_id, status=WAITING)
+            answer = parse_decision(interrupt(payload))
+            if answer.decision in ("deny", "skip"):
+                why = f" ({answer.reason})" if answer.reason else ""
+                return {"stage": "failed", "error": f"the user declined registering {spec.name}{why}"}
+        key = f"{thread_id}|{task.message_id}|{task.tool_call_id}"
+        try:
+            record = services.factory.register(spec, task.code or "", task.tests or "", report,
+                                               network_approved=network, request_key=key)
+        except RegistryError as exc:
+            return {"stage": "failed", "error": str(exc)}
+        _writer()(progress_event("register", task.attempt, f"registered {record.label} ({record.path})",
+                                 tool=spec.name, ok=True))
+        return {"stage": "registered", "registered_name": record.name, "registered_version": record.version,
+                "module_path": record.path, "tests_path": record.tests_path, "error": None}
+
+    def give_up(task: JarbTask) -> dict[str, Any]:
+        name = task.spec.get("name") if isinstance(task.spec, dict) else None
+        update: dict[str, Any] = {}
+        if task.code or task.tests:
+            try:
+                spec = spec_of(task)
+                folder = services.factory.save_failed(spec, task.code, task.tests, TestReport.from_dict(task.report))
+                update["failed_dir"] = str(folder)
+            except Exception:  # noqa: BLE001 - keeping the attempt is a courtesy, not a requirement
+                log.debug("could not save the failed attempt", exc_info=True)
+        _writer()(progress_event("failed", task.attempt, f"could not build {name or 'the tool'}: {task.error}",
+                                 tool=name, ok=False))
+        return update
+
+    def after(stage_names: dict[str, str]):
+        def route(task: JarbTask) -> str:
+            return stage_names.get(task.stage, "give_up")
+        return route
+
+    g = StateGraph(JarbTask)
+    g.add_node("spec_to_code", spec_to_code)
+    g.add_node("generate_tests", generate_tests)
+    g.add_node("run_tests", run_tests)
+    g.add_node("repair", repair)
+    g.add_node("register", register)
+    g.add_node("give_up", give_up)
+    g.add_edge(START, "spec_to_code")
+    g.add_conditional_edges("spec_to_code", after({"generate_tests": "generate_tests"}), ["generate_tests", "give_up"])
+    g.add_edge("generate_tests", "run_tests")
+    g.add_conditional_edges("run_tests", after({"register": "register", "repair": "repair"}),
+                            ["register", "repair", "give_up"])
+    g.add_edge("repair", "run_tests")
+    g.add_conditional_edges("register", after({"registered": END}), [END, "give_up"])
+    g.add_edge("give_up", END)
+    return g.compile()
+
+
+def answer_text(task: JarbTask, trust_after: int) -> tuple[str, bool]:
+    """The ToolMessage for the planner: what was registered, or what failed (and that nothing was registered)."""
+    spec = task.spec if isinstance(task.spec, dict) else {}
+    name = spec.get("name") or "the tool"
+    if task.stage == "registered" and task.registered_name:
+        report = TestReport.from_dict(task.report)
+        repairs = f" after {task.attempt} repair{'s' if task.attempt != 1 else ''}" if task.attempt else ""
+        args = ", ".join(f"{a.get('name')}: {a.get('type')}" for a in spec.get("args") or [])
+        trust = (f" Until it has succeeded {trust_after} times, each call asks the user first." if trust_after else "")
+        warnings = "".join(f" Warning: {w}" for w in (report.warnings if report else []))
+        return (f"Registered {task.registered_name} v{task.registered_version} ({task.module_path}). Its tests passed"
+                f"{repairs} ({report.summary if report else 'ok'}). You can call {task.registered_name}({args}) now."
+                f"{trust}{warnings}"), True
+    lines = [f"Nothing was registered: could not build {name}: {task.error or 'unknown error'}."]
+    if task.history:
+        lines.append("Attempts: " + "; ".join(task.history) + ".")
+    report = TestReport.from_dict(task.report)
+    if report is not None and not report.passed:
+        lines.append("Last test output:\n" + trim_output(report.failure_text(), 2500))
+    if task.failed_dir:
+        lines.append(f"The last attempt is kept in {task.failed_dir}.")
+    lines.append("Tell the user what failed; do not call the tool.")
+    return "\n".join(lines), False
+
+
+def make_jarb_node(rt: JarvisRuntime):
+    services = JarbServices(rt)
+    subgraph = build_jarb_subgraph(services)
+
+    def jarb(task: JarbTask, config: RunnableConfig) -> dict[str, Any]:
+        final = JarbTask.model_validate(subgraph.invoke(task, config))
+        content, ok = answer_text(final, rt.settings.jarb.trust_after)
+        return {
+            "messages": [ToolMessage(content=content, tool_call_id=task.tool_call_id, name=JARB_TOOL,
+                                     status="success" if ok else "error")],
+            "recent_tools": [final.registered_name] if ok and final.registered_name else [],
+        }
+
+    return jarb

@@ -1,0 +1,88 @@
+"""JARB wired to the settings: the sandbox, the registry, the generated-tools provider and the factory.
+
+jarb_core is a plain library that knows nothing of Settings; this module builds its parts from them
+(engines through orchestrator.storage.engines, limits from `sandbox:` and `jarb:`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+
+from jarb_core.factory import ToolFactory
+from jarb_core.loader import GeneratedToolProvider
+from jarb_core.registry import ToolRegistry
+from jarb_core.sandbox import Limits, Sandbox
+
+from orchestrator.core.config import REPO_ROOT, Settings
+from orchestrator.storage.engines import TOOL_REGISTRY_DB, engine_for
+
+_sandboxes: dict[tuple, Sandbox] = {}
+_lock = threading.Lock()
+
+
+def sandbox_limits(settings: Settings) -> Limits:
+    c = settings.sandbox
+    return Limits(cpu_seconds=c.cpu_seconds, memory_mb=c.memory_mb, max_processes=c.max_processes,
+                  file_size_mb=c.file_size_mb, workdir_mb=c.workdir_mb, wall_timeout_s=c.wall_timeout_s,
+                  output_limit_kb=c.output_limit_kb, open_files=c.open_files, cpu_cores=c.cpu_cores,
+                  protocol_limit_mb=c.protocol_limit_mb)
+
+
+# What a key or a password may sit in, under the home directory (hidden from tools even when a root holds them).
+KEY_STORES = (".local/share/python_keyring", ".config/python_keyring", ".local/share/keyrings", ".ssh", ".gnupg",
+              ".password-store", ".config/gcloud", ".aws", ".netrc")
+
+
+def protected_paths(settings: Settings) -> list[Path]:
+    """What a generated tool must never see, and the file tools never write, even inside a folder of fs.roots:
+    Jarvis's data, tools, config and checkout (else a tool, or a document talking the model into a write, could
+    turn the autonomy policy off or rewrite Jarvis), and key stores."""
+    # The config file itself, not its folder: a config given as ~/jarvis.yml would otherwise cover the whole home.
+    # The MCP folder: a server TOML written there would start a program at Jarvis's next start.
+    paths = [settings.data_dir, settings.tools_dir, settings.mcp.dir, REPO_ROOT]
+    if settings.source_path is not None:
+        paths.append(settings.source_path)
+    if settings.google.client_secrets is not None:
+        paths.append(settings.google.client_secrets)
+    home = Path.home()
+    paths += [home / p for p in KEY_STORES]
+    return paths
+
+
+def call_limits(settings: Settings) -> Limits:
+    """A generated tool's call: the sandbox limits with the call timeout of `jarb.call_timeout_s`."""
+    return replace(sandbox_limits(settings), wall_timeout_s=settings.jarb.call_timeout_s)
+
+
+def make_sandbox(settings: Settings) -> Sandbox:
+    """The sandbox for this configuration (made once per process; raises SandboxUnavailable with a fix)."""
+    c = settings.sandbox
+    key = (c.required, c.backend, c.unprivileged_uid, sandbox_limits(settings))
+    with _lock:
+        sandbox = _sandboxes.get(key)
+        if sandbox is None:
+            sandbox = Sandbox(sandbox_limits(settings), required=c.required, backend=c.backend,
+                              unprivileged_uid=c.unprivileged_uid)
+            _sandboxes[key] = sandbox
+        return sandbox
+
+
+def open_registry(settings: Settings) -> ToolRegistry:
+    return ToolRegistry(engine_for(settings, TOOL_REGISTRY_DB))
+
+
+def generated_provider(settings: Settings) -> GeneratedToolProvider:
+    """The catalog provider of generated tools; it opens nothing until the catalog is first read."""
+    return GeneratedToolProvider(lambda: open_registry(settings), lambda: make_sandbox(settings),
+                                 trust_after=settings.jarb.trust_after, call_limits=call_limits(settings),
+                                 file_roots=settings.fs.roots,
+                                 protected=protected_paths(settings))
+
+
+def make_factory(settings: Settings, taken_names: Callable[[], Iterable[str]] = lambda: ()) -> ToolFactory:
+    return ToolFactory(open_registry(settings), lambda: make_sandbox(settings), settings.tools_dir,
+                       trust_after=settings.jarb.trust_after, test_limits=sandbox_limits(settings),
+                       taken_names=taken_names)

@@ -1,0 +1,262 @@
+"""One factory for the chat models of each role (`primary`, `heavy`), all OpenAI-compatible over HTTP."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Literal
+
+import httpx
+from langchain_core.language_models import BaseChatModel
+
+from orchestrator.core import secrets
+from orchestrator.core.config import ModelConfig, Settings
+from .embedded import check_embedded, embedded_server  # a child llama.cpp server, started on first use
+from orchestrator.core.errors import ModelEndpointError
+from .request_shape import adapt_for_server
+
+log = logging.getLogger(__name__)
+
+Role = Literal["primary", "heavy"]
+
+
+def _fast_chat_openai_class():
+    from langchain_openai import ChatOpenAI
+
+    class FastChatOpenAI(ChatOpenAI):
+        """ChatOpenAI that hands the already API-shaped messages and tools to the openai SDK as `extra_body`.
+
+        The SDK otherwise walks every request body with typing introspection (`_transform_recursive`), which
+        costs about 100-250 ms per call once a conversation has some history and a dozen tools (measured here;
+        see openai-python PR 3616). The JSON sent over the wire is the same.
+        """
+
+        def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict:
+            payload = super()._get_request_payload(input_, stop=stop, **kwargs)
+            if "input" in payload:  # the Responses API path: leave it alone
+                return payload
+            adapt_for_server(payload, str(self.openai_api_base or ""))
+            extra = dict(payload.get("extra_body") or {})
+            extra["messages"] = payload["messages"]
+            payload["messages"] = []
+            if "tools" in payload:
+                extra["tools"] = payload.pop("tools")
+            payload["extra_body"] = extra
+            return payload
+
+        # Some servers send a tool call's arguments as a JSON object instead of a string; langchain-openai then
+        # fails inside its own parsing, before model_output.py's repairs could run. They are made strings first.
+        def _convert_chunk_to_generation_chunk(self, chunk: dict, default_chunk_class: type,
+                                               base_generation_info: dict | None) -> Any:
+            return super()._convert_chunk_to_generation_chunk(string_arguments(chunk), default_chunk_class,
+                                                              base_generation_info)
+
+        def _create_chat_result(self, response: Any, generation_info: dict | None = None) -> Any:
+            if hasattr(response, "model_dump"):
+                response = response.model_dump()
+            return super()._create_chat_result(string_arguments(response), generation_info)
+
+    return FastChatOpenAI
+
+
+def string_arguments(body: Any) -> Any:
+    """A chat completion (or chunk) whose tool calls carry their arguments as JSON text, as the API defines."""
+    if not isinstance(body, dict):
+        return body
+    for choice in body.get("choices") or []:
+        for part in ("delta", "message"):
+            message = choice.get(part) if isinstance(choice, dict) else None
+            for call in (message or {}).get("tool_calls") or []:
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict) and function.get("arguments") is not None \
+                        and not isinstance(function["arguments"], str):
+                    function["arguments"] = json.dumps(function["arguments"])
+    return body
+
+
+def model_config(settings: Settings, role: Role = "primary") -> tuple[str, ModelConfig]:
+    """The role's config, falling back to primary when heavy is not set. Returns (role actually used, config)."""
+    if role == "heavy" and settings.models.heavy is not None:
+        return "heavy", settings.models.heavy
+    return "primary", settings.models.primary
+
+
+def endpoint_url(settings: Settings, role: Role, cfg: ModelConfig) -> str:
+    if cfg.provider == "embedded":
+        return embedded_server(settings, role, cfg).base_url
+    return cfg.base_url
+
+
+# A model call's tries, counted by the HTTP client's request hook. The openai SDK retries a call that timed out or
+# got a 5xx / 429 by itself, silently: a slow server showed nothing for three tries of a minute each. From the
+# second try on, the turn now says so ("trying again, try 2 of 3"), as a progress event the UI and CLI show.
+_call_tries: ContextVar[list[int] | None] = ContextVar("jarvis_model_call_tries", default=None)
+
+
+@contextmanager
+def counting_tries(total: int) -> Iterator[None]:
+    """Count the HTTP tries of the model call made inside (see _call_tries); `total` is 1 + its retries."""
+    token = _call_tries.set([0, total])
+    try:
+        yield
+    finally:
+        _call_tries.reset(token)
+
+
+def _count_try(request: httpx.Request) -> None:
+    tries = _call_tries.get()
+    if tries is None or not request.url.path.endswith("/chat/completions"):
+        return
+    tries[0] += 1
+    if tries[0] < 2:
+        return
+    from langgraph.config import get_stream_writer
+
+    try:
+        writer = get_stream_writer()
+    except RuntimeError:  # not inside a graph run: nobody to tell
+        return
+    writer({"event": "progress", "stage": "waiting for the model",
+            "message": f"The model has not answered; trying again (try {tries[0]} of {tries[1]})."})
+
+
+async def _count_try_async(request: httpx.Request) -> None:
+    _count_try(request)
+
+
+def with_try_counting(sync_client: httpx.Client, async_client: httpx.AsyncClient) -> tuple[httpx.Client, httpx.AsyncClient]:
+    sync_client.event_hooks["request"].append(_count_try)
+    async_client.event_hooks["request"].append(_count_try_async)
+    return sync_client, async_client
+
+
+def make_chat_model(settings: Settings, role: Role = "primary", *, streaming: bool = True) -> BaseChatModel:
+    used_role, cfg = model_config(settings, role)
+    api_key = secrets.resolve(cfg.api_key, what=f"models.{used_role}.api_key") or "none"
+    kwargs: dict = {}
+    if cfg.temperature is not None:
+        kwargs["temperature"] = cfg.temperature
+    if cfg.max_tokens is not None:
+        kwargs["max_tokens"] = cfg.max_tokens
+    if cfg.provider == "embedded":
+        # its clients start (and restart) the child server on demand
+        clients = embedded_server(settings, used_role, cfg).http_clients()
+    else:
+        from openai import DefaultAsyncHttpxClient, DefaultHttpxClient
+
+        clients = DefaultHttpxClient(), DefaultAsyncHttpxClient()
+    kwargs["http_client"], kwargs["http_async_client"] = with_try_counting(*clients)
+    model = _fast_chat_openai_class()(
+        base_url=endpoint_url(settings, used_role, cfg),
+        api_key=api_key,
+        model=cfg.model,
+        timeout=cfg.timeout_s,
+        max_retries=cfg.max_retries,
+        streaming=streaming,
+        stream_usage=True,
+        **kwargs,
+    )
+    # Remembered for error messages: which URL and which config key to change.
+    model.metadata = {**(model.metadata or {}), "jarvis_role": used_role}
+    return model
+
+
+def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "primary") -> ModelEndpointError | None:
+    """Translate a client exception into one clear sentence, or None when it is not an endpoint problem."""
+    import httpx
+    import openai
+
+    cause: BaseException | None = exc
+    for _ in range(10):  # an error raised inside the HTTP client (the embedded server) comes wrapped
+        if cause is None or isinstance(cause, ModelEndpointError):
+            break
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, ModelEndpointError):
+        return cause
+    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        return ModelEndpointError(
+            f"The model at {base_url} did not answer in time: check that the model is loaded, "
+            f"or raise models.{role}.timeout_s."
+        )
+    chain, link = [], exc
+    while link is not None and len(chain) < 10:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    # by name: the openai SDK may bring its own copy of httpx (httpx2), whose classes are not httpx's
+    if any(type(e).__name__ in ("RemoteProtocolError", "ReadError") for e in chain):
+        # reached, then the connection closed mid-answer: not "cannot reach", and not a place to suggest Jan
+        return ModelEndpointError(
+            f"The model at {base_url} closed the connection in the middle of its answer, so nothing of it was "
+            "kept. Ask again; if it keeps happening, look at the model server's log (it may have crashed or "
+            "run out of memory).")
+    if isinstance(exc, openai.APIConnectionError | httpx.ConnectError | ConnectionError):
+        return ModelEndpointError(
+            f"Cannot reach the model endpoint at {base_url}. Either start Jan (open Jan, load a model and turn "
+            f"on its Local API Server, port 1337) or your model server; or point models.{role}.base_url in "
+            "config/config.yml (or a --profile) at another OpenAI-compatible endpoint; or run a GGUF model inside "
+            f"Jarvis with models.{role}.provider: embedded and gguf: PATH (`make demo` shows a tiny one)."
+        )
+    if isinstance(exc, openai.AuthenticationError):
+        return ModelEndpointError(
+            f"The model endpoint at {base_url} refused the API key: set models.{role}.api_key "
+            "(for example `jarvis secrets set NAME` and `api_key: {secret: NAME}`)."
+        )
+    if isinstance(exc, openai.NotFoundError):
+        return ModelEndpointError(
+            f"The model endpoint at {base_url} does not know the model requested: "
+            f"check models.{role}.model (GET {base_url.rstrip('/')}/models lists them)."
+        )
+    if isinstance(exc, openai.APIStatusError):
+        return ModelEndpointError(
+            f"The model endpoint at {base_url} answered HTTP {exc.status_code}: {secrets.redact(str(exc))[:300]}"
+        )
+    return None
+
+
+def _listed_models(resp: Any) -> set[str] | None:
+    """The model ids a GET /models answer lists, or None when the answer is not the OpenAI list shape (then
+    nothing can be said about the name)."""
+    try:
+        data = resp.json().get("data")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(data, list):
+        return None
+    return {str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")}
+
+
+def serves_model(listed: Collection[str], model: str) -> bool:
+    """Whether a server listing `listed` (GET /models) answers requests for `model`: it lists it (Ollama's
+    ":latest" counts), or it holds one model (llama.cpp's server, llama-cpp-python), which answers whatever
+    name a request gives."""
+    return model in listed or f"{model}:latest" in listed or len(listed) == 1
+
+
+def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, str]:
+    """Health check used by `jarvis run`, the Settings view and `make run`: GET /models."""
+    import httpx
+
+    used_role, cfg = model_config(settings, role)
+    if cfg.provider == "embedded":
+        return check_embedded(used_role, cfg)
+    url = cfg.base_url.rstrip("/") + "/models"
+    try:
+        api_key = secrets.resolve(cfg.api_key) or ""
+        resp = httpx.get(url, headers={"Authorization": f"Bearer {api_key}"}, timeout=3)
+        if resp.status_code >= 400:
+            return False, f"{cfg.base_url} answered HTTP {resp.status_code}"
+        listed = _listed_models(resp)
+        if listed is not None and len(listed) == 1 and cfg.model not in listed:
+            return True, f"{cfg.base_url} answers with its one model {next(iter(listed))!r} (asked for {cfg.model!r})"
+        if listed is not None and not serves_model(listed, cfg.model):
+            # the server answers, but every chat would fail with "model not found"
+            shown = ", ".join(sorted(listed)[:8]) + (" ..." if len(listed) > 8 else "") if listed else "none"
+            return False, (f"{cfg.base_url} answers, but has no model named {cfg.model!r} (it lists: {shown}); set "
+                           f"models.{used_role}.model to one of them, or load {cfg.model!r} in the server")
+        return True, f"{cfg.base_url} answers ({cfg.model})"
+    except Exception as exc:  # noqa: BLE001 - any failure is reported, not raised
+        err = describe_endpoint_error(exc, cfg.base_url, used_role)
+        return False, str(err or exc)

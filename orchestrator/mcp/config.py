@@ -1,0 +1,314 @@
+"""MCP server definitions: one TOML file per server in `mcp.dir` (mcp/ of the checkout by default).
+
+    # mcp/adb.toml                                   the file name is the server's name
+    description = "An Android phone over ADB"
+    command = "npx"                                 # stdio: the program and its arguments
+    args = ["-y", "@mobilenext/mobile-mcp@1.0.4"]
+    env = { MOBILEMCP_DISABLE_TELEMETRY = "1", API_KEY = { secret = "adb_key" } }
+    transport = "stdio"                             # or "streamable_http" / "sse" with url = "..."
+    enabled = true
+    platforms = []                                  # e.g. ["darwin"]: only on macOS
+    requires = ["adb", "npx"]                       # programs that must exist, else "unavailable"
+    timeout_s = 60                                  # one tool call; past it the server is restarted
+    side_effects = ["phone_automation"]             # default for tools without readOnlyHint
+    [tools.mobile_take_screenshot]                  # per-tool overrides
+    side_effects = []
+    [tools.mobile_uninstall_app]
+    enabled = false
+
+`jarvis mcp import FILE` turns the `mcpServers` JSON of Claude Desktop, Cursor, Jan and others into such files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from orchestrator.core import secrets
+from orchestrator.core.config import SecretRef
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SIDE_EFFECTS = ["ui_automation"]
+_EFFECT_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_NAME_RE = re.compile(r"[^a-z0-9_-]+")
+_SECRET_KEY_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|AUTH|CREDENTIAL)", re.I)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_effects(values: list[str] | None) -> list[str] | None:
+    for v in values or []:
+        if not _EFFECT_RE.match(v):
+            raise ValueError(f"side effect {v!r} must be a lower-case name such as 'ui_automation'")
+    return values
+
+
+class ToolOverride(_Model):
+    side_effects: list[str] | None = Field(None, description="replaces what the annotations say")
+    enabled: bool = True
+
+    _effects = field_validator("side_effects")(_check_effects)
+
+
+class WrapperMap(_Model):
+    """How a typed wrapper tool (apple_mail_send, ...) calls this server: which tool, with which arguments.
+
+    In `arguments`, a string that is exactly "{name}" is replaced by the wrapper's argument `name` (keeping
+    its type); keys whose value ends up None are left out; everything else is sent as written."""
+
+    tool: str
+    arguments: dict[str, Any] | None = None
+
+
+class AndroidLoop(_Model):
+    """Settings of the android_task loop when this server drives the phone."""
+
+    device_arg: str | None = Field("device", description="the argument naming the device in each tool, if any")
+    device: str | None = Field(None, description="the device id; default: the first one the server lists")
+    list_devices_tool: str | None = "mobile_list_available_devices"
+    exclude_tools: list[str] = Field(default_factory=list, description="tools the phone loop may not use")
+
+
+class ServerConfig(_Model):
+    name: str = ""
+    description: str = ""
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str | SecretRef] = Field(default_factory=dict)
+    cwd: str | None = None
+    transport: Literal["stdio", "streamable_http", "sse"] = "stdio"
+    url: str | None = None
+    headers: dict[str, str | SecretRef] = Field(default_factory=dict)
+    enabled: bool = True
+    platforms: list[str] = Field(default_factory=list)
+    requires: list[str] = Field(default_factory=list)
+    install_hint: str | None = None
+    timeout_s: float = Field(30.0, gt=0)
+    startup_timeout_s: float = Field(60.0, gt=0)
+    side_effects: list[str] = Field(default_factory=lambda: list(DEFAULT_SIDE_EFFECTS))
+    tools: dict[str, ToolOverride] = Field(default_factory=dict)
+    wrappers: dict[str, WrapperMap] = Field(default_factory=dict)
+    android: AndroidLoop | None = None
+
+    source: Path | None = Field(None, exclude=True)
+
+    _effects = field_validator("side_effects")(_check_effects)
+
+    @model_validator(mode="after")
+    def _transport_needs(self) -> "ServerConfig":
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio server needs 'command' (the program to start)")
+        if self.transport != "stdio" and not self.url:
+            raise ValueError(f"transport {self.transport!r} needs 'url'")
+        return self
+
+    def availability(self) -> str | None:
+        """None when this server can run here; otherwise why not, in one sentence with what to do."""
+        if self.platforms and not any(sys.platform.startswith(p) for p in self.platforms):
+            names = {"darwin": "macOS", "linux": "Linux", "win32": "Windows"}
+            wanted = " or ".join(names.get(p, p) for p in self.platforms)
+            return f"{wanted} only (this machine is {names.get(sys.platform, sys.platform)})"
+        needed = list(self.requires)
+        if self.transport == "stdio" and self.command:
+            needed.insert(0, self.command)
+        for program in dict.fromkeys(needed):
+            if not program_exists(program):
+                hint = f"; {self.install_hint}" if self.install_hint else ""
+                return f"{program} is not installed (not found on PATH){hint}"
+        return None
+
+
+def program_exists(program: str) -> bool:
+    if "/" in program:
+        return Path(program).expanduser().exists()
+    return shutil.which(program) is not None
+
+
+@dataclass
+class LoadedServers:
+    servers: dict[str, ServerConfig] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # server name -> why its file was refused
+
+
+def server_name_for(text: str) -> str:
+    name = _NAME_RE.sub("-", text.strip().lower()).strip("-_")
+    return name or "server"
+
+
+def _format_error(path: Path, err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = "unknown key (check its spelling)" if e["type"] == "extra_forbidden" else e["msg"]
+        parts.append(f"{key}: {msg}")
+    return f"{path}: " + "; ".join(parts)
+
+
+def load_server_file(path: Path) -> ServerConfig:
+    """Parse and validate one file. Raises ValueError with the file, the key and what was wrong."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read: {exc}") from None
+    try:
+        cfg = ServerConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ValueError(_format_error(path, err)) from None
+    cfg.name = server_name_for(cfg.name or path.stem)
+    cfg.source = path
+    return cfg
+
+
+def load_servers(mcp_dir: Path) -> LoadedServers:
+    """Every *.toml of the folder; a broken file is reported and the others still load."""
+    loaded = LoadedServers()
+    if not mcp_dir.is_dir():
+        return loaded
+    for path in sorted(mcp_dir.glob("*.toml")):
+        try:
+            cfg = load_server_file(path)
+        except ValueError as exc:
+            loaded.errors[server_name_for(path.stem)] = str(exc)
+            continue
+        if cfg.name in loaded.servers:
+            loaded.errors[cfg.name] = f"{path}: server name {cfg.name!r} is already used by {loaded.servers[cfg.name].source}"
+            continue
+        loaded.servers[cfg.name] = cfg
+    return loaded
+
+
+# -- `jarvis mcp import` ------------------------------------------------------------------------------
+
+class ImportedServer(BaseModel):
+    """One entry of an mcpServers JSON file, as the common clients write it."""
+
+    model_config = ConfigDict(extra="allow")
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    type: str | None = None
+    transport: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    disabled: bool = False
+    timeout: float | None = None
+
+
+@dataclass
+class ImportResult:
+    written: list[Path] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "name: why"
+    notes: list[str] = field(default_factory=list)
+
+
+_TRANSPORTS = {"stdio": "stdio", "http": "streamable_http", "streamable-http": "streamable_http",
+               "streamable_http": "streamable_http", "sse": "sse"}
+
+
+def read_mcp_servers_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object with an 'mcpServers' key")
+    servers = data.get("mcpServers", data.get("servers"))
+    if not isinstance(servers, dict):
+        raise ValueError(f"{path}: no 'mcpServers' object found (the format of Claude Desktop, Cursor and Jan: "
+                         '{"mcpServers": {"name": {"command": ..., "args": [...]}}})')
+    return servers
+
+
+def _secret_value(server: str, key: str, value: str, store_secrets: bool, notes: list[str]) -> str | dict[str, str]:
+    """Keep credentials out of the TOML file: move them to the keyring and write a reference."""
+    if not store_secrets or not value or not _SECRET_KEY_RE.search(key) or value.startswith("${"):
+        return value
+    name = f"mcp_{server}_{key}".lower().replace("-", "_")
+    try:
+        secrets.set_secret(name, value)
+    except Exception as exc:  # noqa: BLE001 - no keyring: keep the value where the user had it, and say so
+        notes.append(f"{server}: {key} kept in the TOML file (the keyring refused it: {exc})")
+        return value
+    notes.append(f"{server}: {key} moved to the keyring as {name!r}")
+    return {"secret": name}
+
+
+def convert_entry(name: str, entry: dict[str, Any], *, store_secrets: bool, notes: list[str]) -> dict[str, Any]:
+    """One mcpServers entry -> the TOML table of a ServerConfig (validated before it is written)."""
+    item = ImportedServer.model_validate(entry)
+    if not item.command and not item.url:
+        raise ValueError("it has neither 'command' (a program to start) nor 'url' (a server to connect to)")
+    kind = (item.transport or item.type or ("stdio" if item.command else "streamable_http")).lower()
+    transport = _TRANSPORTS.get(kind)
+    if transport is None:
+        raise ValueError(f"unknown transport {kind!r} (known: stdio, http, streamable-http, sse)")
+    out: dict[str, Any] = {"description": f"imported from an mcpServers file ({name})", "transport": transport}
+    if transport == "stdio":
+        out["command"] = item.command
+        if item.args:
+            out["args"] = item.args
+        if item.cwd:
+            out["cwd"] = item.cwd
+    else:
+        out["url"] = item.url
+    if item.env:
+        out["env"] = {k: _secret_value(name, k, v, store_secrets, notes) for k, v in item.env.items()}
+    if item.headers:
+        out["headers"] = {k: _secret_value(name, k, v, store_secrets, notes) for k, v in item.headers.items()}
+    out["enabled"] = not item.disabled
+    if item.timeout:
+        # Claude Code and Cline write milliseconds; values above 1000 can only be that.
+        out["timeout_s"] = item.timeout / 1000 if item.timeout > 1000 else item.timeout
+    extra = sorted(set(entry) - set(ImportedServer.model_fields))
+    if extra:
+        notes.append(f"{name}: ignored keys {', '.join(extra)} (Jarvis asks through its autonomy policy instead)")
+    ServerConfig.model_validate(out)  # refuse what Jarvis could not load
+    return out
+
+
+def import_mcp_servers(json_path: Path, mcp_dir: Path, *, overwrite: bool = False,
+                       store_secrets: bool = True) -> ImportResult:
+    import tomli_w
+
+    servers = read_mcp_servers_json(json_path)
+    result = ImportResult()
+    mcp_dir.mkdir(parents=True, exist_ok=True)
+    for raw_name, entry in servers.items():
+        name = server_name_for(str(raw_name))
+        target = mcp_dir / f"{name}.toml"
+        if not isinstance(entry, dict):
+            result.skipped.append(f"{raw_name}: not an object")
+            continue
+        if target.exists() and not overwrite:
+            result.skipped.append(f"{raw_name}: {target} exists (use --overwrite to replace it)")
+            continue
+        try:
+            table = convert_entry(name, entry, store_secrets=store_secrets, notes=result.notes)
+        except (ValueError, ValidationError) as exc:
+            why = ("; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+                   if isinstance(exc, ValidationError) else str(exc))
+            result.skipped.append(f"{raw_name}: {why}")
+            continue
+        header = (f"# MCP server {raw_name!r}, imported from {json_path.name} by `jarvis mcp import`.\n"
+                  "# Side effects default to ui_automation (asks first) unless a tool says it is read-only;\n"
+                  "# set them per tool with [tools.NAME] side_effects = [...].\n")
+        target.write_text(header + tomli_w.dumps(table), encoding="utf-8")
+        result.written.append(target)
+    return result

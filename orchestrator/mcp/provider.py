@@ -1,0 +1,336 @@
+"""The MCP tool provider of the catalog: every tool of every ready MCP server as a LangChain tool with Jarvis
+metadata, plus the typed wrappers built on them (apple_* on Macuse, android_task_* on the phone server).
+
+- Tools are converted by langchain-mcp-adapters; each call goes to the server's long-lived session held by
+  the McpManager (never a new process per call).
+- Side effects: the server's TOML (`[tools.NAME] side_effects`), else the tool's annotations (readOnlyHint ->
+  none; destructiveHint or no hint -> the server's `side_effects`, ui_automation unless set).
+- Every MCP result is untrusted_output: content from outside the conversation. A tool that may reach the open
+  world (openWorldHint not false) `sends_out`: after untrusted content it asks first even when read-only.
+- Exposed names are the MCP names, made safe for model APIs; a name that two servers share (or that a static
+  tool already has) is prefixed with the server name, on every server that has it. Names are computed over the
+  tool lists of every configured server seen so far (kept in data/mcp/tool_names.json), so they do not change
+  with which server happens to be up.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.tools import BaseTool, ToolException
+from langchain_mcp_adapters.tools import convert_mcp_tool_to_langchain_tool
+from mcp import types as mt
+
+from integrations.android_tools import build_android_tools
+from integrations.apple_tools import build_apple_tools
+from integrations.base import ToolError, set_tool_meta
+
+from orchestrator.core.aio import run_on_background
+from orchestrator.core.config import Settings
+from .config import ServerConfig
+from .manager import McpManager, State, get_manager
+
+log = logging.getLogger(__name__)
+
+_SAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+@dataclass
+class McpToolInfo:
+    server: str
+    mcp_name: str
+    exposed_name: str
+    side_effects: list[str]
+    enabled: bool
+    description: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def resolve_side_effects(cfg: ServerConfig, tool: mt.Tool) -> list[str]:
+    override = cfg.tools.get(tool.name)
+    if override is not None and override.side_effects is not None:
+        return list(override.side_effects)
+    if tool.annotations is not None and tool.annotations.readOnlyHint:
+        return []
+    return list(cfg.side_effects)
+
+
+def reaches_open_world(tool: mt.Tool) -> bool:
+    """MCP's openWorldHint defaults to true: unless the server says the tool stays in a closed world, what it is
+    given may leave the machine (a fetch of a URL carries its query string)."""
+    return tool.annotations is None or tool.annotations.openWorldHint is not False
+
+
+def safe_name(name: str) -> str:
+    return _SAFE.sub("_", name).strip("_")[:64] or "tool"
+
+
+def exposed_names(tool_names: dict[str, list[str]], reserved: set[str] = frozenset()) -> dict[tuple[str, str], str]:
+    """(server, mcp_name) -> the name the model sees. Deterministic for a given set of servers and tools."""
+    counts: dict[str, int] = {}
+    for server, names in tool_names.items():
+        for n in set(safe_name(x) for x in names):
+            counts[n] = counts.get(n, 0) + 1
+    out: dict[tuple[str, str], str] = {}
+    for server, names in sorted(tool_names.items()):
+        for n in names:
+            base = safe_name(n)
+            clash = counts.get(base, 0) > 1 or base in reserved
+            out[(server, n)] = safe_name(f"{server}_{base}")[:64] if clash else base
+    return out
+
+
+def content_to_text(content: Any, artifact: Any = None) -> str:
+    """MCP content blocks as text for the model: images and files become a short note, not base64."""
+    parts: list[str] = []
+    for block in content if isinstance(content, list) else [content]:
+        if isinstance(block, dict):
+            kind = block.get("type")
+            if kind == "text":
+                parts.append(str(block.get("text", "")))
+            elif kind in ("image", "file"):
+                size = len(block.get("base64") or "") * 3 // 4
+                where = f" at {block['url']}" if block.get("url") else f", {size // 1024} KB"
+                parts.append(f"[{kind} {block.get('mime_type') or ''}{where} not shown]")
+            else:
+                parts.append(json.dumps(block, default=str)[:2000])
+        elif block is not None:
+            parts.append(str(block))
+    text = "\n".join(p for p in parts if p)
+    structured = (artifact or {}).get("structured_content") if isinstance(artifact, dict) else None
+    if structured is not None and not text.strip():
+        text = json.dumps(structured, ensure_ascii=False, default=str)
+    return text
+
+
+def result_text(result: mt.CallToolResult) -> str:
+    """A CallToolResult as text (the wrappers' path, which does not go through the adapter)."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, mt.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, mt.EmbeddedResource) and isinstance(block.resource, mt.TextResourceContents):
+            parts.append(block.resource.text)
+        else:
+            parts.append(f"[{block.type} not shown]")
+    text = "\n".join(parts)
+    if not text.strip() and result.structuredContent is not None:
+        text = json.dumps(result.structuredContent, ensure_ascii=False, default=str)
+    return text
+
+
+class _SessionProxy:
+    """What langchain-mcp-adapters calls `session`: routes call_tool to the manager's live session."""
+
+    def __init__(self, manager: McpManager, server: str):
+        self.manager = manager
+        self.server = server
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, progress_callback: Any = None,
+                        **_: Any) -> mt.CallToolResult:
+        return await self.manager.call_tool(self.server, name, arguments, progress_callback)
+
+
+def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed: str) -> BaseTool:
+    lc = convert_mcp_tool_to_langchain_tool(_SessionProxy(manager, cfg.name), tool, server_name=cfg.name,  # type: ignore[arg-type]
+                                            handle_tool_errors=False)
+    inner = lc.coroutine
+    server, mcp_name = cfg.name, tool.name
+
+    # No annotations on purpose: LangChain resolves the coroutine's type hints on every call, and string
+    # annotations (from __future__) cost a compile() each time.
+    async def call(*args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            content, artifact = await run_on_background(inner(*args, **kwargs))  # type: ignore[misc]
+        except ToolException as exc:  # the tool answered isError=True: its message is for the model
+            raise ToolError(f"{server}'s {mcp_name} reported an error: {exc}") from None
+        return content_to_text(content, artifact), artifact
+
+    lc.coroutine = call
+    lc.name = exposed
+    lc.description = f"{(tool.description or tool.title or tool.name).strip()} (MCP server '{server}')"[:1024]
+    effects = resolve_side_effects(cfg, tool)
+    return set_tool_meta(lc, side_effects=effects, untrusted_output=True, source="mcp", server=server,
+                         mcp_name=mcp_name, sends_out=reaches_open_world(tool),
+                         summarize=lambda a, s=server, n=mcp_name: (
+                             f"Use {n} on the MCP server '{s}'" + (f" with {_args_text(a)}." if a else ".")))
+
+
+def _args_text(args: dict[str, Any]) -> str:
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in args.items())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+class _Backend:
+    """integrations.apple_tools.McpBackend over the manager."""
+
+    def __init__(self, manager: McpManager, server: str):
+        self.manager = manager
+        self.server = server
+
+    def input_schema(self, tool: str) -> dict[str, Any] | None:
+        for t in self.manager.tools_of(self.server):
+            if t.name == tool:
+                return t.inputSchema
+        return None
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> str:
+        result = await run_on_background(self.manager.call_tool(self.server, tool, arguments))
+        text = result_text(result)
+        if result.isError:
+            raise ToolError(f"{self.server}'s {tool} reported an error: {text or '(no message)'}")
+        return text
+
+
+class McpProvider:
+    """Catalog provider: the tools of ready MCP servers, rebuilt only when a server (re)starts or changes."""
+
+    name = "mcp"
+
+    def __init__(self, settings: Settings, manager: McpManager | None = None,
+                 reserved: Callable[[], set[str]] | None = None, wrappers: bool = True,
+                 android: Callable[[], Any] | None = None):
+        """`android`: returns the Android task service (assembly passes android_tasks.service_for); without
+        it a server with an [android] section gets no phone-task tools."""
+        self.settings = settings
+        self.manager = manager or get_manager(settings)
+        self.reserved = reserved or (lambda: set())
+        self.wrappers = wrappers
+        self._lock = threading.Lock()
+        self._signature: tuple | None = None
+        self._tools: dict[str, BaseTool] = {}
+        self._infos: list[McpToolInfo] = []
+        self.wrapper_problems: dict[str, str] = {}
+        self._first = True
+        self._names_path = Path(settings.data_dir) / "mcp" / "tool_names.json"
+        self._android: Any = None
+        self._android_service = android
+
+    # -- names ------------------------------------------------------------------------------------------
+    def _known_names(self, ready: list[tuple[ServerConfig, list[mt.Tool], int]]) -> dict[str, list[str]]:
+        try:
+            known = json.loads(self._names_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            known = {}
+        changed = False
+        for cfg, tools, _gen in ready:
+            names = sorted(t.name for t in tools)
+            if known.get(cfg.name) != names:
+                known[cfg.name] = names
+                changed = True
+        configured = {n for n, c in self.manager.configs().items() if c.enabled}
+        known = {k: v for k, v in known.items() if k in configured}
+        if changed:
+            try:
+                self._names_path.parent.mkdir(parents=True, exist_ok=True)
+                self._names_path.write_text(json.dumps(known, indent=1, sort_keys=True), encoding="utf-8")
+            except OSError:
+                log.debug("cannot write %s", self._names_path, exc_info=True)
+        return known
+
+    # -- building -----------------------------------------------------------------------------------------
+    def _rebuild(self) -> None:
+        ready = self.manager.ready_servers()
+        reserved = self.reserved()
+        signature = (tuple((c.name, g) for c, _t, g in ready), tuple(sorted(reserved)))
+        if signature == self._signature:
+            return
+        names = exposed_names(self._known_names(ready), reserved)
+        tools: dict[str, BaseTool] = {}
+        infos: list[McpToolInfo] = []
+        problems: dict[str, str] = {}
+        for cfg, server_tools, _gen in ready:
+            for t in server_tools:
+                exposed = names.get((cfg.name, t.name)) or safe_name(t.name)
+                enabled = cfg.tools.get(t.name).enabled if t.name in cfg.tools else True
+                infos.append(McpToolInfo(cfg.name, t.name, exposed, resolve_side_effects(cfg, t), enabled,
+                                         (t.description or "").strip().splitlines()[0][:200] if t.description else ""))
+                if enabled:
+                    tools[exposed] = make_mcp_tool(self.manager, cfg, t, exposed)
+            if self.wrappers and cfg.wrappers:
+                built, why = build_apple_tools(_Backend(self.manager, cfg.name), cfg.wrappers,
+                                               {t.name for t in server_tools}, str(cfg.source or f"{cfg.name}.toml"))
+                for w in built:
+                    tools.setdefault(w.name, w)
+                problems.update(why)
+        if self.wrappers:
+            for tool in self._android_tools(ready):
+                tools.setdefault(tool.name, tool)
+        self._tools, self._infos, self.wrapper_problems = tools, infos, problems
+        self._signature = signature
+
+    def _android_tools(self, ready: list[tuple[ServerConfig, list[mt.Tool], int]]) -> list[BaseTool]:
+        if self._android_service is None or not any(cfg.android is not None for cfg, _t, _g in ready):
+            return []
+        if self._android is None:
+            self._android = self._android_service()
+        return build_android_tools(self._android)
+
+    def server_tools(self, server: str) -> list[BaseTool]:
+        """The enabled raw MCP tools of one server (for the phone loop), as exposed to the executor."""
+        with self._lock:
+            self._rebuild()
+            wanted = {i.exposed_name for i in self._infos if i.server == server and i.enabled}
+            return [t for n, t in self._tools.items() if n in wanted]
+
+    # -- the provider interface ---------------------------------------------------------------------------
+    def list_tools(self) -> list[BaseTool]:
+        wait = self.settings.mcp.startup_wait_s if self._first else 0.0
+        self._first = False
+        self.manager.ensure_started(wait_s=wait)
+        with self._lock:
+            self._rebuild()
+            return list(self._tools.values())
+
+    def get_tool(self, name: str) -> BaseTool | None:
+        with self._lock:
+            tool = self._tools.get(name)
+            if tool is not None:
+                return tool
+        return next((t for t in self.list_tools() if t.name == name), None)
+
+    def unavailable_message(self, name: str) -> str | None:
+        """What a call to a tool of a server that is down, restarting or still starting gets back, instead of
+        "there is no tool named ..." (the tool exists; its server will be back). None when `name` is no such tool."""
+        known = self._known_names(self.manager.ready_servers())
+        names = exposed_names(known, self.reserved())
+        server = next((srv for (srv, mcp_name), exposed in names.items() if exposed == name), None)
+        if server is None:
+            starting = [s.name for s in self.manager.status() if s.state == "starting"]
+            if not starting:
+                return None
+            return (f"Error: there is no tool named {name!r} yet: the MCP server(s) {', '.join(starting)} are still "
+                    "starting and their tools are not known yet. Try again in a moment.")
+        status = next((s for s in self.manager.status() if s.name == server), None)
+        if status is None or status.state == "ready":
+            return None
+        when = f"; it restarts in {status.next_restart_in_s:.0f} s" if status.next_restart_in_s is not None else ""
+        why = status.last_error or status.state
+        return (f"Error: {name} is a tool of the MCP server '{server}', which is not available right now ({why}{when}). "
+                "Try again later or use another tool; `jarvis mcp status` shows the details.")
+
+    def infos(self) -> list[McpToolInfo]:
+        self.list_tools()
+        with self._lock:
+            return list(self._infos)
+
+
+def mcp_provider(settings: Settings, reserved: Callable[[], set[str]] | None = None,
+                 android: Callable[[], Any] | None = None) -> McpProvider | None:
+    """The provider for the catalog, or None when mcp.dir does not exist. Servers start on first use."""
+    if not Path(settings.mcp.dir).is_dir():
+        return None
+    return McpProvider(settings, reserved=reserved, android=android)
+
+
+__all__ = ["McpProvider", "McpToolInfo", "State", "exposed_names", "make_mcp_tool", "mcp_provider",
+           "resolve_side_effects"]

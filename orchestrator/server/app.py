@@ -1,0 +1,186 @@
+"""The local web UI and its JSON API, in one FastAPI app served by uvicorn (`jarvis run`).
+
+    /                 the UI (orchestrator/web/index.html); `/?token=...` sets the access cookie
+    /static/...       the UI's own JS/CSS (no data, served without the token)
+    /api/views        which tabs exist (one per module of orchestrator/api exporting VIEW)
+    /api/...          the views' routers (orchestrator/api/*.py)
+
+Security (server_security.py): token on every call, Host and Origin checked, loopback by default.
+Background services (services.py) start with the app and stop with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from sqlalchemy.exc import SQLAlchemyError
+
+from orchestrator.api import AppContext, app_context, discover
+from .body_limit import BodyLimitMiddleware, validation_failed
+from orchestrator.storage.claims import Claims
+from orchestrator.core.config import Settings
+from orchestrator.core.disk_full import disk_full_message, is_disk_full
+from orchestrator.chat.graph import build_graph
+from orchestrator.chat.live_turns import TurnHub
+from .markdown import render_markdown
+from orchestrator.core.secrets import redact
+from .security import Guard, GuardMiddleware, load_or_create_token
+from .services import ServiceContext, ServiceManager
+
+log = logging.getLogger(__name__)
+
+WEB_DIR = Path(__file__).resolve().parents[1] / "web"
+
+
+def decorate_event(event: dict[str, Any]) -> dict[str, Any]:
+    """Server-side additions to turn events: the final answer as sanitized HTML."""
+    if event.get("event") == "done":
+        return {**event, "html": render_markdown(event.get("content") or "")}
+    return event
+
+
+STORAGE_ERRORS = (SQLAlchemyError, sqlite3.Error, OSError)
+
+
+async def _storage_failed(request: Request, exc: Exception) -> JSONResponse:
+    """A database or file write that failed: a full disk gets 507 and what to do (the UI shows it and gives
+    the user's words back); anything else a 500 that names the error, logged with its traceback."""
+    if is_disk_full(exc):
+        log.error("%s %s: the disk is full (%s)", request.method, request.url.path, exc)
+        return JSONResponse({"detail": disk_full_message("this request could not be saved")}, status_code=507)
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return JSONResponse({"detail": f"Jarvis could not do this: {type(exc).__name__}: {redact(str(exc))[:300]}"},
+                        status_code=500)
+
+
+def create_app(
+    settings: Settings,
+    graph: Any = None,
+    *,
+    token: str | None = None,
+    services: list[str] | None = None,
+) -> FastAPI:
+    """The app. `graph` defaults to build_graph(settings); `services` to services.SERVICE_FACTORIES.
+    Call `bind_port(app, port)` before serving so the Host/Origin checks know the address."""
+    if graph is None:
+        graph = build_graph(settings)
+    token = token or load_or_create_token(settings)
+    hub = TurnHub(graph, decorate=decorate_event, claims=Claims(settings))
+    manager = ServiceManager(services)
+    ctx = AppContext(settings=settings, graph=graph, turns=hub, services=manager)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await manager.start_all(ServiceContext(settings=settings, graph=graph, turns=hub, extras=ctx.extras))
+        try:
+            yield
+        finally:
+            await manager.stop_all()
+            await asyncio.to_thread(hub.wait_all, 5.0)
+
+    app = FastAPI(title="Jarvis", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.jarvis = ctx
+    app.state.token = token
+    app.state.guard = None
+
+    def guard_of() -> Guard:
+        if app.state.guard is None:
+            bind_port(app, settings.server.port)
+        return app.state.guard
+
+    # Added after the guard, so it runs inside it: a request without the token is refused before its size matters.
+    app.add_middleware(BodyLimitMiddleware, limit_of=lambda: settings.server.max_request_kb * 1024)
+    app.add_middleware(GuardMiddleware, guard_of=guard_of)
+    app.add_exception_handler(RequestValidationError, validation_failed)
+    for storage_error in STORAGE_ERRORS:
+        app.add_exception_handler(storage_error, _storage_failed)
+
+    views, routers = discover()
+    shown = [v for v in views if _available(v, ctx)]
+    for view in shown:
+        if view.router is not None:
+            app.include_router(view.router, prefix="/api")
+    for router in routers:
+        app.include_router(router, prefix="/api")
+
+    @app.get("/api/views")
+    def list_views(ctx: AppContext = Depends(app_context)) -> list[dict[str, Any]]:
+        return [v.describe() for v in shown]
+
+    @app.get("/")
+    def index() -> FileResponse:
+        return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-store"})
+
+    app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+    return app
+
+
+def _available(view: Any, ctx: AppContext) -> bool:
+    try:
+        return bool(view.available(ctx))
+    except Exception:  # noqa: BLE001 - a view whose check fails is left out, the others stay
+        log.exception("view %s could not tell whether it is available", view.name)
+        return False
+
+
+def bind_port(app: FastAPI, port: int) -> None:
+    ctx: AppContext = app.state.jarvis
+    ctx.extras["port"] = port
+    app.state.guard = Guard(ctx.settings, app.state.token, port)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def make_server(app: FastAPI, sock: socket.socket):
+    import uvicorn
+
+    bind_port(app, sock.getsockname()[1])
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
+                            access_log=False)
+    return uvicorn.Server(config)
+
+
+@contextmanager
+def serve_in_thread(app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve the app from a background thread (tests, benchmarks); yields the base URL."""
+    import time
+
+    sock = bind_socket(host, port)
+    server = make_server(app, sock)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="jarvis-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the Jarvis server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()

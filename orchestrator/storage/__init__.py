@@ -1,0 +1,1 @@
+"""Databases: engines and checkpointers (SQLite or PostgreSQL), claims and workers, run telemetry, the off-thread writer."""

@@ -1,0 +1,89 @@
+"""Maintenance of the checkpointer's tables: pruning old checkpoints of a thread.
+
+Every checkpoint holds the whole state, so keeping all of them makes a thread's storage grow with the square
+of its length. Jarvis needs only the recent ones (to resume, approve, inspect), so after each turn it keeps the
+newest `storage.keep_checkpoints` of the thread; `jarvis threads prune` trims finished threads further.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from dataclasses import dataclass
+
+from orchestrator.storage import writer
+from orchestrator.core.config import Settings
+from .pg import prune_postgres_thread
+from .engines import CHECKPOINTS_DB, is_postgres, sqlite_path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PruneReport:
+    thread_id: str
+    checkpoints_removed: int
+    bytes_freed: int
+
+
+def _connect(settings: Settings) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(sqlite_path(settings, CHECKPOINTS_DB)), timeout=30)
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+def prune_thread(settings: Settings, thread_id: str, keep: int) -> PruneReport:
+    """Delete all but the newest `keep` checkpoints of the thread (and their pending writes)."""
+    if keep < 1:
+        raise ValueError("keep at least one checkpoint: the newest is the thread")
+    if is_postgres(settings):
+        return PruneReport(thread_id, *prune_postgres_thread(settings.storage.url or "", thread_id, keep))
+    conn = _connect(settings)
+    try:
+        with conn:
+            kept = [r[0] for r in conn.execute(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+                "ORDER BY checkpoint_id DESC LIMIT ?", (thread_id, keep))]
+            if not kept:
+                return PruneReport(thread_id, 0, 0)
+            oldest_kept = kept[-1]
+            size, count = conn.execute(
+                "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0), COUNT(*) FROM checkpoints "
+                "WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept)).fetchone()
+            (wsize,) = conn.execute(
+                "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ? AND checkpoint_id < ?",
+                (thread_id, oldest_kept)).fetchone()
+            conn.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept))
+            conn.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept))
+        return PruneReport(thread_id, int(count), int(size) + int(wsize))
+    finally:
+        conn.close()
+
+
+def vacuum(settings: Settings) -> int:
+    """Give freed pages back to the file system. Returns the bytes the file shrank by."""
+    if is_postgres(settings):
+        return 0
+    path = sqlite_path(settings, CHECKPOINTS_DB)
+    before = path.stat().st_size
+    conn = _connect(settings)
+    try:
+        conn.execute("VACUUM")
+    finally:
+        conn.close()
+    return max(0, before - path.stat().st_size)
+
+
+def prune_later(settings: Settings, thread_id: str) -> None:
+    """After a run: trim the thread to storage.keep_checkpoints, off the hot path."""
+    keep = settings.storage.keep_checkpoints
+    if not keep:
+        return
+
+    def job() -> None:
+        try:
+            prune_thread(settings, thread_id, keep)
+        except Exception as exc:  # noqa: BLE001 - housekeeping never breaks a turn
+            log.warning("could not prune checkpoints of %s: %s", thread_id, exc)
+
+    writer.submit(job)

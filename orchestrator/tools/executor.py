@@ -1,0 +1,410 @@
+"""The one ToolExecutor: every tool call of the chat graph, jorb scripts and scheduled agents passes here.
+
+For each call: look the tool up, validate its arguments, apply the autonomy policy (auto / confirm / deny,
+with escalation), ask through the caller's `confirm` function when needed, record side effects in the
+effects ledger before and after they run, execute (sync or async), and return a CallOutcome whose content
+becomes the ToolMessage. Replays of a recorded call return the recorded result; a call whose earlier attempt
+was cut off is shown to the user as "may have happened" instead of being repeated.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langchain_core.callbacks.manager import dispatch_custom_event
+from langchain_core.tools import BaseTool
+from langgraph.errors import GraphBubbleUp
+from pydantic import BaseModel, ValidationError
+
+from integrations.base import ToolError, is_untrusted, sends_out, side_effects_of, summarize_call
+
+from orchestrator.tools import autonomy
+from orchestrator.core import secrets
+from orchestrator.core.config import Mode, Settings
+from .ledger import SKIPPED, STARTED, AskedCall, EffectsLedger, call_fingerprint
+from orchestrator.storage.telemetry import NOT_RUN_EVENT
+
+log = logging.getLogger(__name__)
+
+MAX_RESULT_CHARS = 40_000
+
+
+def _record_not_run(outcome: "CallOutcome") -> None:
+    """Tell the run's callbacks (telemetry) about a call refused before it ran: no tool callback fires for it, so
+    `jarvis runs` counted 0 tools for a turn whose live view and history show the refused call."""
+    try:
+        dispatch_custom_event(NOT_RUN_EVENT, {"tool": outcome.tool, "ok": outcome.ok, "reason": outcome.content[:500]})
+    except RuntimeError:
+        pass  # not inside a graph run (a jorb script's call): there is no run to count it in
+
+
+@dataclass
+class ConfirmationRequest:
+    """What the user is asked. `kind`: confirm (policy), in_doubt (may have happened), budget is a confirm."""
+
+    kind: Literal["confirm", "in_doubt"]
+    thread_id: str
+    tool: str
+    args: dict[str, Any]
+    side_effects: list[str]
+    summary: str
+    reason: str
+    escalated: bool
+    key: str
+    error: str | None = None  # why an edit was refused, when asking again
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "type": "confirmation",
+            "kind": self.kind,
+            "thread_id": self.thread_id,
+            "tool": self.tool,
+            "args": self.args,
+            "side_effects": self.side_effects,
+            "summary": self.summary,
+            "reason": self.reason,
+            "escalated": self.escalated,
+            "key": self.key,
+            "error": self.error,
+            "choices": ["approve", "deny"] if self.kind == "in_doubt" else ["approve", "edit", "deny"],
+        }
+
+
+class Decision(BaseModel):
+    decision: Literal["approve", "edit", "deny", "skip"]
+    args: dict[str, Any] | None = None
+    reason: str | None = None
+    key: str | None = None  # approving an in-doubt call must name it (see ToolExecutor._in_doubt)
+
+
+def parse_decision(value: Any) -> Decision:
+    """Accept the documented resume shapes, and plain 'approve' / 'deny' strings; anything else denies."""
+    if isinstance(value, Decision):
+        return value
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in {"approve", "yes", "y", "ok"}:
+            return Decision(decision="approve")
+        if word in {"skip"}:
+            return Decision(decision="skip")
+        return Decision(decision="deny", reason=None if word in {"deny", "no", "n"} else f"unrecognized answer {value!r}")
+    if isinstance(value, dict):
+        try:
+            return Decision.model_validate(value)
+        except ValidationError as exc:
+            return Decision(decision="deny", reason=f"unrecognized resume value: {exc.errors()[0]['msg']}")
+    return Decision(decision="deny", reason=f"unrecognized resume value {value!r}")
+
+
+Confirm = Callable[[ConfirmationRequest], Any]
+
+
+@dataclass
+class CallContext:
+    thread_id: str
+    key: str  # idempotency key of this call
+    untrusted_seen: bool = False
+    effects_this_turn: int = 0
+    overrides: Mapping[str, Mode] | None = None  # scoped autonomy (a jorb's approved overrides)
+    allowed_tools: frozenset[str] | None = None  # a restricted context (jorbs)
+    origin: str = "chat"
+    config: dict | None = None  # the RunnableConfig, so callbacks (telemetry) see the tool run
+    emit: Callable[[dict[str, Any]], None] | None = None  # progress events for the CLI / UI
+
+
+@dataclass
+class CallOutcome:
+    tool: str
+    content: str
+    ok: bool = True
+    executed_effect: bool = False  # a side effect ran now (counts toward the turn's budget)
+    untrusted: bool = False  # the content came from outside the conversation
+    replayed: bool = False
+    args: dict[str, Any] = field(default_factory=dict)
+    duration_ms: float = 0.0
+    raw: Any = None
+
+
+@dataclass
+class _Prepared:
+    tool: BaseTool
+    args: dict[str, Any]
+    effects: list[str]
+
+
+def to_text(result: Any) -> str:
+    if isinstance(result, str):
+        text = result
+    elif isinstance(result, list) and result and all(isinstance(p, dict) and "type" in p for p in result):
+        # MCP content blocks: keep the text parts
+        text = "\n".join(str(p.get("text", "")) if p.get("type") == "text" else json.dumps(p, default=str) for p in result)
+    else:
+        text = json.dumps(result, default=str, ensure_ascii=False)
+    text = secrets.redact(text)
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + f"\n[... {len(text) - MAX_RESULT_CHARS} more characters cut]"
+    return text
+
+
+_VALIDATORS: dict[int, tuple[dict, Any]] = {}
+
+
+def _schema_error(schema: dict, args: dict[str, Any]) -> Any:
+    """The most relevant JSON-schema error of args, or None. Validators are compiled once per schema (an MCP
+    tool's schema is checked on every call); a schema that is itself invalid is not held against the call."""
+    import jsonschema
+
+    entry = _VALIDATORS.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        try:
+            cls = jsonschema.validators.validator_for(schema)
+            cls.check_schema(schema)
+            validator = cls(schema)
+        except jsonschema.SchemaError as exc:
+            log.warning("a tool's argument schema is not valid JSON schema (%s); its arguments are not checked",
+                        exc.message)
+            validator = None
+        if len(_VALIDATORS) > 4096:
+            _VALIDATORS.clear()
+        entry = _VALIDATORS[id(schema)] = (schema, validator)
+    if entry[1] is None:
+        return None
+    return jsonschema.exceptions.best_match(entry[1].iter_errors(args))
+
+
+class ToolExecutor:
+    def __init__(self, settings: Settings, catalog: Any, ledger: EffectsLedger | None = None):
+        self.settings = settings
+        self.catalog = catalog  # orchestrator.tools.catalog.ToolCatalog (duck-typed: .get(name), .names())
+        self.ledger = ledger or EffectsLedger(settings)
+
+    # -- lookup and validation ------------------------------------------------------------------
+    def _unknown(self, name: str) -> CallOutcome:
+        disabled = getattr(self.catalog, "disabled_message", None)
+        message = disabled(name) if disabled is not None else None
+        if message:
+            return CallOutcome(name, message, ok=False)
+        unavailable = getattr(self.catalog, "unavailable_message", None)
+        message = unavailable(name) if unavailable is not None else None
+        if message:
+            return CallOutcome(name, message, ok=False)
+        names = self.catalog.names()
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        return CallOutcome(name, f"Error: there is no tool named {name!r}.{hint} Use one of the tools you were given.", ok=False)
+
+    @staticmethod
+    def validate_args(tool: BaseTool, args: Any) -> tuple[dict[str, Any] | None, str | None]:
+        if not isinstance(args, dict):
+            return None, f"arguments must be a JSON object, got {type(args).__name__}"
+        schema = tool.args_schema
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            try:
+                schema.model_validate(args)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+                return None, problems
+        elif isinstance(schema, dict):
+            error = _schema_error(schema, args)
+            if error is not None:
+                where = ".".join(map(str, error.path)) or "arguments"
+                return None, f"{where}: {error.message}"
+        return args, None
+
+    # -- policy, confirmation and ledger (shared by the sync and async paths) --------------------
+    def _prepare(self, name: str, args: Any, ctx: CallContext, confirm: Confirm) -> _Prepared | CallOutcome:
+        tool = self.catalog.get(name)
+        if tool is None:
+            return self._unknown(name)
+        if ctx.allowed_tools is not None and name not in ctx.allowed_tools:
+            return CallOutcome(name, f"Error: {name} is outside this task's context; it may only use: "
+                                     f"{', '.join(sorted(ctx.allowed_tools))}.", ok=False)
+        valid, problem = self.validate_args(tool, args)
+        if valid is None:
+            return CallOutcome(name, f"Error: bad arguments for {name}: {problem}. Call it again with valid arguments.",
+                               ok=False, args=args if isinstance(args, dict) else {})
+        effects = side_effects_of(tool, valid)
+        meta = tool.metadata or {}
+
+        made = call_fingerprint(name, valid)  # the call as the work makes it, before any edit
+        if effects:
+            entry = self.ledger.get(ctx.key)
+            if entry is not None and entry.requested is not None and entry.requested != made:
+                return self._changed(tool, entry, valid)
+            if entry is not None and entry.status != STARTED:
+                return self._replayed(tool, entry)
+            if entry is not None:
+                return self._in_doubt(tool, entry, ctx, confirm)
+
+        decision = autonomy.decide(
+            effects,
+            self.settings.autonomy,
+            overrides=ctx.overrides,
+            untrusted_seen=ctx.untrusted_seen,
+            effects_this_turn=ctx.effects_this_turn,
+            tool_requires_confirmation=meta.get("requires_confirmation"),
+            sends_out=sends_out(tool, effects),
+        )
+        if decision.mode == "deny":
+            return CallOutcome(name, f"Not done: {decision.reason} ({name}). Tell the user it was not done; they can "
+                                     "change autonomy.effects in the config to allow it.", ok=False, args=valid)
+        if decision.mode == "confirm":
+            request = ConfirmationRequest(
+                kind="confirm", thread_id=ctx.thread_id, tool=name, args=valid, side_effects=effects,
+                summary=summarize_call(tool, valid), reason=decision.reason, escalated=decision.escalated, key=ctx.key,
+            )
+            shown = made
+            asked = self.ledger.asked(ctx.key)
+            for seq in itertools.count():
+                if seq >= len(asked):  # a new question: recorded before the work parks on it
+                    self.ledger.record_asked(ctx.key, seq, shown, request.summary)
+                    asked.append(AskedCall(shown, request.summary))
+                answer = parse_decision(confirm(request))
+                if answer.decision in ("approve", "edit") and asked[seq].fingerprint != shown:
+                    # This answer was given to another call asked at this point (the work re-ran and now makes
+                    # a different call): it approves nothing here. Ask about this call, saying what changed.
+                    request.error = (f"the answer given was for another call ({asked[seq].summary}); "
+                                     f"this call is different: {request.summary}")
+                    continue
+                if answer.decision == "approve":
+                    break
+                if answer.decision in ("deny", "skip"):
+                    self.ledger.forget_asked(ctx.key)
+                    why = f" Reason: {answer.reason}" if answer.reason else ""
+                    return CallOutcome(name, f"The user denied this call to {name}; it was not run.{why} "
+                                             "Do not retry it unless the user asks.", ok=False, args=valid)
+                edited, problem = self.validate_args(tool, answer.args or {})
+                if edited is None:
+                    request.error = f"the edited arguments are not valid: {problem}"
+                    request.args = answer.args or {}
+                    continue
+                valid = edited
+                break
+            self.ledger.forget_asked(ctx.key)
+
+        if effects and not self.ledger.begin(ctx.key, ctx.thread_id, name, valid, effects, requested=made):
+            entry = self.ledger.get(ctx.key)  # another process recorded the same call in between
+            if entry is not None and entry.status != STARTED:
+                return self._replayed(tool, entry)
+            if entry is not None:
+                return self._in_doubt(tool, entry, ctx, confirm)
+        return _Prepared(tool, valid, effects)
+
+    @staticmethod
+    def _changed(tool: BaseTool, entry: Any, args: dict[str, Any]) -> CallOutcome:
+        """Work that re-ran (a jorb script, a mission round) makes another call where one was recorded: the
+        recorded result is not this call's, and running it would be an effect no one saw asked. It stops here."""
+        shown = json.dumps(entry.args, ensure_ascii=False, default=str)[:200]
+        return CallOutcome(tool.name, f"Not done: at this point the work made another call before ({entry.tool} with "
+                                      f"{shown}), recorded as {entry.status}; it changed between runs, so nothing "
+                                      "recorded stands for this call and it was not run. Make the same calls when "
+                                      "re-run, or do this in a new step.", ok=False, args=args)
+
+    @staticmethod
+    def _replayed(tool: BaseTool, entry: Any) -> CallOutcome:
+        """A recorded call: its result again, never a second execution."""
+        if entry.status == SKIPPED:
+            return CallOutcome(tool.name, entry.result_text or "Skipped.", ok=False, replayed=True, args=entry.args)
+        return CallOutcome(tool.name, entry.result_text or "", ok=entry.result_ok, replayed=True, args=entry.args,
+                           untrusted=is_untrusted(tool))
+
+    def _in_doubt(self, tool: BaseTool, entry: Any, ctx: CallContext, confirm: Confirm) -> _Prepared | CallOutcome:
+        """The call was started and never finished. If its process is alive it is still running; otherwise it
+        may have happened, and only the user can say whether to run it again.
+
+        Approval must name the call (`key`): an answer given to an earlier question (the ordinary
+        confirmation, replayed after a crash) can never approve a second run by accident."""
+        name = tool.name
+        if entry.owner_alive and entry.pid != os.getpid():
+            return CallOutcome(name, f"{name} is already running for this call in another process (pid {entry.pid}); "
+                                     "it was not started again.", ok=False, args=entry.args)
+        request = ConfirmationRequest(
+            kind="in_doubt", thread_id=ctx.thread_id, tool=name, args=entry.args, side_effects=entry.side_effects,
+            summary=summarize_call(tool, entry.args),
+            reason=("this call was started earlier but Jarvis stopped before it finished: it may have happened. "
+                    "Approve to run it again, or skip it."),
+            escalated=False, key=ctx.key,
+        )
+        while True:
+            answer = parse_decision(confirm(request))
+            if answer.decision == "approve" and answer.key == ctx.key:
+                self.ledger.restart(ctx.key)
+                return _Prepared(tool, entry.args, entry.side_effects)
+            if answer.decision in ("deny", "skip"):
+                note = (f"Skipped {name}: an earlier attempt may already have happened (Jarvis stopped mid-call) and "
+                        "the user chose not to run it again.")
+                self.ledger.skip(ctx.key, note)
+                return CallOutcome(name, note, ok=False, args=entry.args)
+            request.error = "to run it again, approve this question itself (its key must be given)"
+
+    def _finish(self, prepared: _Prepared, ctx: CallContext, result: Any, error: str | None, started: float) -> CallOutcome:
+        name = prepared.tool.name
+        duration = (time.perf_counter() - started) * 1000
+        content = to_text(result) if error is None else error
+        ok = error is None
+        if prepared.effects:
+            self.ledger.complete(ctx.key, content, ok)
+        outcome = CallOutcome(name, content, ok=ok, executed_effect=bool(prepared.effects), untrusted=is_untrusted(prepared.tool),
+                              args=prepared.args, duration_ms=duration, raw=result if ok else None)
+        if ctx.emit:
+            ctx.emit({"event": "tool_end", "tool": name, "ok": ok, "duration_ms": round(duration, 1),
+                      "preview": content[:300], "key": ctx.key})
+        return outcome
+
+    @staticmethod
+    def _not_run(outcome: CallOutcome, ctx: CallContext) -> None:
+        """A call refused before it ran (an unknown tool, bad arguments, denied) is a step too: the live view
+        shows it as it happens, as the history does after a reload. A replay is not a new step."""
+        if outcome.replayed:
+            return
+        _record_not_run(outcome)
+        if ctx.emit is None:
+            return
+        ctx.emit({"event": "tool_start", "tool": outcome.tool, "args": outcome.args, "key": ctx.key})
+        ctx.emit({"event": "tool_end", "tool": outcome.tool, "ok": outcome.ok, "duration_ms": 0.0,
+                  "preview": outcome.content[:300], "key": ctx.key})
+
+    def _start(self, prepared: _Prepared, ctx: CallContext) -> float:
+        if ctx.emit:
+            ctx.emit({"event": "tool_start", "tool": prepared.tool.name, "args": prepared.args, "key": ctx.key})
+        return time.perf_counter()
+
+    @staticmethod
+    def _error_text(name: str, exc: BaseException) -> str:
+        if isinstance(exc, ToolError):
+            return f"Error from {name}: {secrets.redact(str(exc))}"
+        if isinstance(exc, ValidationError):
+            return f"Error: bad arguments for {name}: {exc.errors()[0]['msg']}"
+        if isinstance(exc, TimeoutError):
+            return f"Error: {name} timed out."
+        log.warning("tool %s failed", name, exc_info=exc)
+        return f"Error: {name} failed: {type(exc).__name__}: {secrets.redact(str(exc))[:500]}"
+
+    # -- the two execution paths -------------------------------------------------------------------
+    def execute(self, name: str, args: Any, ctx: CallContext, confirm: Confirm) -> CallOutcome:
+        prepared = self._prepare(name, args, ctx, confirm)
+        if isinstance(prepared, CallOutcome):
+            self._not_run(prepared, ctx)
+            return prepared
+        started = self._start(prepared, ctx)
+        try:
+            tool = prepared.tool
+            if getattr(tool, "func", None) is None and getattr(tool, "coroutine", None) is not None:
+                from orchestrator.core.aio import run_sync  # async-only tools (MCP) run on the background loop
+
+                result = run_sync(tool.ainvoke(prepared.args, config=ctx.config))
+            else:
+                result = tool.invoke(prepared.args, config=ctx.config)
+            return self._finish(prepared, ctx, result, None, started)
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any tool failure becomes a ToolMessage, never a crash
+            return self._finish(prepared, ctx, None, self._error_text(name, exc), started)

@@ -1,0 +1,113 @@
+"""The Google sign-in: google-auth-oauthlib's installed-app flow, the token kept in the OS keyring.
+
+`jarvis auth google` runs the flow once (client secrets file from `google.client_secrets`); the resulting
+credentials (refresh token included) are stored as one keyring entry per account. The Gmail and Calendar
+tools load them through `load_credentials`, and google-auth refreshes the access token when it expires;
+`save_credentials` stores the refreshed one. `google.token_uri` overrides the token endpoint (tests).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from integrations.google_api import GoogleApi
+
+from orchestrator.core import secrets
+from orchestrator.core.config import Settings
+
+log = logging.getLogger(__name__)
+
+SCOPES = [
+    "https://www.googleapis.com/auth/gmail.readonly",
+    "https://www.googleapis.com/auth/gmail.compose",
+    "https://www.googleapis.com/auth/calendar.events",
+    "https://www.googleapis.com/auth/calendar.readonly",
+]
+
+
+class GoogleAuthError(Exception):
+    """The sign-in cannot run; the message says what to fix."""
+
+
+def token_secret_name(settings: Settings) -> str:
+    return f"google_token_{settings.google.account}"
+
+
+def load_credentials(settings: Settings) -> Any:
+    """The stored credentials (google.oauth2.credentials.Credentials), or None when not signed in."""
+    from google.oauth2.credentials import Credentials
+
+    raw = secrets.get_secret(token_secret_name(settings), required=False)
+    if not raw:
+        return None
+    try:
+        info = json.loads(raw)
+        creds = Credentials.from_authorized_user_info(info, info.get("scopes") or SCOPES)
+    except (ValueError, KeyError) as exc:
+        log.warning("the stored Google token is unreadable (%s); run `jarvis auth google` again", exc)
+        return None
+    if settings.google.token_uri:
+        creds = creds.with_token_uri(settings.google.token_uri)
+    if creds.refresh_token:
+        secrets.remember(creds.refresh_token)
+    if creds.token:
+        secrets.remember(creds.token)
+    return creds
+
+
+def save_credentials(settings: Settings, creds: Any) -> None:
+    secrets.set_secret(token_secret_name(settings), creds.to_json())
+    if creds.token:
+        secrets.remember(creds.token)
+
+
+def forget(settings: Settings) -> bool:
+    return secrets.delete_secret(token_secret_name(settings))
+
+
+def run_installed_app_flow(settings: Settings, *, open_browser: bool = True, port: int = 0,
+                           timeout_s: float | None = 300) -> Any:
+    """Sign in through the browser and store the token. Returns the credentials."""
+    from google_auth_oauthlib.flow import InstalledAppFlow
+
+    path = settings.google.client_secrets
+    if path is None:
+        raise GoogleAuthError(
+            "google.client_secrets is not set: create an OAuth client of type 'Desktop app' in the Google Cloud "
+            "console, download its JSON, and set google.client_secrets to its path in the config."
+        )
+    if not path.is_file():
+        raise GoogleAuthError(f"google.client_secrets points to {path}, which does not exist.")
+    try:
+        flow = InstalledAppFlow.from_client_secrets_file(str(path), scopes=SCOPES)
+    except ValueError as exc:
+        raise GoogleAuthError(f"{path} is not an OAuth client secrets file of a desktop app ({exc}).") from None
+    if settings.google.token_uri:
+        flow.client_config["token_uri"] = settings.google.token_uri
+    try:
+        creds = flow.run_local_server(
+            host="localhost", port=port, open_browser=open_browser, timeout_seconds=timeout_s,
+            authorization_prompt_message="Open this address in a browser to let Jarvis use your Google account:\n{url}",
+            success_message="Jarvis is connected to your Google account; you can close this tab.",
+        )
+    except Exception as exc:  # noqa: BLE001 - oauthlib raises many kinds; one line for the user
+        raise GoogleAuthError(f"the Google sign-in did not complete: {type(exc).__name__}: {exc}") from None
+    if creds is None:
+        raise GoogleAuthError("the Google sign-in timed out before the browser came back; run it again.")
+    save_credentials(settings, creds)
+    return creds
+
+
+def google_api(settings: Settings, service: str, base_url: str):
+    """A GoogleApi for the tools, loading and saving credentials through the keyring."""
+    return GoogleApi(
+        base_url,
+        lambda: load_credentials(settings),
+        lambda creds: save_credentials(settings, creds),
+        service=service,
+        timeout_s=settings.google.timeout_s,
+        max_retries=settings.google.max_retries,
+        backoff_s=settings.google.backoff_s,
+    )
