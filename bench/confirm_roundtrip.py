@@ -10,7 +10,7 @@ from _common import isolated_settings, report
 
 from langgraph.types import Command
 
-from orchestrator.chat.graph import build_graph
+from orchestrator.app import build_graph
 from tests.fakes.instant_chat import InstantChatModel
 
 RUNS = 40

@@ -116,15 +116,16 @@ def bench_startup(base: Path) -> None:
 import sys, time
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
 from orchestrator.core.config import settings_from_dict
-from orchestrator.chat.graph import build_graph
+from orchestrator.app import App
 from orchestrator.llm.client import make_chat_model
 settings = settings_from_dict({{"storage": {{"data_dir": sys.argv[1]}}, "tools_dir": sys.argv[2]}}, sys.argv[1])
 llm = make_chat_model(settings)
 t = time.perf_counter()
-graph = build_graph(settings, llm=llm, telemetry=False)
+app = App(settings, llm=llm, telemetry=False)
+graph = app.graph
 built = time.perf_counter() - t
 t = time.perf_counter()
-names = graph.jarvis.catalog.names()
+names = app.runtime.catalog.names()
 print(built, time.perf_counter() - t, len(names))
 '''
     empty = base / "empty"

@@ -13,7 +13,8 @@ from _common import isolated_settings
 
 from langchain_core.messages import AIMessage
 
-from orchestrator.app import jorb_service
+from orchestrator.app import App
+from orchestrator.jorbs.service import JorbService
 from orchestrator.jorbs.script_runner import spawn_unsandboxed
 from tests.fakes.instant_chat import InstantChatModel
 
@@ -37,7 +38,7 @@ def measure(count: int) -> tuple[float, float]:
         spawned.append(time.perf_counter())
         return spawn_unsandboxed(argv)
 
-    svc = jorb_service(settings, llm=InstantChatModel(responder=respond), spawn=spawn)
+    svc = JorbService(settings, catalog=App(settings).catalog, llm=InstantChatModel(responder=respond), spawn=spawn)
     t0 = time.perf_counter()
     for i in range(count):
         svc.create(f"jorb {i}", "wait for a reply, then check the time", contacts=[f"+1 415 555 {i:04d}"])

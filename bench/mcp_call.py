@@ -68,11 +68,11 @@ async def bare_sequential_start(state: Path) -> float:
 def main() -> None:
     import tomli_w
 
-    from orchestrator.app import default_catalog
+    from orchestrator.app import App
     from orchestrator.core.config import settings_from_dict
     from orchestrator.tools.executor import CallContext, ToolExecutor
     from orchestrator.core.aio import run_sync
-    from orchestrator.mcp.manager import get_manager, shutdown_all
+    from orchestrator.mcp.manager import shutdown_all
 
     home = Path(tempfile.mkdtemp(prefix="jarvis-bench-mcp-"))
     state = home / "phone.json"
@@ -86,14 +86,15 @@ def main() -> None:
 
     # start-up: three servers in parallel through the manager
     t0 = time.perf_counter()
-    manager = get_manager(settings)
+    app = App(settings)
+    manager = app.mcp_manager
     manager.ensure_started(wait_s=120)
     parallel = time.perf_counter() - t0
     states = {s.name: s.state for s in manager.status()}
     assert set(states.values()) == {"ready"}, states
     sequential = asyncio.run(bare_sequential_start(state))
 
-    catalog = default_catalog(settings)
+    catalog = app.catalog
     executor = ToolExecutor(settings, catalog)
     ctx = CallContext(thread_id="bench", key="bench")
     assert executor.execute("echo", {"text": "warm"}, ctx, confirm=lambda r: "deny").content == "warm"

@@ -25,7 +25,8 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel
 
 from integrations.base import make_tool
-from orchestrator.app import jorb_service, static_tools
+from orchestrator.app import App
+from orchestrator.jorbs.service import JorbService
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
 from orchestrator.jorbs.service import JorbService
 from tests.fakes.instant_chat import InstantChatModel
@@ -97,7 +98,7 @@ def main() -> None:
     for i in range(5):
         (ws / f"f{i}.txt").write_text(line * (2_000_000 // len(line)))
     reads = [{"name": f"Read{i}", "kind": "read_file", "params": {"path": f"f{i}.txt"}} for i in range(5)]
-    svc = jorb_service(settings, llm=mission_round(reads))
+    svc = JorbService(settings, catalog=App(settings).catalog, llm=mission_round(reads))
     c, s = compare(svc, str(ws))
     os.sync()  # written pages must be clean to be evicted
     cc, cs = compare(svc, str(ws), cold=True)
@@ -118,9 +119,9 @@ def main() -> None:
         return client.get(url).text
 
     catalog = ToolCatalog([StaticProvider("bench", [make_tool(slow_service, args_schema=NoArgs)]),
-                           StaticProvider("static", static_tools(settings))])
+                           StaticProvider("static", App(settings).static_tools())])
     calls = [{"name": f"Ask{i}", "kind": "slow_service", "params": {}} for i in range(5)]
-    svc2 = jorb_service(settings, llm=mission_round(calls), catalog=catalog)
+    svc2 = JorbService(settings, llm=mission_round(calls), catalog=catalog)
     c2, s2 = compare(svc2, str(ws))
     server.shutdown()
 

@@ -27,7 +27,7 @@ def main() -> int:
     from orchestrator.core.config import settings_from_dict
     from orchestrator.llm.embedded import embedded_server, llama_server_installed, packaged_gguf
     from orchestrator.llm.embedded import stop_all as embedded_servers_stop
-    from orchestrator.chat.graph import build_graph
+    from orchestrator.app import build_graph
     from tests.real_model_fuzz import (ANCHOR_S, PLAIN_TURNS, anchor_request, anchored_budget, fuzz_overrides,
                                       make_files, plain_overrides, run_fuzz, summary_lines)
 

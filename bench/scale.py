@@ -17,9 +17,9 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from orchestrator.storage import writer
-from orchestrator.app import static_tools
+from orchestrator.app import App
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
-from orchestrator.chat.graph import build_graph
+from orchestrator.app import build_graph
 from tests.fakes.instant_chat import InstantChatModel
 from tests.retrieval_catalog import build_catalog
 
@@ -57,7 +57,7 @@ def tools_case(count: int) -> tuple[float, float]:
     settings, _ = isolated_settings()
     model = Recording(responder=respond)
     model.seen = []
-    catalog = ToolCatalog([StaticProvider("bench", build_catalog(static_tools(settings), count))])
+    catalog = ToolCatalog([StaticProvider("bench", build_catalog(App(settings).static_tools(), count))])
     graph = build_graph(settings, llm=model, catalog=catalog)
     times = []
     for i in range(TURNS + 3):

@@ -22,7 +22,6 @@ from sqlalchemy import insert  # noqa: E402
 from orchestrator.core.config import settings_from_dict  # noqa: E402
 from orchestrator.reminders import ReminderStore  # noqa: E402
 from orchestrator.reminders.scheduler import Scheduler  # noqa: E402
-from orchestrator.reminders.targets import register_jorb_waker  # noqa: E402
 from orchestrator.reminders.models import ReminderRow, new_reminder_id, utcnow  # noqa: E402
 from orchestrator.storage.engines import dispose_all  # noqa: E402
 
@@ -59,8 +58,7 @@ def main() -> None:
     far = utcnow() + timedelta(days=365)
     with store.engine.begin() as conn:
         conn.execute(insert(ReminderRow), rows(PENDING_ROWS, far, jorb_id="bench"))
-    register_jorb_waker(lambda jorb_id, event: None)
-    sched = Scheduler(settings, store=store)
+    sched = Scheduler(settings, store=store, wake_jorb=lambda jorb_id, event: None)
 
     for _ in range(20):  # warm up connections and statement caches
         sched.tick()

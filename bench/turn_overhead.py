@@ -12,8 +12,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from orchestrator.app import static_tools
-from orchestrator.chat.graph import build_graph
+from orchestrator.app import App
+from orchestrator.app import build_graph
 from tests.fakes.instant_chat import InstantChatModel
 
 RUNS = 60
@@ -43,7 +43,7 @@ def main() -> None:
     settings, base = isolated_settings()
     model = InstantChatModel(tool_name="time_now")
     jarvis = build_graph(settings, llm=model)
-    tools = [t for t in static_tools(settings) if t.name == "time_now"]
+    tools = [t for t in App(settings).static_tools() if t.name == "time_now"]
     bare = bare_graph(model, tools, base / "bare.sqlite")
 
     def turn(graph, prefix):

@@ -133,7 +133,7 @@ def main() -> None:
 
     logging.basicConfig(level=logging.WARNING)
     from orchestrator.core.config import load_settings
-    from orchestrator.chat.graph import build_graph
+    from orchestrator.app import App
     from orchestrator.server.app import create_app, serve_in_thread
 
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as server:
@@ -145,7 +145,7 @@ def main() -> None:
             "mcp": {"dir": str(Path(tmp) / "mcp")}, "fs": {"roots": [tmp]}, "sandbox": {"required": False},
         }))
         settings = load_settings(cfg)
-        app = create_app(settings, build_graph(settings), services=[])
+        app = create_app(App(settings), services=[])
 
         direct_first_token(server, think)  # warm-up
         direct = [direct_first_token(server, think) for _ in range(args.reps)]

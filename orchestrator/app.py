@@ -1,19 +1,31 @@
-"""Assembling a process from the settings: the tools of every integration, the default catalog, the process's
-JorbService and Android task service.
+"""The composition root: one `App` per process, built from the settings, owns the parts a process shares and hands
+them to whoever needs them.
 
-The tool modules (jorbs, channels, reminders, documents, Google, MCP, JARB) do not import one another or this
-module: each takes what it needs as an argument (the jorb tools a function that returns the JorbService, the MCP
-provider one that returns the Android task service). Everything that needs "the tools of this process" or "the
-jorb service" comes here, so imports point one way (docs/ARCHITECTURE.md, the dependency rule).
+    from orchestrator.app import App
+    app = App()                       # config/config.yml; or App(settings, llm=..., checkpointer=...)
+    app.graph.invoke(...)             # the chat graph
+    app.jorbs.create(...)             # the jorb service; app.android, app.docs_index, app.mcp_manager, app.catalog
+
+Every part is built on first use, once: the chat graph, the jorb service and the phone-task service share one tool
+catalog (one MCP manager, one generated-tools provider, one document index), and nothing below this module keeps a
+process-wide copy of a service. The tool modules (jorbs, channels, reminders, documents, Google, MCP, JARB) do not
+import one another or this module: each takes what it needs as an argument (the jorb tools a function that returns
+the jorb service, the MCP provider one that returns the phone-task service), so imports point one way
+(docs/ARCHITECTURE.md, the dependency rule). `jarvis run`, every CLI command, the API and the tests build an App.
+
+What spans the chat graph and the jorbs is here too: which graph holds a thread (`graph_for_thread`), what waits
+for the user across all threads (`pending`), and re-asking calls a crash cut off (`recover_in_doubt`).
 """
 
 from __future__ import annotations
 
-import atexit
+import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
+from langchain_core.outputs import ChatResult
 from langchain_core.tools import BaseTool
 
 from integrations.fs_tools import build_fs_tools
@@ -23,54 +35,231 @@ from integrations.pdf_tools import build_pdf_tools
 from integrations.time_tools import build_time_tools
 from integrations.yt_tools import build_yt_tools
 
-from .android import tasks as android_tasks
-from .tools.catalog import StaticProvider, ToolCatalog, ToolProvider
-from .channels.tools import build_message_tools
-from .core.config import Settings
-from .docs_index import IndexSink, build_docs_tools, docs_index_for
-from .tools.google_auth import google_api, load_credentials
-from .jarb.tools import generated_provider, protected_paths
-from .jorbs.service import JorbService
+from .android.tasks import AndroidTaskService
+from .chat.graph import compile_chat_graph
+from .chat.jarb_subgraph import create_new_tool_tool
+from .chat.runtime import JarvisRuntime
+from .core.config import Settings, load_settings
+from .core.ids import jorb_id_of
+from .docs_index import DocsIndex, IndexSink, build_docs_tools
+from .jarb.tools import generated_provider, make_sandbox, protected_paths
+from .jorbs.message_tools import build_message_tools
+from .jorbs.actions import JorbActions
+from .jorbs.service import JorbError, JorbService
 from .jorbs.tools import build_jorb_tools
 from .llm.client import make_chat_model
-from .mcp.provider import mcp_provider
+from .mcp.manager import McpManager
+from .mcp.provider import McpProvider, mcp_provider
+from .reminders.scheduler import Scheduler
+from .reminders.targets import DeliveryError
 from .reminders.tools import build_reminder_tools
+from .storage.engines import make_checkpointer
+from .storage.threads import RUNNING, WAITING, ThreadIndex, pending_confirmations
+from .tools.catalog import StaticProvider, ToolCatalog, ToolProvider
+from .tools.executor import ToolExecutor
+from .tools.google_auth import google_api, load_credentials
+from .tools.index import ToolIndex, embedder_from_settings, find_tools_tool
+from .tools.ledger import EffectsLedger
 from .tools.switches import ToolSwitches
 
-
-def static_tools(settings: Settings) -> list[BaseTool]:
-    """The hand-written integrations, configured from settings."""
-    tools: list[BaseTool] = []
-    tools += build_fs_tools(settings.fs.roots, settings.fs.max_read_bytes, settings.fs.max_search_results,
-                            protected=protected_paths(settings))
-    tools += build_time_tools(settings.timezone)
-    tools += build_message_tools(settings)
-    tools += build_jorb_tools(lambda: service_for(settings))
-    tools += build_reminder_tools(settings)
-    tools += document_tools(settings)
-    tools += google_tools(settings)
-    return tools
+log = logging.getLogger(__name__)
 
 
-def _summary_model(settings: Settings):
-    """Built on the first summary, not at start: long documents go to the heavy model when one is set."""
-    return lambda: make_chat_model(settings, "heavy", streaming=False)
+class App:
+    """A process's parts. `llm`, `checkpointer` and `catalog` replace the defaults (tests, the platform graph);
+    `checkpointer=False` compiles the chat graph without one; `tools` are added before the built-in tools."""
+
+    def __init__(self, settings: Settings | None = None, *, llm: BaseChatModel | None = None,
+                 checkpointer: Any = None, catalog: ToolCatalog | None = None, tools: Iterable[BaseTool] = (),
+                 telemetry: bool = True):
+        self.settings = settings or load_settings()
+        self._llm = llm
+        self._checkpointer = checkpointer
+        self._catalog = catalog
+        self._extra_tools = list(tools)
+        self._telemetry = telemetry
+        self._parts: dict[str, Any] = {}
+        self._lock = threading.RLock()  # one lock for every part: a part built from others never waits on itself
+
+    def _part(self, name: str, build: Callable[[], Any]) -> Any:
+        """Each part is built once, on first use, by whichever thread asks first."""
+        with self._lock:
+            if name not in self._parts:
+                self._parts[name] = build()
+            return self._parts[name]
+
+    # -- the parts ----------------------------------------------------------------------------------------
+    @property
+    def docs_index(self) -> DocsIndex:
+        return self._part("docs_index", lambda: DocsIndex(self.settings))
+
+    @property
+    def mcp_manager(self) -> McpManager:
+        """The MCP servers of mcp.dir, started on first use, shared by the catalog and the phone tasks."""
+        return self._part("mcp_manager", lambda: McpManager(self.settings))
+
+    @property
+    def catalog(self) -> ToolCatalog:
+        """Extra tools, the built-in integrations, the MCP servers' tools, JARB's tools (read from the registry on
+        each turn); the user's tool switches apply to all of them."""
+        return self._part("catalog", lambda: self._catalog if self._catalog is not None else self._default_catalog())
+
+    def _default_catalog(self) -> ToolCatalog:
+        providers: list[ToolProvider] = []
+        if self._extra_tools:
+            providers.append(StaticProvider("extra", self._extra_tools))
+        static = StaticProvider("static", self.static_tools())
+        providers.append(static)
+        reserved = {t.name for t in self._extra_tools} | {t.name for t in static.list_tools()}
+        mcp = mcp_provider(self.settings, manager=self.mcp_manager, reserved=lambda: reserved,
+                           android=lambda: self.android)
+        if mcp is not None:
+            providers.append(mcp)
+        providers.append(generated_provider(self.settings, lambda: self.sandbox))
+        return ToolCatalog(providers, switches=ToolSwitches(self.settings))
+
+    @property
+    def sandbox(self) -> Any:
+        """The sandbox of generated tools and jorb scripts (raises SandboxUnavailable with a fix)."""
+        return self._part("sandbox", lambda: make_sandbox(self.settings))
+
+    @property
+    def runtime(self) -> JarvisRuntime:
+        """What the chat graph's nodes share: the model, the catalog plus find_tools, the executor, the threads."""
+        return self._part("runtime", self._chat_runtime)
+
+    def _chat_runtime(self) -> JarvisRuntime:
+        settings = self.settings
+        llm = self._llm if self._llm is not None else make_chat_model(settings, "primary")
+        index = ToolIndex(embedder_from_settings(settings))
+        # find_tools searches the whole catalog; the chat binds it, the jorbs and phone tasks do not.
+        chat_catalog = ToolCatalog(self.catalog.providers, switches=self.catalog.switches)
+        chat_catalog.add_provider(StaticProvider("find_tools", [find_tools_tool(index, chat_catalog.all)]))
+        meta_tools = [create_new_tool_tool(settings.jarb.max_repairs)] if settings.jarb.enabled else []
+        return JarvisRuntime(settings=settings, llm=llm, catalog=chat_catalog, executor=ToolExecutor(settings, chat_catalog),
+                             threads=ThreadIndex(settings), meta_tools=meta_tools, tool_index=index)
+
+    @property
+    def graph(self) -> Any:
+        """The chat graph, compiled with the persistent checkpointer (or the one given; False: none)."""
+        def build() -> Any:
+            checkpointer = self._checkpointer if self._checkpointer is not None else make_checkpointer(self.settings)
+            return compile_chat_graph(self.runtime, checkpointer or None, telemetry=self._telemetry)
+
+        return self._part("graph", build)
+
+    @property
+    def jorbs(self) -> JorbService:
+        """The jorb service: its steps call the same catalog as the chat (without find_tools)."""
+        return self._part("jorbs", lambda: JorbService(self.settings, catalog=self.catalog))
+
+    @property
+    def jorb_actions(self) -> JorbActions:
+        """The web UI's non-blocking decisions on the same jorb service."""
+        return self._part("jorb_actions", lambda: JorbActions(self.jorbs))
+
+    @property
+    def android(self) -> AndroidTaskService:
+        """Phone goals as background tasks over the adb MCP server (its own provider: no wrapper tools)."""
+        return self._part("android", lambda: AndroidTaskService(
+            self.settings, McpProvider(self.settings, manager=self.mcp_manager, wrappers=False)))
+
+    def scheduler(self, **kwargs: Any) -> Scheduler:
+        """The reminder scheduler, firing into this App's chat graph and jorbs (kwargs go to Scheduler)."""
+        return Scheduler(self.settings, graph_factory=lambda: self.graph, wake_jorb=self._wake_jorb, **kwargs)
+
+    def _wake_jorb(self, jorb_id: str, event: Any) -> None:
+        """A reminder for a jorb becomes its current event; a jorb that has ended cannot take it (not retried)."""
+        try:
+            self.jorbs.deliver_event(jorb_id, event.model_dump(), background=True)
+        except JorbError as exc:
+            raise DeliveryError(str(exc), permanent=True) from None
+
+    # -- the tools of the built-in integrations ---------------------------------------------------------------
+    def static_tools(self) -> list[BaseTool]:
+        settings = self.settings
+        tools: list[BaseTool] = []
+        tools += build_fs_tools(settings.fs.roots, settings.fs.max_read_bytes, settings.fs.max_search_results,
+                                protected=protected_paths(settings))
+        tools += build_time_tools(settings.timezone)
+        tools += build_message_tools(settings)
+        tools += build_jorb_tools(lambda: self.jorbs)
+        tools += build_reminder_tools(settings)
+        tools += self.document_tools()
+        tools += google_tools(settings)
+        return tools
+
+    def document_tools(self) -> list[BaseTool]:
+        """PDF and YouTube tools. Their heavy libraries (pypdf, youtube-transcript-api) load on first use."""
+        settings = self.settings
+        # Built on the first summary, not at start: long documents go to the heavy model when one is set.
+        model = lambda: make_chat_model(settings, "heavy", streaming=False)  # noqa: E731
+        pdf, yt = settings.pdf, settings.youtube
+        roots = [*settings.fs.roots, settings.data_dir / "uploads"]
+        sink = IndexSink(self.docs_index, auto_index=settings.docs.auto_index)  # what the tools read becomes searchable
+        return [
+            *build_pdf_tools(roots, model, chunk_tokens=pdf.chunk_tokens, max_summary_chunks=pdf.max_summary_chunks,
+                             time_budget_s=pdf.time_budget_s, max_extract_chars=pdf.max_extract_chars, sink=sink),
+            *build_yt_tools(model, languages=yt.languages, chunk_tokens=yt.chunk_tokens,
+                            max_summary_chunks=pdf.max_summary_chunks, timeout_s=yt.timeout_s, sink=sink),
+            *build_docs_tools(self.docs_index, model, budget_tokens=pdf.chunk_tokens),
+        ]
+
+    # -- what spans the chat and the jorbs -----------------------------------------------------------------------
+    def graph_for_thread(self, thread_id: str) -> Any:
+        """Jorb threads (`jorb:<id>`) live in the jorb graph; every other thread in the chat graph."""
+        jorb_id = jorb_id_of(thread_id)
+        return self.jorbs.graph_for(jorb_id) if jorb_id is not None else self.graph
+
+    def pending(self, thread_id: str | None = None) -> list[dict[str, Any]]:
+        """Every confirmation waiting in the checkpoints (of one thread, or of all threads that may be waiting),
+        chat threads and jorbs alike."""
+        if thread_id:
+            return _confirmations(self.graph_for_thread(thread_id), thread_id)
+        items: list[dict[str, Any]] = []
+        for info in ThreadIndex(self.settings).list(limit=10_000, statuses=(WAITING, RUNNING)):
+            items.extend(_confirmations(self.graph_for_thread(info.thread_id), info.thread_id))
+        return items
+
+    def recover_in_doubt(self, thread_id: str | None = None) -> int:
+        """Re-run the tool tasks of chat threads whose ledger holds a call started by a process that died.
+
+        The task runs again from its start: its confirmation was already answered (the answer is in the
+        checkpoint), so it reaches the ledger, finds the call started and unfinished, and asks the user whether
+        it should run again ("may have happened"). Nothing is executed without that answer. Jorbs recover through
+        JorbService.recover (their step is retried as a whole).
+        """
+        threads = {e.thread_id for e in EffectsLedger(self.settings).in_doubt(thread_id)}
+        recovered = 0
+        for tid in sorted(threads):
+            if jorb_id_of(tid) is not None:
+                continue
+            config = {"configurable": {"thread_id": tid}}
+            snapshot = self.graph.get_state(config)
+            if not snapshot.next:
+                continue
+            if any(isinstance(i.value, dict) and i.value.get("kind") == "in_doubt" for i in snapshot.interrupts):
+                continue  # already asking
+            log.info("thread %s has a call that may have happened; asking the user", tid)
+            try:
+                self.graph.invoke(None, config)
+            except Exception:  # noqa: BLE001 - recovery must not block listing the rest
+                log.exception("could not recover thread %s", tid)
+                continue
+            recovered += 1
+        return recovered
+
+    def close(self) -> None:
+        """Let background jorb steps finish and stop the MCP servers this App started."""
+        parts = self._parts
+        if "jorbs" in parts:
+            parts["jorbs"].wait_background()
+        if "mcp_manager" in parts:
+            parts["mcp_manager"].shutdown()
 
 
-def document_tools(settings: Settings) -> list[BaseTool]:
-    """PDF and YouTube tools. Their heavy libraries (pypdf, youtube-transcript-api) load on first use."""
-    model = _summary_model(settings)
-    pdf, yt = settings.pdf, settings.youtube
-    roots = [*settings.fs.roots, settings.data_dir / "uploads"]
-    index = docs_index_for(settings)
-    sink = IndexSink(index, auto_index=settings.docs.auto_index)  # what the tools read becomes searchable
-    return [
-        *build_pdf_tools(roots, model, chunk_tokens=pdf.chunk_tokens, max_summary_chunks=pdf.max_summary_chunks,
-                         time_budget_s=pdf.time_budget_s, max_extract_chars=pdf.max_extract_chars, sink=sink),
-        *build_yt_tools(model, languages=yt.languages, chunk_tokens=yt.chunk_tokens,
-                        max_summary_chunks=pdf.max_summary_chunks, timeout_s=yt.timeout_s, sink=sink),
-        *build_docs_tools(index, model, budget_tokens=pdf.chunk_tokens),
-    ]
+def _confirmations(graph: Any, thread_id: str) -> list[dict[str, Any]]:
+    return [p for p in pending_confirmations(graph, thread_id) if p.get("type") == "confirmation"]
 
 
 def google_tools(settings: Settings) -> list[BaseTool]:
@@ -94,38 +283,18 @@ def google_tools(settings: Settings) -> list[BaseTool]:
     return tools
 
 
-def default_catalog(settings: Settings, extra_tools: Iterable[BaseTool] = ()) -> ToolCatalog:
-    """extra tools, the static integrations, the MCP servers of mcp.dir (started on first use), JARB's tools
-    (read from the registry on each turn); the user's tool switches apply to all of them."""
-    providers: list[ToolProvider] = []
-    extra = list(extra_tools)
-    if extra:
-        providers.append(StaticProvider("extra", extra))
-    static = StaticProvider("static", static_tools(settings))
-    providers.append(static)
-    reserved = {t.name for t in extra} | {t.name for t in static.list_tools()}
-    mcp = mcp_provider(settings, reserved=lambda: reserved, android=lambda: android_tasks.service_for(settings))
-    if mcp is not None:
-        providers.append(mcp)
-    providers.append(generated_provider(settings))
-    return ToolCatalog(providers, switches=ToolSwitches(settings))
+class NoModel(BaseChatModel):
+    """For processes that only read and write thread state (`jarvis scheduler` alone: posting a reminder never
+    calls the model, so none is set up: no API key needed, no built-in model server started)."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "none"
+
+    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        raise RuntimeError("this process only posts messages to threads; it has no model to call")
 
 
-def jorb_service(settings: Settings, *, catalog: ToolCatalog | None = None, **kwargs: Any) -> JorbService:
-    """A new JorbService over `catalog` (default: the default catalog); kwargs go to JorbService."""
-    return JorbService(settings, catalog=catalog if catalog is not None else default_catalog(settings), **kwargs)
-
-
-_services: dict[int, JorbService] = {}
-_guard = threading.Lock()
-
-
-def service_for(settings: Settings) -> JorbService:
-    """One JorbService per process and settings (the chat tool, the server and the scheduler share it)."""
-    with _guard:
-        svc = _services.get(id(settings))
-        if svc is None:
-            svc = jorb_service(settings)
-            _services[id(settings)] = svc
-            atexit.register(svc.wait_background)
-        return svc
+def build_graph(settings: Settings | None = None, **kwargs: Any) -> Any:
+    """The chat graph of a new App (the Python API: `build_graph().invoke(...)`); kwargs go to App."""
+    return App(settings, **kwargs).graph

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fail when the project's own modules import each other in a cycle.
+"""Fail when the project's own modules import each other in a cycle, or its packages do.
 
 Reads every .py file of orchestrator/, jarb_core/, integrations/ (and mcp/, tools/ when they hold Python) with
 `ast`, without importing anything, and records each import of a project module: at module level and inside
@@ -8,6 +8,11 @@ functions alike (an import moved into a function to dodge a cycle is still the c
 `from pkg import name` counts as an import of `pkg.name` when that is a module, else of `pkg`; importing
 `pkg.sub.mod` counts as importing `pkg` and `pkg.sub` too (their __init__ runs first), except the importer's own
 packages.
+
+Packages must point one way too: orchestrator's sub-packages (chat, jorbs, tools, ...) and top-level modules
+(app, platform_graph), jarb_core and integrations are each one node, and no two may import each other however
+indirectly (chat.graph -> tools.executor is fine; tools.executor -> chat.state as well would fail, even though
+the modules themselves form no cycle).
 
     python scripts/check_import_cycles.py            # exit 1 and each cycle printed, or 0
     python scripts/check_import_cycles.py --stats    # also: modules, imports, imports inside functions
@@ -194,6 +199,34 @@ def describe(graph: Graph, component: list[str]) -> str:
     return "\n".join([head, "  e.g. " + "\n       ".join(steps)])
 
 
+def package_of(module: str) -> str:
+    """The package a module belongs to for the one-way rule: orchestrator's sub-packages (and its top-level
+    modules) each count as one; jarb_core and integrations as one each."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "orchestrator" and len(parts) > 1 else parts[0]
+
+
+def package_edges(graph: Graph) -> dict[str, dict[str, tuple[str, str]]]:
+    """package -> package it imports -> one (importer, imported) pair of modules that does it."""
+    edges: dict[str, dict[str, tuple[str, str]]] = {}
+    for importer, imported in graph.edges.items():
+        for target in imported:
+            a, b = package_of(importer), package_of(target)
+            if a != b and b != "orchestrator":  # orchestrator/__init__ is empty: every module runs it
+                edges.setdefault(a, {}).setdefault(b, (importer, target))
+    return edges
+
+
+def describe_packages(graph: Graph, edges: dict[str, dict[str, tuple[str, str]]], component: list[str]) -> str:
+    cycle = shortest_cycle(component, {a: dict.fromkeys(bs, 0) for a, bs in edges.items()})
+    steps = []
+    for a, b in zip(cycle, cycle[1:]):
+        importer, target = edges[a][b]
+        steps.append(f"{a} -> {b} ({importer} imports {target}, "
+                     f"{graph.modules[importer].relative_to(graph.repo)}:{graph.edges[importer][target]})")
+    return "\n".join([f"packages import each other: {', '.join(component)}", "  e.g. " + "\n       ".join(steps)])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stats", action="store_true", help="print how many imports there are, and where")
@@ -206,9 +239,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{graph.in_functions} of them inside functions", flush=True)
     for component in cycles:
         print(describe(graph, component), file=sys.stderr)
-    if cycles:
-        print(f"{len(cycles)} import cycle(s); break each (see docs/ARCHITECTURE.md, the dependency rule)",
-              file=sys.stderr)
+    edges = package_edges(graph)
+    package_cycles = strongly_connected({a: dict.fromkeys(bs, 0) for a, bs in edges.items()})
+    for component in package_cycles:
+        print(describe_packages(graph, edges, component), file=sys.stderr)
+    if cycles or package_cycles:
+        print(f"{len(cycles)} import cycle(s) of modules, {len(package_cycles)} of packages; break each "
+              "(see docs/ARCHITECTURE.md, the dependency rule)", file=sys.stderr)
         return 1
     return 0
 

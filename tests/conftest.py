@@ -75,10 +75,14 @@ class JarvisEnv:
 
         return load_settings(self.config_path)
 
-    def graph(self, **kwargs: Any):
-        from orchestrator.chat.graph import build_graph
+    def app(self, **kwargs: Any):
+        """A new App (orchestrator/app.py) over this environment's settings; kwargs go to App."""
+        from orchestrator.app import App
 
-        return build_graph(self.settings, **kwargs)
+        return App(self.settings, **kwargs)
+
+    def graph(self, **kwargs: Any):
+        return self.app(**kwargs).graph
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)

@@ -33,9 +33,7 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
 
 
 def shutdown_mcp() -> None:
-    """Stop every MCP server the test started (the managers are per process, keyed by folder)."""
-    from orchestrator.android import tasks as android_tasks
+    """Stop every MCP server the test started (each App's manager; every live one is stopped)."""
     from orchestrator.mcp import manager as mcp_manager
 
     mcp_manager.shutdown_all()
-    android_tasks._services.clear()

@@ -229,7 +229,7 @@ def run_fuzz(graph: Any, settings: Any, root: Path, canary: Path, *, turns: int 
     from orchestrator.storage.engines import jarvis_engine
     from orchestrator.storage import writer
     from orchestrator.storage.telemetry import list_runs
-    from orchestrator.chat.threads import message_view
+    from orchestrator.storage.threads import message_view
     from orchestrator.chat.turns import resume_command, stream_turn, thread_config, user_input
     from sqlalchemy import select
     from sqlalchemy.orm import Session

@@ -11,7 +11,7 @@ import tomllib
 import pytest
 from langgraph.types import Command
 
-from orchestrator.android.tasks import android_task_do, android_task_get, android_task_wait
+from orchestrator.app import App
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -70,9 +70,10 @@ def _phone_setup(jarvis_env, tmp_path, **autonomy):
 
 def test_thermostat_through_the_function_api(jarvis_env, tmp_path):
     settings = _phone_setup(jarvis_env, tmp_path)
-    started = android_task_do("Open Google Home and set the Nest thermostat to heat 65-69°F", settings)
+    phone = App(settings).android
+    started = phone.start("Open Google Home and set the Nest thermostat to heat 65-69°F")
     assert started["status"] == "running" and started["task_id"].startswith("task-")
-    view = android_task_wait(started["task_id"], timeout_s=60, settings=settings)
+    view = phone.wait(started["task_id"], timeout_s=60)
     assert view["status"] == "done", view
     assert view["result"] == "Thermostat set to heat 65°F, cool 69°F (it was 66-72°F)."
     phone = json.loads((tmp_path / "phone.json").read_text())
@@ -85,7 +86,7 @@ def test_thermostat_through_the_function_api(jarvis_env, tmp_path):
         rows = s.scalars(select(LedgerRow).where(LedgerRow.thread_id == f"android:{started['task_id']}")).all()
     assert len(rows) == 5 and all(json.loads(r.side_effects) == ["phone_automation"] for r in rows)
     assert all(json.loads(r.args_json)["device"] == "emulator-5554" for r in rows)
-    assert android_task_get(started["task_id"], settings)["status"] == "done"
+    assert App(settings).android.get(started["task_id"])["status"] == "done"  # the record, from another App
 
 
 def test_unknown_task_and_missing_phone(jarvis_env, tmp_path):
@@ -93,11 +94,11 @@ def test_unknown_task_and_missing_phone(jarvis_env, tmp_path):
 
     jarvis_env.write_config(mcp={"dir": str(jarvis_env.path / "mcp")})
     (jarvis_env.path / "mcp").mkdir()
-    settings = jarvis_env.settings
+    phone = App(jarvis_env.settings).android
     with pytest.raises(ToolError, match="no phone is configured"):
-        android_task_do("check the thermostat", settings)
+        phone.start("check the thermostat")
     with pytest.raises(ToolError, match="there is no phone task 'task-nope'"):
-        android_task_get("task-nope", settings)
+        phone.get("task-nope")
 
 
 def test_thermostat_from_the_chat_graph(jarvis_env, tmp_path):
@@ -117,7 +118,8 @@ def test_thermostat_from_the_chat_graph(jarvis_env, tmp_path):
         return answer(f"Started phone task {data['task_id']}.")
 
     jarvis_env.server.add_rule(lambda req: PHONE_MARK not in json.dumps(req["messages"][:1]), planner)
-    graph = jarvis_env.graph()
+    app = jarvis_env.app()
+    graph = app.graph
     config = {"configurable": {"thread_id": "phone-1"}}
     result = graph.invoke({"messages": [("user", "set the thermostat to 65-69")]}, config, version="v2")
     (intr,) = result.interrupts
@@ -125,17 +127,16 @@ def test_thermostat_from_the_chat_graph(jarvis_env, tmp_path):
     assert intr.value["summary"].startswith("Control the Android phone to: Open Google Home")
     result = graph.invoke(Command(resume={intr.id: {"decision": "approve"}}), config, version="v2")
     assert result.value["messages"][-1].content == f"Started phone task {started['task_id']}."
-    assert android_task_wait(started["task_id"], timeout_s=60, settings=settings)["status"] == "done"
+    assert app.android.wait(started["task_id"], timeout_s=60)["status"] == "done"
     out = graph.invoke({"messages": [("user", "what is the status of the phone task?")]}, config)
     assert out["messages"][-1].content == "Done: Thermostat set to heat 65°F, cool 69°F (it was 66-72°F)."
 
 
 def test_phone_policy_deny_refuses_the_task(jarvis_env, tmp_path):
-    from orchestrator.app import default_catalog
     from orchestrator.tools.executor import CallContext, ToolExecutor
 
     settings = _phone_setup(jarvis_env, tmp_path, autonomy={"effects": {"phone_automation": "deny"}})
-    executor = ToolExecutor(settings, default_catalog(settings))
+    executor = ToolExecutor(settings, App(settings).catalog)
     out = executor.execute("android_task_do", {"goal": "check the thermostat"}, CallContext("t", "k"),
                            confirm=lambda r: "approve")
     assert not out.ok and "denies phone_automation" in out.content

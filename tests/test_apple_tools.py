@@ -9,8 +9,9 @@ import pytest
 
 from integrations.apple_tools import fill_arguments
 from integrations.base import side_effects_of
-from orchestrator.app import default_catalog
+from orchestrator.app import App
 from orchestrator.tools.executor import CallContext, ToolExecutor
+from orchestrator.mcp.manager import McpManager
 from orchestrator.mcp.provider import McpProvider
 from tests.conftest import REPO
 from tests.mcp_helpers import shutdown_mcp, write_server
@@ -40,7 +41,7 @@ def _calls(log):
 
 def test_apple_wrappers_call_macuse_with_mapped_arguments(jarvis_env, tmp_path):
     settings, log = _macuse(jarvis_env, tmp_path)
-    catalog = default_catalog(settings)
+    catalog = App(settings).catalog
     tools = {t.name: t for t in catalog.all()}
     assert side_effects_of(tools["apple_mail_list_threads"]) == []
     assert side_effects_of(tools["apple_mail_draft_reply"]) == ["email_draft"]
@@ -86,12 +87,12 @@ def test_a_wrapper_mapped_to_a_missing_tool_is_left_out_with_the_reason(jarvis_e
     wrappers["apple_mail_send"] = {"tool": "mail_send_v2", "arguments": {"to": "{to}"}}
     wrappers["apple_notes_create_note"] = {"tool": "notes_write_note", "arguments": {"name": "{title}"}}
     settings, _ = _macuse(jarvis_env, tmp_path, wrappers)
-    provider = McpProvider(settings)
+    provider = McpProvider(settings, McpManager(settings))
     names = {t.name for t in provider.list_tools()}
     assert "apple_mail_send" not in names and "apple_mail_list_threads" in names
     assert "macuse has no tool 'mail_send_v2'" in provider.wrapper_problems["apple_mail_send"]
     # a mapping that misses a required argument fails with what to fix, not with a server error
-    executor = ToolExecutor(settings, default_catalog(settings))
+    executor = ToolExecutor(settings, App(settings).catalog)
     out = executor.execute("apple_notes_create_note", {"title": "x", "body": "y"}, CallContext("t", "k"),
                            confirm=lambda r: "approve")
     assert not out.ok and "notes_write_note needs title, content" in out.content

@@ -173,8 +173,9 @@ def test_replaying_a_recorded_call_returns_the_recorded_result(jarvis_env):
     """The same tool call (same key) after its result is recorded is answered from the ledger."""
     from orchestrator.tools.executor import CallContext
 
-    graph = jarvis_env.graph()
-    executor = graph.jarvis.executor
+    app = jarvis_env.app()
+    graph = app.graph
+    executor = app.runtime.executor
     target = jarvis_env.root / "once.txt"
     ctx = CallContext(thread_id="r", key="r|m1|c1|0", overrides={"fs_write": "auto"})
     first = executor.execute("fs_write_text", {"path": str(target), "content": "1"}, ctx, confirm=lambda r: "deny")

@@ -24,7 +24,7 @@ def telegram(jarvis_env, monkeypatch):
 
 
 def _service(jarvis_env):
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
 
     return jorb_service(jarvis_env.settings)
 

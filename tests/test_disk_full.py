@@ -163,7 +163,7 @@ def _raise():
 
 def test_a_failed_jorb_runs_its_step_again_on_retry(jarvis_env):
     from orchestrator.jorbs.policies import HEURISTICS
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
     from orchestrator.jorbs.service import JorbError
 
     _BROKEN["times"] = 0
@@ -183,7 +183,7 @@ def test_a_jorb_stopped_by_a_full_disk_is_retried_once_there_is_space(jarvis_env
     """The disk fills during the jorb's step: not even the failure can be written, so the jorb is left mid-step
     (stalled). Once there is space, Retry (here through the API, as the UI does) runs the step again."""
     from orchestrator.jorbs.policies import HEURISTICS
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
     from tests.ui_server import start_ui
 
     jarvis_env.write_config(storage={"data_dir": str(small_disk / "data")})

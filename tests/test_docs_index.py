@@ -147,17 +147,17 @@ def test_no_embeddings_configured_is_keyword_only_and_not_an_error(jarvis_env, s
 
 
 def test_reading_tools_index_what_they_read_and_pdf_qa_uses_it(jarvis_env, sample_pdfs):
-    from orchestrator.app import static_tools
-    from orchestrator.docs_index import docs_index_for
+    from orchestrator.app import App
 
     settings = jarvis_env.settings
     pdf = jarvis_env.root / "report.pdf"
     shutil.copy(sample_pdfs.fifty, pdf)
-    tools = {t.name: t for t in static_tools(settings)}
+    app = App(settings)
+    tools = {t.name: t for t in app.static_tools()}
     server = jarvis_env.server
     server.add_rule(lambda r: True, lambda r: {"content": "Forty-two herons (p. 7)."})
     out = tools["pdf_extract_text"].invoke({"path": str(pdf), "pages": "1-2"})
-    index = docs_index_for(settings)
+    index = app.docs_index
     assert index.get(str(pdf)) is None  # a part of a document is not indexed
     tools["pdf_summarize"].invoke({"path": str(pdf)})
     doc = index.get(str(pdf))
@@ -179,8 +179,7 @@ def test_reading_tools_index_what_they_read_and_pdf_qa_uses_it(jarvis_env, sampl
 
 
 def test_transcripts_are_indexed_with_timestamps(jarvis_env):
-    from orchestrator.app import static_tools
-    from orchestrator.docs_index import docs_index_for
+    from orchestrator.app import App
 
     yt = CORPUS / "youtube"
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
@@ -188,17 +187,18 @@ def test_transcripts_are_indexed_with_timestamps(jarvis_env):
                   content_type="application/json")
         mock.get("https://www.youtube.com/watch", body=(yt / "youtube.html.static").read_bytes())
         mock.get("https://www.youtube.com/api/timedtext", body=(yt / "transcript.xml.static").read_bytes())
-        tools = {t.name: t for t in static_tools(jarvis_env.settings)}
+        app = App(jarvis_env.settings)
+        tools = {t.name: t for t in app.static_tools()}
         tools["yt_get_transcript"].invoke({"url": "https://youtu.be/GJLlxj_dtq8"})
-    hit = docs_index_for(jarvis_env.settings).search("original transcript test", 1)[0]
+    hit = app.docs_index.search("original transcript test", 1)[0]
     assert hit.source == "https://www.youtube.com/watch?v=GJLlxj_dtq8" and hit.kind == "youtube"
     assert hit.start_s == 0.0 and hit.where == "[00:00]"
 
 
 def test_docs_ask_cites_numbered_sources(jarvis_env, sample_pdfs):
-    from orchestrator.app import static_tools
+    from orchestrator.app import App
 
-    tools = {t.name: t for t in static_tools(jarvis_env.settings)}
+    tools = {t.name: t for t in App(jarvis_env.settings).static_tools()}
     with pytest.raises(ToolError, match="index is empty"):
         tools["docs_ask"].func("anything?")
     add_paths(_index(jarvis_env), [sample_pdfs.fifty, sample_pdfs.one])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
-from orchestrator.channels.tools import build_message_tools
+from orchestrator.jorbs.message_tools import build_message_tools
 from orchestrator.core.config import settings_from_dict
 from orchestrator.tools.executor import CallContext, ToolExecutor
 

@@ -74,21 +74,21 @@ def test_tools_use_refresh_and_store_the_renewed_token(jarvis_env, google_server
     from google.oauth2.credentials import Credentials
 
     from orchestrator.tools import google_auth
-    from orchestrator.app import static_tools
+    from orchestrator.app import App
 
     _google_config(jarvis_env, google_server)
     settings = jarvis_env.settings
     google_auth.save_credentials(settings, Credentials.from_authorized_user_info(google_server.authorized_user_info()))
     google_server.add_message(sender="Alice <alice@example.com>", subject="lunch?", body="Lunch on Friday?")
     google_server.expire_tokens()
-    tools = {t.name: t for t in static_tools(settings)}
+    tools = {t.name: t for t in App(settings).static_tools()}
     assert tools["gmail_search"].invoke({"query": "from:alice"})[0]["subject"] == "lunch?"
     assert google_server.state.refreshes == 1
     stored = google_auth.load_credentials(settings)
     assert stored.token in google_server.state.access_tokens  # the renewed token was stored
 
     # a second process starts with the renewed token: no second refresh
-    tools = {t.name: t for t in static_tools(settings)}
+    tools = {t.name: t for t in App(settings).static_tools()}
     tools["gmail_search"].invoke({"query": "from:alice"})
     assert google_server.state.refreshes == 1
 

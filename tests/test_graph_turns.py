@@ -98,7 +98,7 @@ def test_step_limit_ends_a_looping_turn_with_a_message(jarvis_env):
 
 
 def test_async_invoke_with_the_async_checkpointer(jarvis_env):
-    from orchestrator.chat.graph import build_graph
+    from orchestrator.app import build_graph
     from orchestrator.storage.engines import make_async_checkpointer
 
     (jarvis_env.root / "a.txt").write_text("x")

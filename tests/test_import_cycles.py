@@ -70,3 +70,23 @@ def test_a_package_init_runs_before_its_submodule_so_it_is_part_of_the_cycle(tmp
     assert proc.returncode == 1
     assert ("import cycle among 3 modules: orchestrator.graph, orchestrator.reminders, "
             "orchestrator.reminders.scheduler") in proc.stderr
+
+
+def test_two_packages_importing_each_other_fail_even_without_a_module_cycle(tmp_path):
+    """chat.graph -> tools.executor and tools.ledger -> chat.state: no module imports itself back, but the packages
+    chat and tools depend on each other, which the one-way rule forbids."""
+    _write(tmp_path, {
+        "orchestrator/__init__.py": "",
+        "orchestrator/chat/__init__.py": "",
+        "orchestrator/chat/graph.py": "from orchestrator.tools.executor import run\n",
+        "orchestrator/chat/state.py": "State = object\n",
+        "orchestrator/tools/__init__.py": "",
+        "orchestrator/tools/executor.py": "def run():\n    pass\n",
+        "orchestrator/tools/ledger.py": "from orchestrator.chat.state import State\n",
+    })
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--repo", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1
+    assert "import cycle among" not in proc.stderr
+    assert "packages import each other: orchestrator.chat, orchestrator.tools" in proc.stderr
+    assert "orchestrator.tools.ledger imports orchestrator.chat.state" in proc.stderr

@@ -153,7 +153,8 @@ def test_network_tool_needs_approval_at_registration(jarvis_env):
     server = jarvis_env.server
     play_jarb(server, code=code, tests=tests)
     server.push(spec_call(spec), answer("Not registered, as you wished."))
-    graph = jarvis_env.graph()
+    app = jarvis_env.app()
+    graph = app.graph
     config = {"configurable": {"thread_id": "jarb-4"}}
     result = graph.invoke({"messages": [("user", "get the title of a page")]}, config, version="v2")
     [intr] = result.interrupts
@@ -173,7 +174,7 @@ def test_network_tool_needs_approval_at_registration(jarvis_env):
     assert not result.interrupts
     record = _registry(jarvis_env).get("fetch_title")
     assert record.network_approved is True and record.side_effects == ["network"]
-    tool = graph.jarvis.catalog.get("fetch_title")
+    tool = app.runtime.catalog.get("fetch_title")
     assert tool.metadata["untrusted_output"] is True and tool.metadata["source"] == "generated"
 
 

@@ -21,7 +21,7 @@ def step(**fields) -> dict:
 
 @pytest.fixture
 def jorbs(jarvis_env):
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
 
     def make(**kwargs):
         return jorb_service(jarvis_env.settings, **kwargs)
@@ -204,7 +204,7 @@ def test_a_process_killed_mid_script_retries_the_step_without_repeating_side_eff
     assert marker.exists(), proc.communicate()[1]
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
 
     svc = jorb_service(jarvis_env.settings)
     (row,) = svc.list()
@@ -217,21 +217,21 @@ def test_a_process_killed_mid_script_retries_the_step_without_repeating_side_eff
 
 
 def test_a_reminder_wakes_a_waiting_jorb_with_the_reminder_as_its_event(jarvis_env):
-    from orchestrator.app import service_for
+    from orchestrator.app import App
     from orchestrator.reminders import ReminderRequest, ReminderStore
-    from orchestrator.reminders.scheduler import Scheduler
     from orchestrator.reminders.models import utcnow
 
     settings = jarvis_env.settings
     srv = jarvis_env.server
     srv.push(step(reasoning="wait until reminded", await_reply=True),
              step(reasoning="reminded, done", done=True, result="checked in"))
-    svc = service_for(settings)
+    app = App(settings)
+    svc = app.jorbs
     view = svc.create("Check-in", "Wait for the check-in reminder, then finish")
     assert view.row.status == "awaiting_reply"
     store = ReminderStore(settings)
     store.create(ReminderRequest(title="time to check in", when=utcnow().isoformat(), jorb_id=view.row.id))
-    sched = Scheduler(settings, store=store)
+    sched = app.scheduler(store=store)
     sched.tick(utcnow())
     assert sched.wait_idle(30)
     svc.wait_background()

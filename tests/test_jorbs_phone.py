@@ -31,7 +31,7 @@ def jorb_policy(request: dict) -> dict:
 def test_thermostat_jorb_against_the_fake_phone(jarvis_env, tmp_path):
     settings = _phone_setup(jarvis_env, tmp_path)
     jarvis_env.server.add_rule(lambda req: PHONE_MARK not in json.dumps(req["messages"][:1]), jorb_policy)
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
 
     view = jorb_service(settings).create("Set thermostat 65-69", "Use the Android phone to set the Nest thermostat to "
                                         "heat range 65-69°F. Verify the change took effect.",

@@ -7,9 +7,8 @@ import json
 
 import pytest
 
-from orchestrator.app import default_catalog
+from orchestrator.app import App
 from orchestrator.tools.executor import CallContext, ToolExecutor
-from orchestrator.mcp.manager import get_manager
 from orchestrator.mcp.provider import exposed_names
 from integrations.base import is_untrusted, side_effects_of, source_of
 from tests.mcp_helpers import shutdown_mcp, wait_for, write_server
@@ -26,8 +25,13 @@ def _stop_servers():
 def _setup(jarvis_env, **mcp):
     jarvis_env.write_config(mcp={"dir": str(jarvis_env.path / "mcp"), "restart_backoff_s": 0.2, **mcp})
     settings = jarvis_env.settings
-    catalog = default_catalog(settings)
+    catalog = App(settings).catalog
     return settings, catalog, ToolExecutor(settings, catalog)
+
+
+def _manager(catalog):
+    """The MCP manager of the App that built `catalog`."""
+    return next(p for p in catalog.providers if p.name == "mcp").manager
 
 
 def _call(executor, name, args=None, key=None):
@@ -83,8 +87,8 @@ def test_crash_mid_call_restarts_and_other_servers_keep_working(jarvis_env):
     mcp_dir = jarvis_env.path / "mcp"
     write_server(mcp_dir, "alpha", SERVER)
     write_server(mcp_dir, "beta", SERVER, "--only", "echo")
-    settings, _, executor = _setup(jarvis_env)
-    manager = get_manager(settings)
+    settings, catalog, executor = _setup(jarvis_env)
+    manager = _manager(catalog)
     pid_before = _call(executor, "pid").content
     out = _call(executor, "crash")
     assert not out.ok and "exited" in out.content and "crashing on purpose" in out.content
@@ -98,10 +102,10 @@ def test_crash_mid_call_restarts_and_other_servers_keep_working(jarvis_env):
 
 def test_hang_past_timeout_is_an_error_and_a_restart(jarvis_env):
     write_server(jarvis_env.path / "mcp", "alpha", SERVER, timeout_s=1)
-    settings, _, executor = _setup(jarvis_env)
+    settings, catalog, executor = _setup(jarvis_env)
     out = _call(executor, "hang")
     assert not out.ok and "did not answer within 1 s" in out.content
-    manager = get_manager(settings)
+    manager = _manager(catalog)
     assert "did not answer" in (manager.reason("alpha") or "")
     wait_for(lambda: manager.state_of("alpha").value == "ready")
     assert _call(executor, "echo", {"text": "back"}).content == "back"
@@ -109,8 +113,8 @@ def test_hang_past_timeout_is_an_error_and_a_restart(jarvis_env):
 
 def test_garbage_on_stdout_marks_the_server_unhealthy(jarvis_env, caplog):
     write_server(jarvis_env.path / "mcp", "alpha", SERVER)
-    settings, _, executor = _setup(jarvis_env)
-    manager = get_manager(settings)
+    settings, catalog, executor = _setup(jarvis_env)
+    manager = _manager(catalog)
     out = _call(executor, "garbage")  # the tool waits after the noise: the call ends on the teardown
     assert not out.ok and "failed during garbage: it wrote something that is not JSON-RPC" in out.content
     wait_for(lambda: {s.name: s for s in manager.status()}["alpha"].restarts >= 1)
@@ -127,7 +131,7 @@ def test_server_that_cannot_start_is_unhealthy_with_the_reason(jarvis_env):
     write_server(mcp_dir, "missing", SERVER, command="/nonexistent/mcp-server")
     settings, catalog, executor = _setup(jarvis_env)
     assert "echo" in catalog.names()
-    manager = get_manager(settings)
+    manager = _manager(catalog)
     wait_for(lambda: {s.name: s for s in manager.status()}["broken"].restarts >= 2)  # backoff keeps trying
     status = {s.name: s for s in manager.status()}
     assert status["broken"].state in ("unhealthy", "starting")
@@ -144,7 +148,7 @@ def test_broken_toml_is_reported_and_the_rest_loads(jarvis_env):
     (mcp_dir / "worse.toml").write_text("command = [unclosed\n")
     settings, catalog, _ = _setup(jarvis_env)
     assert "echo" in catalog.names()
-    status = {s.name: s for s in get_manager(settings).status()}
+    status = {s.name: s for s in _manager(catalog).status()}
     assert status["bad"].state == "broken" and "timeout: unknown key" in status["bad"].last_error
     assert status["worse"].state == "broken" and "not valid TOML" in status["worse"].last_error
 
@@ -166,8 +170,8 @@ def test_garbage_on_stdout_leaves_no_traceback_in_the_log(jarvis_env, caplog):
 
     caplog.set_level(logging.DEBUG)
     write_server(jarvis_env.path / "mcp", "alpha", SERVER)
-    settings, _, executor = _setup(jarvis_env)
+    settings, catalog, executor = _setup(jarvis_env)
     _call(executor, "garbage")
-    wait_for(lambda: {s.name: s for s in get_manager(settings).status()}["alpha"].restarts >= 1)
+    wait_for(lambda: {s.name: s for s in _manager(catalog).status()}["alpha"].restarts >= 1)
     shown = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert not [r for r in shown if r.exc_info or "Traceback" in r.getMessage()], [r.getMessage() for r in shown]

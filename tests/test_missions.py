@@ -26,7 +26,7 @@ def workspace(jarvis_env):
 
 
 def _svc(jarvis_env):
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
 
     return jorb_service(jarvis_env.settings)
 

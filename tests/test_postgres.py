@@ -80,7 +80,7 @@ def test_a_confirmation_parked_by_one_process_is_approved_from_another(pg_env):
 def test_two_workers_resume_a_hundred_jorbs_each_exactly_once(pg_env, tmp_path):
     """100 jorbs wait for a reply; the replies come in while no worker runs; two worker processes (two threads
     each) start on the same database at once. Every jorb is resumed once, by one of them."""
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
 
     decisions = tmp_path / "decisions.jsonl"
     env = {**pg_env.env(), "JARVIS_TEST_DECISIONS": str(decisions)}
@@ -123,7 +123,7 @@ def test_two_workers_resume_a_hundred_jorbs_each_exactly_once(pg_env, tmp_path):
 
 def test_a_jorb_running_in_one_worker_is_not_run_by_another(pg_env):
     from orchestrator.storage.claims import Claims
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
     from orchestrator.jorbs.service import JorbBusy
 
     svc = jorb_service(pg_env.settings, llm=object())
@@ -255,7 +255,7 @@ def test_a_jorb_whose_worker_died_elsewhere_is_recovered_when_its_lease_ends(pg_
     import time
 
     from orchestrator.storage.claims import Claims
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
 
     monkeypatch.setenv("JARVIS_TEST_DECISIONS", str(tmp_path / "decisions.jsonl"))
     svc = jorb_service(pg_env.settings, llm=object())

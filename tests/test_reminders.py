@@ -16,7 +16,7 @@ from orchestrator.reminders import (
 from orchestrator.reminders.models import utcnow
 from orchestrator.reminders.recurrence import first_occurrence, next_occurrence
 from orchestrator.reminders.scheduler import Scheduler
-from orchestrator.reminders.targets import ReminderEvent, register_jorb_waker
+from orchestrator.reminders.targets import ReminderEvent
 from tests.conftest import answer, tool_call
 from tests.fakes.http_sink import HttpSink
 from tests.reminder_helpers import settings_for, wait_for
@@ -38,10 +38,7 @@ class RecordingWaker:
 
 @pytest.fixture
 def waker():
-    w = RecordingWaker()
-    previous = register_jorb_waker(w)
-    yield w
-    register_jorb_waker(previous)
+    return RecordingWaker()
 
 
 def _fire_all(sched: Scheduler, now: datetime) -> None:
@@ -91,7 +88,7 @@ def test_scheduler_fires_a_weekly_rule_across_dst_at_the_same_local_time(jarvis_
     r = store.create(ReminderRequest(title="weekly review", when="2025-03-01T18:00:00", rrule="FREQ=WEEKLY",
                                      jorb_id="j1"), now=first_when.astimezone(UTC) - timedelta(days=1))
     assert r.due_date == first_when.astimezone(UTC)
-    sched = Scheduler(settings, store=store)
+    sched = Scheduler(settings, store=store, wake_jorb=waker)
     for week in range(3):
         current = store.list(status=PENDING)
         assert len(current) == 1
@@ -143,7 +140,7 @@ def test_catch_up_fires_once_after_downtime_then_resumes_the_series(jarvis_env, 
     store = ReminderStore(settings)
     created = datetime(2030, 1, 9, 12, 0, tzinfo=UTC)
     r = _daily(store, "catch_up", "j-catch", created)
-    sched = Scheduler(settings, store=store)
+    sched = Scheduler(settings, store=store, wake_jorb=waker)
     back = datetime(2030, 1, 13, 15, 0, tzinfo=PARIS)  # down from before the 10th until the 13th, 15:00
     _fire_all(sched, back.astimezone(UTC))
     _fire_all(sched, back.astimezone(UTC) + timedelta(seconds=5))
@@ -171,7 +168,7 @@ def test_skip_and_ask_policies(jarvis_env, waker):
         def post(self, thread_id, message_id, text_, metadata):
             posted.append((thread_id, text_))
 
-    sched = Scheduler(settings, store=store)
+    sched = Scheduler(settings, store=store, wake_jorb=waker)
     sched.chat = Chat()  # what the ask policy tells the chat is checked here; the real chat target is tested below
     now = datetime(2030, 1, 12, 10, 0, 30, tzinfo=UTC)
     _fire_all(sched, now)
@@ -193,40 +190,47 @@ def test_skip_and_ask_policies(jarvis_env, waker):
 
 # Jorb target -------------------------------------------------------------------------------------------------
 
-def test_jorb_target_uses_the_jorbs_service_unless_a_waker_is_registered(jarvis_env):
+def test_jorb_target_delivers_through_the_apps_jorbs_or_the_waker_given(jarvis_env):
+    from orchestrator.app import App
+
     settings = settings_for(jarvis_env)
-    previous = register_jorb_waker(None)
-    try:
-        store = ReminderStore(settings)
-        r = store.create(ReminderRequest(title="wake up", when=utcnow().isoformat(), jorb_id="j9"))
-        sched = Scheduler(settings, store=store)
-        _fire_all(sched, utcnow())
-        failed = store.get(r.id)
-        assert failed.status == FAILED and failed.attempts == 1
-        assert "no jorb 'j9'" in failed.last_error  # the real jorbs service: there is no such jorb
+    store = ReminderStore(settings)
+    r = store.create(ReminderRequest(title="wake up", when=utcnow().isoformat(), jorb_id="j9"))
+    _fire_all(App(settings).scheduler(store=store), utcnow())
+    failed = store.get(r.id)
+    assert failed.status == FAILED and failed.attempts == 1
+    assert "no jorb 'j9'" in failed.last_error  # the App's real jorbs service: there is no such jorb
 
-        w = RecordingWaker()
-        register_jorb_waker(w)
-        r2 = store.create(ReminderRequest(title="wake up again", when=utcnow().isoformat(), jorb_id="j9",
-                                          description="details", priority="high"))
-        _fire_all(sched, utcnow())
-        assert store.get(r2.id).status == SENT
-        jorb_id, event = w.calls[0]
-        assert jorb_id == "j9" and event.kind == "reminder" and event.reminder_id == r2.id
-        assert (event.title, event.description, event.priority) == ("wake up again", "details", "high")
+    w = RecordingWaker()
+    r2 = store.create(ReminderRequest(title="wake up again", when=utcnow().isoformat(), jorb_id="j9",
+                                      description="details", priority="high"))
+    _fire_all(Scheduler(settings, store=store, wake_jorb=w), utcnow())
+    assert store.get(r2.id).status == SENT
+    jorb_id, event = w.calls[0]
+    assert jorb_id == "j9" and event.kind == "reminder" and event.reminder_id == r2.id
+    assert (event.title, event.description, event.priority) == ("wake up again", "details", "high")
 
-        register_jorb_waker(RecordingWaker(LookupError("no such jorb")))
-        r3 = store.create(ReminderRequest(title="nobody", when=utcnow().isoformat(), jorb_id="ghost"))
-        _fire_all(sched, utcnow())
-        assert store.get(r3.id).status == FAILED and "no jorb 'ghost'" in store.get(r3.id).last_error
+    r3 = store.create(ReminderRequest(title="nobody", when=utcnow().isoformat(), jorb_id="ghost"))
+    _fire_all(Scheduler(settings, store=store, wake_jorb=RecordingWaker(LookupError("no such jorb"))), utcnow())
+    assert store.get(r3.id).status == FAILED and "no jorb 'ghost'" in store.get(r3.id).last_error
 
-        register_jorb_waker(RecordingWaker(RuntimeError("jorb store locked")))
-        r4 = store.create(ReminderRequest(title="transient", when=utcnow().isoformat(), jorb_id="j9"))
-        _fire_all(sched, utcnow())
-        retry = store.get(r4.id)
-        assert retry.status == PENDING and retry.attempts == 1 and "jorb store locked" in retry.last_error
-    finally:
-        register_jorb_waker(previous)
+    r4 = store.create(ReminderRequest(title="transient", when=utcnow().isoformat(), jorb_id="j9"))
+    _fire_all(Scheduler(settings, store=store, wake_jorb=RecordingWaker(RuntimeError("jorb store locked"))), utcnow())
+    retry = store.get(r4.id)
+    assert retry.status == PENDING and retry.attempts == 1 and "jorb store locked" in retry.last_error
+
+
+def test_a_scheduler_without_jorbs_or_chat_keeps_their_reminders_waiting(jarvis_env):
+    """`Scheduler(settings)` alone has no jorbs and no chat graph: their reminders wait (no attempt used) for
+    the App's scheduler of `jarvis run` to deliver them, instead of failing for good."""
+    settings = settings_for(jarvis_env)
+    store = ReminderStore(settings)
+    to_jorb = store.create(ReminderRequest(title="jorb", when=utcnow().isoformat(), jorb_id="j1"))
+    to_chat = store.create(ReminderRequest(title="chat", when=utcnow().isoformat(), thread_id="t1"))
+    _fire_all(Scheduler(settings, store=store), utcnow())
+    for r in (to_jorb, to_chat):
+        left = store.get(r.id)
+        assert left.status == PENDING and left.attempts == 0 and "`jarvis run` delivers it" in left.last_error
 
 
 # Chat target -------------------------------------------------------------------------------------------------
@@ -317,8 +321,9 @@ def test_webhooks_post_the_params_retry_and_time_out(jarvis_env):
 
 def test_planner_tools_create_list_and_cancel(jarvis_env):
     jarvis_env.write_config(autonomy={"effects": {"reminder_write": "auto"}}, timezone="Europe/Paris")
-    graph = jarvis_env.graph()
-    tools = {t.name: t for t in graph.jarvis.catalog.all()}
+    app = jarvis_env.app()
+    graph = app.graph
+    tools = {t.name: t for t in app.runtime.catalog.all()}
     assert tools["reminder_create"].metadata["side_effects"] == ["reminder_write"]
     assert tools["reminder_cancel"].metadata["side_effects"] == ["reminder_write"]
     assert tools["reminder_list"].metadata["side_effects"] == []
@@ -380,7 +385,7 @@ def test_cancel_wins_over_a_fire_in_flight(jarvis_env, waker):
 
 def test_scheduler_thread_fires_a_reminder_created_while_it_runs(jarvis_env, waker):
     settings = settings_for(jarvis_env, tick_s=30)  # a long tick: the wake-up is not from the timer
-    sched = Scheduler(settings)
+    sched = Scheduler(settings, wake_jorb=waker)
     sched.start()
     try:
         sched.tick()  # nothing yet

@@ -226,21 +226,15 @@ def test_stop_leaves_unacked_reminder_pending_without_using_an_attempt(jarvis_en
 
 
 def test_a_hung_agent_holds_up_only_its_own_reminders(jarvis_env, tmp_path, make_scheduler):
-    from orchestrator.reminders.targets import register_jorb_waker
-
     woken: list[str] = []
-    previous = register_jorb_waker(lambda jorb_id, event: woken.append(event.title))
-    try:
-        settings = settings_for(jarvis_env, workers=1, ack_timeout_s=5, max_attempts=1)
-        agent = write_agent(tmp_path / "hung.py", SILENT_AGENT)
-        sched = make_scheduler(settings)
-        stuck = sched.store.create(ReminderRequest(title="stuck", when=utcnow().isoformat(), process_name=str(agent)))
-        wait_for(lambda: sched.agents.agent(str(agent.resolve())).starts == 1)
-        other = sched.store.create(ReminderRequest(title="unrelated", when=utcnow().isoformat(), jorb_id="j"))
-        sched.wake()
-        wait_for(lambda: _status(sched.store, other.id) == SENT, timeout=3)
-        assert _status(sched.store, stuck.id) == PENDING, "the hung agent is still waited for"
-        wait_for(lambda: _status(sched.store, stuck.id) == FAILED, timeout=10)
-        assert woken == ["unrelated"]
-    finally:
-        register_jorb_waker(previous)
+    settings = settings_for(jarvis_env, workers=1, ack_timeout_s=5, max_attempts=1)
+    agent = write_agent(tmp_path / "hung.py", SILENT_AGENT)
+    sched = make_scheduler(settings, wake_jorb=lambda jorb_id, event: woken.append(event.title))
+    stuck = sched.store.create(ReminderRequest(title="stuck", when=utcnow().isoformat(), process_name=str(agent)))
+    wait_for(lambda: sched.agents.agent(str(agent.resolve())).starts == 1)
+    other = sched.store.create(ReminderRequest(title="unrelated", when=utcnow().isoformat(), jorb_id="j"))
+    sched.wake()
+    wait_for(lambda: _status(sched.store, other.id) == SENT, timeout=3)
+    assert _status(sched.store, stuck.id) == PENDING, "the hung agent is still waited for"
+    wait_for(lambda: _status(sched.store, stuck.id) == FAILED, timeout=10)
+    assert woken == ["unrelated"]

@@ -417,7 +417,7 @@ def test_without_slirp4netns_a_network_tool_says_what_to_install(jarvis, monkeyp
     from jarb_core import sandbox as sandbox_module
 
     monkeypatch.setattr(sandbox_module.NetworkHelper, "find", classmethod(lambda cls: None))
-    monkeypatch.setattr(jarb_tools, "_sandboxes", {})  # a sandbox made now, without slirp4netns
+    # the fixture's factory and provider make their sandbox on first use: now, without slirp4netns
     registered(jarvis.register("h_net_missing", """
         import socket
 

@@ -207,7 +207,7 @@ def test_unreachable_model_says_what_to_do(jarvis_env):
         assert "models.primary.base_url" in err["message"]
         with server.client() as c:
             body = c.get("/api/settings/health").json()
-        assert [s["title"] for s in body["sections"]] == ["MCP servers"]  # orchestrator/api/mcp_health.py
+        assert [s["title"] for s in body["sections"]] == ["MCP servers"]  # orchestrator/server/api/mcp_health.py
         health = body["models"][0]
         assert health["ok"] is False and "models.primary.base_url" in health["fix"]
 
@@ -334,7 +334,7 @@ def test_runs_and_settings(ui_server):
         assert settings["effective"]["models"]["primary"]["api_key"] == "********"
         assert settings["server"]["port"] == int(ui_server.url.rsplit(":", 1)[1])
         body = c.get("/api/settings/health").json()
-        assert [s["title"] for s in body["sections"]] == ["MCP servers"]  # orchestrator/api/mcp_health.py
+        assert [s["title"] for s in body["sections"]] == ["MCP servers"]  # orchestrator/server/api/mcp_health.py
         health = body["models"]
         assert health == [{"role": "primary", "base_url": ui_server.env.server.base_url, "model": "scripted-model",
                            "provider": "openai", "builtin": False, "ok": True,
@@ -345,7 +345,7 @@ def test_runs_and_settings(ui_server):
 
 
 def test_health_sections_plug_in(ui_server):
-    from orchestrator.api import settings as settings_api
+    from orchestrator.server.api import settings as settings_api
 
     def mcp_servers(ctx):
         return {"title": "MCP servers", "items": [{"name": "browser-use", "ok": False, "message": "exited with 1",

@@ -38,7 +38,7 @@ def test_services_start_report_and_stop(jarvis_env):
     factories = [f"tests.test_server_services:{n}" for n in
                  ("_failing_factory", "_disabled_factory", "_crashing_factory", "_looping_factory")]
     manager = ServiceManager(factories)
-    ctx = ServiceContext(settings=jarvis_env.settings, graph=None, turns=None)
+    ctx = ServiceContext(app=jarvis_env.app(), turns=None)
 
     async def scenario():
         await manager.start_all(ctx)
@@ -58,15 +58,13 @@ def test_services_start_report_and_stop(jarvis_env):
 
 
 def test_jarvis_run_routes_telegram_messages_and_runs_the_scheduler(jarvis_env, telegram):
-    from orchestrator.app import service_for
-
     services = ["orchestrator.server.services:reminder_scheduler_service", "orchestrator.server.services:telegram_inbound_service"]
     with start_ui(jarvis_env, services=services) as server:
         with server.client() as c:
             states = {s["name"]: s["state"] for s in c.get("/api/settings").json()["services"]}
         assert states == {"reminder-scheduler": "running", "telegram-inbound": "running"}
         telegram.state.say("hello Jarvis", username="Alice")
-        inbox = service_for(jarvis_env.settings).store
+        inbox = server.app.state.jarvis.app.jorbs.store
         deadline = time.monotonic() + 15
         while not inbox.messages(direction="in"):
             assert time.monotonic() < deadline, "the Telegram message never reached the inbox"

@@ -75,7 +75,7 @@ def test_jorbs_their_contacts_and_messages(settings):
 
 
 def test_threads_and_their_archive(settings):
-    from orchestrator.chat.threads import ThreadIndex
+    from orchestrator.storage.threads import ThreadIndex
 
     threads = ThreadIndex(settings)
     threads.touch("cli-1", title="Budget ✓", status="idle")

@@ -50,7 +50,7 @@ def test_a_thread_that_read_nothing_stays_automatic(jarvis_env):
 
 def test_a_jorb_that_read_an_injected_note_in_one_step_asks_before_sending_in_the_next(jarvis_env):
     """The same read and send in one script asked; split over two steps, the send went out automatically."""
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
     from tests.test_jorbs import step
 
     note = jarvis_env.root / "note.txt"

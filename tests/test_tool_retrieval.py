@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langchain_core.messages import HumanMessage
 
-from orchestrator.app import static_tools
+from orchestrator.app import App
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
 from orchestrator.chat.state import ConversationState
 from orchestrator.tools.index import ToolIndex, select_tools
@@ -13,7 +13,7 @@ from tests.retrieval_catalog import QUERIES, build_catalog
 
 
 def test_the_needed_tool_is_bound_for_at_least_95_of_100_queries(jarvis_env):
-    catalog = build_catalog(static_tools(jarvis_env.settings))
+    catalog = build_catalog(App(jarvis_env.settings).static_tools())
     assert len(catalog) == 1000 and len(QUERIES) == 100
     names = {t.name for t in catalog}
     assert all(needed in names for _, needed in QUERIES)
@@ -28,7 +28,7 @@ def test_the_needed_tool_is_bound_for_at_least_95_of_100_queries(jarvis_env):
 
 
 def test_the_planner_gets_a_dozen_tools_and_find_tools_reaches_the_rest(jarvis_env):
-    catalog = build_catalog(static_tools(jarvis_env.settings))
+    catalog = build_catalog(App(jarvis_env.settings).static_tools())
     graph = jarvis_env.graph(catalog=ToolCatalog([StaticProvider("big", catalog)]))
     srv = jarvis_env.server
     srv.push(tool_call("find_tools", query="roman numerals"), tool_call("roman_numerals", n="1987"), answer("MCMLXXXVII"))
@@ -50,11 +50,11 @@ def test_small_catalogs_bind_everything_without_find_tools(jarvis_env):
     the best matches and find_tools instead."""
     state = ConversationState(messages=[HumanMessage(content="hi")])
     limit = jarvis_env.settings.planner.max_bound_tools
-    tools = build_catalog(static_tools(jarvis_env.settings))
+    tools = build_catalog(App(jarvis_env.settings).static_tools())
     assert len(tools) > limit
 
     def bound(n: int) -> list[str]:
-        rt = jarvis_env.graph(catalog=ToolCatalog([StaticProvider("some", tools[:n])])).jarvis
+        rt = jarvis_env.app(catalog=ToolCatalog([StaticProvider("some", tools[:n])])).runtime
         return [t.name for t in rt.tools_for_turn(state)]
 
     fits = bound(limit)
@@ -71,7 +71,7 @@ def test_hybrid_ranking_with_embeddings(jarvis_env):
 
     embed = embedder_from_settings(jarvis_env.settings)
     index = ToolIndex(embed)
-    catalog = build_catalog(static_tools(jarvis_env.settings))
+    catalog = build_catalog(App(jarvis_env.settings).static_tools())
     chosen = [t.name for t in select_tools(index, catalog, "add buy milk to my todoist inbox", [], 12)]
     assert "todoist_create_task" in chosen
     assert jarvis_env.server.brain.embedding_requests  # the vectors were asked for
@@ -86,7 +86,7 @@ def test_the_best_tool_find_tools_returns_is_bound_on_the_next_step(jarvis_env):
     """[17] finding 10: the found tools were kept newest-first up to a third of the limit, so the best ranked
     (listed first) was dropped: find_tools("write text to a file") returned fs_write_text first and the next
     step did not have it. Every query's first result must be bound on the next step."""
-    catalog = build_catalog(static_tools(jarvis_env.settings))
+    catalog = build_catalog(App(jarvis_env.settings).static_tools())
     graph = jarvis_env.graph(catalog=ToolCatalog([StaticProvider("big", catalog)]))
     srv = jarvis_env.server
     for i, query in enumerate(["write text to a file", "roman numerals", "convert currency"]):

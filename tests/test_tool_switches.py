@@ -63,16 +63,16 @@ def test_jarvis_tools_disable_and_enable_a_static_tool(jarvis_env):
     assert "time_now: disabled (static tool" in off.stdout
     listed = {r["name"]: r for r in json.loads(run(jarvis_env, "tools", "list", "--json", check=True).stdout)}
     assert listed["time_now"]["status"] == "disabled"
-    assert "time_now" not in jarvis_env.graph().jarvis.catalog.names()
+    assert "time_now" not in jarvis_env.app().runtime.catalog.names()
     assert "--version is only for generated tools" in run(jarvis_env, "tools", "enable", "time_now", "--version", "1").stderr
     assert "no tool named nope" in run(jarvis_env, "tools", "disable", "nope").stderr
     assert run(jarvis_env, "tools", "enable", "time_now", check=True).stdout.startswith("time_now: enabled")
     assert "time_now is not disabled" in run(jarvis_env, "tools", "enable", "time_now").stderr
-    assert "time_now" in jarvis_env.graph().jarvis.catalog.names()
+    assert "time_now" in jarvis_env.app().runtime.catalog.names()
 
 
 def test_a_disabled_tool_is_missing_from_jorb_scripts_too(jarvis_env):
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
     from orchestrator.tools.switches import ToolSwitches
     from tests.test_jorbs import step
 

@@ -228,7 +228,7 @@ def test_disable_a_tool_and_the_planner_no_longer_gets_it(ui, jarvis_env):
 
 
 def test_a_failed_jorb_shows_why_and_retry_runs_its_step_again(ui, tmp_path, monkeypatch):
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
 
     monkeypatch.setenv("JARVIS_TEST_FLAKY", str(tmp_path))
     page, server = ui()

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy.orm import Session
 
 from orchestrator.tools.executor import CallContext, ToolExecutor
-from orchestrator.app import default_catalog
+from orchestrator.app import App
 from orchestrator.tools.ledger import STARTED, EffectsLedger, LedgerRow
 from orchestrator.storage.engines import dispose_all, jarvis_engine, sqlite_path
 from orchestrator.storage.workers import HeartbeatRow, ensure_heartbeat, seems_alive
@@ -38,7 +38,7 @@ def test_a_call_of_a_remote_worker_is_in_doubt_once_its_heartbeat_is_stale(jarvi
     target = str(jarvis_env.root / "remote.txt")
     _remote_call(settings, "k-remote", target)
     ledger = EffectsLedger(settings)
-    executor = ToolExecutor(settings, default_catalog(settings))
+    executor = ToolExecutor(settings, App(settings).catalog)
     ctx = CallContext(thread_id="shared", key="k-remote")
     asked = []
 

@@ -53,9 +53,8 @@ def parse_sse(chunks) -> list[dict[str, Any]]:
 def start_ui(env: JarvisEnv, tools: list | None = None, services: list[str] | None = None) -> Iterator[UIServer]:
     from orchestrator.server.app import create_app, serve_in_thread
 
-    settings = env.settings
-    graph = env.graph(tools=tools) if tools else env.graph()
-    app = create_app(settings, graph, services=services or [])
+    jarvis = env.app(tools=tools) if tools else env.app()
+    app = create_app(jarvis, services=services or [])
     with serve_in_thread(app) as url:
         yield UIServer(url, app.state.token, app, env)
 

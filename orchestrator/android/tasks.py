@@ -1,8 +1,10 @@
-"""Phone tasks: the service behind android_task_do / android_task_get, and a plain function API for jorbs.
+"""Phone tasks: the service behind the android_task_do / android_task_get tools, also usable from Python.
 
-    from orchestrator.android.tasks import android_task_do, android_task_get, android_task_wait
-    task = android_task_do("Open Google Home and set the Nest thermostat to heat 65-69°F", settings)
-    android_task_get(task["task_id"])   # {"task_id", "status": running|done|failed|interrupted, "result", ...}
+    from orchestrator.app import App
+    phone = App().android
+    task = phone.start("Open Google Home and set the Nest thermostat to heat 65-69°F")
+    phone.get(task["task_id"])   # {"task_id", "status": running|done|failed|interrupted, "result", ...}
+    phone.wait(task["task_id"], timeout_s=600)
 
 A task runs in a background thread: the primary model with the phone server's tools (the MCP server whose
 TOML has an `[android]` table, mcp/adb.toml) in the loop of integrations/android_tools.py. Every tap goes through
@@ -10,7 +12,7 @@ the ToolExecutor (argument validation, the effects ledger) in a scope where `pho
 confirmation of android_task_do covers the steps of that one goal, and the task may use only the phone's tools.
 Screen content read inside the task does not escalate its own steps (every step reads the screen); anything
 else that still needs a confirmation is refused, since nobody can be asked in the background.
-The functions above do not ask for confirmation themselves: the chat graph and jorb scripts reach them through
+The service's methods do not ask for confirmation themselves: the chat graph and jorb scripts reach them through
 the executor as the android_task_do / android_task_get tools, where the autonomy policy applies.
 Task records live in the jarvis database (table android_tasks), so android_task_get works from any process.
 """
@@ -23,7 +25,7 @@ import os
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from langchain_core.tools import BaseTool
@@ -34,7 +36,7 @@ from integrations.android_tools import LoopOutcome, TaskView, run_phone_loop, to
 from integrations.base import ToolError
 
 from orchestrator.core.aio import run_sync
-from orchestrator.core.config import Settings, load_settings
+from orchestrator.core.config import Settings
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
 from orchestrator.tools.executor import CallContext, ConfirmationRequest, Decision, ToolExecutor
 from orchestrator.llm.client import make_chat_model
@@ -77,9 +79,10 @@ def _refuse(request: ConfirmationRequest) -> Decision:
 
 
 class AndroidTaskService:
-    def __init__(self, settings: Settings, provider: Any = None, model: Any = None):
+    def __init__(self, settings: Settings, provider: McpProvider, model: Any = None):
+        """`provider`: an MCP provider over the App's manager, without wrapper tools (App.android builds it)."""
         self.settings = settings
-        self.provider = provider or McpProvider(settings, wrappers=False)
+        self.provider = provider
         self.manager = self.provider.manager
         self._model = model
         self.engine = jarvis_engine(settings)
@@ -229,33 +232,3 @@ class AndroidTaskService:
 
         return run_phone_loop(goal, self._model_for_loop(), schemas, act,
                               max_steps=self.settings.mcp.android_max_steps, on_step=on_step)
-
-
-# -- the plain function API (jorbs, scripts) -------------------------------------------------------------
-_services: dict[tuple[str, str], AndroidTaskService] = {}
-_services_lock = threading.Lock()
-
-
-def service_for(settings: Settings | None = None) -> AndroidTaskService:
-    settings = settings or load_settings()
-    key = (str(settings.mcp.dir), str(settings.data_dir))
-    with _services_lock:
-        service = _services.get(key)
-        if service is None:
-            service = _services[key] = AndroidTaskService(settings)
-        return service
-
-
-def android_task_do(goal: str, settings: Settings | None = None) -> dict[str, Any]:
-    """Start a phone task; returns {"task_id", "status"}. Raises ToolError when no phone server can run."""
-    return service_for(settings).start(goal)
-
-
-def android_task_get(task_id: str, settings: Settings | None = None) -> dict[str, Any]:
-    """{"task_id", "status", "goal", "result", "error", "steps", "recent_actions"}."""
-    return service_for(settings).get(task_id)
-
-
-def android_task_wait(task_id: str, timeout_s: float = 600.0, settings: Settings | None = None) -> dict[str, Any]:
-    """Block until the task is no longer running (or the timeout passes); returns android_task_get's view."""
-    return service_for(settings).wait(task_id, timeout_s)

@@ -1,9 +1,9 @@
 """The chat graph: entry -> planner -> tool_node (one task per call) | jarb -> planner ... -> respond.
 
-`build_graph()` returns the compiled graph with a persistent checkpointer (SQLite under storage.data_dir by
-default), so `thread_id` is all a client needs to continue, approve or inspect a conversation:
+`App().graph` (orchestrator/app.py) is this graph compiled with a persistent checkpointer (SQLite under
+storage.data_dir by default), so `thread_id` is all a client needs to continue, approve or inspect a conversation:
 
-    graph = build_graph()
+    graph = App().graph                       # or build_graph(), the same
     graph.invoke({"messages": [("user", "What is in ~/notes?")]}, {"configurable": {"thread_id": "t1"}})
 """
 
@@ -14,29 +14,22 @@ import re
 from pathlib import Path
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
 
-from orchestrator.app import default_catalog
-from orchestrator.tools.catalog import StaticProvider, ToolCatalog
-from orchestrator.core.config import Settings, load_settings
-from orchestrator.tools.executor import CallContext, ToolExecutor
+from orchestrator.tools.executor import CallContext
 from orchestrator.storage.checkpoints import prune_later
 from .history import compact, estimate_tokens
-from orchestrator.llm.client import make_chat_model
-from orchestrator.storage.engines import make_checkpointer
 from orchestrator.storage.telemetry import TelemetryHandler
-from orchestrator.tools.index import FIND_TOOLS, ToolIndex, embedder_from_settings, find_tools_tool, found_names
-from orchestrator.jarb.subgraph import JARB_TOOL, create_new_tool_tool, jarb_task_for, make_jarb_node
+from orchestrator.tools.index import FIND_TOOLS, found_names
+from .jarb_subgraph import JARB_TOOL, jarb_task_for, make_jarb_node
 from .planner import call_model, step_limit_message, system_prompt
 from .runtime import JarvisRuntime
 from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount, tainted
-from .threads import IDLE, RUNNING, WAITING, ThreadIndex
+from orchestrator.storage.threads import IDLE, RUNNING, WAITING
 
 log = logging.getLogger(__name__)
 
@@ -175,27 +168,9 @@ def make_nodes(rt: JarvisRuntime):
     return entry, planner, route, tool_node, respond
 
 
-def build_graph(
-    settings: Settings | None = None,
-    *,
-    llm: BaseChatModel | None = None,
-    checkpointer: Any = None,
-    catalog: ToolCatalog | None = None,
-    tools: list[BaseTool] | None = None,
-    telemetry: bool = True,
-):
-    """Compile the chat graph. `checkpointer=None` opens the default one; `checkpointer=False` compiles without."""
-    settings = settings or load_settings()
-    if llm is None:
-        llm = make_chat_model(settings, "primary")
-    catalog = catalog or default_catalog(settings, tools or ())
-    index = ToolIndex(embedder_from_settings(settings))
-    catalog.add_provider(StaticProvider("find_tools", [find_tools_tool(index, catalog.all)]))
-    executor = ToolExecutor(settings, catalog)
-    rt = JarvisRuntime(settings=settings, llm=llm, catalog=catalog, executor=executor, threads=ThreadIndex(settings),
-                       meta_tools=[create_new_tool_tool(settings.jarb.max_repairs)] if settings.jarb.enabled else [],
-                       tool_index=index)
-
+def compile_chat_graph(rt: JarvisRuntime, checkpointer: Any = None, *, telemetry: bool = True):
+    """Compile the chat graph over `rt` (the App builds it: orchestrator/app.py); `checkpointer=None` compiles
+    without one."""
     entry, planner, route, tool_node, respond = make_nodes(rt)
     g = StateGraph(ConversationState)
     g.add_node("entry", entry)
@@ -210,14 +185,9 @@ def build_graph(
     g.add_edge("jarb", "planner")
     g.add_edge("respond", END)
 
-    if checkpointer is None:
-        checkpointer = make_checkpointer(settings)
-    compiled = g.compile(checkpointer=checkpointer or None)
+    compiled = g.compile(checkpointer=checkpointer)
     # Room for max_steps planner rounds of (planner + tools) plus entry/respond.
-    cfg: dict[str, Any] = {"recursion_limit": settings.planner.max_steps * 3 + 10}
+    cfg: dict[str, Any] = {"recursion_limit": rt.settings.planner.max_steps * 3 + 10}
     if telemetry:
-        cfg["callbacks"] = [TelemetryHandler(settings)]
-    compiled = compiled.with_config(cfg)
-    compiled.jarvis = rt  # type: ignore[attr-defined]  # for the CLI, server and tests
-    return compiled
-
+        cfg["callbacks"] = [TelemetryHandler(rt.settings)]
+    return compiled.with_config(cfg)

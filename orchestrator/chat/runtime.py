@@ -14,7 +14,7 @@ from orchestrator.core.config import Settings
 from orchestrator.tools.executor import ToolExecutor
 from orchestrator.llm.client import model_config
 from .state import ConversationState
-from .threads import ThreadIndex
+from orchestrator.storage.threads import ThreadIndex
 from orchestrator.tools.index import FIND_TOOLS, ToolIndex, select_tools
 
 

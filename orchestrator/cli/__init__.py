@@ -49,7 +49,7 @@ class CliState:
         self.profile = profile
         self.verbose = verbose
         self._settings: Settings | None = None
-        self._graph: Any = None
+        self._app: Any = None
 
     @property
     def settings(self) -> Settings:
@@ -61,19 +61,23 @@ class CliState:
             _setup_logging(self._settings, self.verbose)
         return self._settings
 
+    def app(self) -> Any:
+        """This command's App (orchestrator/app.py): its parts are built when first used."""
+        if self._app is None:
+            from orchestrator.app import App
+
+            self._app = App(self.settings)
+        return self._app
+
     def graph(self) -> Any:
-        if self._graph is None:
-            from orchestrator.chat.graph import build_graph
+        try:
+            return self.app().graph
+        except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
+            from orchestrator.core.disk_full import disk_full_message, is_disk_full
 
-            try:
-                self._graph = build_graph(self.settings)
-            except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
-                from orchestrator.core.disk_full import disk_full_message, is_disk_full
-
-                if is_disk_full(exc):
-                    fail(disk_full_message("Jarvis could not open its databases"))
-                fail(f"could not start Jarvis: {exc}")
-        return self._graph
+            if is_disk_full(exc):
+                fail(disk_full_message("Jarvis could not open its databases"))
+            fail(f"could not start Jarvis: {exc}")
 
 
 def _setup_logging(settings: Settings, verbose: bool) -> None:

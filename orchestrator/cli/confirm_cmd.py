@@ -43,12 +43,11 @@ def _resolve(ctx: typer.Context, thread_id: str, decision: Decision, call: str |
 
 
 def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None) -> None:
-    from orchestrator.chat.confirmations import list_pending, recover_in_doubt
     from orchestrator.chat.turns import resume_command
 
     graph = st.graph()
-    recover_in_doubt(graph, st.settings, thread_id)
-    pending = [p for p in list_pending(graph, st.settings, thread_id)]
+    st.app().recover_in_doubt(thread_id)
+    pending = st.app().pending(thread_id)
     if not pending:
         fail(f"nothing is pending on thread {thread_id}: it was already resolved (or never asked); nothing was done")
     chosen = _pick(pending, call, thread_id)
@@ -57,10 +56,9 @@ def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None)
         fail(f"{len(chosen)} confirmations are pending on {thread_id}; pick one with --call (see `jarvis pending`)")
     resume = {p["interrupt_id"]: resume_value(p, answer, note=note, args=args) for p in chosen}
     if jorb_id_of(thread_id) is not None:
-        from orchestrator.app import service_for
         from .jorbs_cmd import print_view
 
-        print_view(service_for(st.settings).run(jorb_id_of(thread_id), resume_command(resume)))
+        print_view(st.app().jorbs.run(jorb_id_of(thread_id), resume_command(resume)))
         raise typer.Exit(0)
     raise typer.Exit(run_turn(graph, thread_id, resume_command(resume), interactive=False))
 
@@ -69,13 +67,12 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def pending(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print JSON objects")) -> None:
         """List the confirmations every thread is waiting for."""
-        from orchestrator.chat.confirmations import list_pending, recover_in_doubt
-        from orchestrator.chat.threads import dumps
+        from orchestrator.storage.threads import dumps
 
         st = state(ctx)
-        graph = st.graph()
-        recover_in_doubt(graph, st.settings)
-        items = list_pending(graph, st.settings)
+        st.graph()  # a clear error when Jarvis cannot start
+        st.app().recover_in_doubt()
+        items = st.app().pending()
         if as_json:
             typer.echo(dumps(items))
             return

@@ -49,9 +49,7 @@ class _Progress:
 
 
 def _index(ctx: typer.Context):
-    from orchestrator.docs_index import docs_index_for
-
-    return docs_index_for(state(ctx).settings)
+    return state(ctx).app().docs_index
 
 
 @docs_app.command("add")

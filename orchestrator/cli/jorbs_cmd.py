@@ -15,9 +15,7 @@ inbox_app = typer.Typer(help="Inbound messages no jorb claimed (unmatched, ambig
 
 
 def service(ctx: typer.Context):
-    from orchestrator.app import service_for
-
-    return service_for(state(ctx).settings)
+    return state(ctx).app().jorbs
 
 
 def _guard(fn, *args: Any, **kwargs: Any):

@@ -15,8 +15,8 @@ mcp_app = typer.Typer(help="MCP servers (one TOML file each in mcp.dir): status,
 def _start(ctx: typer.Context, wait_s: float):
     from orchestrator.mcp.provider import McpProvider
 
-    settings = state(ctx).settings
-    provider = McpProvider(settings)
+    st = state(ctx)
+    provider = McpProvider(st.settings, st.app().mcp_manager)
     provider.manager.ensure_started(wait_s=wait_s)
     return provider
 
@@ -26,10 +26,8 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
            start: bool = typer.Option(True, "--start/--no-start", help="start the servers to check them (default)"),
            wait: float = typer.Option(30.0, help="seconds to wait for servers to start")) -> None:
     """Each server's state (ready, unhealthy, unavailable, disabled, broken), tool count and last error."""
-    from orchestrator.mcp.manager import get_manager
-
     settings = state(ctx).settings
-    manager = _start(ctx, wait).manager if start else get_manager(settings)
+    manager = _start(ctx, wait).manager if start else state(ctx).app().mcp_manager
     rows = manager.status()
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in rows], indent=1))

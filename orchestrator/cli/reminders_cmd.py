@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import typer
 
-from orchestrator.chat.threads import dumps
+from orchestrator.storage.threads import dumps
 from orchestrator.cli import fail, state
 
 reminders_app = typer.Typer(help="Reminders that fire into agents, webhooks, jorbs or a chat thread.",
@@ -121,7 +121,8 @@ def fire(ctx: typer.Context, reminder_id: str) -> None:
 def scheduler_cmd(ctx: typer.Context, for_s: float = typer.Option(
         None, "--for", min=0, help="stop cleanly after this many seconds (for scripts)")) -> None:
     """Run the reminder scheduler alone (`jarvis run` runs it too). Ctrl-C stops it."""
-    from orchestrator.reminders.scheduler import Scheduler
+
+    from orchestrator.app import App, NoModel
 
     settings = state(ctx).settings
     if not state(ctx).verbose:
@@ -134,7 +135,7 @@ def scheduler_cmd(ctx: typer.Context, for_s: float = typer.Option(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _stop)
     try:
-        scheduler = Scheduler(settings)
+        scheduler = App(settings, llm=NoModel()).scheduler()  # posting a reminder never calls the model
     except Exception as exc:  # noqa: BLE001 - one clear line
         fail(f"could not start the scheduler: {exc}")
     pending = scheduler.store.next_fire_at()

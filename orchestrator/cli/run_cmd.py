@@ -56,9 +56,9 @@ def register(app: typer.Typer) -> None:
                         err=True, fg=typer.colors.YELLOW)
         if settings.models.primary.notice and not switched:  # e.g. the demo model's "do not trust its answers"
             typer.secho(settings.models.primary.notice, err=True, fg=typer.colors.YELLOW, bold=True)
-        graph = st.graph()
+        st.graph()  # built before serving: a clear error when Jarvis cannot start
         token = load_or_create_token(settings)
-        app = create_app(settings, graph, token=token, services=[] if no_services else None)
+        app = create_app(st.app(), token=token, services=[] if no_services else None)
         server = make_server(app, sock)
         real_port = sock.getsockname()[1]
         shown_host = "127.0.0.1" if bound in ("0.0.0.0", "::") else (f"[{bound}]" if ":" in bound else bound)
@@ -76,4 +76,5 @@ def register(app: typer.Typer) -> None:
             server.run(sockets=[sock])
         except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has shut down cleanly
             pass
+        st.app().close()
         typer.echo("Jarvis stopped.", err=True)

@@ -16,7 +16,7 @@ runs_app = typer.Typer(help="Telemetry of each run: node timings, tool calls, to
 def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most this many"),
                  as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """List threads, most recent first."""
-    from orchestrator.chat.threads import ThreadIndex, dumps
+    from orchestrator.storage.threads import ThreadIndex, dumps
 
     rows = ThreadIndex(state(ctx).settings).list(limit=limit)
     if as_json:
@@ -31,7 +31,7 @@ def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most
 @threads_app.command("show")
 def threads_show(ctx: typer.Context, thread_id: str, as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Show a thread's messages and tool calls (its checkpoint, and the archive of messages folded into its summary)."""
-    from orchestrator.chat.threads import ThreadIndex, dumps, message_view
+    from orchestrator.storage.threads import ThreadIndex, dumps, message_view
     from orchestrator.chat.turns import thread_config
 
     st = state(ctx)
@@ -71,15 +71,14 @@ def threads_prune(ctx: typer.Context,
                   vacuum_file: bool = typer.Option(False, "--vacuum", help="also shrink the database file")) -> None:
     """Remove old checkpoints of finished threads (nothing pending) and report the bytes freed."""
     from orchestrator.storage.checkpoints import prune_thread, vacuum
-    from orchestrator.chat.confirmations import graph_for_thread
-    from orchestrator.chat.threads import ThreadIndex
+    from orchestrator.storage.threads import ThreadIndex
 
     st = state(ctx)
     targets = [thread] if thread else [t.thread_id for t in ThreadIndex(st.settings).list(limit=1_000_000)]
-    graph = st.graph()
+    st.graph()  # a clear error when Jarvis cannot start
     total = removed = 0
     for tid in targets:
-        snapshot = graph_for_thread(graph, st.settings, tid).get_state({"configurable": {"thread_id": tid}})
+        snapshot = st.app().graph_for_thread(tid).get_state({"configurable": {"thread_id": tid}})
         if snapshot.next and not thread:
             continue  # still running or waiting: left alone
         report = prune_thread(st.settings, tid, keep)
@@ -95,7 +94,7 @@ def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = t
               as_json: bool = typer.Option(False, "--json")) -> None:
     """List recent runs with their duration, tokens and tool calls."""
     from orchestrator.storage.telemetry import list_runs
-    from orchestrator.chat.threads import dumps
+    from orchestrator.storage.threads import dumps
 
     rows = list_runs(state(ctx).settings, limit=limit, thread_id=thread)
     if as_json:
@@ -115,7 +114,7 @@ def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = t
 def runs_show(ctx: typer.Context, run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """Show a run's timeline: nodes, model calls and tool calls with their durations."""
     from orchestrator.storage.telemetry import get_run
-    from orchestrator.chat.threads import dumps
+    from orchestrator.storage.threads import dumps
 
     found = get_run(state(ctx).settings, run_id)
     if found is None:

@@ -19,7 +19,7 @@ import typer
 
 from integrations.base import side_effects_of, source_of
 
-from orchestrator.chat.threads import dumps
+from orchestrator.storage.threads import dumps
 from orchestrator.cli import fail, state
 
 tools_app = typer.Typer(help="The tools Jarvis can call, and the ones it generated (JARB).", no_args_is_help=True)
@@ -28,15 +28,13 @@ tools_app = typer.Typer(help="The tools Jarvis can call, and the ones it generat
 def _factory(ctx: typer.Context):
     from orchestrator.jarb.tools import make_factory
 
-    settings = state(ctx).settings
-    return make_factory(settings, taken_names=lambda: _other_tools(ctx).keys()), settings
+    st = state(ctx)
+    return make_factory(st.settings, taken_names=lambda: _other_tools(ctx).keys(), sandbox=lambda: st.app().sandbox), st.settings
 
 
 def _other_tools(ctx: typer.Context) -> dict[str, Any]:
     """Static and MCP tools (every provider but the generated one)."""
-    from orchestrator.app import default_catalog
-
-    catalog = default_catalog(state(ctx).settings)
+    catalog = state(ctx).app().catalog
     found: dict[str, Any] = {}
     for provider in catalog.providers:
         if provider.name == "generated":

@@ -6,7 +6,6 @@ jarb_core is a plain library that knows nothing of Settings; this module builds 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -18,10 +17,6 @@ from jarb_core.sandbox import Limits, Sandbox
 
 from orchestrator.core.config import REPO_ROOT, Settings
 from orchestrator.storage.engines import TOOL_REGISTRY_DB, engine_for
-
-_sandboxes: dict[tuple, Sandbox] = {}
-_lock = threading.Lock()
-
 
 def sandbox_limits(settings: Settings) -> Limits:
     c = settings.sandbox
@@ -58,31 +53,39 @@ def call_limits(settings: Settings) -> Limits:
 
 
 def make_sandbox(settings: Settings) -> Sandbox:
-    """The sandbox for this configuration (made once per process; raises SandboxUnavailable with a fix)."""
+    """A sandbox for this configuration (raises SandboxUnavailable with a fix). The App keeps one per process;
+    choosing the backend is cheap after the first time (jarb_core.sandbox remembers what it probed)."""
     c = settings.sandbox
-    key = (c.required, c.backend, c.unprivileged_uid, sandbox_limits(settings))
-    with _lock:
-        sandbox = _sandboxes.get(key)
-        if sandbox is None:
-            sandbox = Sandbox(sandbox_limits(settings), required=c.required, backend=c.backend,
-                              unprivileged_uid=c.unprivileged_uid)
-            _sandboxes[key] = sandbox
-        return sandbox
+    return Sandbox(sandbox_limits(settings), required=c.required, backend=c.backend, unprivileged_uid=c.unprivileged_uid)
 
 
 def open_registry(settings: Settings) -> ToolRegistry:
     return ToolRegistry(engine_for(settings, TOOL_REGISTRY_DB))
 
 
-def generated_provider(settings: Settings) -> GeneratedToolProvider:
-    """The catalog provider of generated tools; it opens nothing until the catalog is first read."""
-    return GeneratedToolProvider(lambda: open_registry(settings), lambda: make_sandbox(settings),
+def generated_provider(settings: Settings, sandbox: Callable[[], Sandbox] | None = None) -> GeneratedToolProvider:
+    """The catalog provider of generated tools; it opens nothing until the catalog is first read. `sandbox`
+    returns the process's sandbox (the App's); without it one is made for this provider."""
+    return GeneratedToolProvider(lambda: open_registry(settings), sandbox or _own_sandbox(settings),
                                  trust_after=settings.jarb.trust_after, call_limits=call_limits(settings),
                                  file_roots=settings.fs.roots,
                                  protected=protected_paths(settings))
 
 
-def make_factory(settings: Settings, taken_names: Callable[[], Iterable[str]] = lambda: ()) -> ToolFactory:
-    return ToolFactory(open_registry(settings), lambda: make_sandbox(settings), settings.tools_dir,
+def make_factory(settings: Settings, taken_names: Callable[[], Iterable[str]] = lambda: (),
+                 sandbox: Callable[[], Sandbox] | None = None) -> ToolFactory:
+    return ToolFactory(open_registry(settings), sandbox or _own_sandbox(settings), settings.tools_dir,
                        trust_after=settings.jarb.trust_after, test_limits=sandbox_limits(settings),
                        taken_names=taken_names)
+
+
+def _own_sandbox(settings: Settings) -> Callable[[], Sandbox]:
+    """A sandbox made on first use and kept by the one object given this function."""
+    made: list[Sandbox] = []
+
+    def get() -> Sandbox:
+        if not made:
+            made.append(make_sandbox(settings))
+        return made[0]
+
+    return get

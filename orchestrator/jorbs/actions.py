@@ -159,13 +159,3 @@ class JorbActions:
         elif view.pending:
             self._go(view.row.id, Command(resume={p["interrupt_id"]: resume_value(p, "cancel") for p in view.pending}))
         return view
-
-
-_actions: dict[int, JorbActions] = {}
-
-
-def actions_for(service: JorbService) -> JorbActions:
-    found = _actions.get(id(service))
-    if found is None or found.svc is not service:
-        found = _actions[id(service)] = JorbActions(service)
-    return found

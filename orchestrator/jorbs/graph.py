@@ -26,7 +26,7 @@ from orchestrator.tools.catalog import StaticProvider, ToolCatalog
 from orchestrator.core.config import Settings
 from orchestrator.tools.executor import CallContext, ToolExecutor
 from orchestrator.llm.client import ModelEndpointError
-from orchestrator.chat.threads import WAITING, ThreadIndex
+from orchestrator.storage.threads import WAITING, ThreadIndex
 from .mission_tools import mission_tools
 from .models import JorbRow
 from .namespace import Namespace, bind_arguments

@@ -4,7 +4,7 @@ log of channel messages in both directions (the inbox is the inbound rows no jor
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import DateTime, ForeignKey, Integer, String, Text

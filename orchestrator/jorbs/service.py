@@ -27,7 +27,7 @@ from orchestrator.tools.executor import ToolExecutor
 from orchestrator.core.ids import jorb_thread_id
 from orchestrator.llm.client import make_chat_model
 from orchestrator.storage.engines import make_checkpointer
-from orchestrator.chat.threads import IDLE, RUNNING, ThreadIndex
+from orchestrator.storage.threads import IDLE, RUNNING, ThreadIndex
 from .graph import JorbRuntime, build_jorb_graph
 from .mission import MissionState, build_mission_graph
 from .models import JorbRow
@@ -77,7 +77,7 @@ class JorbView:
 class JorbService:
     def __init__(self, settings: Settings, *, catalog: ToolCatalog, llm: Any = None,
                  checkpointer: Any = None, spawn: Any = None, workers: int = 4):
-        """`catalog`: the tools its steps may call (assembly.jorb_service passes the default catalog)."""
+        """`catalog`: the tools its steps may call (App.jorbs passes the App's catalog)."""
         self.settings = settings
         self.store = JorbStore(settings)
         self.claims = Claims(settings)

@@ -36,7 +36,7 @@ def _summary(args: dict[str, Any]) -> str:
 
 
 def build_jorb_tools(service: Callable[[], JorbService]) -> list[BaseTool]:
-    """`service` returns the process's JorbService (assembly.service_for), asked on each call."""
+    """`service` returns the process's JorbService (App.jorbs), asked on each call."""
 
     def jorb_create(name: str, plan: str, contacts: list[str] | None = None, autonomy: dict[str, str] | None = None,
                     config: RunnableConfig = None) -> dict[str, Any]:

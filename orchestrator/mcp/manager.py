@@ -15,6 +15,7 @@ import atexit
 import logging
 import threading
 import time
+import weakref
 from contextlib import AsyncExitStack
 from datetime import timedelta
 from pathlib import Path
@@ -112,6 +113,8 @@ class McpManager:
         self._checked_at = 0.0
         self._lock = threading.Lock()
         self.listeners: list[Any] = []  # called with the server name when its tools change
+        with _live_lock:
+            _live.add(self)
         self.refresh_config(force=True)
 
     # -- configuration ------------------------------------------------------------------------------
@@ -456,26 +459,18 @@ class McpManager:
         return sorted(out, key=lambda s: s.name)
 
 
-# -- one manager per configuration ------------------------------------------------------------------------
-_managers: dict[tuple[str, str], McpManager] = {}
-_managers_lock = threading.Lock()
-
-
-def get_manager(settings: Settings) -> McpManager:
-    key = (str(Path(settings.mcp.dir).resolve()), str(Path(settings.data_dir).resolve()))
-    with _managers_lock:
-        manager = _managers.get(key)
-        if manager is None:
-            manager = _managers[key] = McpManager(settings)
-        return manager
+# -- stopping every server at exit ------------------------------------------------------------------------
+# Managers belong to their App; this only remembers the live ones (weakly, handing none out) so that the servers
+# they started are stopped when the process exits, and between tests.
+_live: weakref.WeakSet[McpManager] = weakref.WeakSet()
+_live_lock = threading.Lock()
 
 
 @atexit.register
 def shutdown_all() -> None:
     """Stop every server of every manager of this process (at exit, and between tests)."""
-    with _managers_lock:
-        managers = list(_managers.values())
-        _managers.clear()
+    with _live_lock:
+        managers = list(_live)
     for manager in managers:
         try:
             manager.shutdown()

@@ -35,7 +35,7 @@ from integrations.base import ToolError, set_tool_meta
 from orchestrator.core.aio import run_on_background
 from orchestrator.core.config import Settings
 from .config import ServerConfig
-from .manager import McpManager, State, get_manager
+from .manager import McpManager, State
 
 log = logging.getLogger(__name__)
 
@@ -196,13 +196,13 @@ class McpProvider:
 
     name = "mcp"
 
-    def __init__(self, settings: Settings, manager: McpManager | None = None,
+    def __init__(self, settings: Settings, manager: McpManager,
                  reserved: Callable[[], set[str]] | None = None, wrappers: bool = True,
                  android: Callable[[], Any] | None = None):
-        """`android`: returns the Android task service (assembly passes android_tasks.service_for); without
-        it a server with an [android] section gets no phone-task tools."""
+        """`manager`: the App's MCP servers. `android`: returns the App's Android task service; without it a
+        server with an [android] section gets no phone-task tools."""
         self.settings = settings
-        self.manager = manager or get_manager(settings)
+        self.manager = manager
         self.reserved = reserved or (lambda: set())
         self.wrappers = wrappers
         self._lock = threading.Lock()
@@ -324,12 +324,12 @@ class McpProvider:
             return list(self._infos)
 
 
-def mcp_provider(settings: Settings, reserved: Callable[[], set[str]] | None = None,
+def mcp_provider(settings: Settings, manager: McpManager, reserved: Callable[[], set[str]] | None = None,
                  android: Callable[[], Any] | None = None) -> McpProvider | None:
     """The provider for the catalog, or None when mcp.dir does not exist. Servers start on first use."""
     if not Path(settings.mcp.dir).is_dir():
         return None
-    return McpProvider(settings, reserved=reserved, android=android)
+    return McpProvider(settings, manager, reserved=reserved, android=android)
 
 
 __all__ = ["McpProvider", "McpToolInfo", "State", "exposed_names", "make_mcp_tool", "mcp_provider",

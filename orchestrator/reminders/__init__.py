@@ -1,13 +1,11 @@
 """Reminders: a scheduler that fires into agents (seed 001's STDIO JSON-RPC), webhooks, jorbs and the chat.
 
     from orchestrator.reminders import ReminderRequest, ReminderStore
-    from orchestrator.reminders.scheduler import Scheduler
-    from orchestrator.reminders.targets import register_jorb_waker
+    from orchestrator.reminders.scheduler import Scheduler     # built by App.scheduler(), with the chat and jorbs
 
 See scheduler.py for the loop, agents.py for the agent contract, targets.py for the target interface. The package
 exports only the reminders themselves (models, spec, store), which the planner's tools use; the scheduler and its
-targets sit above the chat graph and the jorbs they fire into, so they are imported from their modules (importing
-them here would make every user of the reminder tools import the chat graph).
+targets are imported from their modules, so a user of the reminder tools does not load the scheduler.
 """
 
 from .models import CANCELLED, FAILED, MISSED, PENDING, SENT, SKIPPED, STATUSES, Reminder, ReminderRow

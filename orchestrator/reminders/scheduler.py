@@ -1,7 +1,7 @@
 """The scheduler loop: every `scheduler.tick_s`, take the due reminders and fire them into their targets.
 
-    scheduler = Scheduler(settings, graph=graph)   # graph: the chat graph, for reminders into a thread
-    scheduler.start()                              # a daemon thread; returns at once
+    scheduler = App(settings).scheduler()   # fires into the App's chat graph and jorbs (orchestrator/app.py)
+    scheduler.start()                       # a daemon thread; returns at once
     ...
     scheduler.stop()                               # stops agents, waits briefly for deliveries in flight
 
@@ -28,12 +28,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator.core.config import Settings
-from orchestrator.chat.graph import build_graph
 from .agents import AgentManager, AgentTarget
 from .models import Reminder, utcnow
 from .recurrence import backoff_seconds, describe
 from .store import ReminderStore
-from .targets import ChatTarget, DeliveryDeferred, DeliveryError, JorbTarget, ReminderTarget, reminder_text
+from .targets import ChatTarget, DeliveryDeferred, DeliveryError, JorbTarget, JorbWaker, ReminderTarget, reminder_text
 from .webhook import WebhookTarget
 
 log = logging.getLogger(__name__)
@@ -52,7 +51,10 @@ class TickReport:
 
 class Scheduler:
     def __init__(self, settings: Settings, *, graph: Any = None, graph_factory: Callable[[], Any] | None = None,
-                 store: ReminderStore | None = None, targets: dict[str, ReminderTarget] | None = None):
+                 wake_jorb: JorbWaker | None = None, store: ReminderStore | None = None,
+                 targets: dict[str, ReminderTarget] | None = None):
+        """`graph` (or `graph_factory`, asked on the first reminder into a chat thread): the chat graph;
+        `wake_jorb(jorb_id, event)`: delivers a reminder to a jorb. Without them those reminders wait."""
         self.settings = settings
         self.cfg = settings.scheduler
         self.store = store or ReminderStore(settings)
@@ -64,7 +66,7 @@ class Scheduler:
         self.webhooks = WebhookTarget(self.cfg.webhook_timeout_s, self.cfg.webhook_tries)
         self.chat = ChatTarget(self._chat_graph, self.describe, self.cfg.chat_thread)
         self.targets: dict[str, ReminderTarget] = {
-            "agent": AgentTarget(self.agents), "webhook": self.webhooks, "chat": self.chat, "jorb": JorbTarget(settings),
+            "agent": AgentTarget(self.agents), "webhook": self.webhooks, "chat": self.chat, "jorb": JorbTarget(wake_jorb),
             **(targets or {}),
         }
         self._queue: _Queue = queue.Queue()
@@ -84,10 +86,9 @@ class Scheduler:
     def _chat_graph(self) -> Any:
         with self._graph_lock:
             if self._graph is None:
-                if self._graph_factory is not None:
-                    self._graph = self._graph_factory()
-                else:
-                    self._graph = state_only_graph(self.settings)
+                if self._graph_factory is None:
+                    raise DeliveryDeferred("this scheduler was started without the chat; `jarvis run` delivers it")
+                self._graph = self._graph_factory()
             return self._graph
 
     def describe(self, value: datetime) -> str:
@@ -286,30 +287,3 @@ class Scheduler:
                         r.id, exc)
         except Exception:  # noqa: BLE001
             log.exception("reminder %s is missed; could not tell the chat", r.id)
-
-
-def state_only_graph(settings: Settings) -> Any:
-    """The chat graph for reading and writing thread state only (`jarvis scheduler` alone): posting a reminder
-    never calls the model, so none is set up (no API key needed, no embedded model server started)."""
-    from langchain_core.language_models import BaseChatModel
-    from langchain_core.outputs import ChatResult
-
-    class NoModel(BaseChatModel):
-        @property
-        def _llm_type(self) -> str:
-            return "none"
-
-        def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
-            raise RuntimeError("the reminder scheduler's graph only posts messages; it has no model to call")
-
-    return build_graph(settings, llm=NoModel(), telemetry=False)
-
-
-def start_scheduler(settings: Settings, graph: Any = None) -> Scheduler | None:
-    """For `jarvis run`: start the scheduler unless `scheduler.enabled` is false. Call `.stop()` at shutdown."""
-    if not settings.scheduler.enabled:
-        log.info("scheduler disabled (scheduler.enabled: false)")
-        return None
-    scheduler = Scheduler(settings, graph=graph)
-    scheduler.start()
-    return scheduler

@@ -5,8 +5,8 @@ A target's `fire` returns when the reminder was delivered, raises `DeliveryError
 scheduler retries with backoff, or gives up at once when `permanent`), or `DeliveryDeferred` when the target is
 busy and the reminder should wait without using up an attempt.
 
-Jorbs receive reminders through the jorbs service (the reminder becomes the jorb's current event).
-`register_jorb_waker(fn)` with `fn(jorb_id, event)` replaces that delivery (tests, embedding applications).
+Jorbs receive reminders through the function the scheduler is given (`wake_jorb(jorb_id, event)`: the App passes
+its jorb service's delivery, where the reminder becomes the jorb's current event; tests pass their own).
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from orchestrator.app import service_for
-from orchestrator.jorbs.service import JorbError
-from orchestrator.chat.threads import IDLE, RUNNING
+from orchestrator.storage.threads import IDLE, RUNNING
 from .models import Reminder, iso_utc, utcnow
 
 log = logging.getLogger(__name__)
@@ -73,36 +71,21 @@ class ReminderEvent(BaseModel):
 
 JorbWaker = Callable[[str, ReminderEvent], None]
 
-_jorb_waker: JorbWaker | None = None
-_waker_lock = threading.Lock()
-def register_jorb_waker(waker: JorbWaker | None) -> JorbWaker | None:
-    """Install the function that wakes a jorb with a reminder; returns the previous one. None removes it."""
-    global _jorb_waker
-    with _waker_lock:
-        previous, _jorb_waker = _jorb_waker, waker
-    return previous
-
-
-def jorb_waker() -> JorbWaker | None:
-    return _jorb_waker
-
 
 class JorbTarget:
+    """`wake(jorb_id, event)` delivers; it raises LookupError for a jorb that does not exist and DeliveryError
+    (permanent) for one that has ended. Without it (a scheduler built without jorbs) a jorb reminder waits."""
+
     kind = "jorb"
 
-    def __init__(self, settings: Any) -> None:
-        self.settings = settings
-
-    def _wake_with_service(self, jorb_id: str, event: ReminderEvent) -> None:
-        try:
-            service_for(self.settings).deliver_event(jorb_id, event.model_dump(), background=True)
-        except JorbError as exc:  # the jorb has ended: retrying cannot help
-            raise DeliveryError(str(exc), permanent=True) from None
+    def __init__(self, wake: JorbWaker | None) -> None:
+        self.wake = wake
 
     def fire(self, reminder: Reminder) -> None:
-        waker = jorb_waker() or self._wake_with_service
+        if self.wake is None:
+            raise DeliveryDeferred("this scheduler was started without the jorbs; `jarvis run` delivers it")
         try:
-            waker(reminder.jorb_id or "", ReminderEvent.of(reminder))
+            self.wake(reminder.jorb_id or "", ReminderEvent.of(reminder))
         except (DeliveryError, DeliveryDeferred):
             raise
         except LookupError as exc:
@@ -158,6 +141,8 @@ class ChatTarget:
 
         try:
             graph = self._graph_provider()
+        except DeliveryDeferred:
+            raise
         except Exception as exc:  # noqa: BLE001 - cannot build the graph (config, model): retry later
             raise DeliveryError(f"cannot open the chat graph: {exc}") from None
         config = {"configurable": {"thread_id": thread_id}}

@@ -1,9 +1,9 @@
 """The local web UI and its JSON API, in one FastAPI app served by uvicorn (`jarvis run`).
 
-    /                 the UI (orchestrator/web/index.html); `/?token=...` sets the access cookie
+    /                 the UI (orchestrator/server/web/index.html); `/?token=...` sets the access cookie
     /static/...       the UI's own JS/CSS (no data, served without the token)
     /api/views        which tabs exist (one per module of orchestrator/api exporting VIEW)
-    /api/...          the views' routers (orchestrator/api/*.py)
+    /api/...          the views' routers (orchestrator/server/api/*.py)
 
 Security (server_security.py): token on every call, Host and Origin checked, loopback by default.
 Background services (services.py) start with the app and stop with it.
@@ -27,12 +27,11 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import SQLAlchemyError
 
-from orchestrator.api import AppContext, app_context, discover
+from .api import AppContext, app_context, discover
 from .body_limit import BodyLimitMiddleware, validation_failed
 from orchestrator.storage.claims import Claims
-from orchestrator.core.config import Settings
 from orchestrator.core.disk_full import disk_full_message, is_disk_full
-from orchestrator.chat.graph import build_graph
+from orchestrator.app import App
 from orchestrator.chat.live_turns import TurnHub
 from .markdown import render_markdown
 from orchestrator.core.secrets import redact
@@ -41,7 +40,7 @@ from .services import ServiceContext, ServiceManager
 
 log = logging.getLogger(__name__)
 
-WEB_DIR = Path(__file__).resolve().parents[1] / "web"
+WEB_DIR = Path(__file__).resolve().parent / "web"
 
 
 def decorate_event(event: dict[str, Any]) -> dict[str, Any]:
@@ -66,24 +65,22 @@ async def _storage_failed(request: Request, exc: Exception) -> JSONResponse:
 
 
 def create_app(
-    settings: Settings,
-    graph: Any = None,
+    jarvis: App,
     *,
     token: str | None = None,
     services: list[str] | None = None,
 ) -> FastAPI:
-    """The app. `graph` defaults to build_graph(settings); `services` to services.SERVICE_FACTORIES.
+    """The web app over `jarvis`, the process's App; `services` default to services.SERVICE_FACTORIES.
     Call `bind_port(app, port)` before serving so the Host/Origin checks know the address."""
-    if graph is None:
-        graph = build_graph(settings)
+    settings = jarvis.settings
     token = token or load_or_create_token(settings)
-    hub = TurnHub(graph, decorate=decorate_event, claims=Claims(settings))
+    hub = TurnHub(jarvis.graph, decorate=decorate_event, claims=Claims(settings))
     manager = ServiceManager(services)
-    ctx = AppContext(settings=settings, graph=graph, turns=hub, services=manager)
+    ctx = AppContext(app=jarvis, turns=hub, services=manager)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        await manager.start_all(ServiceContext(settings=settings, graph=graph, turns=hub, extras=ctx.extras))
+        await manager.start_all(ServiceContext(app=jarvis, turns=hub, extras=ctx.extras))
         try:
             yield
         finally:

@@ -30,12 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrator.app import service_for
 from orchestrator.channels.email import EmailPoller
 from orchestrator.channels.telegram import TelegramPoller
 from orchestrator.core.config import Settings
-from orchestrator.chat.confirmations import recover_in_doubt
-from orchestrator.reminders.scheduler import start_scheduler
 from orchestrator.storage.engines import is_postgres
 
 log = logging.getLogger(__name__)
@@ -52,10 +49,17 @@ SERVICE_FACTORIES: list[str] = [
 
 @dataclass
 class ServiceContext:
-    settings: Settings
-    graph: Any
+    app: Any  # orchestrator.app.App: the process's parts (graph, jorbs, ...)
     turns: Any  # orchestrator.chat.live_turns.TurnHub: start turns that the UI shows live
     extras: dict[str, Any] = field(default_factory=dict)  # shared objects services want to publish
+
+    @property
+    def settings(self) -> Settings:
+        return self.app.settings
+
+    @property
+    def graph(self) -> Any:
+        return self.app.graph
 
 
 class BackgroundService(Protocol):
@@ -160,7 +164,7 @@ def recover_in_doubt_service(settings: Settings) -> ThreadService:
     """Once at start: threads whose side effect was cut off by a crash ask the user (shown in the UI)."""
 
     def run(ctx: ServiceContext, stop: threading.Event) -> None:
-        count = recover_in_doubt(ctx.graph, ctx.settings)
+        count = ctx.app.recover_in_doubt()
         if count:
             log.info("%d thread(s) have a call that may have happened; they wait for the user", count)
 
@@ -193,7 +197,9 @@ def reminder_scheduler_service(settings: Settings) -> _StartStop | None:
         return None
 
     def start(ctx: ServiceContext) -> Any:
-        return start_scheduler(ctx.settings, ctx.graph)
+        scheduler = ctx.app.scheduler()
+        scheduler.start()
+        return scheduler
 
     return _StartStop("reminder-scheduler", start)
 
@@ -204,7 +210,7 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
         return None
 
     def start(ctx: ServiceContext) -> Any:
-        jorbs = service_for(ctx.settings)
+        jorbs = ctx.app.jorbs
         # A burst of messages wakes a jorb once (debounce); the jorb's step runs off the poller's thread.
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
         return TelegramPoller(ctx.settings, deliver).start()
@@ -218,7 +224,7 @@ def email_inbound_service(settings: Settings) -> _StartStop | None:
         return None
 
     def start(ctx: ServiceContext) -> Any:
-        jorbs = service_for(ctx.settings)
+        jorbs = ctx.app.jorbs
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
         return EmailPoller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email")).start()
 
@@ -231,7 +237,7 @@ def jorbs_recover_service(settings: Settings) -> ThreadService:
     (once its claims' lease ends), and jorbs whose reply came in while another worker held them."""
 
     def run(ctx: ServiceContext, stop: threading.Event) -> None:
-        jorbs = service_for(ctx.settings)
+        jorbs = ctx.app.jorbs
         resumed = jorbs.recover()
         if resumed:
             log.info("resumed %d jorbs after the restart: %s", len(resumed), ", ".join(resumed))

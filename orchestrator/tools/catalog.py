@@ -1,6 +1,6 @@
 """The tool catalog: every tool Jarvis can call, from every provider (static, MCP, generated).
 
-This module is only the container; assembly.py fills it with the providers a process uses (default_catalog).
+This module is only the container; the App (orchestrator/app.py) fills it with the providers a process uses.
 
 Providers are asked for their tools each time the catalog is read, so a tool registered by JARB or a
 restarted MCP server shows up in the running graph at once (hot loading). A provider that fails is logged

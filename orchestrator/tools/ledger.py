@@ -13,7 +13,7 @@ import json
 import os
 import socket
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import DateTime, Integer, String, Text, delete, select, update

@@ -30,7 +30,7 @@ async def ask_then_finish(ctx, observations, options=None, **kwargs):
 
 def main() -> None:
     from orchestrator.core.config import load_settings
-    from orchestrator.app import jorb_service
+    from tests.app_helpers import jorb_service
 
     settings = load_settings(sys.argv[1])
     svc = jorb_service(settings, llm=object())

@@ -17,8 +17,7 @@ from pydantic import BaseModel, Field
 
 from integrations.base import make_tool
 from orchestrator.core.config import load_settings
-from orchestrator.chat.confirmations import list_pending, recover_in_doubt
-from orchestrator.chat.graph import build_graph
+from orchestrator.app import App
 
 
 class SendArgs(BaseModel):
@@ -39,21 +38,22 @@ def main() -> None:
     settings = load_settings()
     tool = make_tool(slow_send, args_schema=SendArgs, side_effects=["message_send"],
                      summarize=lambda a: f"Send the message {a.get('text')!r}.")
-    graph = build_graph(settings, tools=[tool])
+    app = App(settings, tools=[tool])
+    graph = app.graph
     config = {"configurable": {"thread_id": thread}}
     if command == "start":
         out = graph.invoke({"messages": [("user", "send hello")]}, config, version="v2")
     elif command == "approve":
-        pending = list_pending(graph, settings, thread)
+        pending = app.pending(thread)
         resume = {p["interrupt_id"]: ({"decision": "approve", "key": p["key"]} if p.get("kind") == "in_doubt"
                                       else {"decision": "approve"}) for p in pending}
         out = graph.invoke(Command(resume=resume), config, version="v2")
     elif command == "skip":
-        pending = list_pending(graph, settings, thread)
+        pending = app.pending(thread)
         out = graph.invoke(Command(resume={p["interrupt_id"]: {"decision": "skip"} for p in pending}), config, version="v2")
     elif command == "recover":
-        recover_in_doubt(graph, settings, thread)
-        print(json.dumps(list_pending(graph, settings, thread)))
+        app.recover_in_doubt(thread)
+        print(json.dumps(app.pending(thread)))
         return
     else:
         raise SystemExit(f"unknown command {command}")

@@ -1,4 +1,4 @@
-"""Jorbs and missions: the Jorbs view's API (orchestrator/jorbs: JorbService through `assembly.service_for(settings)`).
+"""Jorbs and missions: the Jorbs view's API (orchestrator/jorbs: the App's JorbService, `ctx.app.jorbs`).
 
   GET  /api/jorbs[?all=1&mode=script|mission]   jorbs with their status (open ones unless `all`)
   GET  /api/jorbs/form                          what the create form offers: side effects, policies, channels
@@ -26,16 +26,15 @@ from pydantic import BaseModel, Field
 
 from integrations.base import KNOWN_SIDE_EFFECTS
 
-from orchestrator.app import service_for
 from orchestrator.channels.registry import known_channels
 from orchestrator.core.config import Mode
 from ._answers import ResumeIn, resume_values_for
-from orchestrator.jorbs.actions import JorbActions, JorbBusy, JorbMovedOn, actions_for
+from orchestrator.jorbs.actions import JorbActions, JorbBusy, JorbMovedOn
 from orchestrator.jorbs.policies import HEURISTICS
 from orchestrator.jorbs.schema import OPEN_STATUSES
 from orchestrator.jorbs.service import JorbError, JorbService, JorbView
 from orchestrator.jorbs.store import JorbNotFound
-from orchestrator.api import AppContext, View, app_context
+from . import AppContext, View, app_context
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -44,11 +43,11 @@ JorbId = Annotated[str, Path(pattern=r"^[A-Za-z0-9]{1,32}$", description="a jorb
 
 
 def service(ctx: AppContext) -> JorbService:
-    return service_for(ctx.settings)
+    return ctx.app.jorbs
 
 
 def actions(ctx: AppContext) -> JorbActions:
-    return actions_for(service(ctx))
+    return ctx.app.jorb_actions
 
 
 def call(fn, *args: Any, **kwargs: Any) -> Any:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from orchestrator.core.config import Mode
 from orchestrator.jorbs.schema import OPEN_STATUSES
-from orchestrator.api import AppContext, View, app_context
+from . import AppContext, View, app_context
 from .jorbs import JorbIn, actions, call, create_jorb, service
 
 router = APIRouter()

@@ -1,13 +1,13 @@
 """The JSON API of the web UI: one module per view, discovered automatically (like the CLI commands).
 
 A module here exports `VIEW = View(...)` (a tab of the UI with its router) and/or `ROUTER` (endpoints with no
-tab). Routers are mounted under /api. A view's front end is `orchestrator/web/views/<name>.js`; the UI asks
+tab). Routers are mounted under /api. A view's front end is `orchestrator/server/web/views/<name>.js`; the UI asks
 `GET /api/views` which tabs exist and imports their modules, so a view is there exactly when its module is.
 `available(ctx)` can hide a view whose backend is switched off in the configuration.
 
 Adding the Reminders view when the scheduler lands:
 
-    # orchestrator/api/reminders.py
+    # orchestrator/server/api/reminders.py
     from fastapi import APIRouter, Depends
     from . import AppContext, View, app_context
 
@@ -19,7 +19,7 @@ Adding the Reminders view when the scheduler lands:
 
     VIEW = View(name="reminders", title="Reminders", router=router, order=40)
 
-plus `orchestrator/web/views/reminders.js` exporting `mount(el, ui)` (see web/views/runs.js for a small one).
+plus `orchestrator/server/web/views/reminders.js` exporting `mount(el, ui)` (see web/views/runs.js for a small one).
 """
 
 from __future__ import annotations
@@ -42,15 +42,22 @@ log = logging.getLogger(__name__)
 class AppContext:
     """What every endpoint needs; `request.app.state.jarvis`."""
 
-    settings: Settings
-    graph: Any
+    app: Any  # orchestrator.app.App: the process's parts (graph, runtime, jorbs, catalog, ...)
     turns: Any  # live_turns.TurnHub
     services: Any  # services.ServiceManager
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def settings(self) -> Settings:
+        return self.app.settings
+
+    @property
+    def graph(self) -> Any:
+        return self.app.graph
+
+    @property
     def runtime(self) -> Any:
-        return self.graph.jarvis  # graph.JarvisRuntime: catalog, executor, threads
+        return self.app.runtime  # chat.runtime.JarvisRuntime: catalog, executor, threads
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request
 
 from orchestrator.server.uploads import UploadError, UploadWriter, max_bytes
-from orchestrator.api import AppContext, app_context
+from . import AppContext, app_context
 
 router = APIRouter()
 

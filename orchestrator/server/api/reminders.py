@@ -19,7 +19,7 @@ from orchestrator.reminders import (
     ReminderInputError, ReminderNotFound, ReminderRequest, ReminderStateError, ReminderStore,
 )
 from orchestrator.reminders.recurrence import describe
-from orchestrator.api import AppContext, View, app_context
+from . import AppContext, View, app_context
 
 router = APIRouter()
 

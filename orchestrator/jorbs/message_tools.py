@@ -13,8 +13,8 @@ from integrations.base import ToolError, make_tool
 from orchestrator.core.config import Settings
 from orchestrator.core import ids
 from orchestrator.jorbs.store import JorbStore
-from .base import ChannelError
-from .registry import get_channel, known_channels
+from orchestrator.channels.base import ChannelError
+from orchestrator.channels.registry import get_channel, known_channels
 
 EMAIL_CHANNELS = {"email"}
 

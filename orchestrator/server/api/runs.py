@@ -8,8 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException
 
 from orchestrator.storage.telemetry import get_run, list_runs
-from orchestrator.chat.threads import ThreadIndex
-from orchestrator.api import AppContext, View, app_context
+from orchestrator.storage.threads import ThreadIndex
+from . import AppContext, View, app_context
 
 router = APIRouter()
 

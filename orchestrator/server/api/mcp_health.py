@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.mcp.manager import get_manager
-from orchestrator.api import AppContext
+from . import AppContext
 from .settings import HEALTH_CHECKS
 
 TITLE = "MCP servers"
@@ -43,7 +42,7 @@ def mcp_servers_health(ctx: AppContext) -> dict[str, Any]:
     hint = f"Add one TOML file per server to {folder}, or import existing ones with `jarvis mcp import FILE`."
     if not folder.is_dir():
         return {"title": TITLE, "items": [], "note": f"No MCP servers: the folder {folder} does not exist. {hint}"}
-    manager = get_manager(settings)
+    manager = ctx.app.mcp_manager
     manager.ensure_started(wait_s=settings.mcp.startup_wait_s)
     items = [_item(s) for s in manager.status()]
     return {"title": TITLE, "items": items, "note": None if items else f"No MCP servers configured. {hint}"}

@@ -39,11 +39,11 @@ from jarb_core.testing import TestReport
 
 from orchestrator.tools import autonomy
 from orchestrator.tools.executor import ConfirmationRequest, parse_decision
-from .tools import make_factory
+from orchestrator.jarb.tools import make_factory
 from orchestrator.llm.client import make_chat_model
 from orchestrator.chat.runtime import JarvisRuntime
 from orchestrator.chat.state import JarbTask, tainted
-from orchestrator.chat.threads import WAITING
+from orchestrator.storage.threads import WAITING
 
 log = logging.getLogger(__name__)
 

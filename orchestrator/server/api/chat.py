@@ -24,14 +24,13 @@ from fastapi import APIRouter, Depends, HTTPException, Path
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel, Field, model_validator
 
-from orchestrator.chat.confirmations import list_pending
 from orchestrator.chat.live_turns import TurnBusy
 from orchestrator.server.markdown import render_markdown
 from orchestrator.chat.state import tainted
-from orchestrator.chat.threads import ThreadIndex, message_view, pending_confirmations
+from orchestrator.storage.threads import ThreadIndex, message_view, pending_confirmations
 from orchestrator.chat.turns import resume_command, thread_config, user_input
 from orchestrator.server.uploads import find_upload
-from orchestrator.api import AppContext, View, app_context
+from . import AppContext, View, app_context
 from ._answers import ResumeIn, resume_values_for
 from ._sse import sse_response
 
@@ -163,7 +162,7 @@ def new_thread() -> dict[str, str]:
 
 @router.get("/pending")
 def all_pending(ctx: AppContext = Depends(app_context)) -> list[dict[str, Any]]:
-    return list_pending(ctx.graph, ctx.settings)
+    return ctx.app.pending()
 
 
 @router.get("/threads/{thread_id}")

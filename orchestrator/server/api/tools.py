@@ -24,7 +24,7 @@ from jarb_core.factory import RegistryError
 from orchestrator.tools.autonomy import mode_for_effect
 from orchestrator.jarb.tools import make_factory, open_registry
 from orchestrator.tools.switches import ToolSwitches
-from orchestrator.api import AppContext, View, app_context
+from . import AppContext, View, app_context
 
 router = APIRouter()
 
@@ -161,7 +161,7 @@ def disable_tool(name: str = ToolName, body: SwitchIn | None = None,
 
 def _set_generated(ctx: AppContext, name: str, enabled: bool) -> dict[str, Any]:
     try:
-        make_factory(ctx.settings).set_enabled(name, enabled)
+        make_factory(ctx.settings, sandbox=lambda: ctx.app.sandbox).set_enabled(name, enabled)
     except RegistryError as exc:
         raise HTTPException(400, str(exc)) from None
     in_use = _registry(ctx).get(name)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from orchestrator.core import secrets
 from orchestrator.llm.client import check_endpoint, model_config
 from orchestrator.core.redaction import redact_config_text, redact_value
-from orchestrator.api import AppContext, View, app_context
+from . import AppContext, View, app_context
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -23,7 +23,7 @@ router = APIRouter()
 # More health sections for the Settings view (MCP servers, channels...): callables (ctx) -> {"title": str,
 # "items": [{"name", "ok", "message", "fix", "state"?}], "note"?: str}; ok is true, false (shown with its fix) or
 # null (neither: switched off, not started). A module of this package appends to it when it is imported, as
-# orchestrator/api/mcp_health.py does: `HEALTH_CHECKS.append(mcp_servers_health)`.
+# orchestrator/server/api/mcp_health.py does: `HEALTH_CHECKS.append(mcp_servers_health)`.
 HEALTH_CHECKS: list[Callable[[AppContext], dict[str, Any]]] = []
 
 @router.get("/settings")

@@ -14,9 +14,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, Field
 
-from orchestrator.app import service_for
 from orchestrator.jorbs.store import JorbNotFound
-from orchestrator.api import AppContext, app_context
+from . import AppContext, app_context
 
 router = APIRouter()
 
@@ -35,7 +34,7 @@ def inbound(body: InboundIn, ctx: AppContext = Depends(app_context)) -> dict[str
     if not body.text.strip():
         raise HTTPException(400, "The message is empty.")
     try:
-        route = service_for(ctx.settings).inbound(body.channel, body.sender, body.text, body.jorb_id or None,
+        route = ctx.app.jorbs.inbound(body.channel, body.sender, body.text, body.jorb_id or None,
                                                   thread_key=body.thread_key or None, external_id=body.external_id,
                                                   background=True, debounce=True)
     except JorbNotFound as exc:

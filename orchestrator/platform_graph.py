@@ -1,5 +1,5 @@
 """The graph for LangGraph's own server (`langgraph dev`, LangGraph Studio, a LangGraph deployment): langgraph.json
-names `orchestrator.chat.platform_graph:graph`.
+names `orchestrator.platform_graph:graph`.
 
 Built once, when the server imports this module (it does so in a worker thread, where reading the config and
 opening SQLite may block). A factory function called per run, as before, built the whole graph inside the server's
@@ -9,6 +9,6 @@ The platform supplies persistence, so the graph has no checkpointer of its own.
 
 from __future__ import annotations
 
-from .graph import build_graph
+from .app import App
 
-graph = build_graph(checkpointer=False)
+graph = App(checkpointer=False).graph
