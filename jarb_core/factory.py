@@ -1,6 +1,6 @@
 """The tool factory's steps as a plain library: validate a spec, check and test code in the sandbox,
 register it (files + registry row), re-test a registered tool. The LangGraph subgraph
-(orchestrator/jarb/subgraph.py) and `jarvis tools register` both drive these steps.
+(orchestrator/chat/jarb_subgraph.py) and `jarvis tools register` both drive these steps.
 
 Nothing runs before the static checks pass (syntax, the entry point with the spec's arguments, the
 manifest derived from the code agrees with the declared side effects, tests that import the tool by its
