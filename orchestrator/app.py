@@ -44,7 +44,6 @@ from .core.ids import jorb_id_of
 from .docs_index import DocsIndex, IndexSink, build_docs_tools
 from .jarb.tools import generated_provider, make_sandbox, protected_paths
 from .jorbs.message_tools import build_message_tools
-from .jorbs.actions import JorbActions
 from .jorbs.service import JorbError, JorbService
 from .jorbs.tools import build_jorb_tools
 from .llm.client import make_chat_model
@@ -152,11 +151,6 @@ class App:
     def jorbs(self) -> JorbService:
         """The jorb service: its steps call the same catalog as the chat (without find_tools)."""
         return self._part("jorbs", lambda: JorbService(self.settings, catalog=self.catalog))
-
-    @property
-    def jorb_actions(self) -> JorbActions:
-        """The web UI's non-blocking decisions on the same jorb service."""
-        return self._part("jorb_actions", lambda: JorbActions(self.jorbs))
 
     @property
     def android(self) -> AndroidTaskService:

@@ -209,8 +209,10 @@ def package_of(module: str) -> str:
 def package_edges(graph: Graph) -> dict[str, dict[str, tuple[str, str]]]:
     """package -> package it imports -> one (importer, imported) pair of modules that does it."""
     edges: dict[str, dict[str, tuple[str, str]]] = {}
-    for importer, imported in graph.edges.items():
-        for target in imported:
+    # Sorted, deepest target first, so the example printed is the same on every run and names a module rather
+    # than the package whose __init__ it runs on the way.
+    for importer in sorted(graph.edges):
+        for target in sorted(graph.edges[importer], key=lambda name: (-name.count("."), name)):
             a, b = package_of(importer), package_of(target)
             if a != b and b != "orchestrator":  # orchestrator/__init__ is empty: every module runs it
                 edges.setdefault(a, {}).setdefault(b, (importer, target))

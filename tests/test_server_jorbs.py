@@ -320,19 +320,32 @@ def test_a_cancel_landing_after_a_step_is_never_seen_half_done(ui_unsandboxed, m
     # The race behind a red run: a jorb cancelled while its step ran parks, then the cancel is applied again and the
     # parked wait resumed with "cancel". Between the two it read as settled ("cancelled", not working) while its
     # wait was still pending. Made certain here by slowing the follow-up down.
-    from orchestrator.jorbs.actions import JorbActions
+    from orchestrator.jorbs.service import JorbService
 
     ui = ui_unsandboxed
-    real_go = JorbActions._go
+    real_go = JorbService._go
 
-    def slow_go(self, jorb_id, graph_input):
+    def slow_go(self, view, graph_input, wait):
         time.sleep(0.5)
-        return real_go(self, jorb_id, graph_input)
+        return real_go(self, view, graph_input, wait)
 
-    monkeypatch.setattr(JorbActions, "_go", slow_go)
+    monkeypatch.setattr(JorbService, "_go", slow_go)
     jid, go = _slow_step_started(ui)
     with ui.client() as c:
         assert c.post(f"/api/jorbs/{jid}/cancel").status_code == 200
     go.write_text("go")
     j = settled(ui, jid, status="cancelled")
     assert j["pending"] == [], j["pending"]
+
+
+def test_the_cli_and_the_ui_say_who_a_reply_is_from_the_same_way(ui):
+    """One jorb service for both: a reply without a party, to a jorb waiting for the user's own step, is from the
+    jorb's contact whichever way it was sent (the CLI used to log it as the user's, the UI as the contact's)."""
+    jid = create(ui, name="Clock (human)", plan="Check the time", policy="human", contacts=["@ana"])["id"]
+    settled(ui, jid, status="awaiting_reply", waiting_party="user")
+    ui.env.cli("jorbs", "reply", jid, "from the terminal", check=True)
+    with ui.client() as c:
+        assert c.post(f"/api/jorbs/{jid}/reply", json={"text": "from the browser"}).status_code == 200
+    j = settled(ui, jid, status="awaiting_reply")
+    said = {m["text"]: (m["party"], m["is_user"]) for m in j["queued"]}  # until the jorb next waits for a reply
+    assert said == {"from the terminal": ("@ana", False), "from the browser": ("@ana", False)}, said

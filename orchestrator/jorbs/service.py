@@ -1,8 +1,15 @@
-"""The jorbs API used by the CLI, the server, the chat tool and the scheduler: create, run until parked, reply,
-approve, reject, cancel, inspect, recover after a restart."""
+"""The one jorbs API, used by the CLI, the web UI, the chat tool and the scheduler: create, run until parked, reply,
+approve, reject, answer a step, cancel, retry, inspect, recover after a restart.
+
+Every decision names what it answers or answers what is pending now: the UI passes the interrupt it shows
+(`interrupt_id`), so a click on a question that has meanwhile moved on never answers the next one (JorbMovedOn),
+and `wait=False` runs the resumed step in the background (the UI polls). The CLI answers what is pending and waits
+for the step. Both take the same path to `run`, with the same rules for who a reply is from and when a jorb is busy.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -17,7 +24,7 @@ from pydantic import ValidationError
 
 from jarb_core.sandbox import script_spawner
 
-from orchestrator.tools.answers import resume_value, step_value, wake_value
+from orchestrator.tools.answers import AnswerRefused, check_decision, resume_value, step_value, wake_value
 from orchestrator.tools.catalog import ToolCatalog
 from orchestrator.storage.checkpoints import prune_later
 from orchestrator.storage.claims import ClaimBusy, Claims
@@ -33,7 +40,7 @@ from .mission import MissionState, build_mission_graph
 from .models import JorbRow
 from .policies import resolve_policy
 from .router import Route, route_inbound
-from .schema import OPEN_STATUSES, JorbState
+from .schema import OPEN_STATUSES, JorbState, parse_step
 from .store import JorbStore, new_jorb_id
 
 log = logging.getLogger(__name__)
@@ -50,7 +57,12 @@ class JorbError(Exception):
 
 
 class JorbBusy(JorbError):
-    """Another worker (a `jarvis run` process here or on another machine) is running a step of the jorb."""
+    """The jorb is running a step (in this process, or in another worker here or on another machine); decide
+    again once it waits."""
+
+
+class JorbMovedOn(JorbError):
+    """The question answered is no longer pending (it was answered, or the jorb moved on)."""
 
 
 @dataclass
@@ -94,6 +106,7 @@ class JorbService:
         self._bursts: dict[str, tuple[threading.Timer | None, float]] = {}
         self._queued: dict[str, Future] = {}  # background runs not finished yet, by jorb
         self._following: set[str] = set()  # jorbs whose next run is being decided (see following_up)
+        self._cancelling: set[str] = set()  # cancelled while a step ran: stopped when it parks (see _after)
         self._pool: ThreadPoolExecutor | None = None
         self._workers = workers
 
@@ -303,18 +316,25 @@ class JorbService:
     # -- what the user and the world send in ------------------------------------------------------------
     def reply(self, jorb_id: str, text: str, *, party: str | None = None, channel: str = "local",
               is_user: bool = False, background: bool = False, reasoning: str | None = None) -> JorbView:
+        """A message as the counterpart (or as the user: an intervention). It waits in the jorb's queue until the
+        jorb next waits for a reply; a jorb waiting right now is woken (a jorb working now takes it when it
+        parks). From: the user when `is_user`, else `party`, else whom the jorb waits for, else its first
+        contact."""
+        if not text.strip():
+            raise JorbError("the message is empty")
         row = self.store.get(jorb_id)
         if row.status not in OPEN_STATUSES:
             raise JorbError(f"jorb {row.id} is {row.status}; it takes no more messages")
-        sender = party or ("user" if is_user else row.waiting_party or "user")
+        waiting_on = row.waiting_party if row.waiting_party != "user" else None  # "user": a human-policy step
+        sender = "user" if is_user else (party or waiting_on or (row.contacts[0] if row.contacts else "user"))
         self.store.log_message(direction="in", channel=channel, party=sender, text=text, status="pending",
                                jorb_id=row.id, is_user=is_user, reasoning=reasoning)
+        if self.busy(row.id):
+            return self.view(row.id)
         return self.wake(row.id, background=background)
 
     def deliver_event(self, jorb_id: str, event: dict[str, Any], background: bool = False) -> JorbView:
         """A reminder (or another event) for the jorb: it becomes the current event of its next step."""
-        import json
-
         row = self.store.get(jorb_id)
         if row.status not in OPEN_STATUSES:
             raise JorbError(f"jorb {row.id} is {row.status}; it takes no more events")
@@ -411,33 +431,106 @@ class JorbService:
             timer.start()
 
     # -- decisions -------------------------------------------------------------------------------------
-    def _parked(self, jorb_id: str) -> tuple[JorbView, dict[str, Any]]:
+    # `interrupt_id`: what the user saw and answers (the UI); None answers what is pending now (the CLI).
+    # `wait=False`: the resumed step runs in the background and the view before it is returned.
+    def approve(self, jorb_id: str, note: str | None = None, *, interrupt_id: str | None = None,
+                wait: bool = True) -> JorbView:
+        """Approve what a paused jorb asks (its own pause, a mission's question, or one confirmation)."""
+        return self._decide(jorb_id, "approve", note, interrupt_id, wait)
+
+    def reject(self, jorb_id: str, note: str | None = None, *, interrupt_id: str | None = None,
+               wait: bool = True) -> JorbView:
+        return self._decide(jorb_id, "deny", note, interrupt_id, wait)
+
+    def _decide(self, jorb_id: str, answer: str, note: str | None, interrupt_id: str | None, wait: bool) -> JorbView:
+        view, item = self._parked(jorb_id, interrupt_id, ("jorb_pause", "confirmation"), "an approval")
+        value = resume_value(item, answer, note=note)
+        return self._go(view, Command(resume={item["interrupt_id"]: value}), wait)
+
+    def resume(self, jorb_id: str, decisions: dict[str, dict[str, Any]], *, wait: bool = True) -> JorbView:
+        """Answers from the confirmation dialog: {interrupt_id: {"decision": approve|edit|deny|skip, ...}}, each
+        checked against the question it answers."""
+        view = self._settled(jorb_id)
+        asked = {p["interrupt_id"]: p for p in view.pending if p.get("type") == "confirmation"}
+        if not asked:
+            raise JorbMovedOn(f"jorb {view.row.id} is not waiting for a confirmation any more; reload")
+        for interrupt_id, decision in decisions.items():
+            item = asked.get(interrupt_id)
+            if item is None:
+                raise JorbMovedOn(f"the confirmation {interrupt_id} is no longer pending; reload")
+            try:
+                check_decision(item, decision)
+            except AnswerRefused as exc:
+                raise JorbError(str(exc)) from None
+        return self._go(view, Command(resume=decisions), wait)
+
+    def answer_step(self, jorb_id: str, step: dict[str, Any] | str, *, interrupt_id: str | None = None,
+                    wait: bool = True) -> JorbView:
+        """The human policy: the user's step, checked before the jorb sees it."""
+        view, item = self._parked(jorb_id, interrupt_id, ("human_step",), "a step from you")
+        try:
+            parse_step(step if isinstance(step, str) else json.dumps(step))
+        except ValueError as exc:
+            raise JorbError(f"that step cannot be used: {exc}") from None
+        return self._go(view, Command(resume={item["interrupt_id"]: step_value(step)}), wait)
+
+    def _settled(self, jorb_id: str) -> JorbView:
         view = self.view(jorb_id)
-        if not view.pending:
+        if self.busy(view.row.id):
+            raise JorbBusy(f"jorb {view.row.id} is working; decide again once it waits")
+        return view
+
+    def _parked(self, jorb_id: str, interrupt_id: str | None, types: tuple[str, ...],
+                what: str) -> tuple[JorbView, dict[str, Any]]:
+        view = self._settled(jorb_id)
+        if interrupt_id is not None:
+            item = next((p for p in view.pending if p["interrupt_id"] == interrupt_id), None)
+            if item is None:
+                raise JorbMovedOn(f"jorb {view.row.id} no longer waits for that (it was answered, or it moved on); "
+                                  "reload to see where it stands")
+        elif view.pending:
+            item = view.pending[0]
+        else:
             raise JorbError(f"jorb {view.row.id} is {view.row.status} and is not waiting for a decision")
-        return view, view.pending[0]
+        if item.get("type") not in types:
+            kind = "a reply" if item.get("type") == "await_reply" else f"a {item.get('type')}"
+            raise JorbError(f"jorb {view.row.id} is waiting for {kind}, not for {what}")
+        return view, item
 
-    def approve(self, jorb_id: str, note: str | None = None) -> JorbView:
-        view, pending = self._parked(jorb_id)
-        kind = pending.get("type")
-        if kind in ("jorb_pause", "confirmation"):
-            return self.run(view.row.id, Command(resume={pending["interrupt_id"]: resume_value(pending, "approve", note=note)}))
-        raise JorbError(f"jorb {view.row.id} is waiting for a {'reply' if kind == 'await_reply' else kind}, "
-                        "not for an approval")
+    def _go(self, view: JorbView, graph_input: Any, wait: bool) -> JorbView:
+        if wait:
+            return self.run(view.row.id, graph_input)
+        self._follow(self.submit(view.row.id, graph_input), view.row.id)
+        return view
 
-    def reject(self, jorb_id: str, note: str | None = None) -> JorbView:
-        view, pending = self._parked(jorb_id)
-        kind = pending.get("type")
-        if kind in ("jorb_pause", "confirmation"):
-            return self.run(view.row.id, Command(resume={pending["interrupt_id"]: resume_value(pending, "deny", note=note)}))
-        raise JorbError(f"jorb {view.row.id} is waiting for a reply, not for an approval")
+    def _follow(self, future: Future, jorb_id: str) -> None:
+        future.add_done_callback(lambda _f: self._after(jorb_id))
 
-    def answer_step(self, jorb_id: str, step: dict[str, Any] | str) -> JorbView:
-        """The human policy: the user's answer is the step."""
-        view, pending = self._parked(jorb_id)
-        if pending.get("type") != "human_step":
-            raise JorbError(f"jorb {view.row.id} is not waiting for a step from you")
-        return self.run(view.row.id, Command(resume={pending["interrupt_id"]: step_value(step)}))
+    def _after(self, jorb_id: str) -> None:
+        """Once a background run parks: a reply that came in while it worked wakes it; a cancel that raced it
+        lands."""
+        try:
+            if self.busy(jorb_id):
+                return
+            with self.following_up(jorb_id):
+                view = self.view(jorb_id)
+                if not view.pending:
+                    self._cancelling.discard(jorb_id)
+                    return
+                if jorb_id in self._cancelling or view.row.status == "cancelled":
+                    # A node that parks (wait, hold) sets its own status: the cancel is applied again here.
+                    self.store.update(jorb_id, status="cancelled")
+                    self._go(view, self._cancel_input(view), wait=False)
+                elif self.store.has_pending(jorb_id):
+                    waiting = [p for p in view.pending if p.get("type") == "await_reply"]
+                    if waiting:
+                        self._go(view, Command(resume={waiting[0]["interrupt_id"]: wake_value()}), wait=False)
+        except Exception:  # noqa: BLE001 - a follow-up must never break the worker; the jorb row shows the state
+            log.exception("follow-up of jorb %s failed", jorb_id)
+
+    @staticmethod
+    def _cancel_input(view: JorbView) -> Command:
+        return Command(resume={p["interrupt_id"]: resume_value(p, "cancel") for p in view.pending})
 
     def stalled(self, row: JorbRow) -> bool:
         """Mid-step (planning / running) with nothing running it: its run stopped on an error it could not even
@@ -459,19 +552,28 @@ class JorbService:
         self.store.update(row.id, status="running", error=None)
         return self.store.get(row.id)
 
-    def retry(self, jorb_id: str) -> JorbView:
+    def retry(self, jorb_id: str, *, wait: bool = True) -> JorbView:
+        """Run a failed or stalled jorb's interrupted step again."""
+        if self.busy(jorb_id):
+            raise JorbBusy(f"jorb {jorb_id} is working already")
         row = self.retry_input(jorb_id)
-        return self.run(row.id, None)
+        return self._go(self.view(row.id), None, wait)
 
-    def cancel(self, jorb_id: str) -> JorbView:
+    def cancel(self, jorb_id: str, *, wait: bool = True) -> JorbView:
+        """Cancel an open jorb. One that is working sees the status at its next step, or is stopped when it parks."""
         view = self.view(jorb_id)
         if view.row.status not in OPEN_STATUSES:
             raise JorbError(f"jorb {view.row.id} is already {view.row.status}")
         self.store.update(view.row.id, status="cancelled")
-        pending = view.pending[0] if view.pending else None
-        if pending is None:
+        if self.busy(view.row.id):
+            self._cancelling.add(view.row.id)
+            running = self.queued(view.row.id)  # started elsewhere (create, an inbound message): follow it too
+            if running is not None:
+                self._follow(running, view.row.id)
             return self.view(view.row.id)
-        return self.run(view.row.id, Command(resume={pending["interrupt_id"]: resume_value(pending, "cancel")}))
+        if not view.pending:
+            return self.view(view.row.id)
+        return self._go(view, self._cancel_input(view), wait)
 
     def set_policy(self, jorb_id: str, policy: str) -> JorbRow:
         row = self.store.get(jorb_id)

@@ -13,7 +13,7 @@ views list it) says what is asked. `item["type"]`:
 - `human_step`: the human policy asks for the jorb's next step. Resumed with {"step": step}.
 - `await_reply`: a jorb waits for a message. Resumed with {"type": "wake"} (a reply is queued) or cancel.
 
-Every surface (the CLI's `chat` and `approve` / `deny`, the API, JorbService, JorbActions, the web UI's
+Every surface (the CLI's `chat` and `approve` / `deny`, the API, JorbService, the web UI's
 confirmation dialog) maps its words to one of ANSWERS and calls `resume_value`: the browser sends its answers
 ({"answer", "args", "reason"}; `resume_values` maps them), never resume values of its own. Structured decisions
 sent to the API by other clients are checked by `check_decision`.

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from orchestrator.core.config import Mode
 from orchestrator.jorbs.schema import OPEN_STATUSES
 from . import AppContext, View, app_context
-from .jorbs import JorbIn, actions, call, create_jorb, service
+from .jorbs import JorbIn, call, create_jorb, service
 
 router = APIRouter()
 
@@ -71,7 +71,7 @@ def assign(body: AssignIn, message_id: int = MessageId, ctx: AppContext = Depend
     row = call(svc.store.get, body.jorb_id)
     if row.status not in OPEN_STATUSES:
         raise HTTPException(400, f"Jorb {row.id} is {row.status}; it takes no more messages. Start a new jorb instead.")
-    call(actions(ctx).reply, row.id, msg.text, party=msg.party, channel=msg.channel, is_user=bool(msg.is_user),
+    call(svc.reply, row.id, msg.text, party=msg.party, channel=msg.channel, is_user=bool(msg.is_user), background=True,
          reasoning=f"assigned by you from the inbox (was {msg.status}: {msg.reasoning or 'no reasoning'})")
     svc.store.set_message(message_id, status="assigned", jorb_id=row.id)
     return {"message_id": message_id, "jorb_id": row.id, "status": "assigned"}

@@ -11,7 +11,8 @@
   POST /api/jorbs/{id}/policy                   {"policy"}: swap the policy of a paused jorb
   POST /api/jorbs/{id}/cancel
 
-Everything that runs the jorb runs in the background (orchestrator/jorbs/actions.py); the answer is the jorb as
+Everything that runs the jorb runs in the background (JorbService's decisions with wait=False, each naming the
+interrupt it answers); the answer is the jorb as
 it was when the action was accepted, with `working: true`, and the UI polls until the jorb waits again.
 """
 
@@ -29,10 +30,9 @@ from integrations.base import KNOWN_SIDE_EFFECTS
 from orchestrator.channels.registry import known_channels
 from orchestrator.core.config import Mode
 from ._answers import ResumeIn, resume_values_for
-from orchestrator.jorbs.actions import JorbActions, JorbBusy, JorbMovedOn
 from orchestrator.jorbs.policies import HEURISTICS
 from orchestrator.jorbs.schema import OPEN_STATUSES
-from orchestrator.jorbs.service import JorbError, JorbService, JorbView
+from orchestrator.jorbs.service import JorbBusy, JorbError, JorbMovedOn, JorbService, JorbView
 from orchestrator.jorbs.store import JorbNotFound
 from . import AppContext, View, app_context
 
@@ -44,10 +44,6 @@ JorbId = Annotated[str, Path(pattern=r"^[A-Za-z0-9]{1,32}$", description="a jorb
 
 def service(ctx: AppContext) -> JorbService:
     return ctx.app.jorbs
-
-
-def actions(ctx: AppContext) -> JorbActions:
-    return ctx.app.jorb_actions
 
 
 def call(fn, *args: Any, **kwargs: Any) -> Any:
@@ -193,14 +189,15 @@ def _after(ctx: AppContext, jorb_id: str) -> dict[str, Any]:
 
 @router.post("/jorbs/{jorb_id}/reply")
 def reply(jorb_id: JorbId, body: ReplyIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
-    call(actions(ctx).reply, jorb_id, body.text, party=body.party, channel=body.channel.strip() or "local",
-         is_user=body.as_user)
+    call(service(ctx).reply, jorb_id, body.text, party=body.party, channel=body.channel.strip() or "local",
+         is_user=body.as_user, background=True, reasoning="written in the Jarvis UI")
     return _after(ctx, jorb_id)
 
 
 @router.post("/jorbs/{jorb_id}/decide")
 def decide(jorb_id: JorbId, body: DecideIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
-    call(actions(ctx).decide, jorb_id, body.interrupt_id, body.action, (body.note or "").strip() or None)
+    decide_now = service(ctx).approve if body.action == "approve" else service(ctx).reject
+    call(decide_now, jorb_id, (body.note or "").strip() or None, interrupt_id=body.interrupt_id, wait=False)
     return _after(ctx, jorb_id)
 
 
@@ -213,13 +210,13 @@ def resume(jorb_id: JorbId, body: ResumeIn, ctx: AppContext = Depends(app_contex
     unknown = sorted(body.ids() - set(asked))
     if unknown:
         raise HTTPException(409, f"jorb {view.row.id} no longer waits for {', '.join(unknown)}; reload")
-    call(actions(ctx).resume, jorb_id, resume_values_for(body, asked))
+    call(service(ctx).resume, jorb_id, resume_values_for(body, asked), wait=False)
     return _after(ctx, jorb_id)
 
 
 @router.post("/jorbs/{jorb_id}/step")
 def answer_step(jorb_id: JorbId, body: StepIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
-    call(actions(ctx).answer_step, jorb_id, body.interrupt_id, body.step)
+    call(service(ctx).answer_step, jorb_id, body.step, interrupt_id=body.interrupt_id, wait=False)
     return _after(ctx, jorb_id)
 
 
@@ -233,13 +230,13 @@ def set_policy(jorb_id: JorbId, body: PolicyIn, ctx: AppContext = Depends(app_co
 
 @router.post("/jorbs/{jorb_id}/retry")
 def retry(jorb_id: JorbId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
-    call(actions(ctx).retry, jorb_id)
+    call(service(ctx).retry, jorb_id, wait=False)
     return _after(ctx, jorb_id)
 
 
 @router.post("/jorbs/{jorb_id}/cancel")
 def cancel(jorb_id: JorbId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
-    call(actions(ctx).cancel, jorb_id)
+    call(service(ctx).cancel, jorb_id, wait=False)
     return _after(ctx, jorb_id)
 
 
