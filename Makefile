@@ -15,17 +15,17 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Jarvis needs Python 3.11 or newer; found " + sys.version.split()[0])'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -e '.[voice]'
 	touch $(STAMP)
 
 install-dev: $(DEV_STAMP)
 
 $(DEV_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,voice]'
 	touch $(DEV_STAMP)
 
 # System packages (bubblewrap and slirp4netns for the sandbox, chromium for browser tests, postgresql for the
-# storage tests).
+# storage tests, espeak-ng and ffmpeg for voice).
 install-system:
 	@scripts/install-system-deps.sh
 
@@ -33,7 +33,7 @@ install-system:
 # in place (llama-cpp-python is built from source the first time: a few minutes, then cached by pip).
 # Without it (no C++ compiler to build llama-cpp-python, say) Jarvis still runs, with a model server you start.
 run: install
-	@scripts/install-system-deps.sh bubblewrap slirp4netns
+	@scripts/install-system-deps.sh bubblewrap slirp4netns espeak-ng ffmpeg
 	@$(MAKE) --no-print-directory install-local demo-model || echo "Note: the built-in demo model could not be \
 	installed (see above); Jarvis runs with a model server you start (Jan, Ollama, LM Studio...)." >&2
 	$(VENV)/bin/jarvis run

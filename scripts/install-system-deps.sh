@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Jarvis uses, where apt-get is available; says what to do where it is not.
-# Usage: install-system-deps.sh [bubblewrap] [slirp4netns] [chromium] [postgresql] [g++]
-#        (no argument: the first four; g++ is asked for by `make install-local` when no C++ compiler is there)
+# Usage: install-system-deps.sh [bubblewrap] [slirp4netns] [chromium] [postgresql] [espeak-ng] [ffmpeg] [g++]
+#        (no argument: all but g++; g++ is asked for by `make install-local` when no C++ compiler is there)
 set -u
 wanted=("$@")
-[ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap slirp4netns chromium postgresql)
+[ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap slirp4netns chromium postgresql espeak-ng ffmpeg)
 
 have() {
   case "$1" in
@@ -13,6 +13,8 @@ have() {
     chromium) command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ;;
     postgresql) ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 ;;
     g++) command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 ;;
+    espeak-ng) command -v espeak-ng >/dev/null 2>&1 ;;
+    ffmpeg) command -v ffmpeg >/dev/null 2>&1 ;;
   esac
 }
 why() {
@@ -22,6 +24,8 @@ why() {
     chromium) echo "the browser tests of the web UI" ;;
     postgresql) echo "the PostgreSQL storage tests" ;;
     g++) echo "building llama-cpp-python, the built-in model's server" ;;
+    espeak-ng) echo "speech output (voice.tts: espeak-ng)" ;;
+    ffmpeg) echo "decoding voice recordings (webm, ogg, mp3...)" ;;
   esac
 }
 

@@ -250,6 +250,22 @@ class DocsConfig(_Section):
     chunk_chars: int = Field(1500, ge=200)
 
 
+class VoiceConfig(_Section):
+    """Speech in and out (orchestrator/voice/): engines by name, and the bounds on what they are given."""
+
+    enabled: bool = True
+    stt: Literal["pocketsphinx"] = Field("pocketsphinx", description="the speech recogniser")
+    tts: Literal["espeak-ng"] = Field("espeak-ng", description="the speech synthesizer")
+    language: str = Field("en-us", description="what the recogniser listens for")
+    voice: str = Field("en-us+edward", description="eSpeak NG voice[+variant]; `espeak-ng --voices` lists them")
+    rate_wpm: int = Field(160, ge=80, le=450, description="speaking rate, words per minute")
+    max_audio_mb: int = Field(5, gt=0, description="the largest recording accepted")
+    max_audio_s: float = Field(60.0, gt=0, description="the longest recording accepted")
+    max_speak_chars: int = Field(4000, gt=0, description="the longest text spoken in one request")
+    send_transcript: bool = Field(False, description="web UI: send what was heard at once instead of putting it "
+                                  "in the message box to check first")
+
+
 class Settings(_Section):
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     autonomy: AutonomyConfig = Field(default_factory=AutonomyConfig)
@@ -268,6 +284,7 @@ class Settings(_Section):
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     docs: DocsConfig = Field(default_factory=DocsConfig)
+    voice: VoiceConfig = Field(default_factory=VoiceConfig)
     timezone: str | None = Field(None, description="IANA zone for the user's times; default: the system's")
     log_level: str = "INFO"
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
