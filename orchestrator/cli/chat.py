@@ -183,11 +183,29 @@ def register(app: typer.Typer) -> None:
         message: list[str] = typer.Argument(None, help="send one message and print the answer; omit for a prompt loop"),
         thread: str = typer.Option(None, "--thread", "-t", help="continue this thread (default: a new one)"),
         attach: list[str] = typer.Option(None, "--attach", "-a", help="a file or URL to attach (repeatable)"),
+        audio: str = typer.Option(None, "--audio", help="a recorded question (webm, ogg, wav, mp3...): sent as "
+                                  "the message"),
+        voice: bool = typer.Option(False, "--voice", help="ask with the microphone (Enter ends each question) and "
+                                   "hear the answers; confirmations are still typed"),
     ) -> None:
         """Chat with Jarvis in the terminal."""
         from orchestrator.chat.turns import user_input
+        from orchestrator.cli import voice_cmd
 
         st = state(ctx)
+        if audio and message:
+            fail("give the question as MESSAGE or as --audio FILE, not both")
+        microphone = None
+        if voice:
+            if message or audio:
+                fail("--voice asks with the microphone; it does not take MESSAGE or --audio")
+            microphone = voice_cmd.find_microphone()
+            if microphone is None:
+                fail("no microphone found (ffmpeg could open none of: "
+                     + ", ".join(f"{f} {d}" for f, d in voice_cmd.MICROPHONES)
+                     + "). Record the question elsewhere and pass it with --audio FILE, or type it.")
+        if audio:
+            message = [voice_cmd.heard_from_file(st.settings, audio)]
         graph = st.graph()
         notice = st.settings.models.primary.notice  # e.g. the demo model's "do not trust its answers"
         if notice:
@@ -210,16 +228,27 @@ def register(app: typer.Typer) -> None:
         typer.secho(f"Jarvis (thread {thread_id}). Ctrl-D or /quit to leave.", err=True, dim=True)
         while True:
             try:
-                text = input("you> ").strip()
+                text = (input("you> (Enter to speak, or type) ") if microphone else input("you> ")).strip()
             except (EOFError, KeyboardInterrupt):
                 typer.echo("", err=True)
                 break
-            if not text:
-                continue
             if text in ("/quit", "/exit"):
                 break
+            if microphone and not text:
+                text = voice_cmd.heard_from_microphone(st.settings, microphone) or ""
+            if not text:
+                continue
             claimed_turn(st.settings, graph, thread_id, user_input(text, attachments), interactive=True)
             attachments = []
+            if microphone:
+                voice_cmd.say_aloud(st.settings, last_answer(graph, thread_id))
+
+
+def last_answer(graph: Any, thread_id: str) -> str:
+    """The thread's last answer, to be read aloud ("" when the turn ended on a tool call or a confirmation)."""
+    messages = (graph.get_state({"configurable": {"thread_id": thread_id}}).values or {}).get("messages") or []
+    last = messages[-1] if messages else None
+    return last.content if getattr(last, "type", "") == "ai" and isinstance(last.content, str) else ""
 
 
 def _attachment(ref: str) -> dict[str, Any]:

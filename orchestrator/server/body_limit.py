@@ -4,7 +4,7 @@ Starlette reads a whole JSON body into memory before validating it, and FastAPI'
 it refused: a 60 MB message was read, held twice and sent back. Now a body announced larger than the limit gets
 413 at once, one sent in chunks is cut off at the limit, and validation errors name the field and the rule
 without quoting the input. Uploads (POST /api/uploads) have their own limit, `server.max_upload_mb`, checked by
-their endpoint while streaming to disk.
+their endpoint while streaming to disk; recordings (POST /api/transcribe) `voice.max_audio_mb`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-UNBOUNDED_PREFIXES = ("/api/uploads",)
+UNBOUNDED_PREFIXES = ("/api/uploads", "/api/transcribe")  # each bounds its own body while streaming
 
 
 class BodyLimitMiddleware:

@@ -8,7 +8,7 @@ export class ApiError extends Error {
   }
 }
 
-async function failure(resp) {
+export async function failure(resp) {
   let message = `${resp.status} ${resp.statusText}`;
   try {
     const body = await resp.json();

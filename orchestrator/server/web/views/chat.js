@@ -3,6 +3,7 @@
 import { api, stream, upload } from "../api.js";
 import { askAll } from "../confirm.js";
 import { clear, h, json, ms, problem } from "../dom.js";
+import { micButton, speaker } from "../voice.js";
 
 const YOUTUBE = /https?:\/\/(?:www\.|m\.)?(?:youtube\.com|youtu\.be|youtube-nocookie\.com)\/[^\s<>"')\]]+/gi;
 
@@ -40,7 +41,9 @@ export function mount(el, shell) {
     chipsEl, composerNote,
     h("div", { class: "row" }, input,
       h("div", { class: "buttons" }, sendButton,
-        h("button", { type: "button", onclick: () => fileInput.click(), title: "Attach a PDF or text file" }, "Attach"))),
+        h("button", { type: "button", onclick: () => fileInput.click(), title: "Attach a PDF or text file" }, "Attach"),
+        micButton(heard, (message) => { clear(composerNote).append(problem(message)); }),
+        speaker.toggleButton())),
     fileInput);
   input.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
@@ -320,6 +323,7 @@ class Turn {
   }
 
   async stop() {
+    speaker.stop();
     if (this.stopButton.disabled) return;
     this.stopButton.disabled = true;
     this.setStage("stopping");
@@ -352,10 +356,12 @@ class Turn {
         }
         this.text += ev.text;
         this.bubble.textContent = this.text;
+        speaker.feed(ev.text);
         scroll();
         break;
       case "tool_call": {
         this.bubble = null;
+        speaker.finish("");
         let step = steps.get(ev.id);
         if (!step) {
           step = new Step(ev.tool, ev.args);
@@ -387,6 +393,7 @@ class Turn {
           this.place(this.bubble);
         }
         this.bubble.classList.remove("streaming");
+        speaker.finish(ev.content);
         if (ev.content) this.bubble.innerHTML = ev.html; // sanitized server-side
         else this.bubble.remove();
         break;
@@ -491,6 +498,8 @@ async function retry() {
 async function send() {
   const text = input.value.trim();
   if (busy || (!text && !staged.length)) return;
+  speaker.stop(); // a new message silences the previous answer
+  speaker.unlock();
   if (!current) await newThread();
   const attachments = staged.map((a) => (a.upload_id ? { upload_id: a.upload_id } : { kind: a.kind, ref: a.ref }));
   const names = staged.map((a) => a.name);
@@ -507,6 +516,14 @@ async function send() {
     input.value = text;
     composerNote.textContent = "Your message is back in the box: send it again when the problem above is fixed.";
   }
+}
+
+// What the microphone heard: into the box to check (after what is typed there), or sent at once when set so.
+function heard(text, sendNow) {
+  composerNote.textContent = "";
+  input.value = input.value.trim() ? `${input.value.trim()} ${text}` : text;
+  if (sendNow) send();
+  else input.focus();
 }
 
 function addUrl(url) {
