@@ -103,9 +103,10 @@ def play(wav: bytes) -> str | None:
             f.write(wav)
             f.flush()
             proc = subprocess.run([exe, *args, f.name], capture_output=True, timeout=600, check=False)
-        if proc.returncode == 0:
+        said = proc.stderr.decode("utf-8", "replace")
+        if proc.returncode == 0 and "fail" not in said.lower():  # ffplay exits 0 when it found no audio device
             return None
-        tried.append(f"{name}: {proc.stderr.decode('utf-8', 'replace').strip()[:120] or 'failed'}")
+        tried.append(f"{name}: {said.strip().splitlines()[-1][:120] if said.strip() else 'failed'}")
     if not tried:
         return "no audio player found (pw-play, paplay, aplay, afplay or ffplay)"
     return "no player could play it (" + "; ".join(tried) + ")"

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 from .base import VoiceError
 
@@ -28,15 +30,19 @@ class ESpeakNG:
         if not VOICE_NAME.fullmatch(voice):
             raise VoiceError(f"{voice[:60]!r} is not a voice name (like 'en-us' or 'en-us+edward'; "
                              "`espeak-ng --voices` lists them).", 400)
-        try:
-            proc = subprocess.run([self.exe, "--stdout", "-b", "1", "-v", voice, "-s", str(rate_wpm)],
-                                  input=text.encode("utf-8"), capture_output=True, timeout=TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired:
-            raise VoiceError(f"eSpeak NG took over {TIMEOUT_S:.0f} s: speak a shorter text.", 422) from None
+        # Written to a file, not --stdout: on a pipe espeak-ng cannot go back to fill in the WAV header's sizes.
+        with tempfile.TemporaryDirectory(prefix="jarvis-tts-") as tmp:
+            out = Path(tmp) / "speech.wav"
+            try:
+                proc = subprocess.run([self.exe, "-w", str(out), "-b", "1", "-v", voice, "-s", str(rate_wpm)],
+                                      input=text.encode("utf-8"), capture_output=True, timeout=TIMEOUT_S, check=False)
+            except subprocess.TimeoutExpired:
+                raise VoiceError(f"eSpeak NG took over {TIMEOUT_S:.0f} s: speak a shorter text.", 422) from None
+            wav = out.read_bytes() if out.exists() else b""
         if proc.returncode != 0:  # an unknown voice is the usual cause ("The specified voice does not exist")
             said = proc.stderr.decode("utf-8", "replace").strip()[:200]
             raise VoiceError(f"eSpeak NG could not speak with voice {voice!r}: {said or 'it failed'} "
                              "(`espeak-ng --voices` lists the voices; voice.voice in the config).", 400)
-        if len(proc.stdout) <= 44:  # a WAV header and no samples: punctuation only, say
+        if len(wav) <= 44:  # a WAV header and no samples: punctuation only, say
             raise VoiceError("There is nothing to say in this text (no words).", 400)
-        return proc.stdout
+        return wav

@@ -53,7 +53,12 @@ export function micButton(onHeard, onProblem) {
   const start = async (s) => {
     let media;
     try {
-      media = await navigator.mediaDevices.getUserMedia({ audio: true });
+      // Raw sound: the browser's noise suppression and gain control smear words for the recogniser (with them on,
+      // the fake-microphone test heard "what does the weather like up to date"). Answers being read aloud are
+      // stopped first, so no echo cancellation is needed.
+      speaker.stop();
+      media = await navigator.mediaDevices.getUserMedia({
+        audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
     } catch (err) {
       onProblem(`The microphone cannot be used (${err.name}): allow it for this page in the browser, or type.`);
       return;
