@@ -18,7 +18,7 @@ pytestmark = needs_voice_tools
 # Short requests an assistant hears; the recogniser gets 0.28 of the words wrong on bench/voice.py's twelve.
 SENTENCES = ["what is the weather like today", "turn off the lights in the kitchen",
              "remind me to call my mother tomorrow morning", "find the report about the budget from last month"]
-WER_FLOOR = 0.25  # measured 0.10 one by one, 0.17 held apart (eSpeak NG 1.51, PocketSphinx 5.1.1); 0.73 without dither
+WER_FLOOR = 0.25  # measured 0.10 one by one, 0.17 held apart, 0.73 without dither (eSpeak NG 1.51, PocketSphinx 5.1)
 
 
 def wer(said: list[str], heard: list[str]) -> float:
