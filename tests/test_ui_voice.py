@@ -129,3 +129,14 @@ def test_a_spoken_approve_does_not_answer_a_confirmation(open_voice_ui, jarvis_e
     assert not target.exists()
     with server.client() as c:
         assert len(c.get(f"/api/threads/{page.url.split('#chat/')[1]}").json()["pending"]) == 1
+
+
+def test_noise_at_the_microphone_is_explained_in_place(open_voice_ui, tmp_path):
+    from tests.voice_audio import generated
+
+    page, server = open_voice_ui(generated("anoisesrc=c=pink:a=0.3", 5, tmp_path / "noise.wav"))
+    record(page, 1.5)
+    page.get_by_text("Not understood: No speech was recognised").wait_for()
+    assert page.get_by_role("textbox", name="Message").input_value() == ""
+    assert page.get_by_role("button", name="Mic").is_enabled()  # ready to try again
+    assert server.env.server.requests == []
