@@ -106,7 +106,10 @@ def play(wav: bytes) -> str | None:
         said = proc.stderr.decode("utf-8", "replace")
         if proc.returncode == 0 and "fail" not in said.lower():  # ffplay exits 0 when it found no audio device
             return None
-        tried.append(f"{name}: {said.strip().splitlines()[-1][:120] if said.strip() else 'failed'}")
+        lines = said.strip().splitlines()
+        # The line about the sound device says more than the last one ("Failed to open file" from ffplay).
+        reason = next((line for line in lines if "audio" in line.lower()), lines[-1] if lines else "failed")
+        tried.append(f"{name}: {reason[:120]}")
     if not tried:
         return "no audio player found (pw-play, paplay, aplay, afplay or ffplay)"
     return "no player could play it (" + "; ".join(tried) + ")"
