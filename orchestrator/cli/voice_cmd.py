@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-from . import fail, state
+from orchestrator.cli import fail, state
 
 # ffmpeg input formats of a default microphone, tried in order.
 MICROPHONES = (("pulse", "default"), ("alsa", "default")) if sys.platform != "darwin" else (("avfoundation", ":0"),)
@@ -28,7 +28,7 @@ PLAYERS = (("pw-play", []), ("paplay", []), ("aplay", ["-q"]), ("afplay", []),
 
 def heard_from_file(settings: Any, path: str) -> str:
     """The words of a recorded question (a file), shown on stderr as heard; exits with the reason when it fails."""
-    from ..voice import VoiceError, transcribe
+    from orchestrator.voice import VoiceError, transcribe
 
     source = Path(path).expanduser()
     if not source.is_file():
@@ -46,7 +46,7 @@ def heard_from_file(settings: Any, path: str) -> str:
 
 def find_microphone() -> tuple[str, str] | None:
     """The first ffmpeg input (format, device) that records; None on a machine without a microphone."""
-    from ..voice.audio import ffmpeg_path
+    from orchestrator.voice.audio import ffmpeg_path
 
     ffmpeg = ffmpeg_path()
     for fmt, device in MICROPHONES:
@@ -59,7 +59,7 @@ def find_microphone() -> tuple[str, str] | None:
 
 def record_question(settings: Any, microphone: tuple[str, str]) -> bytes:
     """Record until Enter (or voice.max_audio_s), as WAV."""
-    from ..voice.audio import ffmpeg_path
+    from orchestrator.voice.audio import ffmpeg_path
 
     limit = settings.voice.max_audio_s
     with tempfile.TemporaryDirectory(prefix="jarvis-mic-") as tmp:
@@ -81,7 +81,7 @@ def record_question(settings: Any, microphone: tuple[str, str]) -> bytes:
 
 
 def heard_from_microphone(settings: Any, microphone: tuple[str, str]) -> str | None:
-    from ..voice import VoiceError, transcribe
+    from orchestrator.voice import VoiceError, transcribe
 
     try:
         heard = transcribe(settings, record_question(settings, microphone))
@@ -117,7 +117,7 @@ def play(wav: bytes) -> str | None:
 
 def say_aloud(settings: Any, text: str) -> None:
     """Speak an answer in `jarvis chat --voice`; a failure is a note, the answer is on the screen already."""
-    from ..voice import VoiceError, speak
+    from orchestrator.voice import VoiceError, speak
 
     try:
         problem = play(speak(settings, text))

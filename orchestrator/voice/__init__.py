@@ -9,8 +9,8 @@ duration bounded before any recogniser sees it.
 
 from __future__ import annotations
 
-from .base import SpeechToText, TextToSpeech, Transcript, VoiceError
-from .engines import speak, speech_to_text, text_to_speech, transcribe
+from orchestrator.voice.base import SpeechToText, TextToSpeech, Transcript, VoiceError
+from orchestrator.voice.engines import speak, speech_to_text, text_to_speech, transcribe
 
 __all__ = ["SpeechToText", "TextToSpeech", "Transcript", "VoiceError", "speak", "speech_to_text", "text_to_speech",
            "transcribe"]

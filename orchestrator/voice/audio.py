@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import VoiceError
+from orchestrator.voice.base import VoiceError
 
 SAMPLE_RATE = 16_000
 # ffmpeg demuxer names; "matroska,webm" is one demuxer (MediaRecorder's webm), "mov,mp4,m4a,..." another (Safari).

@@ -10,11 +10,11 @@ import unicodedata
 from collections.abc import Callable
 from functools import cache
 
-from ..config import Settings
-from .audio import decode
-from .base import SpeechToText, TextToSpeech, Transcript, VoiceError
-from .espeak_tts import ESpeakNG
-from .pocketsphinx_stt import PocketSphinx
+from orchestrator.core.config import Settings
+from orchestrator.voice.audio import decode
+from orchestrator.voice.base import SpeechToText, TextToSpeech, Transcript, VoiceError
+from orchestrator.voice.espeak_tts import ESpeakNG
+from orchestrator.voice.pocketsphinx_stt import PocketSphinx
 
 STT_ENGINES: dict[str, Callable[[], SpeechToText]] = {"pocketsphinx": PocketSphinx}
 TTS_ENGINES: dict[str, Callable[[], TextToSpeech]] = {"espeak-ng": ESpeakNG}

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .base import VoiceError
+from orchestrator.voice.base import VoiceError
 
 VOICE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,39}(\+[A-Za-z0-9_-]{1,40})?")
 TIMEOUT_S = 60.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from .base import VoiceError
+from orchestrator.voice.base import VoiceError
 
 _one_at_a_time = threading.Lock()
 

@@ -18,10 +18,10 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from pydantic import BaseModel, Field
 
-from ..voice import VoiceError, speak, speech_to_text, text_to_speech, transcribe
-from ..voice.audio import ffmpeg_path
-from ..voice.engines import MB
-from . import AppContext, app_context
+from orchestrator.voice import VoiceError, speak, speech_to_text, text_to_speech, transcribe
+from orchestrator.voice.audio import ffmpeg_path
+from orchestrator.voice.engines import MB
+from orchestrator.api import AppContext, app_context
 
 router = APIRouter()
 
