@@ -55,6 +55,17 @@ def test_spoken_sentences_come_back_as_text(settings):
     assert wer(" ".join(SENTENCES), together) <= WER_FLOOR, together
 
 
+def test_a_recording_is_heard_the_same_whatever_came_before(settings):
+    # The recogniser is loaded once per process; what it adapted to in one recording must not change the next.
+    from orchestrator.voice import speak, transcribe
+
+    wavs = [speak(settings, s) for s in SENTENCES]
+    alone = transcribe(settings, wavs[2])
+    for before in (wavs[0], wavs[3], wavs[1]):
+        transcribe(settings, before)
+        assert transcribe(settings, wavs[2]) == alone
+
+
 def test_what_browsers_record_is_decoded(settings, tmp_path):
     import subprocess
 
