@@ -119,6 +119,8 @@ def say_aloud(settings: Any, text: str) -> None:
     """Speak an answer in `jarvis chat --voice`; a failure is a note, the answer is on the screen already."""
     from orchestrator.voice import VoiceError, speak
 
+    if not text.strip():  # the turn ended on a confirmation or a tool step: nothing to say
+        return
     try:
         problem = play(speak(settings, text))
     except VoiceError as exc:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from orchestrator.voice import VoiceError, speak, speech_to_text, text_to_speech, transcribe
 from orchestrator.voice.audio import ffmpeg_path
 from orchestrator.voice.engines import MB
-from orchestrator.api import AppContext, app_context
+from orchestrator.server.api import AppContext, app_context
 
 router = APIRouter()
 
