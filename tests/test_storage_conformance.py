@@ -139,3 +139,42 @@ def test_the_checkpointer_keeps_a_thread_across_instances(settings):
     config = {"configurable": {"thread_id": f"t-{uuid.uuid4().hex[:6]}"}}
     assert build().invoke({"n": 1}, config)["n"] == 2
     assert build().get_state(config).values["n"] == 2  # a new checkpointer instance reads it back
+
+
+def test_a_jorb_status_outside_the_known_ones_is_refused_and_nothing_is_written(settings):
+    from orchestrator.jorbs.schema import JorbStatus
+    from orchestrator.jorbs.store import JorbStore
+
+    store = JorbStore(settings)
+    row = store.create(name="n", plan="p")
+    assert row.status == JorbStatus.PLANNING
+    with pytest.raises(ValueError, match="'finished' is not a valid JorbStatus"):
+        store.update(row.id, status="finished", pause_reason="half-written")
+    again = store.get(row.id)
+    assert again.status == "planning" and again.pause_reason is None
+    store.update(row.id, status=JorbStatus.PAUSED, pause_reason="asks")
+    store.update(row.id, steps=2)  # other fields stay
+    again = store.get(row.id)
+    assert (again.status, again.pause_reason, again.steps) == ("paused", "asks", 2)
+    store.update(row.id, pause_reason=None)
+    assert store.get(row.id).pause_reason is None
+
+
+def test_statuses_are_written_as_their_text_and_read_as_their_enum(settings):
+    """The status columns take only their enum's members and store the plain text on both backends (psycopg would
+    write a Python Enum by its name, 'PENDING', where every query looks for 'pending')."""
+    from sqlalchemy import text as sql
+
+    from orchestrator.storage.engines import jarvis_engine
+    from orchestrator.storage.threads import ThreadIndex, ThreadStatus
+
+    threads = ThreadIndex(settings)
+    threads.touch("t-status", status=ThreadStatus.WAITING)
+    with pytest.raises(ValueError, match="'asleep' is not a valid ThreadStatus"):
+        threads.touch("t-status", status="asleep")
+    with jarvis_engine(settings).connect() as conn:
+        stored = conn.execute(sql("SELECT status FROM threads WHERE thread_id = 't-status'")).scalar_one()
+    assert stored == "waiting"
+    info = threads.get("t-status")
+    assert info.status is ThreadStatus.WAITING
+    assert [t.thread_id for t in threads.list(statuses=(ThreadStatus.WAITING,))] == ["t-status"]

@@ -25,6 +25,7 @@ import os
 import threading
 import time
 import uuid
+from enum import StrEnum
 from datetime import datetime
 from typing import Any
 
@@ -42,9 +43,19 @@ from orchestrator.tools.executor import CallContext, ConfirmationRequest, Decisi
 from orchestrator.llm.client import make_chat_model
 from orchestrator.mcp.config import ServerConfig
 from orchestrator.mcp.provider import McpProvider, result_text
-from orchestrator.storage.engines import Base, jarvis_engine, utcnow
+from orchestrator.storage.engines import Base, StatusText, jarvis_engine, utcnow
 
 log = logging.getLogger(__name__)
+
+
+class AndroidTaskStatus(StrEnum):
+    """Where a phone task stands (the loop's own outcomes, integrations/android_tools.TaskStatus, plus queued)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # Jarvis stopped while it ran
 
 
 class AndroidTaskRow(Base):
@@ -53,7 +64,7 @@ class AndroidTaskRow(Base):
     task_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     goal: Mapped[str] = mapped_column(Text)
     server: Mapped[str] = mapped_column(String(128))
-    status: Mapped[str] = mapped_column(String(16), index=True)
+    status: Mapped[str] = mapped_column(StatusText(AndroidTaskStatus), index=True)
     result: Mapped[str | None] = mapped_column(Text, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     steps: Mapped[int] = mapped_column(Integer, default=0)
@@ -93,9 +104,9 @@ class AndroidTaskService:
     # -- records --------------------------------------------------------------------------------------
     def _mark_orphans(self) -> None:
         with Session(self.engine) as s:
-            for row in s.scalars(select(AndroidTaskRow).where(AndroidTaskRow.status.in_(["queued", "running"]))):
+            for row in s.scalars(select(AndroidTaskRow).where(AndroidTaskRow.status.in_([AndroidTaskStatus.QUEUED, AndroidTaskStatus.RUNNING]))):
                 if not _pid_alive(row.pid):
-                    row.status = "interrupted"
+                    row.status = AndroidTaskStatus.INTERRUPTED
                     row.error = "Jarvis stopped while this task was running; start it again with android_task_do"
                     row.updated_at = utcnow()
             s.commit()
@@ -131,18 +142,18 @@ class AndroidTaskService:
             raise ToolError(f"the phone server {cfg.name} is unavailable: {why}")
         task_id = "task-" + uuid.uuid4().hex[:12]
         with Session(self.engine) as s:
-            s.add(AndroidTaskRow(task_id=task_id, goal=goal, server=cfg.name, status="queued", pid=os.getpid()))
+            s.add(AndroidTaskRow(task_id=task_id, goal=goal, server=cfg.name, status=AndroidTaskStatus.QUEUED, pid=os.getpid()))
             s.commit()
         thread = threading.Thread(target=self._run, args=(task_id, goal, cfg), name=f"android-{task_id}", daemon=True)
         self._threads[task_id] = thread
         thread.start()
-        return {"task_id": task_id, "status": "running"}
+        return {"task_id": task_id, "status": AndroidTaskStatus.RUNNING.value}
 
     def get(self, task_id: str) -> dict[str, Any]:
         row = self._row(task_id)
         if row is None:
             raise ToolError(f"there is no phone task {task_id!r}; android_task_do returns the task_id to use")
-        status = "running" if row.status == "queued" else row.status
+        status = (AndroidTaskStatus.RUNNING if row.status == AndroidTaskStatus.QUEUED else AndroidTaskStatus(row.status)).value
         actions = json.loads(row.actions_json or "[]")
         return TaskView(task_id=row.task_id, status=status, goal=row.goal, result=row.result, error=row.error,
                         steps=row.steps, recent_actions=actions[-5:]).model_dump()
@@ -151,7 +162,7 @@ class AndroidTaskService:
         deadline = time.monotonic() + timeout_s
         while True:
             view = self.get(task_id)
-            if view["status"] != "running" or time.monotonic() >= deadline:
+            if view["status"] != AndroidTaskStatus.RUNNING or time.monotonic() >= deadline:
                 return view
             thread = self._threads.get(task_id)
             if thread is not None:
@@ -189,7 +200,7 @@ class AndroidTaskService:
 
     def _run(self, task_id: str, goal: str, cfg: ServerConfig) -> None:
         with self._phone_lock:
-            self._update(task_id, status="running")
+            self._update(task_id, status=AndroidTaskStatus.RUNNING)
             try:
                 outcome = self._drive(task_id, goal, cfg)
             except ToolError as exc:

@@ -38,16 +38,18 @@ def _guard(fn, *args: Any, **kwargs: Any):
 
 
 def print_view(view: Any, as_json: bool = False, full: bool = False) -> None:
+    from orchestrator.jorbs.schema import JorbStatus
+
     data = view.as_dict(full=full)
     if as_json:
         typer.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
         return
     row = view.row
     typer.secho(f"jorb {row.id}  {row.name}  [{row.status}]", bold=True)
-    if row.waiting_party and row.status == "awaiting_reply":
+    if row.waiting_party and row.status == JorbStatus.AWAITING_REPLY:
         typer.echo(f"  waiting for a reply from {row.waiting_party} ({row.waiting_channel})"
                    f"  -> jarvis jorbs reply {row.id} TEXT")
-    if row.pause_reason and row.status == "paused":
+    if row.pause_reason and row.status == JorbStatus.PAUSED:
         typer.echo(f"  paused: {row.pause_reason}")
         typer.echo(f"  -> jarvis jorbs approve {row.id} [--note TEXT] | reject {row.id} | cancel {row.id}")
     for p in view.pending:
@@ -104,7 +106,7 @@ def create(ctx: typer.Context,
 def list_(ctx: typer.Context, all_: bool = typer.Option(False, "--all", help="include finished jorbs"),
           as_json: bool = typer.Option(False, "--json")) -> None:
     """List jorbs (open ones; --all for every one)."""
-    from orchestrator.jorbs.schema import OPEN_STATUSES
+    from orchestrator.jorbs.schema import OPEN_STATUSES, JorbStatus
 
     rows = service(ctx).list(statuses=None if all_ else OPEN_STATUSES)
     if as_json:
@@ -113,7 +115,7 @@ def list_(ctx: typer.Context, all_: bool = typer.Option(False, "--all", help="in
     if not rows:
         typer.echo("no jorbs" if all_ else "no open jorbs (--all shows finished ones)")
     for r in rows:
-        what = r.pause_reason if r.status == "paused" else (f"waiting for {r.waiting_party}" if r.status == "awaiting_reply" else "")
+        what = r.pause_reason if r.status == JorbStatus.PAUSED else (f"waiting for {r.waiting_party}" if r.status == JorbStatus.AWAITING_REPLY else "")
         typer.echo(f"{r.id}  {r.status:<15} {r.name[:40]:<40} {what[:60]}")
 
 

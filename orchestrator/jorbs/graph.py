@@ -32,7 +32,7 @@ from .models import JorbRow
 from .namespace import Namespace, bind_arguments
 from .policies import PolicyContext, resolve_policy
 from .prompt import build_prompt
-from .schema import HistoryEntry, JorbState, JorbStep, ScriptResult, parse_step
+from .schema import HistoryEntry, JorbState, JorbStatus, JorbStep, ScriptResult, parse_step
 from .script_runner import ScriptCallError, SpawnScript, run_script
 from .store import JorbStore
 
@@ -92,9 +92,9 @@ def make_jorb_nodes(rt: JorbRuntime):
 
     def decide(state: JorbState, config: RunnableConfig) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
-        if row.status == "cancelled":
+        if row.status == JorbStatus.CANCELLED:
             return {"outcome": "cancelled"}
-        rt.store.update(row.id, status="running", pause_reason=None)
+        rt.store.update(row.id, status=JorbStatus.RUNNING, pause_reason=None)
         limited = rate_limit(state)
         if limited:
             return limited
@@ -134,7 +134,7 @@ def make_jorb_nodes(rt: JorbRuntime):
 
     def act(state: JorbState, config: RunnableConfig) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
-        if row.status == "cancelled":  # cancelled while a confirmation of this script waited: run nothing more
+        if row.status == JorbStatus.CANCELLED:  # cancelled while a confirmation of this script waited: run nothing more
             return {"outcome": "cancelled"}
         step = state.decision
         assert step is not None and step.script
@@ -144,7 +144,7 @@ def make_jorb_nodes(rt: JorbRuntime):
         sends: list[HistoryEntry] = []
 
         def ask(request: Any) -> Any:
-            rt.store.update(row.id, status="paused", pause_reason=f"waiting for confirmation: {request.summary}")
+            rt.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=f"waiting for confirmation: {request.summary}")
             rt.threads.touch(row.thread_id, status=WAITING, kind="jorb", title=row.name)
             return interrupt({**request.payload(), "jorb_id": row.id, "jorb_name": row.name})
 
@@ -176,7 +176,7 @@ def make_jorb_nodes(rt: JorbRuntime):
             except ValueError:
                 return outcome.content
 
-        rt.store.update(row.id, status="running", pause_reason=None)
+        rt.store.update(row.id, status=JorbStatus.RUNNING, pause_reason=None)
         result = run_script(step.script, handle, spawn=rt.spawn, timeout_s=cfg.script_timeout_s)
         record = ScriptResult(step=state.step, script=step.script, result=result.result, error=result.error,
                               output=result.output or None)
@@ -193,7 +193,7 @@ def make_jorb_nodes(rt: JorbRuntime):
         last_sent = next((h for h in reversed(state.history) if h.role == "jarvis"), None)
         channel = last_sent.channel if last_sent else None
         party = last_sent.party if last_sent else None
-        rt.store.update(row.id, status="awaiting_reply", waiting_channel=channel, waiting_party=party)
+        rt.store.update(row.id, status=JorbStatus.AWAITING_REPLY, waiting_channel=channel, waiting_party=party)
         pending = rt.store.take_pending(row.id)
         if not pending:
             signal = interrupt({"type": "await_reply", "jorb_id": row.id, "jorb_name": row.name, "channel": channel,
@@ -228,7 +228,7 @@ def make_jorb_nodes(rt: JorbRuntime):
     def hold(state: JorbState) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
         reason = state.decision.pause_reason if state.decision else "paused"
-        rt.store.update(row.id, status="paused", pause_reason=reason)
+        rt.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=reason)
         answer = interrupt({"type": "jorb_pause", "jorb_id": row.id, "jorb_name": row.name, "reason": reason,
                             "kind": state.hold_kind or "policy"})
         kind = answer.get("type") if isinstance(answer, dict) else str(answer)
@@ -251,11 +251,11 @@ def make_jorb_nodes(rt: JorbRuntime):
 
     def finish(state: JorbState) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
-        if state.outcome == "cancelled" or row.status == "cancelled":
-            rt.store.update(row.id, status="cancelled", waiting_channel=None, waiting_party=None, pause_reason=None)
+        if state.outcome == "cancelled" or row.status == JorbStatus.CANCELLED:
+            rt.store.update(row.id, status=JorbStatus.CANCELLED, waiting_channel=None, waiting_party=None, pause_reason=None)
             return {"outcome": "cancelled"}
         result = state.decision.result if state.decision else None
-        rt.store.update(row.id, status="done", result=result, waiting_channel=None, waiting_party=None, pause_reason=None)
+        rt.store.update(row.id, status=JorbStatus.DONE, result=result, waiting_channel=None, waiting_party=None, pause_reason=None)
         return {"outcome": "done", "result": result}
 
     def after_decide(state: JorbState) -> str:

@@ -28,7 +28,7 @@ from .graph import DAY, JorbRuntime
 from .mission_tools import MISSION_KINDS, mission_tools
 from .namespace import Namespace
 from .policies import PolicyContext, resolve_policy
-from .schema import now_iso
+from .schema import JorbStatus, now_iso
 
 MAX_JOBS = 5
 
@@ -175,9 +175,9 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
 
     def plan(state: MissionState, config: RunnableConfig) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
-        if row.status == "cancelled":
+        if row.status == JorbStatus.CANCELLED:
             return {"outcome": "cancelled"}
-        rt.store.update(row.id, status="running", pause_reason=None)
+        rt.store.update(row.id, status=JorbStatus.RUNNING, pause_reason=None)
         now = time.time()
         recent = [t for t in state.step_times if now - t < DAY]
         if sum(1 for t in recent if now - t < 3600) >= cfg.max_steps_per_hour:
@@ -274,7 +274,7 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
             read.append(local["read_file"].metadata["normalize"](params.get("path", "")))
 
         def ask(request: Any) -> Any:
-            rt.store.update(task.jorb_id, status="paused", pause_reason=f"waiting for confirmation: {request.summary}")
+            rt.store.update(task.jorb_id, status=JorbStatus.PAUSED, pause_reason=f"waiting for confirmation: {request.summary}")
             return interrupt({**request.payload(), "jorb_id": task.jorb_id, "jorb_name": env.name})
 
         allowed = frozenset(env.allowed_tools) if env.allowed_tools is not None else None
@@ -297,7 +297,7 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
 
     def ask(state: MissionState) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
-        rt.store.update(row.id, status="paused", pause_reason=state.pending_ask)
+        rt.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=state.pending_ask)
         answer = interrupt({"type": "jorb_pause", "jorb_id": row.id, "jorb_name": row.name, "reason": state.pending_ask,
                             "kind": "ask"})
         kind = answer.get("type") if isinstance(answer, dict) else "approve"
@@ -314,11 +314,11 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
 
     def finish(state: MissionState) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
-        if state.outcome == "cancelled" or row.status == "cancelled":
-            rt.store.update(row.id, status="cancelled", pause_reason=None)
+        if state.outcome == "cancelled" or row.status == JorbStatus.CANCELLED:
+            rt.store.update(row.id, status=JorbStatus.CANCELLED, pause_reason=None)
             return {"outcome": "cancelled"}
         summary = state.reply.summary if state.reply else None
-        rt.store.update(row.id, status="done", result={"summary": summary}, pause_reason=None)
+        rt.store.update(row.id, status=JorbStatus.DONE, result={"summary": summary}, pause_reason=None)
         return {"outcome": "done", "summary": summary}
 
     return MissionNodes(plan=plan, route=route, job=job, ask=ask, after_ask=after_ask, finish=finish)

@@ -11,7 +11,8 @@ from sqlalchemy import DateTime, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from orchestrator.core.ids import jorb_thread_id
-from orchestrator.storage.engines import Base, utcnow
+from orchestrator.storage.engines import Base, StatusText, utcnow
+from .schema import JorbStatus
 
 
 class JorbRow(Base):
@@ -20,7 +21,7 @@ class JorbRow(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(Text)
     plan: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(16), index=True)
+    status: Mapped[str] = mapped_column(StatusText(JorbStatus), index=True)
     mode: Mapped[str] = mapped_column(String(16), default="script")  # script | mission
     policy: Mapped[str] = mapped_column(String(64), default="llm")
     contacts_json: Mapped[str] = mapped_column(Text, default="[]")

@@ -17,7 +17,7 @@ from typing import Any
 from orchestrator.channels.addresses import normalize_party
 from orchestrator.channels.switchboard import judge
 from orchestrator.core.config import Settings
-from .schema import OPEN_STATUSES
+from .schema import OPEN_STATUSES, JorbStatus
 from .store import JorbStore
 
 
@@ -65,7 +65,7 @@ def route_inbound(settings: Settings, store: JorbStore, llm: Any, channel: str, 
     matches = store.jorbs_with_contact(who)
     if len(matches) == 1:
         return Route(matches[0].id, "routed", f"{who} is a contact of jorb {matches[0].id} ({matches[0].name})")
-    waiting = [r for r in matches if r.status == "awaiting_reply" and normalize_party(r.waiting_party or "") == who]
+    waiting = [r for r in matches if r.status == JorbStatus.AWAITING_REPLY and normalize_party(r.waiting_party or "") == who]
     if len(waiting) == 1:
         return Route(waiting[0].id, "routed", f"jorb {waiting[0].id} ({waiting[0].name}) is waiting for {who}")
     exact_note = (f"{who} is a contact of several open jorbs ({', '.join(r.id for r in matches)})" if matches

@@ -5,12 +5,24 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timezone
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-JorbStatus = Literal["planning", "running", "awaiting_reply", "paused", "done", "failed", "cancelled"]
-OPEN_STATUSES = ("planning", "running", "awaiting_reply", "paused")
+class JorbStatus(StrEnum):
+    """Where a jorb stands. The store refuses any other value (JorbStore.update)."""
+
+    PLANNING = "planning"  # created, or deciding its next step
+    RUNNING = "running"  # running a step's script
+    AWAITING_REPLY = "awaiting_reply"  # parked until a message (or the user's own step) comes
+    PAUSED = "paused"  # parked until the user approves (its own pause, a confirmation, a mission's question)
+    DONE = "done"
+    FAILED = "failed"  # a step broke; `retry` runs it again
+    CANCELLED = "cancelled"
+
+
+OPEN_STATUSES = (JorbStatus.PLANNING, JorbStatus.RUNNING, JorbStatus.AWAITING_REPLY, JorbStatus.PAUSED)
 
 
 def now_iso() -> str:

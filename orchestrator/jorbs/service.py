@@ -34,13 +34,13 @@ from orchestrator.tools.executor import ToolExecutor
 from orchestrator.core.ids import jorb_thread_id
 from orchestrator.llm.client import make_chat_model
 from orchestrator.storage.engines import make_checkpointer
-from orchestrator.storage.threads import IDLE, RUNNING, ThreadIndex
+from orchestrator.storage.threads import IDLE, RUNNING, WAITING, ThreadIndex
 from .graph import JorbRuntime, build_jorb_graph
 from .mission import MissionState, build_mission_graph
 from .models import JorbRow
 from .policies import resolve_policy
 from .router import Route, route_inbound
-from .schema import OPEN_STATUSES, JorbState, parse_step
+from .schema import OPEN_STATUSES, JorbState, JorbStatus, parse_step
 from .store import JorbStore, new_jorb_id
 
 log = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ class JorbService:
                 log.debug("jorb %s failed", row.id, exc_info=exc)
                 error = f"{type(exc).__name__}: {exc}"
             try:
-                self.store.update(row.id, status="failed", error=error)
+                self.store.update(row.id, status=JorbStatus.FAILED, error=error)
             except Exception as store_exc:  # noqa: BLE001 - the disk may refuse this write too; the log has it
                 log.error("could not record that jorb %s failed: %s", row.id, store_exc)
             raise
@@ -256,14 +256,14 @@ class JorbService:
         if view.finished:
             self.threads.set_status_later(row.thread_id, IDLE)
             return False
-        self.threads.set_status_later(row.thread_id, "waiting" if view.pending else RUNNING)
+        self.threads.set_status_later(row.thread_id, WAITING if view.pending else RUNNING)
         kinds = {p.get("type") for p in view.pending}
         if "confirmation" in kinds:
             summary = next(p.get("summary") for p in view.pending if p.get("type") == "confirmation")
-            self.store.update(row.id, status="paused", pause_reason=f"waiting for confirmation: {summary}")
+            self.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=f"waiting for confirmation: {summary}")
             return True
         if "human_step" in kinds:
-            self.store.update(row.id, status="awaiting_reply", waiting_channel="user", waiting_party="user")
+            self.store.update(row.id, status=JorbStatus.AWAITING_REPLY, waiting_channel="user", waiting_party="user")
             return True
         return False
 
@@ -517,9 +517,9 @@ class JorbService:
                 if not view.pending:
                     self._cancelling.discard(jorb_id)
                     return
-                if jorb_id in self._cancelling or view.row.status == "cancelled":
+                if jorb_id in self._cancelling or view.row.status == JorbStatus.CANCELLED:
                     # A node that parks (wait, hold) sets its own status: the cancel is applied again here.
-                    self.store.update(jorb_id, status="cancelled")
+                    self.store.update(jorb_id, status=JorbStatus.CANCELLED)
                     self._go(view, self._cancel_input(view), wait=False)
                 elif self.store.has_pending(jorb_id):
                     waiting = [p for p in view.pending if p.get("type") == "await_reply"]
@@ -535,21 +535,21 @@ class JorbService:
     def stalled(self, row: JorbRow) -> bool:
         """Mid-step (planning / running) with nothing running it: its run stopped on an error it could not even
         record (a full disk), or its worker died. No worker, here or elsewhere, holds it."""
-        return (row.status in ("planning", "running") and not self.busy(row.id)
+        return (row.status in (JorbStatus.PLANNING, JorbStatus.RUNNING) and not self.busy(row.id)
                 and self.claims.holder(row.thread_id) in (None, self.claims.worker))
 
     def retry_input(self, jorb_id: str) -> JorbRow:
         """Make a failed or stalled jorb ready to run its interrupted step again from its last checkpoint (side
         effects that step already made are answered from the effects ledger). JorbError when there is none."""
         row = self.store.get(jorb_id)
-        if row.status != "failed" and not self.stalled(row):
+        if row.status != JorbStatus.FAILED and not self.stalled(row):
             raise JorbError(f"jorb {row.id} is {row.status}" + (" and working" if self.busy(row.id) else "") +
                             "; only a failed or stalled jorb is retried")
         snapshot = self.graph_for(row).get_state(self.config(row.id))
         if not snapshot.next:
             raise JorbError(f"jorb {row.id} has no step left to run again (it failed after its last step); "
                             "create a new jorb to go on")
-        self.store.update(row.id, status="running", error=None)
+        self.store.update(row.id, status=JorbStatus.RUNNING, error=None)
         return self.store.get(row.id)
 
     def retry(self, jorb_id: str, *, wait: bool = True) -> JorbView:
@@ -564,7 +564,7 @@ class JorbService:
         view = self.view(jorb_id)
         if view.row.status not in OPEN_STATUSES:
             raise JorbError(f"jorb {view.row.id} is already {view.row.status}")
-        self.store.update(view.row.id, status="cancelled")
+        self.store.update(view.row.id, status=JorbStatus.CANCELLED)
         if self.busy(view.row.id):
             self._cancelling.add(view.row.id)
             running = self.queued(view.row.id)  # started elsewhere (create, an inbound message): follow it too
@@ -577,7 +577,7 @@ class JorbService:
 
     def set_policy(self, jorb_id: str, policy: str) -> JorbRow:
         row = self.store.get(jorb_id)
-        if row.status not in ("paused", "awaiting_reply", "planning"):
+        if row.status not in (JorbStatus.PAUSED, JorbStatus.AWAITING_REPLY, JorbStatus.PLANNING):
             raise JorbError(f"swap the policy of a paused jorb; {row.id} is {row.status}")
         try:
             resolve_policy(policy)
@@ -592,7 +592,7 @@ class JorbService:
         executed are answered from the effects ledger, not repeated. Then jorbs with a reply waiting wake.
         Safe to call while jorbs run: one held by a live worker (this one or another) is skipped."""
         resumed = []
-        for row in self.store.list(statuses=("planning", "running")):
+        for row in self.store.list(statuses=(JorbStatus.PLANNING, JorbStatus.RUNNING)):
             if self.busy(row.id) or self.claims.holder(row.thread_id) == self.claims.worker:
                 continue  # running, queued or just created in this process: not a leftover
             try:
@@ -600,7 +600,7 @@ class JorbService:
                 with self._hold(row.id):
                     row = self.store.get(row.id)  # again, under the claim: a run may have ended meanwhile
                     snapshot = self.graph_for(row).get_state(self.config(row.id))
-                    if row.status not in ("planning", "running") or snapshot.interrupts:
+                    if row.status not in (JorbStatus.PLANNING, JorbStatus.RUNNING) or snapshot.interrupts:
                         continue
                     graph_input = None if snapshot.next else (
                         {"jorb_id": row.id} if row.mode == "mission"

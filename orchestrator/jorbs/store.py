@@ -14,7 +14,7 @@ from orchestrator.channels.addresses import normalize_party
 from orchestrator.core.config import Settings
 from orchestrator.storage.engines import jarvis_engine
 from .models import ChannelMessageRow, JorbContactRow, JorbRow, utcnow
-from .schema import OPEN_STATUSES
+from .schema import OPEN_STATUSES, JorbStatus
 
 
 def new_jorb_id() -> str:
@@ -23,6 +23,17 @@ def new_jorb_id() -> str:
 
 class JorbNotFound(LookupError):
     pass
+
+
+
+class _Keep:
+    """A field of JorbStore.update left as it is (None clears it)."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP = _Keep()
 
 
 class JorbStore:
@@ -36,7 +47,7 @@ class JorbStore:
                jorb_id: str | None = None) -> JorbRow:
         parties = sorted({p for p in (normalize_party(c) for c in contacts or []) if p})
         row = JorbRow(
-            id=jorb_id or new_jorb_id(), name=name.strip(), plan=plan.strip(), status="planning", mode=mode, policy=policy,
+            id=jorb_id or new_jorb_id(), name=name.strip(), plan=plan.strip(), status=JorbStatus.PLANNING, mode=mode, policy=policy,
             contacts_json=json.dumps(parties),
             autonomy_json=json.dumps(autonomy or {}), context_json=json.dumps(context) if context is not None else None,
             options_json=json.dumps(options or {}), origin_thread=origin_thread, created_at=utcnow(), updated_at=utcnow(),
@@ -57,12 +68,30 @@ class JorbStore:
                 raise JorbNotFound(f"no jorb {jorb_id!r} (see `jarvis jorbs list`)")
             return row
 
-    def update(self, jorb_id: str, **values: Any) -> None:
-        if "result" in values:
-            values["result_json"] = json.dumps(values.pop("result"), default=str)
-        if "contacts" in values:
-            values["contacts_json"] = json.dumps(sorted(set(values.pop("contacts"))))
-        values["updated_at"] = utcnow()
+    def update(self, jorb_id: str, *, status: JorbStatus | str | None = None, error: str | None | _Keep = KEEP,
+               pause_reason: str | None | _Keep = KEEP, waiting_channel: str | None | _Keep = KEEP,
+               waiting_party: str | None | _Keep = KEEP, policy: str | None = None, result: Any = KEEP,
+               contacts: list[str] | None = None, steps: int | None = None, tokens: int | None = None) -> None:
+        """Change what is given (None clears error, pause reason and what the jorb waits for; KEEP, the default,
+        leaves a field as it is). A status that is not a JorbStatus is refused (ValueError) before anything is
+        written."""
+        values: dict[str, Any] = {"updated_at": utcnow()}
+        if status is not None:
+            values["status"] = JorbStatus(status).value
+        for name, value in (("error", error), ("pause_reason", pause_reason), ("waiting_channel", waiting_channel),
+                            ("waiting_party", waiting_party)):
+            if value is not KEEP:
+                values[name] = value
+        if policy is not None:
+            values["policy"] = policy
+        if result is not KEEP:
+            values["result_json"] = json.dumps(result, default=str)
+        if contacts is not None:
+            values["contacts_json"] = json.dumps(sorted(set(contacts)))
+        if steps is not None:
+            values["steps"] = steps
+        if tokens is not None:
+            values["tokens"] = tokens
         with Session(self.engine) as s, s.begin():
             s.execute(update(JorbRow).where(JorbRow.id == jorb_id).values(**values))
 
@@ -170,7 +199,7 @@ class JorbStore:
         """Jorbs waiting for a reply that has already come in (an indexed join, cheap when there are none)."""
         with Session(self.engine) as s:
             q = (select(JorbRow.id).join(ChannelMessageRow, ChannelMessageRow.jorb_id == JorbRow.id)
-                 .where(JorbRow.status == "awaiting_reply", ChannelMessageRow.direction == "in",
+                 .where(JorbRow.status == JorbStatus.AWAITING_REPLY, ChannelMessageRow.direction == "in",
                         ChannelMessageRow.status == "pending").distinct())
             return list(s.scalars(q))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timezone
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -20,11 +21,24 @@ from sqlalchemy import DateTime, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from orchestrator.storage.engines import Base, utcnow
+from orchestrator.storage.engines import Base, StatusText, utcnow
 
-PENDING, SENT, FAILED, CANCELLED = "pending", "sent", "failed", "cancelled"
-SKIPPED, MISSED = "skipped", "missed"  # missed after downtime: policy skip / policy ask (waits for the user)
-STATUSES = (PENDING, SENT, FAILED, CANCELLED, SKIPPED, MISSED)
+
+
+class ReminderStatus(StrEnum):
+    """Where a reminder stands; the store refuses any other value."""
+
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"  # missed after downtime, policy skip
+    MISSED = "missed"  # missed after downtime, policy ask: waits for the user
+
+
+PENDING, SENT, FAILED, CANCELLED = ReminderStatus.PENDING, ReminderStatus.SENT, ReminderStatus.FAILED, ReminderStatus.CANCELLED  # noqa: E501
+SKIPPED, MISSED = ReminderStatus.SKIPPED, ReminderStatus.MISSED
+STATUSES = tuple(ReminderStatus)
 PRIORITIES = ("low", "medium", "high")
 MISSED_POLICIES = ("catch_up", "skip", "ask")
 
@@ -80,7 +94,7 @@ class ReminderRow(Base):
     due_local: Mapped[str | None] = mapped_column(String(32), nullable=True)
     project_id: Mapped[str | None] = mapped_column(String(256), nullable=True)
     priority: Mapped[str] = mapped_column(String(8), default="medium")
-    status: Mapped[str] = mapped_column(String(12), default=PENDING)
+    status: Mapped[str] = mapped_column(StatusText(ReminderStatus, 12), default=PENDING)
     # Exactly one target is set; none of the first three means the chat thread `thread_id`.
     process_name: Mapped[str | None] = mapped_column(Text, nullable=True)
     webhook_url: Mapped[str | None] = mapped_column(Text, nullable=True)

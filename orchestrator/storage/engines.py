@@ -10,10 +10,12 @@ import sqlite3
 import sys
 import threading
 from datetime import datetime, timezone
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, MetaData, create_engine, event, text
+from sqlalchemy import Engine, MetaData, String, create_engine, event, text
+from sqlalchemy.types import TypeDecorator
 from sqlalchemy.orm import DeclarativeBase
 
 from jarb_core.sql_schema import add_missing_columns
@@ -35,6 +37,28 @@ CHECKPOINTS_DB = "checkpoints"
 JARVIS_DB = "jarvis"
 TOOL_REGISTRY_DB = "tool_registry"
 DOCS_INDEX_DB = "docs_index"
+
+
+class StatusText(TypeDecorator):
+    """A status column: stored as its plain text (the column stays VARCHAR), written and compared only as a member of
+    its enum. Any other value is refused before it reaches the database (ValueError inside SQLAlchemy's
+    StatementError), and a plain string is what every driver gets (psycopg would write an Enum by its *name*)."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, enum: type[StrEnum], length: int = 16):
+        super().__init__(length)
+        self.enum = enum
+
+    def process_bind_param(self, value: Any, dialect: Any) -> str | None:
+        return None if value is None else self.enum(value).value
+
+    def process_result_value(self, value: Any, dialect: Any) -> Any:
+        try:
+            return None if value is None else self.enum(value)
+        except ValueError:  # written by a newer Jarvis: shown as it is rather than failing the read
+            return value
 
 
 class Base(DeclarativeBase):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, messages_from_dict, messages_to_dict
@@ -16,9 +17,19 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from orchestrator.storage import writer
 from orchestrator.core.config import Settings
-from orchestrator.storage.engines import Base, jarvis_engine, utcnow
+from orchestrator.storage.engines import Base, StatusText, jarvis_engine, utcnow
 
-IDLE, RUNNING, WAITING = "idle", "running", "waiting"
+
+
+class ThreadStatus(StrEnum):
+    """What a thread is doing; the index refuses any other value (ThreadIndex.touch)."""
+
+    IDLE = "idle"  # nothing runs, nothing waits
+    RUNNING = "running"  # a turn (or a jorb step) runs
+    WAITING = "waiting"  # a confirmation or a question waits for the user
+
+
+IDLE, RUNNING, WAITING = ThreadStatus.IDLE, ThreadStatus.RUNNING, ThreadStatus.WAITING
 
 
 class ThreadRow(Base):
@@ -27,7 +38,7 @@ class ThreadRow(Base):
     thread_id: Mapped[str] = mapped_column(String(256), primary_key=True)
     kind: Mapped[str] = mapped_column(String(16), default="chat")
     title: Mapped[str] = mapped_column(Text, default="")
-    status: Mapped[str] = mapped_column(String(16), default=IDLE, index=True)
+    status: Mapped[str] = mapped_column(StatusText(ThreadStatus), default=IDLE, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
 
@@ -65,11 +76,14 @@ class ThreadIndex:
     def __init__(self, settings: Settings):
         self.engine = jarvis_engine(settings)
 
-    def touch(self, thread_id: str, *, title: str | None = None, status: str | None = None, kind: str = "chat") -> None:
-        """Create the thread's row or update it: one upsert statement (this runs on every turn)."""
+    def touch(self, thread_id: str, *, title: str | None = None, status: ThreadStatus | str | None = None,
+              kind: str = "chat") -> None:
+        """Create the thread's row or update it: one upsert statement (this runs on every turn). A status that is
+        not a ThreadStatus is refused (ValueError)."""
         now = utcnow()
         table = ThreadRow.__table__
-        values = {"thread_id": thread_id, "kind": kind, "title": (title or "")[:200], "status": status or IDLE,
+        status = ThreadStatus(status).value if status else None
+        values = {"thread_id": thread_id, "kind": kind, "title": (title or "")[:200], "status": status or IDLE.value,
                   "created_at": now, "updated_at": now}
         changes: dict[str, Any] = {"updated_at": now}
         if status:
@@ -81,8 +95,9 @@ class ThreadIndex:
         with self.engine.begin() as conn:
             conn.execute(stmt)
 
-    def set_status_later(self, thread_id: str, status: str) -> None:
-        """Status bookkeeping off the hot path (see writer.py)."""
+    def set_status_later(self, thread_id: str, status: ThreadStatus) -> None:
+        """Status bookkeeping off the hot path (see writer.py); the status is checked now, not in the writer."""
+        status = ThreadStatus(status)
         writer.submit(lambda: self.touch(thread_id, status=status))
 
     def get(self, thread_id: str) -> ThreadInfo | None:

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path
 from pydantic import BaseModel, Field
 
 from orchestrator.core.config import Mode
-from orchestrator.jorbs.schema import OPEN_STATUSES
+from orchestrator.jorbs.schema import OPEN_STATUSES, JorbStatus
 from . import AppContext, View, app_context
 from .jorbs import JorbIn, call, create_jorb, service
 
@@ -41,7 +41,7 @@ def inbox(limit: int = 200, ctx: AppContext = Depends(app_context)) -> dict[str,
             except LookupError:
                 row = None
         local.append({**m.as_dict(), "jorb_name": row.name if row else None, "jorb_status": row.status if row else None,
-                      "awaited": bool(row and row.status == "awaiting_reply" and row.waiting_party == m.party)})
+                      "awaited": bool(row and row.status == JorbStatus.AWAITING_REPLY and row.waiting_party == m.party)})
     open_jorbs = [{"id": r.id, "name": r.name, "status": r.status, "contacts": r.contacts}
                   for r in jorbs.values() if r.status in OPEN_STATUSES]
     return {"messages": messages, "local": local, "jorbs": open_jorbs}

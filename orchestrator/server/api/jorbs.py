@@ -31,7 +31,7 @@ from orchestrator.channels.registry import known_channels
 from orchestrator.core.config import Mode
 from ._answers import ResumeIn, resume_values_for
 from orchestrator.jorbs.policies import HEURISTICS
-from orchestrator.jorbs.schema import OPEN_STATUSES
+from orchestrator.jorbs.schema import OPEN_STATUSES, JorbStatus
 from orchestrator.jorbs.service import JorbBusy, JorbError, JorbMovedOn, JorbService, JorbView
 from orchestrator.jorbs.store import JorbNotFound
 from . import AppContext, View, app_context
@@ -91,8 +91,8 @@ def detail(ctx: AppContext, view: JorbView) -> dict[str, Any]:
     data["queued"] = [m.as_dict() for m in svc.store.messages(jorb_id=row.id, statuses=("pending",), direction="in")]
     is_open = row.status in OPEN_STATUSES
     data["can"] = {"reply": is_open, "cancel": is_open,
-                   "policy": row.status in ("paused", "awaiting_reply", "planning") and not working,
-                   "retry": (row.status == "failed" or svc.stalled(row)) and not view.finished and not working}
+                   "policy": row.status in (JorbStatus.PAUSED, JorbStatus.AWAITING_REPLY, JorbStatus.PLANNING) and not working,
+                   "retry": (row.status == JorbStatus.FAILED or svc.stalled(row)) and not view.finished and not working}
     return data
 
 
