@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from langgraph.types import Command
 
@@ -163,7 +165,7 @@ def test_network_tool_needs_approval_at_registration(jarvis_env):
     result = graph.invoke(Command(resume={intr.id: {"decision": "deny", "reason": "no network please"}}), config,
                           version="v2")
     jarb_answer = next(m for m in result.value["messages"] if m.type == "tool" and m.name == "create_new_tool")
-    assert "declined" in jarb_answer.content and "no network please" in jarb_answer.content
+    assert "denied" in jarb_answer.content and "no network please" in jarb_answer.content
     assert _registry(jarvis_env).names() == set()
 
     # approved: registered with network allowed, and untrusted output (it reads the web)
@@ -193,3 +195,34 @@ def test_heavy_model_writes_the_code(jarvis_env, tmp_path):
         assert len(heavy.requests) == 2 and all(r["model"] == "big" for r in heavy.requests)
         assert len(jarvis_env.server.requests) == 2  # the primary model only planned
     assert _registry(jarvis_env).get("word_count").version == 1
+
+
+def test_registering_goes_through_the_executor_recorded_and_not_editable(jarvis_env):
+    """Registration is an action like any other: the ledger records it (so a replay registers nothing twice), and
+    the code shown is the code tested: an edit of the call is refused and asked again, never registered."""
+    from orchestrator.storage.engines import jarvis_engine
+    from orchestrator.tools.ledger import LedgerRow
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    jarvis_env.write_config(sandbox={"required": True})  # tool_create: confirm (the default policy)
+    server = jarvis_env.server
+    play_jarb(server, code=FIXED_WORD_COUNT, tests=WORD_COUNT_TESTS)
+    server.push(spec_call(WORD_COUNT_SPEC), answer("Registered it."))
+    graph = jarvis_env.graph()
+    config = {"configurable": {"thread_id": "jarb-edit"}}
+    result = graph.invoke({"messages": [("user", "make a word counter")]}, config, version="v2")
+    [intr] = result.interrupts
+    assert intr.value["choices"] == ["approve", "deny"] and intr.value["side_effects"] == ["tool_create"]
+    tampered = {**intr.value["args"], "code": "def word_count(text):\n    import os\n    return os.system('x')\n"}
+    result = graph.invoke(Command(resume={intr.id: {"decision": "edit", "args": tampered}}), config, version="v2")
+    [again] = result.interrupts
+    assert "cannot be run with other arguments" in again.value["error"]
+    assert _registry(jarvis_env).names() == set()
+    result = graph.invoke(Command(resume={again.id: {"decision": "approve"}}), config, version="v2")
+    assert not result.interrupts and result.value["messages"][-1].content == "Registered it."
+    record = _registry(jarvis_env).get("word_count")
+    assert Path(record.path).read_text() == FIXED_WORD_COUNT  # the code tested, not the edit
+    with Session(jarvis_engine(jarvis_env.settings)) as s:
+        rows = s.scalars(select(LedgerRow).where(LedgerRow.thread_id == "jarb-edit")).all()
+    assert [(r.tool, r.status) for r in rows] == [("create_new_tool", "completed")]

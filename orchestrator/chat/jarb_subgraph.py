@@ -8,13 +8,15 @@ again and may call the new tool at once (the generated-tools provider reads the 
 
 Each stage and attempt is streamed as {"event": "progress", "stage", "attempt", "message", "tool"} through
 LangGraph's stream writer (visible with `stream(..., subgraphs=True)`, see turns.py). Code is written by the
-`heavy` model when one is configured. Registration asks the user (a LangGraph interrupt with the executor's
-confirmation payload) when the autonomy policy says so for `tool_create`, and always when the spec declares
-network access: a generated tool gets the network only if the user approved that here.
+`heavy` model when one is configured. Registration is an action through the ToolExecutor like every tool call
+(`registration_tool`, effect `tool_create`): the autonomy policy, the confirmation (approve or deny; the code shown
+is the code tested, so it cannot be edited) and the effects ledger apply, and a spec that declares network access
+always asks: a generated tool gets the network only if the user approved that here.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from functools import cached_property
 from typing import Any
@@ -37,8 +39,7 @@ from jarb_core.sandbox import SandboxUnavailable
 from jarb_core.spec import SpecError, ToolSpec
 from jarb_core.testing import TestReport
 
-from orchestrator.tools import autonomy
-from orchestrator.tools.executor import ConfirmationRequest, parse_decision
+from orchestrator.tools.executor import CallContext, ConfirmationRequest
 from orchestrator.jarb.tools import make_factory
 from orchestrator.llm.client import make_chat_model
 from orchestrator.chat.runtime import JarvisRuntime
@@ -182,44 +183,29 @@ def build_jarb_subgraph(services: JarbServices):
         return update
 
     def register(task: JarbTask, config: RunnableConfig) -> dict[str, Any]:
+        """Registering is an action like any other (it writes code and trusts a tool): it goes through the
+        executor, so the autonomy policy, the confirmation and the effects ledger apply as to every call."""
         spec = spec_of(task)
         thread_id = _thread_id(config)
-        network = "network" in spec.effects()
-        manifest = derive_manifest(task.code or "")
-        decision = autonomy.decide(
-            ["tool_create"], settings.autonomy, untrusted_seen=task.untrusted,
-            tool_requires_confirmation=(f"{spec.name} declares network access: approving lets it talk to hosts on "
-                                        "the network whenever it runs") if network else None)
-        if decision.mode == "deny":
-            return {"stage": "failed", "error": f"not registered: {decision.reason} (side effect tool_create)"}
         report = TestReport.from_dict(task.report) or TestReport(passed=False, summary="no test report")
-        if decision.mode == "confirm":
-            uses = "; ".join(f"line {e.line}: {e.what}" for e in manifest.evidence[:8]) or "nothing beyond computing"
-            request = ConfirmationRequest(
-                kind="confirm", thread_id=thread_id, tool=JARB_TOOL,
-                args={"name": spec.name, "description": spec.description, "side_effects": spec.effects(),
-                      "uses": manifest.capabilities, "tests": report.summary, "code": (task.code or "")[:4000]},
-                side_effects=["tool_create", *(["network"] if network else [])],
-                summary=(f"Register the new tool {spec.name}" + (" WITH NETWORK ACCESS" if network else "") +
-                         f" (tests: {report.summary}; the code uses: {uses})."),
-                reason=decision.reason, escalated=decision.escalated, key=f"{thread_id}|jarb|{task.tool_call_id}",
-            )
-            payload = {**request.payload(), "choices": ["approve", "deny"]}
+        tool = registration_tool(services.factory, spec, task.code or "", task.tests or "", report,
+                                 request_key=f"{thread_id}|{task.message_id}|{task.tool_call_id}")
+        ctx = CallContext(thread_id=thread_id, key=f"{thread_id}|jarb|{task.tool_call_id}",
+                          untrusted_seen=task.untrusted, config=config)
+
+        def ask(request: ConfirmationRequest) -> Any:
             services.rt.threads.touch(thread_id, status=WAITING)
-            answer = parse_decision(interrupt(payload))
-            if answer.decision in ("deny", "skip"):
-                why = f" ({answer.reason})" if answer.reason else ""
-                return {"stage": "failed", "error": f"the user declined registering {spec.name}{why}"}
-        key = f"{thread_id}|{task.message_id}|{task.tool_call_id}"
-        try:
-            record = services.factory.register(spec, task.code or "", task.tests or "", report,
-                                               network_approved=network, request_key=key)
-        except RegistryError as exc:
-            return {"stage": "failed", "error": str(exc)}
-        _writer()(progress_event("register", task.attempt, f"registered {record.label} ({record.path})",
+            return interrupt(request.payload())
+
+        outcome = services.rt.executor.execute(JARB_TOOL, registration_args(spec, task.code or "", report), ctx, ask,
+                                               tool=tool)
+        if not outcome.ok:
+            return {"stage": "failed", "error": outcome.content}
+        record = json.loads(outcome.content)
+        _writer()(progress_event("register", task.attempt, f"registered {record['label']} ({record['path']})",
                                  tool=spec.name, ok=True))
-        return {"stage": "registered", "registered_name": record.name, "registered_version": record.version,
-                "module_path": record.path, "tests_path": record.tests_path, "error": None}
+        return {"stage": "registered", "registered_name": record["name"], "registered_version": record["version"],
+                "module_path": record["path"], "tests_path": record["tests_path"], "error": None}
 
     def give_up(task: JarbTask) -> dict[str, Any]:
         name = task.spec.get("name") if isinstance(task.spec, dict) else None
@@ -281,6 +267,50 @@ def answer_text(task: JarbTask, trust_after: int) -> tuple[str, bool]:
         lines.append(f"The last attempt is kept in {task.failed_dir}.")
     lines.append("Tell the user what failed; do not call the tool.")
     return "\n".join(lines), False
+
+
+class RegistrationArgs(BaseModel):
+    """What the user sees when asked to register a generated tool (approve or deny: it cannot be edited)."""
+
+    name: str
+    description: str
+    side_effects: list[str]
+    uses: list[str]
+    tests: str
+    code: str
+
+
+def registration_args(spec: ToolSpec, code: str, report: TestReport) -> dict[str, Any]:
+    return {"name": spec.name, "description": spec.description, "side_effects": spec.effects(),
+            "uses": derive_manifest(code).capabilities, "tests": report.summary, "code": code[:4000]}
+
+
+def registration_tool(factory: Any, spec: ToolSpec, code: str, tests: str, report: TestReport, *,
+                      request_key: str) -> StructuredTool:
+    """The action of registering one tested tool: effect tool_create (and network, which always asks: a generated
+    tool gets the network only if the user approved it here). Its result is the registry record as JSON."""
+    network = "network" in spec.effects()
+    manifest = derive_manifest(code)
+
+    def register(**_shown: Any) -> str:
+        try:
+            record = factory.register(spec, code, tests, report, network_approved=network, request_key=request_key)
+        except RegistryError as exc:
+            raise ToolError(str(exc)) from None
+        return json.dumps({"name": record.name, "version": record.version, "label": record.label,
+                           "path": str(record.path), "tests_path": str(record.tests_path)})
+
+    uses = "; ".join(f"line {e.line}: {e.what}" for e in manifest.evidence[:8]) or "nothing beyond computing"
+    summary = (f"Register the new tool {spec.name}" + (" WITH NETWORK ACCESS" if network else "") +
+               f" (tests: {report.summary}; the code uses: {uses}).")
+    tool = StructuredTool.from_function(func=register, name=JARB_TOOL, description="Register a generated tool.",
+                                        args_schema=RegistrationArgs, infer_schema=False)
+    set_tool_meta(tool, side_effects=["tool_create", *(["network"] if network else [])], summarize=lambda _a: summary)
+    tool.metadata = {**(tool.metadata or {}), "editable": False}
+    if network:
+        tool.metadata["requires_confirmation"] = (f"{spec.name} declares network access: approving lets it talk to "
+                                                  "hosts on the network whenever it runs")
+    return tool
 
 
 def make_jarb_node(rt: JarvisRuntime):

@@ -60,6 +60,7 @@ class ConfirmationRequest:
     escalated: bool
     key: str
     error: str | None = None  # why an edit was refused, when asking again
+    editable: bool = True  # False: approve or deny only (registering a tool: the code shown is the code tested)
 
     def payload(self) -> dict[str, Any]:
         return {
@@ -74,7 +75,7 @@ class ConfirmationRequest:
             "escalated": self.escalated,
             "key": self.key,
             "error": self.error,
-            "choices": ["approve", "deny"] if self.kind == "in_doubt" else ["approve", "edit", "deny"],
+            "choices": ["approve", "edit", "deny"] if self.kind == "confirm" and self.editable else ["approve", "deny"],
         }
 
 
@@ -220,8 +221,9 @@ class ToolExecutor:
         return args, None
 
     # -- policy, confirmation and ledger (shared by the sync and async paths) --------------------
-    def _prepare(self, name: str, args: Any, ctx: CallContext, confirm: Confirm) -> _Prepared | CallOutcome:
-        tool = self.catalog.get(name)
+    def _prepare(self, name: str, args: Any, ctx: CallContext, confirm: Confirm,
+                 tool: BaseTool | None = None) -> _Prepared | CallOutcome:
+        tool = tool if tool is not None else self.catalog.get(name)
         if tool is None:
             return self._unknown(name)
         if ctx.allowed_tools is not None and name not in ctx.allowed_tools:
@@ -260,6 +262,7 @@ class ToolExecutor:
             request = ConfirmationRequest(
                 kind="confirm", thread_id=ctx.thread_id, tool=name, args=valid, side_effects=effects,
                 summary=summarize_call(tool, valid), reason=decision.reason, escalated=decision.escalated, key=ctx.key,
+                editable=meta.get("editable", True),
             )
             shown = made
             asked = self.ledger.asked(ctx.key)
@@ -276,6 +279,9 @@ class ToolExecutor:
                     continue
                 if answer.decision == "approve":
                     break
+                if answer.decision == "edit" and not request.editable:
+                    request.error = f"{name} cannot be run with other arguments: approve or deny it as shown"
+                    continue
                 if answer.decision in ("deny", "skip"):
                     self.ledger.forget_asked(ctx.key)
                     why = f" Reason: {answer.reason}" if answer.reason else ""
@@ -389,8 +395,11 @@ class ToolExecutor:
         return f"Error: {name} failed: {type(exc).__name__}: {secrets.redact(str(exc))[:500]}"
 
     # -- the two execution paths -------------------------------------------------------------------
-    def execute(self, name: str, args: Any, ctx: CallContext, confirm: Confirm) -> CallOutcome:
-        prepared = self._prepare(name, args, ctx, confirm)
+    def execute(self, name: str, args: Any, ctx: CallContext, confirm: Confirm, *,
+                tool: BaseTool | None = None) -> CallOutcome:
+        """Run a call of the catalog's tool `name` (or of `tool`, an action outside the catalog such as registering a
+        generated tool) through the policy, the confirmation and the ledger."""
+        prepared = self._prepare(name, args, ctx, confirm, tool)
         if isinstance(prepared, CallOutcome):
             self._not_run(prepared, ctx)
             return prepared
