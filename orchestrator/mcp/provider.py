@@ -113,19 +113,20 @@ def content_to_text(content: Any, artifact: Any = None) -> str:
 
 
 def result_text(result: mt.CallToolResult) -> str:
-    """A CallToolResult as text (the wrappers' path, which does not go through the adapter)."""
-    parts: list[str] = []
+    """A CallToolResult as text (the wrappers' path, which does not go through the adapter), by the same rule as
+    content_to_text: its blocks as the adapter's dicts."""
+    blocks: list[dict[str, Any]] = []
     for block in result.content:
         if isinstance(block, mt.TextContent):
-            parts.append(block.text)
+            blocks.append({"type": "text", "text": block.text})
         elif isinstance(block, mt.EmbeddedResource) and isinstance(block.resource, mt.TextResourceContents):
-            parts.append(block.resource.text)
+            blocks.append({"type": "text", "text": block.resource.text})
+        elif isinstance(block, (mt.ImageContent, mt.AudioContent)):
+            blocks.append({"type": "image" if isinstance(block, mt.ImageContent) else "file",
+                           "mime_type": block.mimeType, "base64": block.data})
         else:
-            parts.append(f"[{block.type} not shown]")
-    text = "\n".join(parts)
-    if not text.strip() and result.structuredContent is not None:
-        text = json.dumps(result.structuredContent, ensure_ascii=False, default=str)
-    return text
+            blocks.append({"type": "file", "mime_type": getattr(block, "mimeType", None) or block.type})
+    return content_to_text(blocks, {"structured_content": result.structuredContent})
 
 
 class _SessionProxy:

@@ -142,11 +142,8 @@ class _Prepared:
 
 
 def to_text(result: Any) -> str:
-    if isinstance(result, str):
+    if isinstance(result, str):  # MCP tools give their text already (mcp.provider.content_to_text)
         text = result
-    elif isinstance(result, list) and result and all(isinstance(p, dict) and "type" in p for p in result):
-        # MCP content blocks: keep the text parts
-        text = "\n".join(str(p.get("text", "")) if p.get("type") == "text" else json.dumps(p, default=str) for p in result)
     else:
         text = json.dumps(result, default=str, ensure_ascii=False)
     text = secrets.redact(text)
