@@ -31,7 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from .sql_schema import add_missing_columns
+from .sql_schema import upgrade
 
 ACTIVE, DISABLED, FAILED = "active", "disabled", "failed"
 STATUSES = (ACTIVE, DISABLED, FAILED)
@@ -135,12 +135,13 @@ class ToolRegistry:
         self.engine = engine
         key = str(engine.url)
         if key not in _ready:
+            # Tables made here, or migrated when an earlier version made them (sql_schema.py).
             try:
-                RegistryBase.metadata.create_all(engine)
+                with engine.begin() as conn:
+                    upgrade(conn, RegistryBase.metadata)
             except (OperationalError, ProgrammingError, IntegrityError):
-                RegistryBase.metadata.create_all(engine)  # another worker created it at the same moment
-            with engine.begin() as conn:  # registries made by an earlier version lack newer columns
-                add_missing_columns(conn, RegistryBase.metadata)
+                with engine.begin() as conn:  # another worker created or stamped them at the same moment
+                    upgrade(conn, RegistryBase.metadata)
             _ready.add(key)
 
     # -- reading ------------------------------------------------------------------------------------------

@@ -6,19 +6,22 @@ docs_index); every table and the checkpointer move to one PostgreSQL database wh
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, MetaData, String, create_engine, event, text
+from sqlalchemy import Connection, Engine, MetaData, String, create_engine, event, text
 from sqlalchemy.types import TypeDecorator
 from sqlalchemy.orm import DeclarativeBase
 
-from jarb_core.sql_schema import add_missing_columns
+from jarb_core.sql_schema import upgrade
 
 from orchestrator.core.config import Settings
 from orchestrator.core.disk_full import watch as watch_for_full_disk
@@ -26,6 +29,8 @@ from .pg import (
     SCHEMA_LOCK, close_pools, is_postgres_url, make_async_postgres_checkpointer, make_postgres_checkpointer,
     sqlalchemy_url, unavailable,
 )
+
+log = logging.getLogger(__name__)
 
 
 def utcnow() -> datetime:
@@ -113,29 +118,44 @@ def engine_for(settings: Settings, name: str = JARVIS_DB) -> Engine:
 
 
 def ensure_schema(engine: Engine, metadata: MetaData = Base.metadata) -> None:
-    """Create missing tables and columns; again whenever a module imported later has added tables to the
-    metadata."""
+    """Create missing tables and migrate older ones (jarb_core/sql_schema.py: a version per table); again
+    whenever a module imported later has added tables to the metadata."""
     key = (str(engine.url), id(metadata), len(metadata.tables))
     if key in _schemas_ready:
         return
     with _lock:
         if key not in _schemas_ready:
-            if engine.dialect.name == "postgresql":
-                from sqlalchemy.exc import OperationalError
-
-                # Workers starting together would race on CREATE TABLE; the lock ends with the transaction.
-                try:
-                    with engine.begin() as conn:
-                        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
-                        metadata.create_all(conn)
-                        add_missing_columns(conn, metadata)
-                except OperationalError as exc:
-                    raise unavailable(str(engine.url), exc.orig or exc) from None
-            else:
-                metadata.create_all(engine)
-                with engine.begin() as conn:
-                    add_missing_columns(conn, metadata)
+            with schema_transaction(engine) as conn:
+                changed = upgrade(conn, metadata)
+            if changed:
+                log.info("database %s migrated: added %s", engine.url.render_as_string(hide_password=True),
+                         ", ".join(changed))
             _schemas_ready.add(key)
+
+
+@contextmanager
+def schema_transaction(engine: Engine) -> Iterator[Connection]:
+    """A transaction that holds the database's schema lock from its start: workers starting together would race
+    on CREATE TABLE and on each migration step. PostgreSQL: an advisory lock that ends with the transaction;
+    SQLite: BEGIN IMMEDIATE (the write lock; the other process waits for it, busy_timeout)."""
+    if engine.dialect.name == "postgresql":
+        from sqlalchemy.exc import OperationalError
+
+        try:
+            with engine.begin() as conn:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+                yield conn
+        except OperationalError as exc:
+            raise unavailable(str(engine.url), exc.orig or exc) from None
+        return
+    with engine.connect() as conn:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
 
 
 def jarvis_engine(settings: Settings) -> Engine:
