@@ -1,16 +1,189 @@
-"""`jarvis doctor`: is this machine ready to run Jarvis, and what to do where it is not."""
+"""`jarvis doctor`: is this machine ready to run Jarvis, and what to do where it is not.
+
+Each check is a small function returning a `health.Check` (ok, a problem, or not applying here) with one sentence
+of what to do. The model, the data folder, the database and the disk are the health checks the server reports too;
+here come the machine's own: the sandbox (bubblewrap present and working, user namespaces, cgroup delegation), the
+keyring, Google's token, the port, and, when a Jarvis already serves on that port, its scheduler's last tick
+(asked of its /api/health with the token of the data folder). Nothing is changed: the database is read, not
+migrated; MCP servers are started to see that they answer, and stopped again.
+"""
 
 from __future__ import annotations
 
-import importlib
+import shutil
+import socket
+import sys
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
 
-# Every module that defines tables of the jarvis database: a light command imports only some of them, the
-# schema check needs them all.
-TABLE_MODULES = ["orchestrator.ledger", "orchestrator.threads", "orchestrator.telemetry", "orchestrator.claims",
-                 "orchestrator.workers", "orchestrator.tool_switches", "orchestrator.channels.models",
-                 "orchestrator.jorbs.models", "orchestrator.reminders.models", "orchestrator.android_tasks"]
+from .config import Settings
+from .health import Check, data_folder_check, disk_check, guarded, mcp_checks, model_check, storage_check
 
 
-def import_table_modules() -> None:
-    for name in TABLE_MODULES:
-        importlib.import_module(name)
+def sandbox_check(settings: Settings) -> Check:
+    if sys.platform == "darwin":
+        found = shutil.which("sandbox-exec") or Path("/usr/bin/sandbox-exec").exists()
+        return Check("sandbox", bool(found), "sandbox-exec " + ("is there" if found else "is missing"),
+                     None if found else "sandbox-exec ships with macOS; reinstall the command line tools.")
+    if not sys.platform.startswith("linux"):
+        return Check("sandbox", None, f"no sandbox backend for {sys.platform}")
+    bwrap = shutil.which("bwrap")
+    required = settings.sandbox.required
+    if bwrap is None:
+        return Check("sandbox", False if required else None,
+                     "bubblewrap (bwrap) is not installed" + ("" if required else "; sandbox.required is false, so "
+                                                              "generated code runs with resource limits only"),
+                     "Install bubblewrap: scripts/install-system-deps.sh bubblewrap (or apt-get install bubblewrap).")
+    from jarb_core.sandbox import Sandbox, SandboxUnavailable
+
+    try:  # the sandbox generated code gets: it runs `true` in bubblewrap once and says why that failed
+        Sandbox(required=True, backend="bubblewrap", unprivileged_uid=settings.sandbox.unprivileged_uid)
+    except SandboxUnavailable as exc:
+        return Check("sandbox", False, f"{exc}{_userns_note()}",
+                     "Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or "
+                     "kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu), or run Jarvis outside this container.")
+    return Check("sandbox", True, f"bubblewrap works ({bwrap})")
+
+
+def _userns_note() -> str:
+    for path, bad in (("/proc/sys/kernel/unprivileged_userns_clone", "0"),
+                      ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1"),
+                      ("/proc/sys/user/max_user_namespaces", "0")):
+        try:
+            if Path(path).read_text().strip() == bad:
+                return f" ({path} is {bad}: user namespaces are switched off)"
+        except OSError:
+            continue
+    return ""
+
+
+def cgroup_check(settings: Settings) -> Check:
+    if not sys.platform.startswith("linux"):
+        return Check("cgroups", None, "only used on Linux")
+    from jarb_core import cgroups
+
+    missing = cgroups.missing()
+    if not missing:
+        return Check("cgroups", True, "memory, pids and cpu limits hold for a sandboxed run's whole process tree")
+    detail = "; ".join(f"{c}: {why}" for c, why in sorted(missing.items()))
+    return Check("cgroups", False, f"not delegated to Jarvis: {detail}",
+                 "Run Jarvis as a systemd user service (`jarvis service install`: user services get a delegated "
+                 "cgroup), or start it with `systemd-run --user -p Delegate=yes`; until then each process is "
+                 "limited on its own.")
+
+
+def keyring_check(settings: Settings) -> Check:
+    from .secrets import backend_info
+
+    info = backend_info()
+    if info.get("problem") and not info.get("name"):
+        return Check("keyring", False, str(info["problem"]), "Install a keyring backend (see the message).")
+    if info.get("plaintext"):
+        return Check("keyring", False, f"{info['name']}: {info['problem']}",
+                     "Switch to a real keyring; `jarvis secrets` says which one is in use.")
+    return Check("keyring", True, str(info.get("name")))
+
+
+def google_check(settings: Settings) -> Check:
+    if settings.google.client_secrets is None:
+        return Check("Google", None, "not configured (google.client_secrets)")
+    from .google_auth import load_credentials
+
+    creds = load_credentials(settings)
+    if creds is None:
+        return Check("Google", False, "not signed in", "Run `jarvis auth google` once.")
+    if not creds.refresh_token:
+        expiry = creds.expiry.replace(tzinfo=timezone.utc) if creds.expiry else None
+        if expiry is None or expiry <= datetime.now(timezone.utc):
+            return Check("Google", False, "the token has expired and cannot be renewed (no refresh token)",
+                         "Run `jarvis auth google` again.")
+        return Check("Google", False, f"the token expires at {expiry:%Y-%m-%d %H:%M} UTC and cannot be renewed",
+                     "Run `jarvis auth google` again before then.")
+    return Check("Google", True, "signed in; the token renews itself")
+
+
+def _running_jarvis(settings: Settings) -> tuple[str, str] | None:
+    """(base URL, token) of a Jarvis serving on server.port, if /healthz there answers as Jarvis does."""
+    import httpx
+
+    from .server_security import TOKEN_FILE
+
+    host = settings.server.host if settings.server.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    base = f"http://{f'[{host}]' if ':' in host else host}:{settings.server.port}"
+    try:
+        resp = httpx.get(base + "/healthz", timeout=3)
+        if resp.json().get("service") != "jarvis":
+            return None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    try:
+        token = Path(settings.data_dir, TOKEN_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        token = ""
+    return base, token
+
+
+def port_check(settings: Settings) -> Check:
+    host, port = settings.server.host, settings.server.port
+    if port == 0:
+        return Check("port", True, "server.port is 0: any free port")
+    if _running_jarvis(settings) is not None:
+        return Check("port", True, f"{host}:{port} is served by a running Jarvis")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return Check("port", False, f"{host}:{port} is taken by another program ({exc.strerror or exc})",
+                         "Stop that program, or pick another port with server.port (or `jarvis run --port N`).")
+    return Check("port", True, f"{host}:{port} is free")
+
+
+def scheduler_check(settings: Settings) -> Check:
+    if not settings.scheduler.enabled:
+        return Check("scheduler", None, "switched off (scheduler.enabled: false)")
+    running = _running_jarvis(settings)
+    if running is None:
+        return Check("scheduler", None, "Jarvis is not running here, so no reminder fires until it is (`jarvis "
+                     "service install` keeps it running)")
+    import httpx
+
+    base, token = running
+    try:
+        resp = httpx.get(base + "/api/health", headers={"Authorization": f"Bearer {token}"}, timeout=20)
+        resp.raise_for_status()
+        found = next(c for c in resp.json()["checks"] if c["name"] == "scheduler")
+    except (httpx.HTTPError, ValueError, KeyError, StopIteration) as exc:
+        return Check("scheduler", False, f"the running Jarvis at {base} did not report its scheduler: {exc}",
+                     "Check `jarvis service logs` (or the terminal of `jarvis run`).")
+    return Check("scheduler", found["ok"], found["detail"], found.get("fix"), found.get("last_error"))
+
+
+def mcp_servers(settings: Settings) -> list[Check]:
+    return mcp_checks(settings, start=True)
+
+
+CHECKS: list[Callable[[Settings], Check | list[Check]]] = [
+    model_check, data_folder_check, storage_check, disk_check, sandbox_check, cgroup_check,
+    mcp_servers, keyring_check, google_check, port_check, scheduler_check,
+]
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    out: list[Check] = []
+    try:
+        for check in CHECKS:
+            found = guarded(check.__name__.removesuffix("_check"), lambda: check(settings))  # type: ignore[arg-type,return-value]
+            out.extend(found if isinstance(found, list) else [found])
+    finally:
+        from .mcp_manager import shutdown_all
+
+        shutdown_all()
+    return out
+
+
+def all_pass(checks: list[Check]) -> bool:
+    return all(c.ok is not False for c in checks)
+

@@ -19,7 +19,7 @@ OLD = ["a12ba1e", "aeea0bf"]  # the end of the 2026-11-23 round, and the first d
 
 
 def _all_tables() -> None:
-    from orchestrator.doctor import import_table_modules
+    from orchestrator.schema_tables import import_table_modules
 
     import_table_modules()
 

@@ -81,6 +81,8 @@ class Scheduler:
         self._wake = threading.Event()
         self._loop_thread: threading.Thread | None = None
         self.stopping = False
+        self.last_tick_at: datetime | None = None
+        self.last_error: tuple[datetime, str] | None = None
 
     # The chat graph is built on first use: `jarvis scheduler` needs it only for reminders into a thread.
     def _chat_graph(self) -> Any:
@@ -152,7 +154,9 @@ class Scheduler:
             try:
                 report = self.tick()
                 full = report.claimed >= self.cfg.batch_size
-            except Exception:  # noqa: BLE001 - a locked database or a bad row must not end the loop
+                self.last_tick_at = utcnow()  # the health report and jarvis doctor show it
+            except Exception as exc:  # noqa: BLE001 - a locked database or a bad row must not end the loop
+                self.last_error = (utcnow(), f"{type(exc).__name__}: {exc}")
                 log.exception("scheduler tick failed; trying again at the next tick")
             if not full:
                 self._wake.wait(self.cfg.tick_s)

@@ -3,7 +3,8 @@
     /                 the UI (orchestrator/server/web/index.html); `/?token=...` sets the access cookie
     /static/...       the UI's own JS/CSS (no data, served without the token)
     /api/views        which tabs exist (one per module of orchestrator/api exporting VIEW)
-    /api/...          the views' routers (orchestrator/server/api/*.py)
+    /api/...          the views' routers (orchestrator/server/api/*.py); /api/health the health report
+    /healthz          up or down, without the token (for whatever watches the service)
 
 Security (server_security.py): token on every call, Host and Origin checked, loopback by default.
 Background services (services.py) start with the app and stop with it.
@@ -33,6 +34,7 @@ from orchestrator.storage.claims import Claims
 from orchestrator.core.disk_full import disk_full_message, is_disk_full
 from orchestrator.app import App
 from orchestrator.chat.live_turns import TurnHub
+from .health import alive, record_error
 from .markdown import render_markdown
 from orchestrator.core.secrets import redact
 from .security import Guard, GuardMiddleware, load_or_create_token
@@ -56,6 +58,7 @@ STORAGE_ERRORS = (SQLAlchemyError, sqlite3.Error, OSError)
 async def _storage_failed(request: Request, exc: Exception) -> JSONResponse:
     """A database or file write that failed: a full disk gets 507 and what to do (the UI shows it and gives
     the user's words back); anything else a 500 that names the error, logged with its traceback."""
+    record_error("storage", f"{request.method} {request.url.path}: {type(exc).__name__}: {exc}")
     if is_disk_full(exc):
         log.error("%s %s: the disk is full (%s)", request.method, request.url.path, exc)
         return JSONResponse({"detail": disk_full_message("this request could not be saved")}, status_code=507)
@@ -115,6 +118,11 @@ def create_app(
     @app.get("/api/views")
     def list_views(ctx: AppContext = Depends(app_context)) -> list[dict[str, Any]]:
         return [v.describe() for v in shown]
+
+    @app.get("/healthz")
+    def healthz() -> JSONResponse:  # no token (server_security.PUBLIC_PATHS): up or down only
+        up = alive(settings)
+        return JSONResponse({"service": "jarvis", "status": "up" if up else "down"}, status_code=200 if up else 503)
 
     @app.get("/")
     def index() -> FileResponse:

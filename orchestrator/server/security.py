@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 TOKEN_FILE = "server_token"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 PUBLIC_PREFIXES = ("/static/",)  # the UI's own code: no data in it, served without the token
+PUBLIC_PATHS = ("/healthz",)  # up or down, nothing else: for whatever watches the service
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
@@ -192,7 +193,7 @@ class GuardMiddleware:
             await _refuse(send, 403, "Requests from other web sites are refused.", html=wants_html)
             return
 
-        if path.startswith(PUBLIC_PREFIXES):
+        if path.startswith(PUBLIC_PREFIXES) or path in PUBLIC_PATHS:
             await self.app(scope, receive, _with_headers(send))
             return
 

@@ -1,0 +1,197 @@
+"""Health of the parts Jarvis needs, each as a `Check`: ok, a problem, or not applying here, with what was found,
+its last error and one sentence of what to do. `GET /api/health` (api/health.py) reports those of the running
+server; `jarvis doctor` (doctor.py) adds the machine's own (sandbox, keyring, port...). `GET /healthz` answers
+only up or down (`alive`), without the token, for whatever watches the service.
+
+Checks never raise: whatever goes wrong while checking is the problem they report.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, text
+
+from jarb_core.sql_schema import behind
+
+from .config import Settings
+from .disk_full import is_disk_full
+from .secrets import redact
+from .storage import Base, JARVIS_DB, database_url, is_postgres, jarvis_engine, sqlite_path
+
+LOW_DISK_MB = 200  # below this, Jarvis warns: a long PDF, the checkpoints of a day, the model's logs
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool | None  # None: does not apply here (switched off, not configured)
+    detail: str
+    fix: str | None = None
+    last_error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def guarded(name: str, fn: Callable[[], Check]) -> Check:
+    """Run a check; an exception while checking is its problem, not a crash of the report."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - reported
+        return Check(name, False, f"the check itself failed: {type(exc).__name__}: {redact(str(exc))[:300]}",
+                     "Run `jarvis doctor --verbose` to see the traceback, and report it if it is not your set-up.")
+
+
+# -- last errors, recorded where they happen --------------------------------------------------------------
+
+_last_errors: dict[str, tuple[float, str]] = {}
+_errors_lock = threading.Lock()
+
+
+def record_error(component: str, message: str) -> None:
+    """The latest error of a component in this process (the server records storage errors of requests)."""
+    with _errors_lock:
+        _last_errors[component] = (time.time(), redact(message)[:500])
+
+
+def last_error(component: str) -> str | None:
+    with _errors_lock:
+        found = _last_errors.get(component)
+    if found is None:
+        return None
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(found[0]))}: {found[1]}"
+
+
+# -- the checks --------------------------------------------------------------------------------------------
+
+def model_check(settings: Settings, role: str = "primary") -> Check:
+    from .llm import check_endpoint, model_config
+
+    used, cfg = model_config(settings, role)  # type: ignore[arg-type]
+    ok, message = check_endpoint(settings, role)  # type: ignore[arg-type]
+    fix = None
+    if not ok:
+        fix = ("Start the model server or correct the model's name (Settings, or models.primary in the config); "
+               "`jarvis model check` checks it again.") if cfg.provider != "embedded" else \
+              "Install the built-in model server with `make install-local`, or set models.primary to a server you run."
+    return Check(f"model ({used})", ok, message, fix, last_error("model"))
+
+
+def data_folder_check(settings: Settings) -> Check:
+    """The data folder can be written (a read-only mount, a folder of another user, a full disk)."""
+    folder = Path(settings.storage.data_dir)
+    # Not made here (doctor changes nothing): a folder still to be made must be makeable in its nearest parent.
+    probe = folder if folder.exists() else next((p for p in folder.parents if p.exists()), Path("/"))
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".jarvis-write-check-") as f:
+            f.write(b"x" * 4096)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if is_disk_full(exc):
+            return Check("data folder", False, f"{folder}: the disk is full ({why})",
+                         "Free some space on that disk, or point storage.data_dir at a folder on another disk.")
+        return Check("data folder", False, f"{folder} cannot be written: {why}",
+                     "Make the folder writable by this user (mounted read-only? owned by another user?), or point "
+                     "storage.data_dir at a writable folder.")
+    return Check("data folder", True, f"{folder} is writable")
+
+
+def storage_check(settings: Settings, *, open_store: bool = False) -> Check:
+    """The jarvis database answers and its schema is current. `open_store`: use (and so migrate) the process's
+    engine, as the running server does; otherwise look without changing anything (jarvis doctor)."""
+    from .schema_tables import import_table_modules
+
+    import_table_modules()
+    where = "PostgreSQL (storage.url)" if is_postgres(settings) else str(sqlite_path(settings, JARVIS_DB))
+    if not is_postgres(settings) and not sqlite_path(settings, JARVIS_DB).exists() and not open_store:
+        return Check("storage", True, f"{where} does not exist yet; Jarvis creates it on its first start",
+                     last_error=last_error("storage"))
+    if open_store:
+        engine = jarvis_engine(settings)
+    else:
+        from .pg import sqlalchemy_url
+
+        url = database_url(settings, JARVIS_DB)
+        engine = create_engine(sqlalchemy_url(url) if is_postgres(settings) else url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+            late = behind(conn, Base.metadata)
+    except Exception as exc:  # noqa: BLE001
+        return Check("storage", False, f"{where} cannot be read: {redact(str(exc))[:300]}",
+                     "Check that the database is there and readable (storage.data_dir / storage.url).",
+                     last_error("storage"))
+    finally:
+        if not open_store:
+            engine.dispose()
+    if late:
+        return Check("storage", False, f"{where}: the schema is older than this Jarvis ({', '.join(late[:5])})",
+                     "Start Jarvis once (`make run` or `jarvis run`): it migrates the database in place.",
+                     last_error("storage"))
+    return Check("storage", True, f"{where}: answers, schema current", last_error=last_error("storage"))
+
+
+def disk_check(settings: Settings) -> Check:
+    folder = Path(settings.storage.data_dir)
+    probe = folder if folder.exists() else next((p for p in folder.parents if p.exists()), Path("/"))
+    usage = shutil.disk_usage(probe)
+    free_mb = usage.free // (1024 * 1024)
+    detail = f"{free_mb} MB free of {usage.total // (1024 * 1024)} MB on the disk of {folder}"
+    if free_mb < LOW_DISK_MB:
+        return Check("disk space", False, detail,
+                     f"Free some space (Jarvis needs at least {LOW_DISK_MB} MB; `jarvis threads prune --vacuum` frees "
+                     "old checkpoints), or move storage.data_dir to another disk.")
+    return Check("disk space", True, detail)
+
+
+def mcp_checks(settings: Settings, *, start: bool) -> list[Check]:
+    """One check per MCP server of `mcp.dir`. `start`: start those not running and wait up to mcp.startup_wait_s
+    (jarvis doctor); otherwise only report what this process's manager knows."""
+    from .mcp_manager import get_manager
+
+    folder = Path(settings.mcp.dir)
+    if not folder.is_dir() or not any(folder.glob("*.toml")):
+        return [Check("MCP servers", None, f"none configured ({folder})")]
+    manager = get_manager(settings)
+    if start:
+        manager.ensure_started(wait_s=settings.mcp.startup_wait_s)
+    out = []
+    for s in manager.status():
+        where = s.source or "its TOML file"
+        name = f"MCP server {s.name}"
+        if s.state == "ready":
+            out.append(Check(name, True, f"{s.tools} tool(s)" + (f", restarted {s.restarts} time(s)" if s.restarts else ""),
+                             last_error=s.last_error))
+        elif s.state in ("unhealthy", "broken"):
+            log = f" Its log: {s.log_file}." if s.log_file else ""
+            out.append(Check(name, False, f"{s.state}: {s.last_error or 'it stopped answering'}",
+                             f"Check that its command runs on its own and correct {where}.{log}", s.last_error))
+        elif s.state in ("disabled", "unavailable"):
+            out.append(Check(name, None, s.last_error or s.state))
+        else:
+            out.append(Check(name, None if not start else False, f"{s.state} (starts on first use)",
+                             None if not start else f"It did not start within {settings.mcp.startup_wait_s:g} s; "
+                                                    f"check its command in {where}."))
+    return out
+
+
+def alive(settings: Settings) -> bool:
+    """/healthz: this process serves and its database answers."""
+    try:
+        with jarvis_engine(settings).connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return True
+    except Exception as exc:  # noqa: BLE001
+        record_error("storage", f"{type(exc).__name__}: {exc}")
+        return False

@@ -1,0 +1,16 @@
+"""Every module that defines tables of the jarvis database. A light command imports only some of them; checking
+or migrating the whole schema (jarvis doctor, the health report, the migration tests) needs them all. Imported by
+name, so this list adds no import edge from the storage layer up to the features."""
+
+from __future__ import annotations
+
+import importlib
+
+TABLE_MODULES = ["orchestrator.ledger", "orchestrator.threads", "orchestrator.telemetry", "orchestrator.claims",
+                 "orchestrator.workers", "orchestrator.tool_switches", "orchestrator.channels.models",
+                 "orchestrator.jorbs.models", "orchestrator.reminders.models", "orchestrator.android_tasks"]
+
+
+def import_table_modules() -> None:
+    for name in TABLE_MODULES:
+        importlib.import_module(name)
