@@ -83,6 +83,11 @@ def model_check(settings: Settings, role: str = "primary") -> Check:
         fix = ("Start the model server or correct the model's name (Settings, or models.primary in the config); "
                "`jarvis model check` checks it again.") if cfg.provider != "embedded" else \
               "Install the built-in model server with `make install-local`, or set models.primary to a server you run."
+    from .model_server import running
+
+    started = running(role)
+    if started is not None:
+        message += f"; {started.describe()}"
     return Check(f"model ({used})", ok, message, fix, last_error("model"))
 
 

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -38,6 +39,24 @@ class RestartPolicy:
 JARVIS_POLICY = RestartPolicy()
 
 
+def _pdeathsig() -> Callable[[], None] | None:
+    """Linux: PR_SET_PDEATHSIG, so a supervised program is killed when the thread that started it dies (that
+    thread is the supervisor's loop, which lives as long as the supervision): a `jarvis run` killed with SIGKILL
+    leaves no model server behind. Resolved here, so the child only makes the system call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
+
+
+_die_with_parent = _pdeathsig()
+
+
 def describe_exit(returncode: int) -> str:
     if returncode < 0:
         try:
@@ -53,12 +72,13 @@ class Supervisor:
 
     def __init__(self, argv: Sequence[str], policy: RestartPolicy = JARVIS_POLICY, *, name: str | None = None,
                  env: dict[str, str] | None = None, cwd: str | None = None, stdout=None, stderr=None,
-                 on_event: Callable[[str], None] | None = None):
+                 on_event: Callable[[str], None] | None = None, die_with_parent: bool = True):
         self.argv = list(argv)
         self.policy = policy
         self.name = name or os.path.basename(self.argv[0])
         self.env, self.cwd, self.stdout, self.stderr = env, cwd, stdout, stderr
         self.on_event = on_event or (lambda text: log.info("%s", text))
+        self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.last_exit: str | None = None
@@ -88,7 +108,8 @@ class Supervisor:
                     break
                 try:
                     self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdout=self.stdout,
-                                                 stderr=self.stderr, start_new_session=True)
+                                                 stderr=self.stderr, start_new_session=True,
+                                                 preexec_fn=_die_with_parent if self.die_with_parent else None)
                 except OSError as exc:
                     self.last_exit = f"could not start: {exc}"
                     self.on_event(f"{self.name} {self.last_exit}")

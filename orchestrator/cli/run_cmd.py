@@ -46,6 +46,9 @@ def register(app: typer.Typer) -> None:
         except OSError as exc:
             fail(f"cannot listen on {bound}:{settings.server.port}: {exc.strerror or exc}. Stop the other program, or "
                  "pick another port with --port or server.port.")
+        from ..model_server import start_configured
+
+        started = start_configured(settings)  # models.*.start: a model server Jarvis starts and watches
         ok, message = check_endpoint(settings)
         switched = choose_model(settings, ok)
         if switched:
@@ -76,5 +79,8 @@ def register(app: typer.Typer) -> None:
             server.run(sockets=[sock])
         except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has shut down cleanly
             pass
+        finally:
+            for model_server in started:
+                model_server.stop()
         st.app().close()
         typer.echo("Jarvis stopped.", err=True)

@@ -60,13 +60,29 @@ class ModelConfig(_Section):
     n_ctx: int = Field(4096, gt=0)
     chat_format: str | None = None
     threads: int | None = Field(None, gt=0)
-    start_timeout_s: float = Field(120.0, gt=0, description="how long the embedded server may take to answer")
+    start_timeout_s: float = Field(120.0, gt=0, description="how long the embedded server (or the `start` command's) "
+                                   "may take to answer")
+    # provider: openai, a server Jarvis starts: `jarvis run` runs this command (no shell) when base_url does not
+    # answer, restarts it when it dies and stops it on exit (orchestrator/model_server.py).
+    start: list[str] | None = Field(None, description="command that starts this model's server, e.g. "
+                                    "[llama-server, -m, ~/models/m.gguf, --port, '8080']")
     notice: str | None = Field(None, description="shown to the user when this model is used (a demo model's warning)")
 
     @model_validator(mode="after")
     def _embedded_needs_gguf(self) -> "ModelConfig":
         if self.provider == "embedded" and self.gguf is None:
             raise ValueError("provider 'embedded' needs 'gguf: PATH' to a .gguf model file")
+        return self
+
+    @model_validator(mode="after")
+    def _start_is_a_command(self) -> "ModelConfig":
+        if self.start is None:
+            return self
+        if not self.start or not all(isinstance(a, str) and a and "\0" not in a for a in self.start):
+            raise ValueError("'start' is a command as a list of non-empty strings, e.g. [ollama, serve]")
+        if self.provider == "embedded":
+            raise ValueError("'start' is for an outside server (provider: openai); the embedded model starts itself")
+        self.start = [os.path.expanduser(self.start[0]), *self.start[1:]]
         return self
 
 
