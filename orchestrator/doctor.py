@@ -10,6 +10,7 @@ migrated; MCP servers are started to see that they answer, and stopped again.
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import sys
@@ -103,11 +104,9 @@ def google_check(settings: Settings) -> Check:
     return Check("Google", True, "signed in; the token renews itself")
 
 
-def _running_jarvis(settings: Settings) -> tuple[str, str] | None:
-    """(base URL, token) of a Jarvis serving on server.port, if /healthz there answers as Jarvis does."""
+def _running_jarvis(settings: Settings) -> str | None:
+    """The base URL of a Jarvis serving on server.port, if /healthz there answers as Jarvis does."""
     import httpx
-
-    from .server_security import TOKEN_FILE
 
     host = settings.server.host if settings.server.host not in ("0.0.0.0", "::") else "127.0.0.1"
     base = f"http://{f'[{host}]' if ':' in host else host}:{settings.server.port}"
@@ -117,11 +116,22 @@ def _running_jarvis(settings: Settings) -> tuple[str, str] | None:
             return None
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
-    try:
-        token = Path(settings.data_dir, TOKEN_FILE).read_text(encoding="utf-8").strip()
-    except OSError:
-        token = ""
-    return base, token
+    return base
+
+
+def listener_uid(port: int) -> int | None:
+    """The user owning the socket that listens on `port` (Linux: /proc/net/tcp*), None where it cannot be told.
+    The token goes only to a server of this user: any local user can bind a free port and answer like Jarvis."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 7 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                return int(fields[7])
+    return None
 
 
 def port_check(settings: Settings) -> Check:
@@ -129,6 +139,10 @@ def port_check(settings: Settings) -> Check:
     if port == 0:
         return Check("port", True, "server.port is 0: any free port")
     if _running_jarvis(settings) is not None:
+        owner = listener_uid(port)
+        if owner is not None and owner != os.geteuid():
+            return Check("port", False, f"{host}:{port} is held by a program of another user (uid {owner}) that answers "
+                         "like Jarvis", "Stop that program, or pick another port with server.port.")
         return Check("port", True, f"{host}:{port} is served by a running Jarvis")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -144,18 +158,28 @@ def port_check(settings: Settings) -> Check:
 def scheduler_check(settings: Settings) -> Check:
     if not settings.scheduler.enabled:
         return Check("scheduler", None, "switched off (scheduler.enabled: false)")
-    running = _running_jarvis(settings)
-    if running is None:
+    base = _running_jarvis(settings)
+    if base is None:
         return Check("scheduler", None, "Jarvis is not running here, so no reminder fires until it is (`jarvis "
                      "service install` keeps it running)")
+    owner = listener_uid(settings.server.port)
+    if owner is None:
+        return Check("scheduler", None, f"a Jarvis answers at {base}, but which user runs it cannot be told here, so "
+                     "its token is not sent to ask for the scheduler; Settings in the UI shows the services")
+    if owner != os.geteuid():
+        return Check("scheduler", False, f"the program on port {settings.server.port} answers like Jarvis but runs as "
+                     f"another user (uid {owner}); the token was not sent to it",
+                     "Stop that program (it may be trying to collect your token), then start Jarvis.")
     import httpx
 
-    base, token = running
+    from .server_security import TOKEN_FILE
+
     try:
+        token = Path(settings.data_dir, TOKEN_FILE).read_text(encoding="utf-8").strip()
         resp = httpx.get(base + "/api/health", headers={"Authorization": f"Bearer {token}"}, timeout=20)
         resp.raise_for_status()
         found = next(c for c in resp.json()["checks"] if c["name"] == "scheduler")
-    except (httpx.HTTPError, ValueError, KeyError, StopIteration) as exc:
+    except (OSError, httpx.HTTPError, ValueError, KeyError, StopIteration) as exc:
         return Check("scheduler", False, f"the running Jarvis at {base} did not report its scheduler: {exc}",
                      "Check `jarvis service logs` (or the terminal of `jarvis run`).")
     return Check("scheduler", found["ok"], found["detail"], found.get("fix"), found.get("last_error"))

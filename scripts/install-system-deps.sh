@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Jarvis uses, where apt-get is available; says what to do where it is not.
-# Usage: install-system-deps.sh [bubblewrap] [slirp4netns] [chromium] [postgresql] [espeak-ng] [ffmpeg] [g++]
+# Usage: install-system-deps.sh [bubblewrap] [slirp4netns] [chromium] [postgresql] [espeak-ng] [ffmpeg] [systemd] [g++]
 #        (no argument: all but g++; g++ is asked for by `make install-local` when no C++ compiler is there)
 set -u
 wanted=("$@")
-[ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap slirp4netns chromium postgresql espeak-ng ffmpeg)
+[ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap slirp4netns chromium postgresql espeak-ng ffmpeg systemd)
 
 have() {
   case "$1" in
@@ -12,6 +12,7 @@ have() {
     slirp4netns) command -v slirp4netns >/dev/null 2>&1 ;;
     chromium) command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ;;
     postgresql) ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 ;;
+    systemd) command -v systemd-analyze >/dev/null 2>&1 ;;
     g++) command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 ;;
     espeak-ng) command -v espeak-ng >/dev/null 2>&1 ;;
     ffmpeg) command -v ffmpeg >/dev/null 2>&1 ;;
@@ -23,6 +24,7 @@ why() {
     slirp4netns) echo "network for the generated tools whose network access you approved, outside the host's network namespace" ;;
     chromium) echo "the browser tests of the web UI" ;;
     postgresql) echo "the PostgreSQL storage tests" ;;
+    systemd) echo "systemd-analyze, which checks the login service's unit file in the tests" ;;
     g++) echo "building llama-cpp-python, the built-in model's server" ;;
     espeak-ng) echo "speech output (voice.tts: espeak-ng)" ;;
     ffmpeg) echo "decoding voice recordings (webm, ogg, mp3...)" ;;

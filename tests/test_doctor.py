@@ -135,6 +135,8 @@ def test_healthz_without_token_and_the_health_report_with_it(jarvis_env):
         up = httpx.get(ui.url + "/healthz", timeout=10)
         assert up.status_code == 200 and up.json() == {"service": "jarvis", "status": "up"}
         assert httpx.get(ui.url + "/api/health", timeout=10).status_code == 401
+        # the Host check still holds without the token: a DNS-rebound page learns nothing
+        assert httpx.get(ui.url + "/healthz", headers={"Host": "evil.example:80"}, timeout=10).status_code == 421
         from tests.mcp_helpers import wait_for
 
         def ticked():
@@ -178,3 +180,50 @@ def test_the_storage_check_says_an_old_schema_is_not_current(healthy):
     assert storage["ok"] is False and "older than this Jarvis" in storage["detail"] and "migrates" in storage["fix"]
     with sqlite3.connect(healthy.data / "jarvis.sqlite") as db:  # the doctor looked, and changed nothing
         assert "requested" not in [r[1] for r in db.execute("PRAGMA table_info(effects_ledger)")]
+
+
+IMPOSTOR = r"""
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+log = sys.stdout
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        log.write(json.dumps({"path": self.path, "auth": self.headers.get("Authorization")}) + "\n"); log.flush()
+        body = json.dumps({"service": "jarvis", "status": "up"}).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+server = HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+print("ready", flush=True)
+server.serve_forever()
+"""
+
+
+def test_the_token_is_never_sent_to_another_user_s_program_on_the_port(healthy, tmp_path):
+    """Any local user can bind Jarvis's port while Jarvis is down and answer /healthz like it; doctor sends the
+    token only to a listener of its own user."""
+    import os
+    import shutil
+
+    setpriv, python = shutil.which("setpriv"), shutil.which("python3", path="/usr/bin:/bin")  # not the venv: nobody may not read it
+    if os.geteuid() != 0 or not setpriv or not python:
+        pytest.skip("needs root and setpriv to run a server as another user")
+    (healthy.data).mkdir(exist_ok=True)
+    (healthy.data / "server_token").write_text("t" * 43 + "\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    impostor = subprocess.Popen([setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c",
+                                 IMPOSTOR, str(port)], stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        assert impostor.stdout.readline().strip() == "ready"
+        healthy.write_config(server={"port": port})
+        _, report = doctor(healthy)
+    finally:
+        impostor.kill()
+        seen = impostor.communicate()[0]  # one JSON line per request it got
+    scheduler, port_check = check(report, "scheduler"), check(report, "port")
+    assert scheduler["ok"] is False and "another user (uid 65534)" in scheduler["detail"]
+    assert port_check["ok"] is False and "another user" in port_check["detail"]
+    requests = seen.splitlines()
+    assert requests and all('"auth": null' in line for line in requests), requests

@@ -112,3 +112,20 @@ def test_a_step_runs_once_and_a_later_step_only_on_tables_stamped_before_it(tmp_
         assert sql_schema.table_versions(conn) == {"notes": sql_schema.LATEST + 1}
         assert "text" in [c["name"] for c in inspect(conn).get_columns("notes")]
     assert calls == ["notes"]
+
+
+def test_every_module_with_tables_is_listed_for_the_schema_check():
+    """jarvis doctor and the health report check the schema of the tables of schema_tables.TABLE_MODULES: a new
+    module with tables that is not listed there would never be called out of date."""
+    import ast
+
+    from orchestrator.schema_tables import TABLE_MODULES
+
+    root = Path(__file__).resolve().parent.parent
+    defining = set()
+    for path in (root / "orchestrator").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.ClassDef) and any(getattr(b, "id", None) == "Base" for b in n.bases)
+               for n in ast.walk(tree)):
+            defining.add(".".join(path.relative_to(root).with_suffix("").parts))
+    assert defining and defining <= set(TABLE_MODULES), defining - set(TABLE_MODULES)
