@@ -87,21 +87,31 @@ def keyring_check(settings: Settings) -> Check:
 
 
 def google_check(settings: Settings) -> Check:
-    if settings.google.client_secrets is None:
-        return Check("Google", None, "not configured (google.client_secrets)")
+    """Signed in, and the stored token still renews: one refresh against Google's token endpoint (a revoked or
+    expired sign-in fails there, and every Gmail or Calendar call would too). The renewed token is not stored."""
     from .google_auth import load_credentials
 
     creds = load_credentials(settings)
     if creds is None:
-        return Check("Google", False, "not signed in", "Run `jarvis auth google` once.")
-    if not creds.refresh_token:
-        expiry = creds.expiry.replace(tzinfo=timezone.utc) if creds.expiry else None
-        if expiry is None or expiry <= datetime.now(timezone.utc):
-            return Check("Google", False, "the token has expired and cannot be renewed (no refresh token)",
-                         "Run `jarvis auth google` again.")
-        return Check("Google", False, f"the token expires at {expiry:%Y-%m-%d %H:%M} UTC and cannot be renewed",
-                     "Run `jarvis auth google` again before then.")
-    return Check("Google", True, "signed in; the token renews itself")
+        if settings.google.client_secrets is None:
+            return Check("Google", None, "not configured (google.client_secrets)")
+        return Check("Google", False, "not signed in (or the stored token is unreadable)", "Run `jarvis auth google`.")
+    from google.auth.exceptions import RefreshError, TransportError
+    from google.auth.transport.requests import Request
+
+    try:
+        creds.refresh(Request())
+    except RefreshError as exc:
+        return Check("Google", False, f"the sign-in no longer works: {exc}",
+                     "Run `jarvis auth google` again (the access was revoked or has expired).")
+    except TransportError as exc:
+        return Check("Google", False, f"Google's token endpoint could not be reached: {exc}",
+                     "Check the network; Gmail and Calendar fail until it answers.")
+    left = ""
+    if creds.expiry is not None:
+        minutes = (creds.expiry.replace(tzinfo=timezone.utc) - datetime.now(timezone.utc)).total_seconds() / 60
+        left = f" (each access token lasts about {minutes:.0f} min and is renewed by itself)"
+    return Check("Google", True, "signed in; the token renews" + left)
 
 
 def _running_jarvis(settings: Settings) -> str | None:

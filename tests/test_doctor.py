@@ -227,3 +227,24 @@ def test_the_token_is_never_sent_to_another_user_s_program_on_the_port(healthy, 
     assert port_check["ok"] is False and "another user" in port_check["detail"]
     requests = seen.splitlines()
     assert requests and all('"auth": null' in line for line in requests), requests
+
+
+def test_google_signed_in_and_then_revoked(jarvis_env, google_server):
+    from google.oauth2.credentials import Credentials
+
+    from orchestrator import google_auth
+    from orchestrator.doctor import google_check
+
+    jarvis_env.write_config(google={"token_uri": google_server.token_uri})
+    settings = jarvis_env.settings
+    assert google_check(settings).ok is None  # not configured, nothing stored
+    jarvis_env.write_config(google={"token_uri": google_server.token_uri, "client_secrets": str(jarvis_env.path / "c.json")})
+    settings = jarvis_env.settings
+    missing = google_check(settings)
+    assert missing.ok is False and "jarvis auth google" in missing.fix
+    google_auth.save_credentials(settings, Credentials.from_authorized_user_info(google_server.authorized_user_info()))
+    fine = google_check(settings)
+    assert fine.ok is True and google_server.state.refreshes == 1
+    google_server.revoke()
+    revoked = google_check(settings)
+    assert revoked.ok is False and "expired or revoked" in revoked.detail and "jarvis auth google" in revoked.fix

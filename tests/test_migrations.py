@@ -129,3 +129,31 @@ def test_every_module_with_tables_is_listed_for_the_schema_check():
                for n in ast.walk(tree)):
             defining.add(".".join(path.relative_to(root).with_suffix("").parts))
     assert defining and defining <= set(TABLE_MODULES), defining - set(TABLE_MODULES)
+
+
+def test_jarvis_run_migrates_the_whole_database_at_start(jarvis_env):
+    """`make run` after a `git pull`: jarvis run brings every table up to date when it starts (building the graph
+    opens every store), so jarvis doctor finds the schema current at once."""
+    import signal
+    import subprocess
+
+    from tests.conftest import JARVIS_BIN
+
+    _all_tables()
+    jarvis_env.data.mkdir(exist_ok=True)
+    path = jarvis_env.data / "jarvis.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript((SCHEMAS / f"jarvis-{OLD[0]}.sql").read_text(encoding="utf-8"))
+    jarvis_env.write_config(server={"port": 0})
+    proc = subprocess.Popen([str(JARVIS_BIN), "run", "--no-services"], env=jarvis_env.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
+    try:
+        assert "running at" in proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    engine = create_engine(f"sqlite:///{path}")
+    with engine.connect() as conn:
+        assert sql_schema.behind(conn, Base.metadata) == []
+        assert set(sql_schema.table_versions(conn)) >= {"effects_ledger", "android_tasks", "reminders"}
+    engine.dispose()
