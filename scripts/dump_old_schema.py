@@ -24,8 +24,12 @@ import orchestrator
 for m in pkgutil.walk_packages(orchestrator.__path__, "orchestrator."):
     if not any(x in m.name for x in ("cli", "web", "platform_graph", "llama_handler", "script_shim")):
         importlib.import_module(m.name)
-from orchestrator.config import settings_from_dict
-from orchestrator.storage import engine_for, jarvis_engine
+try:  # the layout since the packages ([15]), then the flat one before it
+    from orchestrator.core.config import settings_from_dict
+    from orchestrator.storage.engines import engine_for, jarvis_engine
+except ImportError:
+    from orchestrator.config import settings_from_dict
+    from orchestrator.storage import engine_for, jarvis_engine
 from jarb_core.registry import ToolRegistry
 out = Path(sys.argv[2])
 s = settings_from_dict({"storage": {"data_dir": str(out)}}, out)

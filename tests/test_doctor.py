@@ -130,7 +130,7 @@ def test_a_crashing_mcp_server(healthy):
 
 
 def test_healthz_without_token_and_the_health_report_with_it(jarvis_env):
-    services = ["orchestrator.services:reminder_scheduler_service"]
+    services = ["orchestrator.server.services:reminder_scheduler_service"]
     with start_ui(jarvis_env, services=services) as ui:
         up = httpx.get(ui.url + "/healthz", timeout=10)
         assert up.status_code == 200 and up.json() == {"service": "jarvis", "status": "up"}
@@ -232,8 +232,8 @@ def test_the_token_is_never_sent_to_another_user_s_program_on_the_port(healthy, 
 def test_google_signed_in_and_then_revoked(jarvis_env, google_server):
     from google.oauth2.credentials import Credentials
 
-    from orchestrator import google_auth
-    from orchestrator.doctor import google_check
+    from orchestrator.tools import google_auth
+    from orchestrator.server.doctor import google_check
 
     jarvis_env.write_config(google={"token_uri": google_server.token_uri})
     settings = jarvis_env.settings

@@ -11,15 +11,15 @@ import pytest
 from sqlalchemy import create_engine
 
 from jarb_core import sql_schema
-from orchestrator.config import settings_from_dict
-from orchestrator.storage import Base, dispose_all, engine_for, ensure_schema, sqlite_path
+from orchestrator.core.config import settings_from_dict
+from orchestrator.storage.engines import Base, dispose_all, engine_for, ensure_schema, sqlite_path
 
 SCHEMAS = Path(__file__).parent / "data" / "schema"
 OLD = ["a12ba1e", "aeea0bf"]  # the end of the 2026-11-23 round, and the first day's
 
 
 def _all_tables() -> None:
-    from orchestrator.schema_tables import import_table_modules
+    from orchestrator.storage.schema_tables import import_table_modules
 
     import_table_modules()
 
@@ -61,7 +61,7 @@ def test_the_previous_release_s_jarvis_database_is_migrated_in_place(tmp_path, c
         late = sql_schema.behind(conn, Base.metadata)
     assert any(t.startswith("effects_ledger (no column") and "requested" in t for t in late)  # as jarvis doctor says
 
-    from orchestrator.ledger import EffectsLedger
+    from orchestrator.tools.ledger import EffectsLedger
 
     ledger = EffectsLedger(old)  # a start: the stores open the database
     assert ledger.get("k-then").result_text == "done"
@@ -119,7 +119,7 @@ def test_every_module_with_tables_is_listed_for_the_schema_check():
     module with tables that is not listed there would never be called out of date."""
     import ast
 
-    from orchestrator.schema_tables import TABLE_MODULES
+    from orchestrator.storage.schema_tables import TABLE_MODULES
 
     root = Path(__file__).resolve().parent.parent
     defining = set()

@@ -14,9 +14,9 @@ import sys
 import httpx
 import pytest
 
-from orchestrator.config import ConfigError, settings_from_dict
-from orchestrator.llm import check_endpoint
-from orchestrator.model_server import running, start_configured
+from orchestrator.core.config import ConfigError, settings_from_dict
+from orchestrator.llm.client import check_endpoint
+from orchestrator.llm.model_server import running, start_configured
 from tests.conftest import JARVIS_BIN, REPO
 from tests.mcp_helpers import wait_for
 

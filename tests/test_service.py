@@ -20,9 +20,9 @@ import httpx
 import jsonschema
 import pytest
 
-from orchestrator.service_unit import (LaunchdAgent, ServiceCommand, ServiceError, SystemdUserService,
+from orchestrator.server.service_unit import (LaunchdAgent, ServiceCommand, ServiceError, SystemdUserService,
                                        launchd_plist, service_for_platform, systemd_unit_text)
-from orchestrator.supervisor import RestartPolicy, Supervisor
+from orchestrator.core.supervisor import RestartPolicy, Supervisor
 from tests.conftest import JARVIS_BIN
 from tests.test_jorbs import step
 

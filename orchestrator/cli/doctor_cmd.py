@@ -1,5 +1,5 @@
 """`jarvis doctor [--json]`: checks the model, storage, disk, sandbox, MCP servers, keyring, Google, the port and
-the scheduler (orchestrator/doctor.py); each problem with one sentence of what to do. Exit 0 only when every
+the scheduler (orchestrator/server/doctor.py); each problem with one sentence of what to do. Exit 0 only when every
 check passes (one that does not apply here is not a failure)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import typer
 
-from . import EXIT_FAILURE, state
+from orchestrator.cli import EXIT_FAILURE, state
 
 MARKS = {True: ("ok", typer.colors.GREEN), False: ("PROBLEM", typer.colors.RED), None: ("-", None)}
 
@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
                as_json: bool = typer.Option(False, "--json", help="the checks as JSON (name, ok, detail, fix, last_error)")
                ) -> None:
         """Check that everything Jarvis needs works here, and say what to do about what does not."""
-        from ..doctor import all_pass, run_checks
+        from orchestrator.server.doctor import all_pass, run_checks
 
         checks = run_checks(state(ctx).settings)
         passed = all_pass(checks)

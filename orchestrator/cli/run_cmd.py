@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         except OSError as exc:
             fail(f"cannot listen on {bound}:{settings.server.port}: {exc.strerror or exc}. Stop the other program, or "
                  "pick another port with --port or server.port.")
-        from ..model_server import start_configured
+        from orchestrator.llm.model_server import start_configured
 
         started = start_configured(settings)  # models.*.start: a model server Jarvis starts and watches
         ok, message = check_endpoint(settings)

@@ -1,5 +1,5 @@
 """`jarvis service install|uninstall|start|stop|status|logs|run`: Jarvis as a login service (systemd user unit on
-Linux, launchd agent on macOS; orchestrator/service_unit.py), and `run`, the same restart policy in the
+Linux, launchd agent on macOS; orchestrator/server/service_unit.py), and `run`, the same restart policy in the
 foreground for systems with neither."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import sys
 
 import typer
 
-from . import fail, state
+from orchestrator.cli import fail, state
 
 service_app = typer.Typer(help="Run Jarvis as a login service, restarted when it fails.", no_args_is_help=True)
 
 
 def _service(ctx: typer.Context):
-    from ..service_unit import ServiceError, service_for_platform
+    from orchestrator.server.service_unit import ServiceError, service_for_platform
 
     try:
         return service_for_platform(state(ctx).settings)
@@ -23,7 +23,7 @@ def _service(ctx: typer.Context):
 
 
 def _drive(action, what: str) -> None:
-    from ..service_unit import ServiceError
+    from orchestrator.server.service_unit import ServiceError
 
     try:
         action()
@@ -53,7 +53,7 @@ def install(ctx: typer.Context,
 def uninstall(ctx: typer.Context) -> None:
     """Stop the service and remove its file."""
     service = _service(ctx)
-    from ..service_unit import ServiceError
+    from orchestrator.server.service_unit import ServiceError
 
     try:
         service.deactivate()
@@ -112,8 +112,8 @@ def run(ctx: typer.Context) -> None:
     import os
     import signal
 
-    from ..service_unit import run_command
-    from ..supervisor import JARVIS_POLICY, Supervisor
+    from orchestrator.server.service_unit import run_command
+    from orchestrator.core.supervisor import JARVIS_POLICY, Supervisor
 
     command = run_command(state(ctx).settings)
     supervisor = Supervisor(command.argv, JARVIS_POLICY, name="jarvis run", env={**os.environ, **command.env},

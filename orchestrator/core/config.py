@@ -63,7 +63,7 @@ class ModelConfig(_Section):
     start_timeout_s: float = Field(120.0, gt=0, description="how long the embedded server (or the `start` command's) "
                                    "may take to answer")
     # provider: openai, a server Jarvis starts: `jarvis run` runs this command (no shell) when base_url does not
-    # answer, restarts it when it dies and stops it on exit (orchestrator/model_server.py).
+    # answer, restarts it when it dies and stops it on exit (orchestrator/llm/model_server.py).
     start: list[str] | None = Field(None, description="command that starts this model's server, e.g. "
                                     "[llama-server, -m, ~/models/m.gguf, --port, '8080']")
     notice: str | None = Field(None, description="shown to the user when this model is used (a demo model's warning)")

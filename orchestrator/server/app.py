@@ -120,7 +120,7 @@ def create_app(
         return [v.describe() for v in shown]
 
     @app.get("/healthz")
-    def healthz() -> JSONResponse:  # no token (server_security.PUBLIC_PATHS): up or down only
+    def healthz() -> JSONResponse:  # no token (security.PUBLIC_PATHS): up or down only
         up = alive(settings)
         return JSONResponse({"service": "jarvis", "status": "up" if up else "down"}, status_code=200 if up else 503)
 

@@ -1,6 +1,6 @@
 """GET /api/health (with the token): the running server's model, storage, scheduler, MCP servers, channels and disk
 space, each with its state, last error and what to do (health.Check). `ok` is true when nothing is a problem.
-`GET /healthz` (server.py, no token) says only up or down."""
+`GET /healthz` (server/app.py, no token) says only up or down."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends
 
-from ..config import Settings
-from ..health import Check, data_folder_check, disk_check, guarded, mcp_checks, model_check, storage_check
-from ..storage import utcnow
-from . import AppContext, app_context
+from orchestrator.core.config import Settings
+from orchestrator.server.health import Check, data_folder_check, disk_check, guarded, mcp_checks, model_check, storage_check
+from orchestrator.storage.engines import utcnow
+from orchestrator.api import AppContext, app_context
 
 ROUTER = APIRouter()
 

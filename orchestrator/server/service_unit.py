@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import REPO_ROOT, Settings
-from .supervisor import JARVIS_POLICY, RestartPolicy
+from orchestrator.core.config import REPO_ROOT, Settings
+from orchestrator.core.supervisor import JARVIS_POLICY, RestartPolicy
 
 UNIT_NAME = "jarvis.service"
 LAUNCHD_LABEL = "local.jarvis.assistant"

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import importlib
 
-TABLE_MODULES = ["orchestrator.ledger", "orchestrator.threads", "orchestrator.telemetry", "orchestrator.claims",
-                 "orchestrator.workers", "orchestrator.tool_switches", "orchestrator.channels.models",
-                 "orchestrator.jorbs.models", "orchestrator.reminders.models", "orchestrator.android_tasks"]
+TABLE_MODULES = ["orchestrator.tools.ledger", "orchestrator.chat.threads", "orchestrator.storage.telemetry",
+                 "orchestrator.storage.claims", "orchestrator.storage.workers", "orchestrator.tools.switches",
+                 "orchestrator.channels.models", "orchestrator.jorbs.models", "orchestrator.reminders.models",
+                 "orchestrator.android.tasks"]
 
 
 def import_table_modules() -> None:

@@ -1,6 +1,6 @@
 """Keeping a program running: a restart policy and the small loop that applies it.
 
-The same `RestartPolicy` is written into the systemd unit and the launchd agent (service_unit.py), applied by
+The same `RestartPolicy` is written into the systemd unit and the launchd agent (server/service_unit.py), applied by
 `jarvis service run` where neither exists (a container, WSL without systemd), and by `jarvis run` to the outside
 model server it starts (`models.primary.start`). Like systemd's Restart=on-failure with a start limit: a program
 that exits 0 is done; one that fails or is killed is started again after `delay_s`, unless it failed `burst` times

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .config import Settings
+from orchestrator.core.config import Settings
 from .health import Check, data_folder_check, disk_check, guarded, mcp_checks, model_check, storage_check
 
 
@@ -75,7 +75,7 @@ def cgroup_check(settings: Settings) -> Check:
 
 
 def keyring_check(settings: Settings) -> Check:
-    from .secrets import backend_info
+    from orchestrator.core.secrets import backend_info
 
     info = backend_info()
     if info.get("problem") and not info.get("name"):
@@ -89,7 +89,7 @@ def keyring_check(settings: Settings) -> Check:
 def google_check(settings: Settings) -> Check:
     """Signed in, and the stored token still renews: one refresh against Google's token endpoint (a revoked or
     expired sign-in fails there, and every Gmail or Calendar call would too). The renewed token is not stored."""
-    from .google_auth import load_credentials
+    from orchestrator.tools.google_auth import load_credentials
 
     creds = load_credentials(settings)
     if creds is None:
@@ -182,7 +182,7 @@ def scheduler_check(settings: Settings) -> Check:
                      "Stop that program (it may be trying to collect your token), then start Jarvis.")
     import httpx
 
-    from .server_security import TOKEN_FILE
+    from .security import TOKEN_FILE
 
     try:
         token = Path(settings.data_dir, TOKEN_FILE).read_text(encoding="utf-8").strip()
@@ -212,7 +212,7 @@ def run_checks(settings: Settings) -> list[Check]:
             found = guarded(check.__name__.removesuffix("_check"), lambda: check(settings))  # type: ignore[arg-type,return-value]
             out.extend(found if isinstance(found, list) else [found])
     finally:
-        from .mcp_manager import shutdown_all
+        from orchestrator.mcp.manager import shutdown_all
 
         shutdown_all()
     return out

@@ -1,7 +1,7 @@
 """Health of the parts Jarvis needs, each as a `Check`: ok, a problem, or not applying here, with what was found,
 its last error and one sentence of what to do. `GET /api/health` (api/health.py) reports those of the running
-server; `jarvis doctor` (doctor.py) adds the machine's own (sandbox, keyring, port...). `GET /healthz` answers
-only up or down (`alive`), without the token, for whatever watches the service.
+server; `jarvis doctor` (server/doctor.py) adds the machine's own (sandbox, keyring, port...). `GET /healthz`
+answers only up or down (`alive`), without the token, for whatever watches the service.
 
 Checks never raise: whatever goes wrong while checking is the problem they report.
 """
@@ -22,10 +22,10 @@ from sqlalchemy import create_engine, text
 
 from jarb_core.sql_schema import behind
 
-from .config import Settings
-from .disk_full import is_disk_full
-from .secrets import redact
-from .storage import Base, JARVIS_DB, database_url, is_postgres, jarvis_engine, sqlite_path
+from orchestrator.core.config import Settings
+from orchestrator.core.disk_full import is_disk_full
+from orchestrator.core.secrets import redact
+from orchestrator.storage.engines import Base, JARVIS_DB, database_url, is_postgres, jarvis_engine, sqlite_path
 
 LOW_DISK_MB = 200  # below this, Jarvis warns: a long PDF, the checkpoints of a day, the model's logs
 
@@ -74,7 +74,7 @@ def last_error(component: str) -> str | None:
 # -- the checks --------------------------------------------------------------------------------------------
 
 def model_check(settings: Settings, role: str = "primary") -> Check:
-    from .llm import check_endpoint, model_config
+    from orchestrator.llm.client import check_endpoint, model_config
 
     used, cfg = model_config(settings, role)  # type: ignore[arg-type]
     ok, message = check_endpoint(settings, role)  # type: ignore[arg-type]
@@ -83,7 +83,7 @@ def model_check(settings: Settings, role: str = "primary") -> Check:
         fix = ("Start the model server or correct the model's name (Settings, or models.primary in the config); "
                "`jarvis model check` checks it again.") if cfg.provider != "embedded" else \
               "Install the built-in model server with `make install-local`, or set models.primary to a server you run."
-    from .model_server import running
+    from orchestrator.llm.model_server import running
 
     started = running(role)
     if started is not None:
@@ -115,7 +115,7 @@ def data_folder_check(settings: Settings) -> Check:
 def storage_check(settings: Settings, *, open_store: bool = False) -> Check:
     """The jarvis database answers and its schema is current. `open_store`: use (and so migrate) the process's
     engine, as the running server does; otherwise look without changing anything (jarvis doctor)."""
-    from .schema_tables import import_table_modules
+    from orchestrator.storage.schema_tables import import_table_modules
 
     import_table_modules()
     where = "PostgreSQL (storage.url)" if is_postgres(settings) else str(sqlite_path(settings, JARVIS_DB))
@@ -125,7 +125,7 @@ def storage_check(settings: Settings, *, open_store: bool = False) -> Check:
     if open_store:
         engine = jarvis_engine(settings)
     else:
-        from .pg import sqlalchemy_url
+        from orchestrator.storage.pg import sqlalchemy_url
 
         url = database_url(settings, JARVIS_DB)
         engine = create_engine(sqlalchemy_url(url) if is_postgres(settings) else url)
@@ -163,7 +163,7 @@ def disk_check(settings: Settings) -> Check:
 def mcp_checks(settings: Settings, *, start: bool) -> list[Check]:
     """One check per MCP server of `mcp.dir`. `start`: start those not running and wait up to mcp.startup_wait_s
     (jarvis doctor); otherwise only report what this process's manager knows."""
-    from .mcp_manager import get_manager
+    from orchestrator.mcp.manager import get_manager
 
     folder = Path(settings.mcp.dir)
     if not folder.is_dir() or not any(folder.glob("*.toml")):

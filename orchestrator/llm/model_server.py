@@ -14,10 +14,11 @@ import logging
 import time
 from typing import IO
 
-from .config import Settings
-from .llm import check_endpoint, model_config
-from .secrets import child_environment
-from .supervisor import RestartPolicy, Supervisor
+from orchestrator.core.config import Settings
+from orchestrator.core.secrets import child_environment
+from orchestrator.core.supervisor import RestartPolicy, Supervisor
+
+from .client import check_endpoint, model_config
 
 log = logging.getLogger(__name__)
 
