@@ -19,7 +19,7 @@ OLD = ["a12ba1e", "aeea0bf"]  # the end of the 2026-11-23 round, and the first d
 
 
 def _all_tables() -> None:
-    from orchestrator.storage.schema_tables import import_table_modules
+    from orchestrator.server.schema_tables import import_table_modules
 
     import_table_modules()
 
@@ -119,7 +119,7 @@ def test_every_module_with_tables_is_listed_for_the_schema_check():
     module with tables that is not listed there would never be called out of date."""
     import ast
 
-    from orchestrator.storage.schema_tables import TABLE_MODULES
+    from orchestrator.server.schema_tables import TABLE_MODULES
 
     root = Path(__file__).resolve().parent.parent
     defining = set()

@@ -2,7 +2,7 @@
 
     /                 the UI (orchestrator/server/web/index.html); `/?token=...` sets the access cookie
     /static/...       the UI's own JS/CSS (no data, served without the token)
-    /api/views        which tabs exist (one per module of orchestrator/api exporting VIEW)
+    /api/views        which tabs exist (one per module of orchestrator/server/api exporting VIEW)
     /api/...          the views' routers (orchestrator/server/api/*.py); /api/health the health report
     /healthz          up or down, without the token (for whatever watches the service)
 

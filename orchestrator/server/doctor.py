@@ -196,7 +196,14 @@ def scheduler_check(settings: Settings) -> Check:
 
 
 def mcp_servers(settings: Settings) -> list[Check]:
-    return mcp_checks(settings, start=True)
+    """Starts the servers in a manager of its own, to see that they answer, and stops them again."""
+    from orchestrator.mcp.manager import McpManager
+
+    manager = McpManager(settings)
+    try:
+        return mcp_checks(settings, manager, start=True)
+    finally:
+        manager.shutdown()
 
 
 CHECKS: list[Callable[[Settings], Check | list[Check]]] = [
@@ -207,14 +214,9 @@ CHECKS: list[Callable[[Settings], Check | list[Check]]] = [
 
 def run_checks(settings: Settings) -> list[Check]:
     out: list[Check] = []
-    try:
-        for check in CHECKS:
-            found = guarded(check.__name__.removesuffix("_check"), lambda: check(settings))  # type: ignore[arg-type,return-value]
-            out.extend(found if isinstance(found, list) else [found])
-    finally:
-        from orchestrator.mcp.manager import shutdown_all
-
-        shutdown_all()
+    for check in CHECKS:
+        found = guarded(check.__name__.removesuffix("_check"), lambda: check(settings))  # type: ignore[arg-type,return-value]
+        out.extend(found if isinstance(found, list) else [found])
     return out
 
 

@@ -115,7 +115,7 @@ def data_folder_check(settings: Settings) -> Check:
 def storage_check(settings: Settings, *, open_store: bool = False) -> Check:
     """The jarvis database answers and its schema is current. `open_store`: use (and so migrate) the process's
     engine, as the running server does; otherwise look without changing anything (jarvis doctor)."""
-    from orchestrator.storage.schema_tables import import_table_modules
+    from .schema_tables import import_table_modules
 
     import_table_modules()
     where = "PostgreSQL (storage.url)" if is_postgres(settings) else str(sqlite_path(settings, JARVIS_DB))
@@ -160,15 +160,12 @@ def disk_check(settings: Settings) -> Check:
     return Check("disk space", True, detail)
 
 
-def mcp_checks(settings: Settings, *, start: bool) -> list[Check]:
-    """One check per MCP server of `mcp.dir`. `start`: start those not running and wait up to mcp.startup_wait_s
-    (jarvis doctor); otherwise only report what this process's manager knows."""
-    from orchestrator.mcp.manager import get_manager
-
+def mcp_checks(settings: Settings, manager: Any, *, start: bool) -> list[Check]:
+    """One check per MCP server of `mcp.dir`, as `manager` (an McpManager) sees them. `start`: start those not
+    running and wait up to mcp.startup_wait_s (jarvis doctor); otherwise only report what the manager knows."""
     folder = Path(settings.mcp.dir)
     if not folder.is_dir() or not any(folder.glob("*.toml")):
         return [Check("MCP servers", None, f"none configured ({folder})")]
-    manager = get_manager(settings)
     if start:
         manager.ensure_started(wait_s=settings.mcp.startup_wait_s)
     out = []

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends
 from orchestrator.core.config import Settings
 from orchestrator.server.health import Check, data_folder_check, disk_check, guarded, mcp_checks, model_check, storage_check
 from orchestrator.storage.engines import utcnow
-from orchestrator.api import AppContext, app_context
+from orchestrator.server.api import AppContext, app_context
 
 ROUTER = APIRouter()
 
@@ -69,7 +69,7 @@ def health_report(ctx: AppContext) -> list[Check]:
               guarded("data folder", lambda: data_folder_check(s)),
               guarded("disk space", lambda: disk_check(s)),
               guarded("scheduler", lambda: scheduler_check(ctx))]
-    for more in (lambda: mcp_checks(s, start=False), lambda: channel_checks(ctx)):
+    for more in (lambda: mcp_checks(s, ctx.app.mcp_manager, start=False), lambda: channel_checks(ctx)):
         try:
             checks.extend(more())
         except Exception as exc:  # noqa: BLE001 - one section failing leaves the others

@@ -1,12 +1,12 @@
 """Every module that defines tables of the jarvis database. A light command imports only some of them; checking
-or migrating the whole schema (jarvis doctor, the health report, the migration tests) needs them all. Imported by
-name, so this list adds no import edge from the storage layer up to the features."""
+or migrating the whole schema (jarvis doctor, the health report, the migration tests) needs them all. It sits with
+the entry points because it reaches into every feature package (by name)."""
 
 from __future__ import annotations
 
 import importlib
 
-TABLE_MODULES = ["orchestrator.tools.ledger", "orchestrator.chat.threads", "orchestrator.storage.telemetry",
+TABLE_MODULES = ["orchestrator.tools.ledger", "orchestrator.storage.threads", "orchestrator.storage.telemetry",
                  "orchestrator.storage.claims", "orchestrator.storage.workers", "orchestrator.tools.switches",
                  "orchestrator.channels.models", "orchestrator.jorbs.models", "orchestrator.reminders.models",
                  "orchestrator.android.tasks"]
