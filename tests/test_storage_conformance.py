@@ -178,3 +178,34 @@ def test_statuses_are_written_as_their_text_and_read_as_their_enum(settings):
     info = threads.get("t-status")
     assert info.status is ThreadStatus.WAITING
     assert [t.thread_id for t in threads.list(statuses=(ThreadStatus.WAITING,))] == ["t-status"]
+
+
+def test_every_sqlite_connection_gets_the_same_settings(tmp_path):
+    """Engines, the checkpointer and pruning open their SQLite files with one list of pragmas (they were set three
+    ways: pruning waited for no lock, the async checkpointer had none)."""
+    import asyncio
+
+    from orchestrator.core.config import settings_from_dict
+    from orchestrator.storage import checkpoints, engines
+
+    settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")}}, tmp_path)
+
+    def pragmas(conn) -> dict[str, int | str]:
+        return {name: conn.execute(f"PRAGMA {name}").fetchone()[0]
+                for name in ("journal_mode", "busy_timeout", "synchronous", "foreign_keys")}
+
+    expected = {"journal_mode": "wal", "busy_timeout": 30000, "synchronous": 1, "foreign_keys": 1}
+    with engines.jarvis_engine(settings).connect() as conn:
+        assert pragmas(conn.connection.dbapi_connection) == expected
+    saver = engines.make_checkpointer(settings)
+    assert pragmas(saver.conn) == expected
+    assert pragmas(checkpoints._connect(settings)) == expected
+
+    async def async_saver() -> dict:
+        saver = await engines.make_async_checkpointer(settings)
+        cursor = await saver.conn.execute("PRAGMA busy_timeout")
+        timeout = (await cursor.fetchone())[0]
+        await saver.conn.close()
+        return timeout
+
+    assert asyncio.run(async_saver()) == 30000

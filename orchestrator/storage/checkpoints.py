@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from orchestrator.storage import writer
 from orchestrator.core.config import Settings
 from .pg import prune_postgres_thread
-from .engines import CHECKPOINTS_DB, is_postgres, sqlite_path
+from .engines import CHECKPOINTS_DB, is_postgres, sqlite_path, tune_sqlite
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ class PruneReport:
 
 def _connect(settings: Settings) -> sqlite3.Connection:
     conn = sqlite3.connect(str(sqlite_path(settings, CHECKPOINTS_DB)), timeout=30)
-    conn.execute("PRAGMA busy_timeout=30000")
+    tune_sqlite(conn)
     return conn
 
 

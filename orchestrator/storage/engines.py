@@ -89,12 +89,17 @@ def is_postgres(settings: Settings) -> bool:
     return is_postgres_url(settings.storage.url)
 
 
-def _tune_sqlite(dbapi_conn: Any, _record: Any) -> None:
+# Every SQLite connection Jarvis opens (engines, checkpointers, pruning) gets these, in one place. WAL with
+# synchronous=NORMAL: a killed process loses nothing, only a power cut can drop the last commits; a writer waits up
+# to 30 s for another's lock instead of failing at once.
+SQLITE_PRAGMAS = ("journal_mode=WAL", "busy_timeout=30000", "synchronous=NORMAL", "foreign_keys=ON")
+
+
+def tune_sqlite(dbapi_conn: Any, _record: Any = None) -> None:
+    """Apply SQLITE_PRAGMAS to a sqlite3 connection (also SQLAlchemy's connect hook)."""
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA busy_timeout=30000")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA foreign_keys=ON")
+    for pragma in SQLITE_PRAGMAS:
+        cur.execute(f"PRAGMA {pragma}")
     cur.close()
 
 
@@ -104,7 +109,7 @@ def engine_for_url(url: str) -> Engine:
         if engine is None:
             if url.startswith("sqlite"):
                 engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-                event.listen(engine, "connect", _tune_sqlite)
+                event.listen(engine, "connect", tune_sqlite)
                 if engine.url.database:
                     watch_for_full_disk(Path(engine.url.database).parent)
             else:
@@ -209,10 +214,7 @@ def make_checkpointer(settings: Settings):
     path = sqlite_path(settings, CHECKPOINTS_DB)
     watch_for_full_disk(path.parent)
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
-    # WAL + synchronous=NORMAL: a killed process loses nothing; only a power cut can drop the last commits.
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=30000")
+    tune_sqlite(conn)
     saver = SqliteSaver(conn, serde=checkpoint_serde())
     saver.setup()
     return saver
@@ -226,6 +228,8 @@ async def make_async_checkpointer(settings: Settings):
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     conn = await aiosqlite.connect(str(sqlite_path(settings, CHECKPOINTS_DB)), timeout=30)
+    for pragma in SQLITE_PRAGMAS:
+        await conn.execute(f"PRAGMA {pragma}")
     saver = AsyncSqliteSaver(conn, serde=checkpoint_serde())
     await saver.setup()
     return saver
