@@ -131,7 +131,7 @@ class JobTask(BaseModel):
     job: Job
     read_paths: list[str] = Field(default_factory=list)
     untrusted: bool = False  # the mission read content from outside in an earlier round
-    env: MissionEnv | None = None  # None in checkpoints written before it existed: read from the row
+    env: MissionEnv  # what the job may touch, fixed when the round was planned
 
 
 def parse_reply(text: str) -> MissionReply:
@@ -255,7 +255,7 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
         return sends or "plan"
 
     def job(task: JobTask, config: RunnableConfig) -> dict[str, Any]:
-        env = task.env or mission_env(row := rt.store.get(task.jorb_id), rt.namespace(row))
+        env = task.env
         workspace = env.workspace
         kind, params = task.job.kind, dict(task.job.params)
         result = JobResult(iteration=task.iteration, job=task.job.name, kind=kind, params=params)
