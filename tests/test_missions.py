@@ -162,22 +162,20 @@ def test_a_call_outside_a_restricted_context_fails_clearly_in_a_mission(jarvis_e
     assert not result.ok and "outside this task's context" in result.error
 
 
-def test_a_job_from_before_mission_env_reads_its_row(jarvis_env, workspace):
-    """Jobs take the jorb's autonomy, context and workspace from the round's plan step; a job checkpointed by an
-    earlier version carries none and reads them from the jorb row instead."""
+def test_a_job_takes_the_jorbs_context_and_workspace_from_its_round(jarvis_env, workspace):
+    """Jobs take the jorb's autonomy, context and workspace from the round's plan step (MissionEnv)."""
     from orchestrator.jorbs.mission import Job, JobTask, make_mission_nodes, mission_env
 
     svc = _svc(jarvis_env)
     row = svc.store.create(name="Old", plan="g", mode="mission", options={"workspace": str(workspace)},
                            context=["read_file"])
     job = make_mission_nodes(svc.rt).job
-    for env in (None, mission_env(row, svc.rt.namespace(row))):
-        task = JobTask(jorb_id=row.id, iteration=1, index=0, env=env,
-                       job=Job(kind="read_file", params={"path": "main.py"}))
-        (result,) = job(task, {})["results"]
-        assert result.ok and "print('hello')" in result.result
-        outside = job(task.model_copy(update={"job": Job(kind="list_files")}), {})["results"][0]
-        assert not outside.ok and "outside this task's context" in outside.error
+    task = JobTask(jorb_id=row.id, iteration=1, index=0, env=mission_env(row, svc.rt.namespace(row)),
+                   job=Job(kind="read_file", params={"path": "main.py"}))
+    (result,) = job(task, {})["results"]
+    assert result.ok and "print('hello')" in result.result
+    outside = job(task.model_copy(update={"job": Job(kind="list_files")}), {})["results"][0]
+    assert not outside.ok and "outside this task's context" in outside.error
 
 
 def test_read_file_returns_the_head_of_a_big_file(workspace):
