@@ -63,6 +63,7 @@ class Step:
 STEPS: list[Step] = [
     Step(1, "tables made before the version table: add every nullable column added since they were created "
             "(what each start used to do without keeping a record)", add_missing_columns_step),
+    Step(2, "runs.unreported_calls: model calls whose server reported no token usage", add_missing_columns_step),
 ]
 LATEST = STEPS[-1].version
 

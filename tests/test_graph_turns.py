@@ -149,3 +149,20 @@ def test_tool_writing_can_be_turned_off(jarvis_env):
     (request,) = jarvis_env.server.requests
     assert "create_new_tool" not in {t["function"]["name"] for t in request["tools"]}
     assert "create_new_tool" not in request["messages"][0]["content"]
+
+
+def test_a_server_that_reports_no_usage_shows_tokens_as_unknown_not_zero(jarvis_env):
+    """[17] finding 8: llama-cpp-python's server (and others) ignore the request for usage in a stream; `jarvis runs`
+    showed 0/0 for every turn. A call the server did not count is said so; counted ones stay figures."""
+    jarvis_env.server.push({"content": "Uncounted.", "no_usage": True})
+    jarvis_env.graph().invoke({"messages": [("user", "hi")]}, _cfg("uncounted"))
+    jarvis_env.server.push(tool_call("time_now"), {"content": "Half counted.", "no_usage": True})
+    jarvis_env.graph().invoke({"messages": [("user", "time?")]}, _cfg("half"))
+    listed = jarvis_env.cli("runs", "list", check=True).stdout
+    uncounted = next(line for line in listed.splitlines() if "thread uncounted" in line)
+    half = next(line for line in listed.splitlines() if "thread half" in line)
+    assert "tokens unknown (the model server reported none)" in uncounted and "0/0" not in uncounted
+    assert "(+1 model call(s) the server did not count)" in half
+    runs = {r["thread_id"]: r for r in jarvis_env.cli_json("runs", "list", "--json")}
+    assert (runs["uncounted"]["unreported_calls"], runs["half"]["unreported_calls"]) == (1, 1)
+    assert runs["half"]["prompt_tokens"] > 0

@@ -100,13 +100,14 @@ def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = t
     if as_json:
         typer.echo(dumps([{c: getattr(r, c) for c in ("id", "thread_id", "graph", "started_at", "duration_ms", "status",
                                                       "error", "prompt_tokens", "completion_tokens", "model_calls",
-                                                      "model_ms", "tool_calls", "tool_errors")} for r in rows]))
+                                                      "unreported_calls", "model_ms", "tool_calls", "tool_errors")}
+                                for r in rows]))
         return
     if not rows:
         typer.echo("no runs recorded yet")
     for r in rows:
         typer.echo(f"{r.id[:8]}  {r.started_at:%Y-%m-%d %H:%M:%S}  {r.status:<11} {r.duration_ms:8.0f} ms  "
-                   f"tokens {r.prompt_tokens}/{r.completion_tokens}  tools {r.tool_calls} ({r.tool_errors} errors)  "
+                   f"{r.tokens_text()}  tools {r.tool_calls} ({r.tool_errors} errors)  "
                    f"thread {r.thread_id}")
 
 
@@ -123,12 +124,13 @@ def runs_show(ctx: typer.Context, run_id: str, as_json: bool = typer.Option(Fals
     if as_json:
         typer.echo(dumps({"id": run.id, "thread_id": run.thread_id, "status": run.status, "duration_ms": run.duration_ms,
                           "prompt_tokens": run.prompt_tokens, "completion_tokens": run.completion_tokens,
+                          "unreported_calls": run.unreported_calls,
                           "error": run.error, "events": [{"kind": e.kind, "name": e.name, "offset_ms": e.offset_ms,
                                                           "duration_ms": e.duration_ms, "ok": bool(e.ok),
                                                           "detail": e.detail} for e in events]}))
         return
     typer.echo(f"run {run.id} thread {run.thread_id} {run.status} {run.duration_ms:.0f} ms, "
-               f"tokens {run.prompt_tokens} in / {run.completion_tokens} out")
+               f"{run.tokens_text()}")
     if run.error:
         typer.secho(f"  error: {run.error}", fg=typer.colors.RED)
     for e in events:

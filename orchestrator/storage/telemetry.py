@@ -48,6 +48,17 @@ class RunRow(Base):
     model_ms: Mapped[float] = mapped_column(Float, default=0.0)
     tool_calls: Mapped[int] = mapped_column(Integer, default=0)
     tool_errors: Mapped[int] = mapped_column(Integer, default=0)
+    # model calls whose server reported no token usage (llama-cpp-python's server and others ignore the request
+    # for it): their tokens are not in the figures above, which are then a floor, not a count
+    unreported_calls: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+    def tokens_text(self) -> str:
+        """The run's tokens as `jarvis runs` shows them, saying so when the server did not count some or all."""
+        unreported = self.unreported_calls or 0
+        if unreported and unreported >= (self.model_calls or 0):
+            return "tokens unknown (the model server reported none)"
+        shown = f"tokens {self.prompt_tokens}/{self.completion_tokens}"
+        return shown + (f" (+{unreported} model call(s) the server did not count)" if unreported else "")
 
 
 class RunEventRow(Base):
@@ -75,6 +86,7 @@ class _Run:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     model_calls: int = 0
+    unreported_calls: int = 0
     model_ms: float = 0.0
     interrupted: bool = False
 
@@ -192,9 +204,12 @@ class TelemetryHandler(BaseCallbackHandler):
         with self._lock:
             root = self._root_of.get(run_id)
             prompt = completion = 0
+            reported = False
             for gens in getattr(response, "generations", []) or []:
                 for gen in gens:
-                    usage = getattr(getattr(gen, "message", None), "usage_metadata", None) or {}
+                    usage = getattr(getattr(gen, "message", None), "usage_metadata", None)
+                    reported = reported or bool(usage)
+                    usage = usage or {}
                     prompt += int(usage.get("input_tokens", 0) or 0)
                     completion += int(usage.get("output_tokens", 0) or 0)
             if root is not None and root in self._runs:
@@ -202,6 +217,7 @@ class TelemetryHandler(BaseCallbackHandler):
                 run.prompt_tokens += prompt
                 run.completion_tokens += completion
                 run.model_calls += 1
+                run.unreported_calls += 0 if reported else 1
             self._close(run_id, True, {"prompt_tokens": prompt, "completion_tokens": completion})
             self._root_of.pop(run_id, None)
 
@@ -225,7 +241,8 @@ class TelemetryHandler(BaseCallbackHandler):
                 s.add(RunRow(id=run.id, thread_id=run.thread_id, graph=run.graph, started_at=run.started_at,
                              duration_ms=duration, status=status, error=error, prompt_tokens=run.prompt_tokens,
                              completion_tokens=run.completion_tokens, model_calls=run.model_calls, model_ms=run.model_ms,
-                             tool_calls=len(tools), tool_errors=sum(1 for e in tools if not e["ok"])))
+                             tool_calls=len(tools), tool_errors=sum(1 for e in tools if not e["ok"]),
+                             unreported_calls=run.unreported_calls))
                 s.flush()
                 for seq, e in enumerate(run.events):
                     detail = e["detail"]

@@ -288,7 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
                 for i in range(0, len(args), step):
                     chunk({"tool_calls": [{"index": c["index"], "function": {"arguments": args[i:i + step]}}]})
             chunk({}, finish_reason=finish)
-            if (request.get("stream_options") or {}).get("include_usage"):
+            if (request.get("stream_options") or {}).get("include_usage") and not resp.get("no_usage"):
                 chunk({}, usage_obj=usage, choices=False)
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()

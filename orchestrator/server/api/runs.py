@@ -14,7 +14,7 @@ from . import AppContext, View, app_context
 router = APIRouter()
 
 _RUN_FIELDS = ("id", "thread_id", "graph", "started_at", "duration_ms", "status", "error", "prompt_tokens",
-               "completion_tokens", "model_calls", "model_ms", "tool_calls", "tool_errors")
+               "completion_tokens", "model_calls", "unreported_calls", "model_ms", "tool_calls", "tool_errors")
 
 
 def _run(row: Any) -> dict[str, Any]:

@@ -40,12 +40,20 @@ async function loadList(selected) {
       h("td", {}, h("a", { href: `#runs/${r.id}`, text: when(r.started_at) })),
       h("td", {}, h("span", { class: `badge status-${r.status}`, text: r.status })),
       h("td", { text: ms(r.duration_ms) }),
-      h("td", { text: `${r.prompt_tokens}/${r.completion_tokens}` }),
+      h("td", { text: tokens(r) }),
       h("td", { text: r.tool_errors ? `${r.tool_calls} (${r.tool_errors} failed)` : String(r.tool_calls) }),
       h("td", {}, r.thread_id && ui.has("chat") ? h("a", { href: `#chat/${encodeURIComponent(r.thread_id)}`, title: r.thread_id, text: r.thread_title || r.thread_id }) : (r.thread_title || r.thread_id || ""))));
   }
   table.append(tbody);
   listEl.append(table);
+}
+
+// in/out; a server that reports no usage (llama-cpp-python's, some others) makes the figures a floor, or unknown.
+function tokens(run) {
+  const unreported = run.unreported_calls || 0;
+  if (unreported && unreported >= run.model_calls) return "unknown (not reported by the model server)";
+  const shown = `${run.prompt_tokens}/${run.completion_tokens}`;
+  return unreported ? `${shown} + ${unreported} call(s) not counted` : shown;
 }
 
 async function loadRun(runId) {
@@ -60,7 +68,7 @@ async function loadRun(runId) {
   const total = Math.max(run.duration_ms, 1);
   detailEl.append(
     h("h2", { text: `Run ${run.id.slice(0, 8)}` }),
-    h("p", {}, `${run.status}, ${ms(run.duration_ms)}, ${run.model_calls} model call(s) (${ms(run.model_ms)}), tokens ${run.prompt_tokens} in / ${run.completion_tokens} out`),
+    h("p", {}, `${run.status}, ${ms(run.duration_ms)}, ${run.model_calls} model call(s) (${ms(run.model_ms)}), tokens ${tokens(run)}`),
     run.error ? problem(run.error) : "",
     // Recorded as each step ends; shown in the order they started.
     h("ol", { class: "timeline" }, [...run.events].sort((x, y) => x.offset_ms - y.offset_ms).map((e) => h("li", { class: `event ${e.kind} ${e.ok ? "ok" : "failed"}` },
