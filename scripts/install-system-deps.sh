@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Jarvis uses, where apt-get is available; says what to do where it is not.
-# Usage: install-system-deps.sh [bubblewrap] [slirp4netns] [chromium] [postgresql] [espeak-ng] [ffmpeg] [systemd] [g++]
+# Usage: install-system-deps.sh [bubblewrap] [slirp4netns] [chromium] [postgresql] [espeak-ng] [ffmpeg] [systemd] [npm] [g++]
 #        (no argument: all but g++; g++ is asked for by `make install-local` when no C++ compiler is there)
 set -u
 wanted=("$@")
-[ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap slirp4netns chromium postgresql espeak-ng ffmpeg systemd)
+[ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap slirp4netns chromium postgresql espeak-ng ffmpeg systemd npm)
 
 have() {
   case "$1" in
@@ -16,6 +16,7 @@ have() {
     g++) command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 ;;
     espeak-ng) command -v espeak-ng >/dev/null 2>&1 ;;
     ffmpeg) command -v ffmpeg >/dev/null 2>&1 ;;
+    npm) command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1 ;;
   esac
 }
 why() {
@@ -28,6 +29,7 @@ why() {
     g++) echo "building llama-cpp-python, the built-in model's server" ;;
     espeak-ng) echo "speech output (voice.tts: espeak-ng)" ;;
     ffmpeg) echo "decoding voice recordings (webm, ogg, mp3...)" ;;
+    npm) echo "the published MCP servers (Node.js) the tests run" ;;
   esac
 }
 

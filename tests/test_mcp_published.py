@@ -1,0 +1,128 @@
+"""[17]: published MCP servers nobody here wrote, from npm (pinned; `make test` installs them into .cache/npm with
+scripts/fetch_npm_servers.py): the Model Context Protocol project's filesystem and memory servers, imported from a
+Claude-Desktop style file with `jarvis mcp import`, driven through the planner (read and write tools, writes behind
+a confirmation), one killed mid-session and restarted, one added while Jarvis runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from langgraph.types import Command
+
+from tests.conftest import REPO, answer, tool_call
+from tests.mcp_helpers import shutdown_mcp, wait_for
+
+NPM = Path(os.environ.get("JARVIS_TEST_NPM") or REPO / ".cache" / "npm") / "node_modules" / "@modelcontextprotocol"
+FILESYSTEM = NPM / "server-filesystem" / "dist" / "index.js"
+MEMORY = NPM / "server-memory" / "dist" / "index.js"
+
+
+@pytest.fixture(autouse=True)
+def _published_servers():
+    if not (FILESYSTEM.is_file() and MEMORY.is_file()):
+        raise pytest.UsageError(f"the published MCP servers are not in {NPM.parent.parent}: run `make test-corpus` "
+                                "(or `make test`, which installs them)")
+    yield
+    shutdown_mcp()
+
+
+def _claude_file(tmp_path: Path, root: Path, *, memory: bool = True) -> Path:
+    servers = {"filesystem": {"command": "node", "args": [str(FILESYSTEM), str(root)]}}
+    if memory:
+        servers["memory"] = {"command": "node", "args": [str(MEMORY)],
+                             "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}}
+    path = tmp_path / f"claude_desktop_config{'' if memory else '_fs'}.json"
+    path.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    return path
+
+
+def _server_pid(script: Path) -> int:
+    """The process running `script` (the server's own process, not npm's)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(script).encode() in argv:
+            return int(proc.name)
+    raise AssertionError(f"no process runs {script}")
+
+
+def _approve(graph, config, result):
+    (intr,) = result.interrupts
+    return intr, graph.invoke(Command(resume={intr.id: {"decision": "approve"}}), config, version="v2")
+
+
+def test_filesystem_and_memory_servers_through_the_planner(jarvis_env, tmp_path):
+    root = jarvis_env.root
+    proc = jarvis_env.cli("mcp", "import", str(_claude_file(tmp_path, root)))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (jarvis_env.path / "mcp").glob("*.toml")) == ["filesystem.toml", "memory.toml"]
+    server = jarvis_env.server
+    app = jarvis_env.app()
+    graph = app.graph
+    config = {"configurable": {"thread_id": "npm-1"}}
+
+    # a write asks first (an MCP tool with side effects: ui_automation by default), then lands in the root
+    target = root / "hello.txt"
+    server.push(tool_call("write_file", path=str(target), content="hi from MCP"), answer("Written."))
+    result = graph.invoke({"messages": [("user", "write hi to hello.txt")]}, config, version="v2")
+    intr, result = _approve(graph, config, result)
+    assert intr.value["tool"] == "write_file" and intr.value["side_effects"] == ["ui_automation"]
+    assert target.read_text() == "hi from MCP" and result.value["messages"][-1].content == "Written."
+
+    # a read runs at once, and its text comes back as untrusted content
+    server.push(tool_call("read_text_file", path=str(target)), answer("It says hi."))
+    result = graph.invoke({"messages": [("user", "read it")]}, config, version="v2")
+    read = [m for m in result.value["messages"] if m.type == "tool"][-1]
+    assert read.status == "success" and "hi from MCP" in read.content
+    # outside the server's allowed folder: the server's own refusal reaches the model as an error
+    server.push(tool_call("read_text_file", path="/etc/hostname"), answer("Not allowed."))
+    result = graph.invoke({"messages": [("user", "read /etc/hostname")]}, {"configurable": {"thread_id": "npm-2"}},
+                          version="v2")
+    refused = [m for m in result.value["messages"] if m.type == "tool"][-1]
+    assert refused.status == "error" and "outside allowed directories" in refused.content.lower()
+
+    # the memory server: create an entity (asks first), then find it
+    config = {"configurable": {"thread_id": "npm-3"}}
+    server.push(tool_call("create_entities", entities=[{"name": "Ana", "entityType": "person",
+                                                        "observations": ["dentist on Tuesdays"]}]),
+                answer("Remembered."))
+    _, result = _approve(graph, config, graph.invoke({"messages": [("user", "remember Ana")]}, config, version="v2"))
+    assert "Ana" in (tmp_path / "memory.jsonl").read_text()
+    server.push(tool_call("search_nodes", query="Ana"), answer("Ana: dentist on Tuesdays."))
+    result = graph.invoke({"messages": [("user", "who is Ana?")]}, config, version="v2")
+    found = [m for m in result.value["messages"] if m.type == "tool"][-1]
+    assert found.status == "success" and "dentist on Tuesdays" in found.content
+
+    # killed mid-session: the next call says so, the manager starts it again, and it answers once more
+    os.kill(_server_pid(MEMORY), signal.SIGKILL)
+    wait_for(lambda: {s.name: s.state for s in app.mcp_manager.status()}["memory"] != "ready", timeout=20)
+    wait_for(lambda: {s.name: s.state for s in app.mcp_manager.status()}["memory"] == "ready", timeout=60,
+             interval=0.2)
+    assert {s.name: s for s in app.mcp_manager.status()}["memory"].restarts >= 1
+    server.push(tool_call("search_nodes", query="Ana"), answer("Still there."))
+    result = graph.invoke({"messages": [("user", "and now?")]}, {"configurable": {"thread_id": "npm-4"}}, version="v2")
+    again = [m for m in result.value["messages"] if m.type == "tool"][-1]
+    assert again.status == "success" and "dentist on Tuesdays" in again.content
+
+
+def test_a_server_imported_while_jarvis_runs_is_used_without_a_restart(jarvis_env, tmp_path):
+    proc = jarvis_env.cli("mcp", "import", str(_claude_file(tmp_path, jarvis_env.root, memory=False)))
+    assert proc.returncode == 0, proc.stderr
+    app = jarvis_env.app()
+    assert "list_directory" in app.runtime.catalog.names() and "search_nodes" not in app.runtime.catalog.names()
+    proc = jarvis_env.cli("mcp", "import", str(_claude_file(tmp_path, jarvis_env.root)))  # adds memory.toml
+    assert proc.returncode == 0, proc.stderr
+    wait_for(lambda: "search_nodes" in app.runtime.catalog.names(), timeout=60, interval=0.3)
+    jarvis_env.server.push(tool_call("read_graph"), answer("Empty."))
+    result = app.graph.invoke({"messages": [("user", "what do you remember?")]}, {"configurable": {"thread_id": "n"}},
+                              version="v2")
+    tool_msg = [m for m in result.value["messages"] if m.type == "tool"][-1]
+    assert tool_msg.status == "success" and "entities" in tool_msg.content
