@@ -27,6 +27,7 @@ from orchestrator.storage.telemetry import TelemetryHandler
 from orchestrator.tools.index import FIND_TOOLS, found_names
 from .jarb_subgraph import JARB_TOOL, jarb_task_for, make_jarb_node
 from .planner import call_model, step_limit_message, system_prompt
+from .provenance import judge_calls
 from .runtime import JarvisRuntime
 from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount, tainted
 from orchestrator.storage.threads import IDLE, RUNNING, WAITING
@@ -104,11 +105,14 @@ def make_nodes(rt: JarvisRuntime):
         sends: list[Send] = []
         base = {"message_id": last.id, "turn": state.turn, "untrusted_turn": state.untrusted_turn,
                 "trusted_after_turn": state.trusted_after_turn, "effects": state.effects}
+        judge = (judge_calls(rt.catalog, state.messages, tainted(state.untrusted_turn, state.trusted_after_turn))
+                 if settings.autonomy.argument_provenance else None)
         for i, call in enumerate(last.tool_calls):
             if call.get("name") == JARB_TOOL:  # the tool factory, not the executor
                 sends.append(Send("jarb", jarb_task_for(dict(call), i, base)))
                 continue
-            sends.append(Send("tool_node", ToolTask(call=dict(call), index=i, **base)))
+            sends.append(Send("tool_node", ToolTask(call=dict(call), index=i, **base,
+                                                    untrusted_args=judge(dict(call)) if judge else None)))
         offset = len(last.tool_calls)
         for j, bad in enumerate(last.invalid_tool_calls):
             call = {"name": bad.get("name") or "", "args": bad.get("args"), "id": bad.get("id") or f"invalid_{j}"}
@@ -135,6 +139,7 @@ def make_nodes(rt: JarvisRuntime):
             effects_this_turn=task.effects.count if task.effects.turn == task.turn else 0,
             config=config,
             emit=writer,
+            untrusted_args=task.untrusted_args,
         )
 
         def ask(request: Any) -> Any:

@@ -5,6 +5,8 @@ A call takes the strictest mode of its side effects (deny > confirm > auto); eff
   - the turn has already read untrusted content (a document must never make Jarvis act by itself);
   - the turn's side-effect budget is spent;
   - the tool asks for it (a newly generated tool that has not earned trust yet).
+With argument provenance (provenance.py) the first rule is judged per call for tools that name their deciding
+arguments: `untrusted_args` empty lets the call keep its mode, non-empty makes it ask whatever the policy.
 A scope (a jorb's approved overrides) may relax or tighten effects for its own calls only.
 """
 
@@ -60,6 +62,7 @@ def decide(
     effects_this_turn: int = 0,
     tool_requires_confirmation: str | None = None,
     sends_out: bool = False,
+    untrusted_args: list[str] | None = None,
 ) -> PolicyDecision:
     """sends_out: the call can carry data off the machine (a fetch of a URL, a send): after untrusted content it
     is escalated like a side effect, whatever its hints, since reading a secret then fetching
@@ -82,7 +85,13 @@ def decide(
             escalated = True
         mode = "confirm"
         reasons.append(tool_requires_confirmation)
-    if escalates_as_effect and config.escalate_after_untrusted and untrusted_seen:
+    if escalates_as_effect and untrusted_args:
+        if mode == "auto":
+            escalated = True
+        mode = "confirm"
+        reasons.append("escalated: what this call acts on came from content outside the conversation, not from you: "
+                       + ", ".join(untrusted_args))
+    elif escalates_as_effect and config.escalate_after_untrusted and untrusted_seen and untrusted_args is None:
         if mode == "auto":
             escalated = True
         mode = "confirm"

@@ -119,6 +119,8 @@ class CallContext:
     origin: str = "chat"
     config: dict | None = None  # the RunnableConfig, so callbacks (telemetry) see the tool run
     emit: Callable[[dict[str, Any]], None] | None = None  # progress events for the CLI / UI
+    # argument provenance (provenance.py): None = not judged (the blanket rule), else the untrusted deciding values
+    untrusted_args: list[str] | None = None
 
 
 @dataclass
@@ -251,6 +253,7 @@ class ToolExecutor:
             effects_this_turn=ctx.effects_this_turn,
             tool_requires_confirmation=meta.get("requires_confirmation"),
             sends_out=sends_out(tool, effects),
+            untrusted_args=ctx.untrusted_args if self.settings.autonomy.argument_provenance else None,
         )
         if decision.mode == "deny":
             return CallOutcome(name, f"Not done: {decision.reason} ({name}). Tell the user it was not done; they can "

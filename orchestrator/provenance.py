@@ -1,0 +1,155 @@
+"""Argument provenance: which values that decide an effect came from outside the conversation ([20] item 5).
+
+The blanket rule (autonomy.py) asks before every side effect once a thread has read outside content. With
+`autonomy.argument_provenance` on, a tool that names its *deciding* arguments (metadata `deciding_args`: the
+recipient, path, URL, amount, id that choose where an effect goes or what it touches) is judged per call instead:
+
+  - a value is trusted when it appears in the user's own words or in the successful result of a tool whose output
+    is not untrusted (with that call's own arguments cut out of the result first, so a tool that echoes what it was
+    given cannot launder a value the model took from a document);
+  - after untrusted content has been read, any other value is untrusted: it appears only in outside content, or
+    nowhere (the model derived it, and the derivation may be the injection's);
+  - content arguments (a body, a subject) may carry outside text, but an address in them (a URL, an email
+    address, an IBAN) counts as deciding: "send Alice this link" is a phishing attack through a trusted recipient.
+
+An effect whose deciding values are all trusted runs on its configured mode (auto) even in a tainted thread; one
+with an untrusted value asks, whatever the policy. Not covered: whether the call should happen at all (an
+injection that makes the model pay a trusted payee a trusted amount again) - values only, no control flow. A
+tool that names no deciding arguments keeps the blanket rule. Summaries of folded history are not a trusted
+source, so a value only there is untrusted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from integrations.base import is_untrusted
+
+# Addresses inside content arguments: URLs and bare domains, email addresses, IBANs.
+_ADDRESS_RE = re.compile(
+    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+    r"|(?:https?://|www\.)[^\s'\"<>)]+"
+    r"|(?:[a-z0-9-]+\.)+(?:com|org|net|io|dev|app|info|biz|co|me|ly|xyz|site|online|ru|cn|de|uk)\b(?:/[^\s'\"<>)]*)?"
+    r"|\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b",
+    re.I,
+)
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What the conversation itself vouches for. `tainted`: outside content has been read in the thread."""
+
+    trusted: tuple[str, ...]
+    tainted: bool
+
+
+def deciding_args(tool: Any) -> tuple[str, ...] | None:
+    """The tool's declared deciding arguments, or None when it declares none (then the blanket rule applies)."""
+    declared = (getattr(tool, "metadata", None) or {}).get("deciding_args")
+    return None if declared is None else tuple(declared)
+
+
+def _leaves(value: Any) -> Iterable[Any]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _leaves(v)
+    elif value is not None:
+        yield value
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, default=str, ensure_ascii=False)
+
+
+def sources_from_messages(messages: Sequence[BaseMessage], untrusted_tool: Callable[[str], bool], tainted: bool) -> Sources:
+    """The user's words and the successful results of trusted tools, each result without its own call's arguments.
+    `untrusted_tool(name)` must answer True for a tool it does not know."""
+    args_by_call: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        if isinstance(m, AIMessage):
+            for call in m.tool_calls:
+                args_by_call[str(call.get("id"))] = call.get("args") or {}
+    trusted: list[str] = []
+    for m in messages:
+        if isinstance(m, HumanMessage):
+            trusted.append(_text(m.content))
+        elif isinstance(m, ToolMessage) and m.status == "success" and not untrusted_tool(m.name or ""):
+            text = _text(m.content)
+            for leaf in _leaves(args_by_call.get(m.tool_call_id, {})):
+                echoed = str(leaf).strip()
+                if echoed:
+                    text = text.replace(echoed, " ")
+            trusted.append(text)
+    return Sources(tuple(trusted), tainted)
+
+
+def _forms(value: Any) -> list[str]:
+    if isinstance(value, bool):
+        return []  # a flag (recurring, cc?) chooses no target by itself
+    if isinstance(value, float) and value.is_integer():
+        return [str(int(value)), str(value)]
+    return [str(value).strip()]
+
+
+def _appears(form: str, texts: Sequence[str]) -> bool:
+    """`form` as a whole token of a trusted text: '13' does not match inside '2024-05-13' or 'file_13'."""
+    if not form:
+        return True
+    pattern = re.compile(r"(?<![\w\-./@])" + re.escape(form) + r"(?![\w\-/@]|\.\w)", re.I)
+    return any(pattern.search(t) for t in texts)
+
+
+def untrusted_arguments(tool: Any, args: dict[str, Any], sources: Sources) -> list[str] | None:
+    """The deciding values of this call not vouched for by the conversation, as 'arg=value' (empty: all trusted);
+    None when the tool names no deciding arguments (provenance cannot judge it)."""
+    deciding = deciding_args(tool)
+    if deciding is None:
+        return None
+    if not sources.tainted:
+        return []
+    found: list[str] = []
+    for name, value in args.items():
+        if name in deciding:
+            for leaf in _leaves(value):
+                if any(not _appears(form, sources.trusted) for form in _forms(leaf)):
+                    found.append(f"{name}={str(leaf)[:80]!r}")
+        else:
+            for leaf in _leaves(value):
+                if isinstance(leaf, str):
+                    for address in _ADDRESS_RE.findall(leaf):
+                        address = address.rstrip(".,;:!?")
+                        if not _appears(address, sources.trusted):
+                            found.append(f"{name} mentions {address[:80]!r}")
+    return found
+
+
+def judge_calls(catalog: Any, messages: Sequence[BaseMessage], tainted: bool) -> Callable[[dict[str, Any]], list[str] | None]:
+    """For the chat graph's router: a function giving each planned call its untrusted deciding values (see
+    `untrusted_arguments`). The sources are read once for all the calls of one planner step."""
+    cache: list[Sources] = []
+
+    def untrusted_tool(name: str) -> bool:
+        tool = catalog.get(name)
+        return tool is None or is_untrusted(tool)
+
+    def judge(call: dict[str, Any]) -> list[str] | None:
+        tool = catalog.get(call.get("name") or "")
+        args = call.get("args")
+        if tool is None or not isinstance(args, dict) or deciding_args(tool) is None:
+            return None
+        if not cache:
+            cache.append(sources_from_messages(messages, untrusted_tool, tainted))
+        return untrusted_arguments(tool, args, cache[0])
+
+    return judge
