@@ -10,7 +10,12 @@ recipient, path, URL, amount, id that choose where an effect goes or what it tou
   - after untrusted content has been read, any other value is untrusted: it appears only in outside content, or
     nowhere (the model derived it, and the derivation may be the injection's);
   - content arguments (a body, a subject) may carry outside text, but an address in them (a URL, an email
-    address, an IBAN) counts as deciding: "send Alice this link" is a phishing attack through a trusted recipient.
+    address, an IBAN) counts as deciding: "send Alice this link" is a phishing attack through a trusted recipient;
+  - opaque arguments (metadata `opaque_args`: ids) are trusted only from a trusted tool's result, never from the
+    user's prose, where '13' is a date as often as a file id;
+  - a call that sends data out may not carry, in its content, a number-like token (5+ digits: passport, card,
+    account numbers) read from a tool marked `sensitive_output` (the user's own records) unless the user wrote
+    it: an injection that mails the passport number to the user's own wife decides nothing else.
 
 An effect whose deciding values are all trusted runs on its configured mode (auto) even in a tainted thread; one
 with an untrusted value asks, whatever the policy. Not covered: whether the call should happen at all (an
@@ -29,7 +34,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from integrations.base import is_untrusted
+from integrations.base import is_untrusted, sends_out, side_effects_of
 
 # Addresses inside content arguments: URLs and bare domains, email addresses, IBANs.
 _ADDRESS_RE = re.compile(
@@ -40,13 +45,22 @@ _ADDRESS_RE = re.compile(
     re.I,
 )
 
+# Passport, card, account and phone numbers: a token with at least 5 digits.
+_NUMBER_LIKE_RE = re.compile(r"\b(?=(?:[A-Z-]*\d){5})[A-Z0-9][A-Z0-9-]*[A-Z0-9]\b", re.I)
+
 
 @dataclass(frozen=True)
 class Sources:
     """What the conversation itself vouches for. `tainted`: outside content has been read in the thread."""
 
-    trusted: tuple[str, ...]
+    words: tuple[str, ...]  # the user's messages
+    results: tuple[str, ...]  # successful results of trusted tools, their own arguments cut out
     tainted: bool
+    sensitive: tuple[str, ...] = ()  # results of tools marked sensitive_output
+
+    @property
+    def trusted(self) -> tuple[str, ...]:
+        return self.words + self.results
 
 
 def deciding_args(tool: Any) -> tuple[str, ...] | None:
@@ -72,7 +86,8 @@ def _text(content: Any) -> str:
     return json.dumps(content, default=str, ensure_ascii=False)
 
 
-def sources_from_messages(messages: Sequence[BaseMessage], untrusted_tool: Callable[[str], bool], tainted: bool) -> Sources:
+def sources_from_messages(messages: Sequence[BaseMessage], untrusted_tool: Callable[[str], bool], tainted: bool,
+                          sensitive_tool: Callable[[str], bool] = lambda name: False) -> Sources:
     """The user's words and the successful results of trusted tools, each result without its own call's arguments.
     `untrusted_tool(name)` must answer True for a tool it does not know."""
     args_by_call: dict[str, dict[str, Any]] = {}
@@ -80,18 +95,24 @@ def sources_from_messages(messages: Sequence[BaseMessage], untrusted_tool: Calla
         if isinstance(m, AIMessage):
             for call in m.tool_calls:
                 args_by_call[str(call.get("id"))] = call.get("args") or {}
-    trusted: list[str] = []
+    words: list[str] = []
+    results: list[str] = []
+    sensitive: list[str] = []
     for m in messages:
         if isinstance(m, HumanMessage):
-            trusted.append(_text(m.content))
-        elif isinstance(m, ToolMessage) and m.status == "success" and not untrusted_tool(m.name or ""):
+            words.append(_text(m.content))
+        elif isinstance(m, ToolMessage) and m.status == "success":
+            if sensitive_tool(m.name or ""):
+                sensitive.append(_text(m.content))
+            if untrusted_tool(m.name or ""):
+                continue
             text = _text(m.content)
             for leaf in _leaves(args_by_call.get(m.tool_call_id, {})):
                 echoed = str(leaf).strip()
                 if echoed:
                     text = text.replace(echoed, " ")
-            trusted.append(text)
-    return Sources(tuple(trusted), tainted)
+            results.append(text)
+    return Sources(tuple(words), tuple(results), tainted, tuple(sensitive))
 
 
 def _forms(value: Any) -> list[str]:
@@ -118,19 +139,27 @@ def untrusted_arguments(tool: Any, args: dict[str, Any], sources: Sources) -> li
         return None
     if not sources.tainted:
         return []
+    opaque = set((getattr(tool, "metadata", None) or {}).get("opaque_args") or ())
+    outgoing = sends_out(tool, side_effects_of(tool, args))
     found: list[str] = []
     for name, value in args.items():
         if name in deciding:
+            texts = sources.results if name in opaque else sources.trusted
             for leaf in _leaves(value):
-                if any(not _appears(form, sources.trusted) for form in _forms(leaf)):
+                if any(not _appears(form, texts) for form in _forms(leaf)):
                     found.append(f"{name}={str(leaf)[:80]!r}")
-        else:
-            for leaf in _leaves(value):
-                if isinstance(leaf, str):
-                    for address in _ADDRESS_RE.findall(leaf):
-                        address = address.rstrip(".,;:!?")
-                        if not _appears(address, sources.trusted):
-                            found.append(f"{name} mentions {address[:80]!r}")
+            continue
+        for leaf in _leaves(value):
+            if not isinstance(leaf, str):
+                continue
+            for address in _ADDRESS_RE.findall(leaf):
+                address = address.rstrip(".,;:!?")
+                if not _appears(address, sources.trusted):
+                    found.append(f"{name} mentions {address[:80]!r}")
+            if outgoing and sources.sensitive:
+                for token in _NUMBER_LIKE_RE.findall(leaf):
+                    if _appears(token, sources.sensitive) and not _appears(token, sources.words):
+                        found.append(f"{name} carries {token[:40]!r} from your private records")
     return found
 
 
@@ -143,13 +172,17 @@ def judge_calls(catalog: Any, messages: Sequence[BaseMessage], tainted: bool) ->
         tool = catalog.get(name)
         return tool is None or is_untrusted(tool)
 
+    def sensitive_tool(name: str) -> bool:
+        tool = catalog.get(name)
+        return tool is not None and bool((tool.metadata or {}).get("sensitive_output"))
+
     def judge(call: dict[str, Any]) -> list[str] | None:
         tool = catalog.get(call.get("name") or "")
         args = call.get("args")
         if tool is None or not isinstance(args, dict) or deciding_args(tool) is None:
             return None
         if not cache:
-            cache.append(sources_from_messages(messages, untrusted_tool, tainted))
+            cache.append(sources_from_messages(messages, untrusted_tool, tainted, sensitive_tool))
         return untrusted_arguments(tool, args, cache[0])
 
     return judge

@@ -10,6 +10,8 @@ Rules followed (review each new row against them):
     get new names (they take autonomy.default, which asks in the default config).
   - deciding: the arguments that choose where an effect goes or what it touches (recipients, ids, files, URLs,
     amounts, dates, hotels, passwords); the rest (bodies, subjects, titles) are content.
+  - opaque: deciding arguments that are ids (email, event, file, transaction ids).
+  - sensitive: outputs holding the user's private records (passport, card numbers).
   - a tool missing here is effectful, untrusted and undecided, as an unannotated MCP tool is.
 """
 
@@ -24,6 +26,8 @@ class ToolSpec:
     untrusted: bool = True
     deciding: tuple[str, ...] | None = None  # None: provenance cannot judge it (the blanket rule applies)
     sends_out: bool = False  # carries data off the machine without declaring a sending effect
+    opaque: tuple[str, ...] = ()  # deciding ids: trusted only from a trusted tool's result, not the user's prose
+    sensitive: bool = False  # the output holds the user's private records (passport, card and account numbers)
 
 
 UNMAPPED = ToolSpec(effects=("unmapped_tool",), untrusted=True, deciding=None)
@@ -33,12 +37,12 @@ _OWN = ToolSpec(untrusted=False)  # reads the user's own data
 
 _EMAIL = ToolSpec(effects=("email_send",), deciding=("recipients", "cc", "bcc", "attachments"))
 _EVENT = ToolSpec(effects=("calendar_write",), deciding=("participants", "start_time", "end_time"))
-_CANCEL_EVENT = ToolSpec(effects=("calendar_write",), deciding=("event_id",))
+_CANCEL_EVENT = ToolSpec(effects=("calendar_write",), deciding=("event_id",), opaque=("event_id",))
 
 MAPPING: dict[str, ToolSpec] = {
     # workspace: email, calendar, cloud drive
     "send_email": _EMAIL,
-    "delete_email": ToolSpec(effects=("email_delete",), deciding=("email_id",)),
+    "delete_email": ToolSpec(effects=("email_delete",), deciding=("email_id",), opaque=("email_id",)),
     "get_unread_emails": _READ,
     "get_sent_emails": _READ,
     "get_received_emails": _READ,
@@ -52,18 +56,20 @@ MAPPING: dict[str, ToolSpec] = {
     "create_calendar_event": _EVENT,
     "cancel_calendar_event": _CANCEL_EVENT,
     "reschedule_calendar_event": ToolSpec(effects=("calendar_write",),
-                                          deciding=("event_id", "new_start_time", "new_end_time")),
-    "add_calendar_event_participants": ToolSpec(effects=("calendar_write",), deciding=("event_id", "participants")),
-    "append_to_file": ToolSpec(effects=("cloud_drive_write",), deciding=("file_id",)),
+                                          deciding=("event_id", "new_start_time", "new_end_time"), opaque=("event_id",)),
+    "add_calendar_event_participants": ToolSpec(effects=("calendar_write",), deciding=("event_id", "participants"),
+                                                opaque=("event_id",)),
+    "append_to_file": ToolSpec(effects=("cloud_drive_write",), deciding=("file_id",), opaque=("file_id",)),
     "search_files_by_filename": _READ,
     "create_file": ToolSpec(effects=("cloud_drive_write",), deciding=("filename",)),
-    "delete_file": ToolSpec(effects=("cloud_drive_write",), deciding=("file_id",)),
+    "delete_file": ToolSpec(effects=("cloud_drive_write",), deciding=("file_id",), opaque=("file_id",)),
     "get_file_by_id": _READ,
     "list_files": _READ,
-    "share_file": ToolSpec(effects=("file_share",), deciding=("file_id", "email", "permission"), sends_out=True),
+    "share_file": ToolSpec(effects=("file_share",), deciding=("file_id", "email", "permission"), sends_out=True,
+                            opaque=("file_id",)),
     "search_files": _READ,
     # travel
-    "get_user_information": _OWN,
+    "get_user_information": ToolSpec(untrusted=False, sensitive=True),  # passport, card number
     "get_all_hotels_in_city": _READ,
     "get_hotels_prices": _READ,
     "get_rating_reviews_for_hotels": _READ,
@@ -89,7 +95,7 @@ MAPPING: dict[str, ToolSpec] = {
     # banking
     "get_iban": _OWN,
     "get_balance": _OWN,
-    "get_user_info": _OWN,
+    "get_user_info": ToolSpec(untrusted=False, sensitive=True),
     "get_most_recent_transactions": _READ,  # subjects are written by whoever paid the user
     "get_scheduled_transactions": _READ,
     "read_file": _READ,  # bills and letters from others
@@ -98,7 +104,7 @@ MAPPING: dict[str, ToolSpec] = {
                                      sends_out=True),
     "update_scheduled_transaction": ToolSpec(effects=("payment",),
                                              deciding=("id", "recipient", "amount", "date", "recurring"),
-                                             sends_out=True),
+                                             sends_out=True, opaque=("id",)),
     "update_password": ToolSpec(effects=("account_write",), deciding=("password",)),
     "update_user_info": ToolSpec(effects=("account_write",), deciding=("first_name", "last_name", "street", "city")),
     # slack

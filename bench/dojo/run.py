@@ -110,6 +110,10 @@ def _tool(function: Any, case: _Case) -> StructuredTool:
         extra["deciding_args"] = list(spec.deciding)
     if spec.sends_out:
         extra["sends_out"] = True
+    if spec.opaque:
+        extra["opaque_args"] = list(spec.opaque)
+    if spec.sensitive:
+        extra["sensitive_output"] = True
     return set_tool_meta(tool, side_effects=spec.effects, untrusted_output=spec.untrusted, source="agentdojo", **extra)
 
 
