@@ -59,6 +59,7 @@ test: install-dev install-system install-local demo-model test-corpus
 	exit $$status
 
 bench: install-dev install-system install-local demo-model
+	$(PY) -m pip install --quiet -e '.[bench]'
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # The embedded model backend (provider: embedded): llama-cpp-python's server, built from source. Built with

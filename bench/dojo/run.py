@@ -59,9 +59,10 @@ class Setup:
     name: str
     all_auto: bool
     provenance: bool
+    escalate: bool = True  # autonomy.escalate_after_untrusted (off only for the test's control run)
 
     def autonomy(self) -> dict[str, Any]:
-        cfg: dict[str, Any] = {"argument_provenance": self.provenance}
+        cfg: dict[str, Any] = {"argument_provenance": self.provenance, "escalate_after_untrusted": self.escalate}
         if self.all_auto:
             cfg["default"] = "auto"
             cfg["effects"] = {e: "auto" for e in (*KNOWN_SIDE_EFFECTS, *EFFECTS)}
