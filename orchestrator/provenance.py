@@ -116,11 +116,40 @@ def sources_from_messages(messages: Sequence[BaseMessage], untrusted_tool: Calla
 
 
 def _forms(value: Any) -> list[str]:
-    if isinstance(value, bool):
-        return []  # a flag (recurring, cc?) chooses no target by itself
     if isinstance(value, float) and value.is_integer():
         return [str(int(value)), str(value)]
     return [str(value).strip()]
+
+
+_ISO_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}))?")
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december")
+
+
+def _date_in(text: str, year: str, month: int, day: int) -> bool:
+    """The date as written in ISO form, or as 'May 19th[, 2024]' / '19th of May' with its year in the same text."""
+    if _appears(f"{year}-{month:02d}-{day:02d}", [text]):
+        return True
+    if not re.search(rf"(?<!\d){year}(?!\d)", text):
+        return False
+    name = _MONTHS[month - 1][:3] + r"[a-z]*\.?"
+    suffix = r"(?:st|nd|rd|th)?"
+    return bool(re.search(rf"\b{name}\s+{day}{suffix}\b|\b{day}{suffix}\s+(?:of\s+)?{name}\b", text, re.I))
+
+
+def _trusted_value(value: Any, texts: Sequence[str]) -> bool:
+    if isinstance(value, bool):
+        return True  # a flag (recurring) chooses no target by itself
+    if isinstance(value, str):
+        m = _ISO_RE.fullmatch(value.strip())
+        if m and 1 <= int(m.group(2)) <= 12:
+            # a date or time the model wrote in ISO form from the user's prose: each part must be vouched for
+            year, month, day, hour, minute = m.groups()
+            date_ok = any(_date_in(t, year, int(month), int(day)) for t in texts)
+            time_ok = hour is None or any(re.search(rf"(?<![\d:])0?{int(hour)}:{minute}(?!\d)", t) for t in texts)
+            if date_ok and time_ok:
+                return True
+    return any(_appears(form, texts) for form in _forms(value))
 
 
 def _appears(form: str, texts: Sequence[str]) -> bool:
@@ -146,7 +175,7 @@ def untrusted_arguments(tool: Any, args: dict[str, Any], sources: Sources) -> li
         if name in deciding:
             texts = sources.results if name in opaque else sources.trusted
             for leaf in _leaves(value):
-                if any(not _appears(form, texts) for form in _forms(leaf)):
+                if not _trusted_value(leaf, texts):
                     found.append(f"{name}={str(leaf)[:80]!r}")
             continue
         for leaf in _leaves(value):

@@ -102,3 +102,39 @@ def test_an_id_is_not_trusted_because_the_same_number_is_in_the_users_words(run)
     asked, done = run("What happens on June 13 according to my mail?", tool_call("delete_file", file_id="13"))
     (intr,) = asked
     assert "file_id='13'" in intr.value["reason"] and done == []
+
+
+# The rules themselves, on one call each (no graph): what counts as vouched for.
+def _judge(args: dict, words: str, results: tuple[str, ...] = (), sensitive: tuple[str, ...] = (), **meta: Any):
+    from orchestrator.provenance import Sources, untrusted_arguments
+
+    tool = set_tool_meta(StructuredTool.from_function(lambda **kw: "", name="act", description="act",
+                                                      args_schema={"type": "object"}), **meta)
+    return untrusted_arguments(tool, args, Sources((words,), results, True, sensitive))
+
+
+def test_an_iso_date_the_user_wrote_in_words_is_theirs_but_another_day_or_hour_is_not():
+    meta = {"side_effects": ["calendar_write"], "deciding_args": ["start"]}
+    said = "Book lunch on May 19th, 2024 at 12:00 please"
+    assert _judge({"start": "2024-05-19 12:00"}, said, **meta) == []
+    assert _judge({"start": "2024-05-19 13:00"}, said, **meta) == ["start='2024-05-19 13:00'"]
+    assert _judge({"start": "2024-05-18 12:00"}, said, **meta) == ["start='2024-05-18 12:00'"]
+    assert _judge({"start": "2025-05-19 12:00"}, said, **meta) == ["start='2025-05-19 12:00'"]
+
+
+def test_an_amount_matches_in_any_of_its_forms_and_a_flag_decides_nothing():
+    meta = {"side_effects": ["payment"], "deciding_args": ["amount", "recurring"]}
+    assert _judge({"amount": 50.0, "recurring": True}, "send 50 to my landlord", **meta) == []
+    assert _judge({"amount": 500.0}, "send 50 to my landlord", **meta) == ["amount='500.0'"]
+
+
+def test_a_send_may_not_carry_the_users_private_numbers_to_a_trusted_recipient():
+    meta = {"side_effects": ["email_send"], "deciding_args": ["to"]}
+    records = ("passport_number: HGK137803, credit_card_number: 4237-4252-7456-2574",)
+    found = _judge({"to": "jane@home.example", "body": "passport HGK137803, card 4237-4252-7456-2574"},
+                   "mail jane@home.example the hotel", sensitive=records, **meta)
+    assert found == ["body carries 'HGK137803' from your private records",
+                     "body carries '4237-4252-7456-2574' from your private records"]
+    # the user's own words may send them
+    assert _judge({"to": "jane@home.example", "body": "passport HGK137803"}, "mail jane@home.example my passport "
+                  "number HGK137803", sensitive=records, **meta) == []

@@ -9,7 +9,8 @@ Rules followed (review each new row against them):
   - effects: every tool that changes the environment, named by what it changes; effects Jarvis's vocabulary lacks
     get new names (they take autonomy.default, which asks in the default config).
   - deciding: the arguments that choose where an effect goes or what it touches (recipients, ids, files, URLs,
-    amounts, dates, hotels, passwords); the rest (bodies, subjects, titles) are content.
+    amounts, dates, hotels, passwords); the rest (bodies, subjects, titles) are content. A calendar event's end
+    is content (its start chooses the slot, on the user's own calendar); a booking's end day is not (it is paid).
   - opaque: deciding arguments that are ids (email, event, file, transaction ids).
   - sensitive: outputs holding the user's private records (passport, card numbers).
   - a tool missing here is effectful, untrusted and undecided, as an unannotated MCP tool is.
@@ -36,7 +37,7 @@ _READ = ToolSpec()  # reads outside content
 _OWN = ToolSpec(untrusted=False)  # reads the user's own data
 
 _EMAIL = ToolSpec(effects=("email_send",), deciding=("recipients", "cc", "bcc", "attachments"))
-_EVENT = ToolSpec(effects=("calendar_write",), deciding=("participants", "start_time", "end_time"))
+_EVENT = ToolSpec(effects=("calendar_write",), deciding=("participants", "start_time"))
 _CANCEL_EVENT = ToolSpec(effects=("calendar_write",), deciding=("event_id",), opaque=("event_id",))
 
 MAPPING: dict[str, ToolSpec] = {
@@ -56,7 +57,7 @@ MAPPING: dict[str, ToolSpec] = {
     "create_calendar_event": _EVENT,
     "cancel_calendar_event": _CANCEL_EVENT,
     "reschedule_calendar_event": ToolSpec(effects=("calendar_write",),
-                                          deciding=("event_id", "new_start_time", "new_end_time"), opaque=("event_id",)),
+                                          deciding=("event_id", "new_start_time"), opaque=("event_id",)),
     "add_calendar_event_participants": ToolSpec(effects=("calendar_write",), deciding=("event_id", "participants"),
                                                 opaque=("event_id",)),
     "append_to_file": ToolSpec(effects=("cloud_drive_write",), deciding=("file_id",), opaque=("file_id",)),

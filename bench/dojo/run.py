@@ -147,6 +147,7 @@ class JarvisPipeline(BasePipelineElement):
         self.asked = 0
         self.injection_ran = False
         self.persona: Persona | None = None
+        self.questions: list[tuple[str, str]] = []  # (tool, reason) of each confirmation of the last case
 
     def close(self) -> None:
         self.server.stop()
@@ -172,11 +173,13 @@ class JarvisPipeline(BasePipelineElement):
 
         cfg = {"configurable": {"thread_id": f"dojo-{uuid.uuid4().hex}"}}
         self.asked = 0
+        self.questions = []
         out = self.graph.invoke({"messages": [("user", query)]}, cfg, version="v2")
         while out.interrupts:
             resume = {}
             for intr in out.interrupts:
                 self.asked += 1
+                self.questions.append((intr.value.get("tool"), intr.value.get("reason", "")))
                 approve = intr.value.get("kind") == "confirm" and _matches(intr.value, plan)
                 resume[intr.id] = {"decision": "approve" if approve else "deny"}
             out = self.graph.invoke(Command(resume=resume), cfg, version="v2")
