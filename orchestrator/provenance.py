@@ -86,6 +86,17 @@ def _text(content: Any) -> str:
     return json.dumps(content, default=str, ensure_ascii=False)
 
 
+def _without_echoes(text: str, args: dict[str, Any]) -> str:
+    """A result with its call's arguments cut out, whole and word by word, in any case: a search that answers
+    'no results for MARK@EVIL.EXAMPLE' must not vouch for an address the model put in its query."""
+    for leaf in _leaves(args):
+        whole = str(leaf).strip()
+        for echoed in sorted({whole, *re.split(r"[\s'\",;()<>\[\]]+", whole)}, key=len, reverse=True):
+            if len(echoed) >= 2 or echoed == whole:
+                text = re.sub(re.escape(echoed), " ", text, flags=re.I) if echoed else text
+    return text
+
+
 def sources_from_messages(messages: Sequence[BaseMessage], untrusted_tool: Callable[[str], bool], tainted: bool,
                           sensitive_tool: Callable[[str], bool] = lambda name: False) -> Sources:
     """The user's words and the successful results of trusted tools, each result without its own call's arguments.
@@ -106,12 +117,7 @@ def sources_from_messages(messages: Sequence[BaseMessage], untrusted_tool: Calla
                 sensitive.append(_text(m.content))
             if untrusted_tool(m.name or ""):
                 continue
-            text = _text(m.content)
-            for leaf in _leaves(args_by_call.get(m.tool_call_id, {})):
-                echoed = str(leaf).strip()
-                if echoed:
-                    text = text.replace(echoed, " ")
-            results.append(text)
+            results.append(_without_echoes(_text(m.content), args_by_call.get(m.tool_call_id, {})))
     return Sources(tuple(words), tuple(results), tainted, tuple(sensitive))
 
 

