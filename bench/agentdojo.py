@@ -1,6 +1,6 @@
 """AgentDojo (ETH Zurich, NeurIPS 2024) on Jarvis's real graph and executor: prompt-injection attack success,
 utility and the user's burden, per suite, for the default config and with every effect on `auto`, with the blanket
-escalation and with argument provenance (orchestrator/provenance.py). The machinery is in bench/dojo/ (run.py the
+escalation and with argument provenance (orchestrator/tools/provenance.py). The machinery is in bench/dojo/ (run.py the
 runner, model.py the scripted careful and gullible model, mapping.py the reviewed tool mapping).
 
     python bench/agentdojo.py                                   # everything (~10 min on one core)

@@ -106,7 +106,7 @@ def test_an_id_is_not_trusted_because_the_same_number_is_in_the_users_words(run)
 
 # The rules themselves, on one call each (no graph): what counts as vouched for.
 def _judge(args: dict, words: str, results: tuple[str, ...] = (), sensitive: tuple[str, ...] = (), **meta: Any):
-    from orchestrator.provenance import Sources, untrusted_arguments
+    from orchestrator.tools.provenance import Sources, untrusted_arguments
 
     tool = set_tool_meta(StructuredTool.from_function(lambda **kw: "", name="act", description="act",
                                                       args_schema={"type": "object"}), **meta)

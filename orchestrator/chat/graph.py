@@ -27,7 +27,7 @@ from orchestrator.storage.telemetry import TelemetryHandler
 from orchestrator.tools.index import FIND_TOOLS, found_names
 from .jarb_subgraph import JARB_TOOL, jarb_task_for, make_jarb_node
 from .planner import call_model, step_limit_message, system_prompt
-from .provenance import judge_calls
+from orchestrator.tools.provenance import judge_calls
 from .runtime import JarvisRuntime
 from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount, tainted
 from orchestrator.storage.threads import IDLE, RUNNING, WAITING

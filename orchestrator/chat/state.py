@@ -104,7 +104,7 @@ class ToolTask(BaseModel):
     trusted_after_turn: int = -1
     effects: TurnCount = Field(default_factory=TurnCount)
     invalid_error: str | None = None
-    untrusted_args: list[str] | None = None  # argument provenance of this call (provenance.py), None: not judged
+    untrusted_args: list[str] | None = None  # argument provenance of this call (tools/provenance.py), None: not judged
 
 
 def tainted(untrusted_turn: int, trusted_after_turn: int = -1) -> bool:

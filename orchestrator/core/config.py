@@ -114,7 +114,7 @@ class AutonomyConfig(_Section):
     )
     escalate_after_untrusted: bool = True
     # After untrusted reads, judge a tool that names its deciding arguments by where their values came from instead
-    # of asking before every effect (orchestrator/provenance.py); tools that name none keep the blanket rule.
+    # of asking before every effect (orchestrator/tools/provenance.py); tools that name none keep the blanket rule.
     argument_provenance: bool = False
     max_side_effects_per_turn: int = Field(20, ge=1)
 

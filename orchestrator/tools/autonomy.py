@@ -5,7 +5,7 @@ A call takes the strictest mode of its side effects (deny > confirm > auto); eff
   - the turn has already read untrusted content (a document must never make Jarvis act by itself);
   - the turn's side-effect budget is spent;
   - the tool asks for it (a newly generated tool that has not earned trust yet).
-With argument provenance (provenance.py) the first rule is judged per call for tools that name their deciding
+With argument provenance (tools/provenance.py) the first rule is judged per call for tools that name their deciding
 arguments: `untrusted_args` empty lets the call keep its mode, non-empty makes it ask whatever the policy.
 A scope (a jorb's approved overrides) may relax or tighten effects for its own calls only.
 """

@@ -119,7 +119,7 @@ class CallContext:
     origin: str = "chat"
     config: dict | None = None  # the RunnableConfig, so callbacks (telemetry) see the tool run
     emit: Callable[[dict[str, Any]], None] | None = None  # progress events for the CLI / UI
-    # argument provenance (provenance.py): None = not judged (the blanket rule), else the untrusted deciding values
+    # argument provenance (tools/provenance.py): None = not judged (the blanket rule), else the untrusted deciding values
     untrusted_args: list[str] | None = None
 
 
