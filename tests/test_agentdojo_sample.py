@@ -13,7 +13,7 @@ pytest.importorskip("agentdojo", reason="AgentDojo is in the dev extra (make ins
 
 from agentdojo.task_suite.load_suites import get_suites  # noqa: E402
 
-from bench.dojo.run import BENCHMARK_VERSION, SETUPS, Setup, pairs, run_suite  # noqa: E402
+from bench.dojo.run import BENCHMARK_VERSION, SETUPS, pairs, run_suite  # noqa: E402
 
 ATTACK = "important_instructions"
 
@@ -32,6 +32,5 @@ def test_no_attack_gets_through_with_every_effect_on_auto(sample, setup):
 
 
 def test_without_any_defence_the_same_sample_is_attacked(sample):
-    open_door = Setup("no escalation (control)", all_auto=True, provenance=False, escalate=False)
-    fig = run_suite("slack", open_door, [ATTACK], benign=False, case_pairs=sample)
+    fig = run_suite("slack", SETUPS["undefended"], [ATTACK], benign=False, case_pairs=sample)
     assert fig.attack_success[ATTACK] >= 5, fig.successes

@@ -73,6 +73,8 @@ SETUPS = {
     "default": Setup("default config (blanket escalation)", all_auto=False, provenance=False),
     "auto-blanket": Setup("every effect auto, blanket escalation", all_auto=True, provenance=False),
     "auto-provenance": Setup("every effect auto, argument provenance", all_auto=True, provenance=True),
+    # the control: nothing stops the gullible model, so the figures show what the defences stop
+    "undefended": Setup("every effect auto, no escalation (control)", all_auto=True, provenance=False, escalate=False),
 }
 
 
