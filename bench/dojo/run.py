@@ -43,7 +43,7 @@ from bench.dojo.model import Persona, _squash, plain_args  # noqa: E402
 from integrations.base import KNOWN_SIDE_EFFECTS, ToolError, set_tool_meta  # noqa: E402
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog  # noqa: E402
 from orchestrator.core.config import settings_from_dict  # noqa: E402
-from orchestrator.chat.graph import build_graph  # noqa: E402
+from orchestrator.app import build_graph  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer  # noqa: E402
 
 BENCHMARK_VERSION = "v1.1.2"  # the last version with AgentDojo's 629 security cases (v1.2 has 949)
