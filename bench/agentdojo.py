@@ -3,7 +3,7 @@ utility and the user's burden, per suite, for the default config and with every 
 escalation and with argument provenance (orchestrator/tools/provenance.py). The machinery is in bench/dojo/ (run.py the
 runner, model.py the scripted careful and gullible model, mapping.py the reviewed tool mapping).
 
-    python bench/agentdojo.py               # everything: 3 setups x 4 attacks x 629 cases, ~20 min on one core
+    python bench/agentdojo.py               # everything: 3 setups x 4 attacks x 629 cases, ~25 min
     python bench/agentdojo.py --suites banking --setups auto-provenance --attacks important_instructions
 
 Targets ([20]): attack success 0 of 629 with every effect on auto under the gullible model, for
