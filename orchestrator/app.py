@@ -36,6 +36,9 @@ from integrations.time_tools import build_time_tools
 from integrations.yt_tools import build_yt_tools
 
 from .android.tasks import AndroidTaskService
+from .approvals.notifier import Notifier
+from .approvals.remote import Busy, RemoteAnswers
+from .approvals.store import ApprovalStore
 from .chat.graph import compile_chat_graph
 from .chat.jarb_subgraph import create_new_tool_tool
 from .chat.runtime import JarvisRuntime
@@ -44,7 +47,7 @@ from .core.ids import jorb_id_of
 from .docs_index import DocsIndex, IndexSink, build_docs_tools
 from .jarb.tools import generated_provider, make_sandbox, protected_paths
 from .jorbs.message_tools import build_message_tools
-from .jorbs.service import JorbError, JorbService
+from .jorbs.service import JorbBusy, JorbError, JorbService
 from .jorbs.tools import build_jorb_tools
 from .llm.client import make_chat_model
 from .mcp.manager import McpManager
@@ -209,11 +212,40 @@ class App:
         """Every confirmation waiting in the checkpoints (of one thread, or of all threads that may be waiting),
         chat threads and jorbs alike."""
         if thread_id:
-            return _confirmations(self.graph_for_thread(thread_id), thread_id)
+            return self._with_sent(_confirmations(self.graph_for_thread(thread_id), thread_id))
         items: list[dict[str, Any]] = []
         for info in ThreadIndex(self.settings).list(limit=10_000, statuses=(WAITING, RUNNING)):
             items.extend(_confirmations(self.graph_for_thread(info.thread_id), info.thread_id))
+        return self._with_sent(items)
+
+    def _with_sent(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each item says where it was sent to be answered from a phone (`sent`: channel, to, at)."""
+        store = ApprovalStore(self.settings)
+        for item in items:
+            item["sent"] = store.sent_for(store.ref(item))
         return items
+
+    # -- answering from a phone (orchestrator/approvals) --------------------------------------------------------
+    def answer_item(self, thread_id: str, interrupt_id: str, answer: str, via: str) -> None:
+        """Apply an answer given away from the UI to one pending jorb confirmation; its step runs in the
+        background. Raises JorbError (JorbAlreadyAnswered: another surface was first) or Busy."""
+        jorb_id = jorb_id_of(thread_id)
+        if jorb_id is None:
+            raise JorbError("only a jorb's confirmations are answered from a phone; answer this one in the UI")
+        decide = self.jorbs.approve if answer == "approve" else self.jorbs.reject
+        try:
+            decide(jorb_id, interrupt_id=interrupt_id, wait=False, via=via)
+        except JorbBusy as exc:
+            raise Busy(str(exc)) from None
+
+    @property
+    def remote_answers(self) -> RemoteAnswers:
+        """Telegram button presses and email replies -> answers (confirmations.notify)."""
+        return self._part("remote_answers", lambda: RemoteAnswers(self.settings, self.pending, self.answer_item))
+
+    def notifier(self) -> Notifier:
+        """Sends the pending confirmations no UI watches to confirmations.notify.to."""
+        return Notifier(self.settings, self.pending)
 
     def recover_in_doubt(self, thread_id: str | None = None) -> int:
         """Re-run the tool tasks of chat threads whose ledger holds a call started by a process that died.

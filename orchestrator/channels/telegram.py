@@ -80,7 +80,7 @@ class TelegramAPI:
         raise AssertionError("unreachable")
 
 
-def _token(settings: Settings) -> str:
+def telegram_token(settings: Settings) -> str:
     cfg = settings.channels.telegram
     if not cfg.enabled or cfg.token is None:
         raise ChannelError(HOW_TO)
@@ -98,7 +98,7 @@ class TelegramChannel:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.api = TelegramAPI(settings.channels.telegram.api_base, _token(settings))
+        self.api = TelegramAPI(settings.channels.telegram.api_base, telegram_token(settings))
         self.directory = ChannelState(settings, "telegram")
 
     def chat_id_for(self, to: str) -> str:
@@ -128,10 +128,13 @@ POLL_CLAIM = "channel:telegram:getUpdates"
 class TelegramPoller:
     """Long polling of getUpdates in a background thread; each allowed message goes to `deliver`."""
 
-    def __init__(self, settings: Settings, deliver: Callable[[str, str, str, dict[str, Any]], Any]):
+    def __init__(self, settings: Settings, deliver: Callable[[str, str, str, dict[str, Any]], Any],
+                 on_callback: Callable[[dict[str, Any]], Any] | None = None):
+        """`on_callback`: takes each button press (a callback_query; approvals/remote.py checks who pressed)."""
         self.settings = settings
+        self.on_callback = on_callback
         self.cfg = settings.channels.telegram
-        self.api = TelegramAPI(self.cfg.api_base, _token(settings), timeout=self.cfg.poll_timeout_s + 10)
+        self.api = TelegramAPI(self.cfg.api_base, telegram_token(settings), timeout=self.cfg.poll_timeout_s + 10)
         self.state = ChannelState(settings, "telegram")
         self.deliver = deliver
         self.allowed = {normalize_party(a) for a in self.cfg.allowlist} | {a.strip() for a in self.cfg.allowlist}
@@ -163,11 +166,16 @@ class TelegramPoller:
     def poll_once(self, timeout: int | None = None) -> int:
         offset = int(self.state.get("offset", "0") or 0)
         updates = self.api.call("getUpdates", {"offset": offset, "timeout": self.cfg.poll_timeout_s if timeout is None else timeout,
-                                               "allowed_updates": ["message"]},
+                                               "allowed_updates": ["message", "callback_query"] if self.on_callback
+                                               else ["message"]},
                                 timeout=(self.cfg.poll_timeout_s if timeout is None else timeout) + 10) or []
         handled = 0
         for update in updates:
             self.state.set("offset", str(int(update["update_id"]) + 1))
+            if update.get("callback_query") and self.on_callback is not None:
+                self.on_callback(update["callback_query"])
+                handled += 1
+                continue
             message = update.get("message") or {}
             text = message.get("text")
             sender = message.get("from") or {}

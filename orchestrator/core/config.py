@@ -245,6 +245,34 @@ class ChannelsConfig(_Section):
     default_region: str = Field("US", description="phone numbers without a country code are read in this region")
 
 
+class NotifyConfig(_Section):
+    """Where a confirmation no UI is watching is sent, so it can be answered from a phone (orchestrator/approvals)."""
+
+    to: list[Literal["telegram", "email"]] = Field(default_factory=list, description="telegram, email, both, or "
+                                                   "none (the default): the confirmation waits for the UI")
+    telegram_user_id: int | None = Field(None, description="your numeric Telegram user id: the message goes to "
+                                         "your chat with the bot, and only a press from this id answers")
+    email: str | None = Field(None, description="your address: the message goes there, and only a reply Gmail "
+                                                "verified as from it answers")
+    after_s: float = Field(300.0, ge=0, description="send once the item has waited this long unseen by the UI")
+    effects: list[str] = Field(default_factory=list, description="only confirmations of these side effects "
+                                                                 "(empty: all)")
+    check_s: float = Field(15.0, gt=0, description="how often pending items are looked at")
+    ui_url: str | None = Field(None, description="the web UI's address, for the 'edit in the UI' link")
+
+    @model_validator(mode="after")
+    def _addresses(self) -> "NotifyConfig":
+        if "telegram" in self.to and self.telegram_user_id is None:
+            raise ValueError("to: telegram needs telegram_user_id (your numeric user id; @userinfobot tells it)")
+        if "email" in self.to and not (self.email and "@" in self.email):
+            raise ValueError("to: email needs email: your address")
+        return self
+
+
+class ConfirmationsConfig(_Section):
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
+
+
 class SchedulerConfig(_Section):
     enabled: bool = True
     tick_s: float = Field(1.0, gt=0)
@@ -301,6 +329,7 @@ class Settings(_Section):
     google: GoogleConfig = Field(default_factory=GoogleConfig)
     jorbs: JorbsConfig = Field(default_factory=JorbsConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    confirmations: ConfirmationsConfig = Field(default_factory=ConfirmationsConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     docs: DocsConfig = Field(default_factory=DocsConfig)
     voice: VoiceConfig = Field(default_factory=VoiceConfig)

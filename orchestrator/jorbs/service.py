@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from jarb_core.sandbox import script_spawner
 
+from orchestrator.approvals.store import AlreadyAnswered, ApprovalStore
 from orchestrator.tools.answers import AnswerRefused, check_decision, resume_value, step_value, wake_value
 from orchestrator.tools.catalog import ToolCatalog
 from orchestrator.storage.checkpoints import prune_later
@@ -65,6 +66,10 @@ class JorbMovedOn(JorbError):
     """The question answered is no longer pending (it was answered, or the jorb moved on)."""
 
 
+class JorbAlreadyAnswered(JorbMovedOn):
+    """Another surface answered the question first (the UI and a phone at once); the message says which, when."""
+
+
 @dataclass
 class JorbView:
     row: JorbRow
@@ -94,6 +99,7 @@ class JorbService:
         self.store = JorbStore(settings)
         self.claims = Claims(settings)
         self.threads = ThreadIndex(settings)
+        self.answers = ApprovalStore(settings)  # who answered each confirmation first
         self.executor = ToolExecutor(settings, catalog)
         self._spawn = spawn
         self.rt = JorbRuntime(settings=settings, llm=llm or make_chat_model(settings, "primary", streaming=False),
@@ -433,21 +439,45 @@ class JorbService:
     # -- decisions -------------------------------------------------------------------------------------
     # `interrupt_id`: what the user saw and answers (the UI); None answers what is pending now (the CLI).
     # `wait=False`: the resumed step runs in the background and the view before it is returned.
+    # `via`: where the answer came from (the CLI, the web UI, telegram, email), recorded with it.
     def approve(self, jorb_id: str, note: str | None = None, *, interrupt_id: str | None = None,
-                wait: bool = True) -> JorbView:
+                wait: bool = True, via: str = "the CLI") -> JorbView:
         """Approve what a paused jorb asks (its own pause, a mission's question, or one confirmation)."""
-        return self._decide(jorb_id, "approve", note, interrupt_id, wait)
+        return self._decide(jorb_id, "approve", note, interrupt_id, wait, via)
 
     def reject(self, jorb_id: str, note: str | None = None, *, interrupt_id: str | None = None,
-               wait: bool = True) -> JorbView:
-        return self._decide(jorb_id, "deny", note, interrupt_id, wait)
+               wait: bool = True, via: str = "the CLI") -> JorbView:
+        return self._decide(jorb_id, "deny", note, interrupt_id, wait, via)
 
-    def _decide(self, jorb_id: str, answer: str, note: str | None, interrupt_id: str | None, wait: bool) -> JorbView:
+    def _decide(self, jorb_id: str, answer: str, note: str | None, interrupt_id: str | None, wait: bool,
+                via: str) -> JorbView:
         view, item = self._parked(jorb_id, interrupt_id, ("jorb_pause", "confirmation"), "an approval")
         value = resume_value(item, answer, note=note)
-        return self._go(view, Command(resume={item["interrupt_id"]: value}), wait)
+        with self._first_answer([item], answer, via):
+            return self._go(view, Command(resume={item["interrupt_id"]: value}), wait)
 
-    def resume(self, jorb_id: str, decisions: dict[str, dict[str, Any]], *, wait: bool = True) -> JorbView:
+    @contextmanager
+    def _first_answer(self, items: list[dict[str, Any]], answer: str, via: str) -> Iterator[None]:
+        """Only the first answer to a confirmation resumes the jorb (the UI and a phone at once): the others are
+        told who answered and when (JorbAlreadyAnswered). An answer that could not be applied is withdrawn."""
+        refs = []
+        try:
+            for item in items:
+                if item.get("type") == "confirmation":
+                    refs.append(self.answers.claim_answer(item, answer, via))
+        except AlreadyAnswered as exc:
+            for ref in refs:
+                self.answers.release_answer(ref)
+            raise JorbAlreadyAnswered(str(exc)) from None
+        try:
+            yield
+        except BaseException:
+            for ref in refs:
+                self.answers.release_answer(ref)
+            raise
+
+    def resume(self, jorb_id: str, decisions: dict[str, dict[str, Any]], *, wait: bool = True,
+               via: str = "the web UI") -> JorbView:
         """Answers from the confirmation dialog: {interrupt_id: {"decision": approve|edit|deny|skip, ...}}, each
         checked against the question it answers."""
         view = self._settled(jorb_id)
@@ -462,7 +492,10 @@ class JorbService:
                 check_decision(item, decision)
             except AnswerRefused as exc:
                 raise JorbError(str(exc)) from None
-        return self._go(view, Command(resume=decisions), wait)
+        answered = [asked[i] for i in decisions]
+        word = "deny" if all(d.get("decision") in ("deny", "skip") for d in decisions.values()) else "approve"
+        with self._first_answer(answered, word, via):
+            return self._go(view, Command(resume=decisions), wait)
 
     def answer_step(self, jorb_id: str, step: dict[str, Any] | str, *, interrupt_id: str | None = None,
                     wait: bool = True) -> JorbView:
@@ -482,6 +515,12 @@ class JorbService:
 
     def _parked(self, jorb_id: str, interrupt_id: str | None, types: tuple[str, ...],
                 what: str) -> tuple[JorbView, dict[str, Any]]:
+        if interrupt_id is not None:
+            # Answered by another surface (the UI, a phone) a moment ago: say so, rather than "busy" or "moved on".
+            first = self.answers.last_answer(jorb_thread_id(jorb_id), interrupt_id)
+            shown = next((p for p in self.view(jorb_id).pending if p["interrupt_id"] == interrupt_id), None)
+            if first is not None and (shown is None or self.answers.answered(self.answers.ref(shown)) is not None):
+                raise JorbAlreadyAnswered(first.describe())
         view = self._settled(jorb_id)
         if interrupt_id is not None:
             item = next((p for p in view.pending if p["interrupt_id"] == interrupt_id), None)

@@ -9,7 +9,7 @@ import importlib
 TABLE_MODULES = ["orchestrator.tools.ledger", "orchestrator.storage.threads", "orchestrator.storage.telemetry",
                  "orchestrator.storage.claims", "orchestrator.storage.workers", "orchestrator.tools.switches",
                  "orchestrator.channels.models", "orchestrator.jorbs.models", "orchestrator.reminders.models",
-                 "orchestrator.android.tasks"]
+                 "orchestrator.android.tasks", "orchestrator.approvals.store"]
 
 
 def import_table_modules() -> None:

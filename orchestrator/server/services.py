@@ -44,6 +44,7 @@ SERVICE_FACTORIES: list[str] = [
     "orchestrator.server.services:telegram_inbound_service",
     "orchestrator.server.services:email_inbound_service",
     "orchestrator.server.services:jorbs_recover_service",
+    "orchestrator.server.services:approvals_notify_service",
 ]
 
 
@@ -213,7 +214,9 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
         jorbs = ctx.app.jorbs
         # A burst of messages wakes a jorb once (debounce); the jorb's step runs off the poller's thread.
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
-        return TelegramPoller(ctx.settings, deliver).start()
+        # Approve / Deny presses on confirmations sent to the principal (confirmations.notify) come in here too.
+        presses = ctx.app.remote_answers.on_callback if "telegram" in ctx.settings.confirmations.notify.to else None
+        return TelegramPoller(ctx.settings, deliver, on_callback=presses).start()
 
     return _StartStop("telegram-inbound", start, detail=lambda poller: poller.status_note())
 
@@ -253,3 +256,30 @@ def jorbs_recover_service(settings: Settings) -> ThreadService:
                 log.info("resumed %d jorbs: %s", len(woken), ", ".join(woken))
 
     return ThreadService("jorbs-recover", run)
+
+
+def approvals_notify_service(settings: Settings) -> ThreadService | None:
+    """confirmations.notify: every check_s, jorb confirmations no UI has watched for after_s go to the principal's
+    Telegram and / or email (orchestrator/approvals); email answers are polled here (Telegram presses come with
+    the Telegram poller)."""
+    notify = settings.confirmations.notify
+    if not notify.to:
+        return None
+    if "telegram" in notify.to and not settings.channels.telegram.enabled:
+        raise ValueError("confirmations.notify.to has telegram, but channels.telegram is not enabled: enable it "
+                         "(its poller takes the button presses)")
+
+    def run(ctx: ServiceContext, stop: threading.Event) -> None:
+        notifier = ctx.app.notifier()
+        remote = ctx.app.remote_answers
+        replies = EmailPoller(ctx.settings, remote.on_email, remote.email_threads) if "email" in notify.to else None
+        while not stop.wait(notify.check_s):
+            for job in (notifier.sweep, replies.poll_once if replies else None):
+                if job is None:
+                    continue
+                try:
+                    job()
+                except Exception as exc:  # noqa: BLE001 - the next round tries again
+                    log.warning("approvals: %s failed: %s", getattr(job, "__name__", job), exc)
+
+    return ThreadService("approvals-notify", run)

@@ -1,5 +1,11 @@
 """A local HTTP server speaking the Telegram Bot API subset Jarvis uses: getMe, getUpdates (offsets, long-poll
-timeout), sendMessage, error bodies, 429 with retry_after. Tests queue inbound messages with `say()`."""
+timeout, allowed_updates), sendMessage (with an inline keyboard), answerCallbackQuery, editMessageReplyMarkup,
+error bodies, 429 with retry_after. Tests queue inbound messages with `say()` and button presses with `press()`.
+
+As in the Bot API: callback_data is 1-64 bytes (else BUTTON_DATA_INVALID); a callback query is answered once (a
+second answerCallbackQuery, or one for an unknown id, is "query is too old ... or query ID is invalid"); only a
+message the bot sent can have its keyboard edited, and an edit that changes nothing is refused ("message is not
+modified")."""
 
 from __future__ import annotations
 
@@ -21,6 +27,9 @@ class TelegramState:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.fail_next: list[tuple[int, dict[str, Any]]] = []  # (status, body) answered to the next sendMessage calls
         self.known_chats: set[int] = set()
+        self.queries: dict[str, dict[str, Any]] = {}  # callback query id -> the query, until answered
+        self.answered: list[dict[str, Any]] = []  # answerCallbackQuery payloads, in order
+        self.next_query = 5000
 
     def say(self, text: str, username: str | None = "alice", user_id: int = 42, chat_id: int | None = None) -> None:
         chat = chat_id or user_id
@@ -35,6 +44,43 @@ class TelegramState:
             self.next_update += 1
             self.next_message += 1
             self.lock.notify_all()
+
+
+    def press(self, message: dict[str, Any], data: str, user_id: int = 42, username: str | None = "alice") -> str:
+        """A user presses the button whose callback_data is `data` under the bot's `message`; returns the query id."""
+        with self.lock:
+            self.next_query += 1
+            qid = str(self.next_query)
+            sender = {"id": user_id, "is_bot": False, "first_name": (username or "anon").title()}
+            if username:
+                sender["username"] = username
+            query = {"id": qid, "from": sender, "chat_instance": f"ci{message['chat']['id']}",
+                     "message": {k: message[k] for k in ("message_id", "chat", "date", "text")}, "data": data}
+            self.queries[qid] = query
+            self.updates.append({"update_id": self.next_update, "callback_query": query})
+            self.next_update += 1
+            self.lock.notify_all()
+            return qid
+
+    def buttons(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        """The inline keyboard a sent message shows now (flattened)."""
+        markup = message.get("reply_markup") or {}
+        return [b for row in markup.get("inline_keyboard") or [] for b in row]
+
+
+def _bad_markup(markup: Any) -> str | None:
+    if markup is None:
+        return None
+    rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+        return "Bad Request: can't parse reply keyboard markup JSON object"
+    for button in (b for r in rows for b in r):
+        if not isinstance(button, dict) or not button.get("text"):
+            return "Bad Request: can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard"
+        data = button.get("callback_data")
+        if data is not None and not 1 <= len(str(data).encode()) <= 64:
+            return "Bad Request: BUTTON_DATA_INVALID"
+    return None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -67,9 +113,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "getUpdates":
             offset = int(payload.get("offset") or 0)
             deadline = time.monotonic() + min(float(payload.get("timeout") or 0), 5)
+            allowed = payload.get("allowed_updates") or ["message", "callback_query"]  # the default: all but a few
             with st.lock:
                 while True:
-                    ready = [u for u in st.updates if u["update_id"] >= offset]
+                    ready = [u for u in st.updates if u["update_id"] >= offset and any(k in u for k in allowed)]
                     if ready or time.monotonic() >= deadline:
                         break
                     st.lock.wait(timeout=max(0.01, deadline - time.monotonic()))
@@ -83,12 +130,43 @@ class _Handler(BaseHTTPRequestHandler):
             if chat_id not in st.known_chats:
                 self._reply(400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"})
                 return
+            problem = _bad_markup(payload.get("reply_markup"))
+            if problem:
+                self._reply(400, {"ok": False, "error_code": 400, "description": problem})
+                return
             with st.lock:
                 st.next_message += 1
                 message = {"message_id": st.next_message, "chat": {"id": chat_id}, "text": payload["text"],
                            "date": int(time.time())}
+                if payload.get("reply_markup"):
+                    message["reply_markup"] = payload["reply_markup"]
                 st.sent.append(message)
             self._reply(200, {"ok": True, "result": message})
+        elif method == "answerCallbackQuery":
+            with st.lock:
+                query = st.queries.pop(str(payload.get("callback_query_id")), None)
+                if query is not None:
+                    st.answered.append({**payload, "from": query["from"]["id"]})
+            if query is None:
+                self._reply(400, {"ok": False, "error_code": 400, "description": "Bad Request: query is too old and "
+                                  "response timeout expired or query ID is invalid"})
+            else:
+                self._reply(200, {"ok": True, "result": True})
+        elif method == "editMessageReplyMarkup":
+            with st.lock:
+                message = next((m for m in st.sent if m["message_id"] == int(payload.get("message_id") or 0)
+                                and m["chat"]["id"] == int(payload.get("chat_id") or 0)), None)
+                markup = payload.get("reply_markup") or {"inline_keyboard": []}
+                if message is None:
+                    status, body = 400, {"ok": False, "error_code": 400, "description": "Bad Request: message to edit not found"}
+                elif (message.get("reply_markup") or {"inline_keyboard": []}) == markup:
+                    status, body = 400, {"ok": False, "error_code": 400, "description": "Bad Request: message is not "
+                                         "modified: specified new message content and reply markup are exactly the "
+                                         "same as a current content and reply markup of the message"}
+                else:
+                    message["reply_markup"] = markup
+                    status, body = 200, {"ok": True, "result": message}
+            self._reply(status, body)
         else:
             self._reply(404, {"ok": False, "error_code": 404, "description": "Not Found"})
 

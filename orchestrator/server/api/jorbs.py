@@ -88,6 +88,11 @@ def detail(ctx: AppContext, view: JorbView) -> dict[str, Any]:
         data.pop("results", None)
         data.pop("notes", None)
     # Messages written to the jorb that it has not read yet (it reads them when it next waits for a reply).
+    # The UI is looking at this jorb (its confirmations are not sent to the phone), and where each was answered.
+    svc.answers.ui_viewed(row.thread_id)
+    data["answered"] = svc.answers.answers_for_thread(row.thread_id)
+    for item in data["pending"]:
+        item["sent"] = svc.answers.sent_for(svc.answers.ref(item))
     data["queued"] = [m.as_dict() for m in svc.store.messages(jorb_id=row.id, statuses=("pending",), direction="in")]
     is_open = row.status in OPEN_STATUSES
     data["can"] = {"reply": is_open, "cancel": is_open,
@@ -197,7 +202,8 @@ def reply(jorb_id: JorbId, body: ReplyIn, ctx: AppContext = Depends(app_context)
 @router.post("/jorbs/{jorb_id}/decide")
 def decide(jorb_id: JorbId, body: DecideIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     decide_now = service(ctx).approve if body.action == "approve" else service(ctx).reject
-    call(decide_now, jorb_id, (body.note or "").strip() or None, interrupt_id=body.interrupt_id, wait=False)
+    call(decide_now, jorb_id, (body.note or "").strip() or None, interrupt_id=body.interrupt_id, wait=False,
+         via="the web UI")
     return _after(ctx, jorb_id)
 
 

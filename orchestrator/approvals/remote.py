@@ -1,0 +1,140 @@
+"""Answers from the phone: a Telegram button press or an email reply -> the pending item's answer, applied once.
+
+Who may answer: on Telegram only `confirmations.notify.telegram_user_id` (the id Telegram authenticates; anyone
+else's press is dropped without a word, so a stranger learns nothing); by email only a reply from
+`confirmations.notify.email` whose From: Gmail verified (channels.email.sender_verified), whose first word is
+approve or deny and which quotes the code. What is answered: the token names one question (store.item_ref: the
+call's key, tool and arguments hash); it is good while that question is still pending, once. The first answer of
+any surface wins (JorbService records it); the later ones are told "already answered".
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parseaddr
+from typing import Any
+
+from orchestrator.channels.email import EmailChannel
+from orchestrator.channels.telegram import TelegramAPI, telegram_token
+from orchestrator.core.config import Settings
+from .notifier import APPROVE, DENY, aware
+from .store import ApprovalStore, ApprovalTokenRow, token_hash
+
+log = logging.getLogger(__name__)
+
+CODE = re.compile(r"\b[A-Z2-7]{24}\b")  # store.new_token: 15 bytes in base32
+Answer = Callable[[str, str, str, str], Any]  # (thread_id, interrupt_id, "approve"|"deny", via) -> applies it
+
+
+class Busy(Exception):
+    """The item's work is running right now: the answer was not applied and may be given again."""
+
+
+@dataclass
+class Outcome:
+    text: str  # what the person who answered is told
+    applied: bool = False
+    closed: bool = False  # the question is settled: take the buttons off
+
+
+class RemoteAnswers:
+    """`pending(thread_id)`: that thread's pending items (App.pending); `answer`: applies an answer (App.answer_item),
+    raising store.AlreadyAnswered-like errors whose message is told to the user, or Busy."""
+
+    def __init__(self, settings: Settings, pending: Callable[[str], list[dict[str, Any]]], answer: Answer,
+                 store: ApprovalStore | None = None):
+        self.settings = settings
+        self.cfg = settings.confirmations.notify
+        self.pending = pending
+        self.answer = answer
+        self.store = store or ApprovalStore(settings)
+        self._telegram: TelegramAPI | None = None
+
+    @property
+    def telegram(self) -> TelegramAPI:
+        if self._telegram is None:
+            self._telegram = TelegramAPI(self.settings.channels.telegram.api_base, telegram_token(self.settings))
+        return self._telegram
+
+    # -- one token, from any channel ----------------------------------------------------------------------------
+    def use(self, token: str, channel: str, answer: str) -> Outcome:
+        row = self.store.token(token)
+        if row is None or row.channel != channel:
+            return Outcome("That code is not known (it may be for another message); nothing was done.")
+        if row.used_at is not None:
+            return Outcome(self._already(row), closed=True)
+        item = next((p for p in self.pending(row.thread_id) if p.get("interrupt_id") == row.interrupt_id
+                     and self.store.ref(p) == row.ref), None)
+        if item is None:
+            self.store.use_token(token_hash(token), "closed")
+            return Outcome(self._already(row), closed=True)
+        if not self.store.use_token(token_hash(token), answer):
+            return Outcome(self._already(row), closed=True)
+        try:
+            self.answer(row.thread_id, row.interrupt_id, answer, channel)
+        except Busy as exc:
+            self.store.unuse_token(token_hash(token))  # not applied: the same button can be pressed again
+            return Outcome(f"{exc}; try again in a moment.")
+        except Exception as exc:  # noqa: BLE001 - answered elsewhere first, moved on: said to the user
+            return Outcome(str(exc), closed=True)
+        done = "Approved" if answer == "approve" else "Denied"
+        return Outcome(f"{done}: {item.get('summary') or item.get('tool')}", applied=True, closed=True)
+
+    def _already(self, row: ApprovalTokenRow) -> str:
+        first = self.store.answered(row.ref)
+        return first.describe() if first else "already answered, or no longer waiting; nothing was done"
+
+    # -- Telegram ---------------------------------------------------------------------------------------------
+    def on_callback(self, query: dict[str, Any]) -> Outcome | None:
+        """A button press (a Bot API callback_query). None: not the principal's, dropped without an answer."""
+        sender = (query.get("from") or {}).get("id")
+        if self.cfg.telegram_user_id is None or sender != self.cfg.telegram_user_id:
+            log.warning("a Telegram button press from user %s ignored: only confirmations.notify.telegram_user_id "
+                        "answers", sender)
+            return None
+        action, _, token = str(query.get("data") or "").partition(":")
+        if action not in (APPROVE, DENY) or not token:
+            outcome = Outcome("That button is not one of Jarvis's; nothing was done.")
+        else:
+            outcome = self.use(token, "telegram", "approve" if action == APPROVE else "deny")
+        self.telegram.call("answerCallbackQuery", {"callback_query_id": query.get("id"), "text": outcome.text[:190],
+                                                   "show_alert": not outcome.applied})
+        message = query.get("message") or {}
+        if outcome.closed and message.get("message_id") and (message.get("chat") or {}).get("id") is not None:
+            try:
+                self.telegram.call("editMessageReplyMarkup", {"chat_id": message["chat"]["id"],
+                                                              "message_id": message["message_id"],
+                                                              "reply_markup": {"inline_keyboard": []}})
+            except Exception as exc:  # noqa: BLE001 - the answer stands without the edit
+                log.info("could not take the buttons off Telegram message %s: %s", message.get("message_id"), exc)
+        return outcome
+
+    # -- email ------------------------------------------------------------------------------------------------
+    def on_email(self, channel: str, sender: str, text: str, meta: dict[str, Any]) -> Outcome | None:
+        """A reply in a thread an approval was sent in (the EmailPoller's deliver). None: not from the principal as
+        Gmail verified it, or not an answer; dropped."""
+        address = parseaddr(sender)[1].lower()
+        if not self.cfg.email or address != self.cfg.email.lower() or not meta.get("verified"):
+            log.warning("an email answer from %s ignored: only a reply Gmail verified as from "
+                        "confirmations.notify.email answers", sender)
+            return None
+        words = text.split()
+        first = re.sub(r"[^a-z]", "", words[0].lower()) if words else ""
+        codes = CODE.findall(text.upper())
+        if first not in ("approve", "deny") or not codes:
+            outcome = Outcome('Not understood: reply with "approve" or "deny" as the first word, keeping the code '
+                              "in the reply. Nothing was done.")
+        else:
+            outcome = self.use(codes[0], "email", first)
+        try:
+            EmailChannel(self.settings).send(self.cfg.email, outcome.text, thread_key=meta.get("thread_key"))
+        except Exception as exc:  # noqa: BLE001 - the answer stands without the acknowledgement
+            log.info("could not acknowledge the email answer: %s", exc)
+        return outcome
+
+    def email_threads(self) -> list[tuple[str, Any]]:
+        """The Gmail threads approvals were sent in and not answered yet, with when (for EmailPoller)."""
+        return [(row.message_id, aware(row.sent_at)) for row in self.store.open_tokens("email") if row.message_id]

@@ -1,0 +1,257 @@
+"""[26] Confirmations answered from the phone: a jorb's confirmation sent to the principal over Telegram (the local
+Bot API server, with callback queries) and email (the local Gmail server), answered once, by the principal only,
+bound to the call asked about, across a restart; the UI and the phone answering together: one wins."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from tests.fakes.telegram_server import TelegramServer
+from tests.test_jorbs import step
+
+PRINCIPAL = 42
+STRANGER = 66
+
+
+def _config(jarvis_env, telegram: TelegramServer | None = None, google=None, **notify: Any) -> None:
+    channels: dict[str, Any] = {}
+    if telegram is not None:
+        channels["telegram"] = {"enabled": True, "token": {"secret": "telegram_token"}, "api_base": telegram.base_url,
+                                "allowlist": ["@alice"], "poll_timeout_s": 0}
+    extra: dict[str, Any] = {}
+    if google is not None:
+        channels["email"] = {"enabled": True}
+        extra["google"] = {"gmail_base_url": google.url, "calendar_base_url": google.url,
+                           "token_uri": google.token_uri, "backoff_s": 0.01}
+    jarvis_env.write_config(channels=channels, confirmations={"notify": {"after_s": 0, "check_s": 0.05, **notify}},
+                            **extra)
+
+
+@pytest.fixture
+def telegram(jarvis_env, monkeypatch):
+    with TelegramServer(token="123:TEST") as fake:
+        monkeypatch.setenv("JARVIS_SECRET_TELEGRAM_TOKEN", "123:TEST")
+        fake.state.known_chats.add(PRINCIPAL)  # the principal wrote to the bot once (a bot cannot write first)
+        _config(jarvis_env, fake, to=["telegram"], telegram_user_id=PRINCIPAL)
+        yield fake
+
+
+def _paused_jorb(jarvis_env, app) -> Any:
+    """A jorb whose script asks to write a file (fs_write: confirm) and stops there."""
+    target = jarvis_env.root / "report.txt"
+    jarvis_env.server.push(step(reasoning="write", script=f"jarvis.fs.write_text({str(target)!r}, 'the report')\n'ok'"),
+                           step(reasoning="done", done=True, result="written"))
+    view = app.jorbs.create("Report", "Write the report")
+    assert view.row.status == "paused", view.row
+    return view
+
+
+def _poller(jarvis_env, app):
+    from orchestrator.channels.telegram import TelegramPoller
+
+    return TelegramPoller(jarvis_env.settings, lambda *a: None, on_callback=app.remote_answers.on_callback)
+
+
+def _sent_with_buttons(telegram) -> tuple[dict[str, Any], str, str]:
+    (message,) = telegram.state.sent
+    buttons = telegram.state.buttons(message)
+    assert [b["text"] for b in buttons] == ["Approve", "Deny"]
+    approve, deny = (b["callback_data"] for b in buttons)
+    return message, approve, deny
+
+
+def _press(telegram, poller, message, data, user_id=PRINCIPAL) -> str:
+    qid = telegram.state.press(message, data, user_id=user_id)
+    assert poller.poll_once(timeout=0) == 1
+    return qid
+
+
+def _answer_to(telegram, qid: str) -> dict[str, Any] | None:
+    return next((a for a in telegram.state.answered if a["callback_query_id"] == qid), None)
+
+
+def test_the_confirmation_reaches_telegram_with_buttons_and_the_principals_press_resumes_the_jorb_once(
+        jarvis_env, telegram):
+    """End to end through `jarvis run`'s services: the notifier sends, the Telegram poller takes the press."""
+    from tests.ui_server import start_ui
+
+    with start_ui(jarvis_env, services=["orchestrator.server.services:telegram_inbound_service",
+                                        "orchestrator.server.services:approvals_notify_service"]) as ui:
+        with ui.client() as c:
+            assert c.post("/api/jorbs", json={"name": "Report", "plan": "Write the report"}).status_code == 201
+        target = jarvis_env.root / "report.txt"
+        jarvis_env.server.push(step(reasoning="write", script=f"jarvis.fs.write_text({str(target)!r}, 'x')\n'ok'"),
+                               step(reasoning="done", done=True, result="written"))
+        _wait(lambda: telegram.state.sent, "the confirmation to reach Telegram")
+        message, approve, _ = _sent_with_buttons(telegram)
+        assert "fs_write" in message["text"] and "Why it asks" in message["text"] and "report.txt" in message["text"]
+        jorb = _jorbs(ui)[0]
+        assert jorb["pending"][0]["sent"][0]["channel"] == "telegram"  # the UI shows where it was sent
+        qid = telegram.state.press(message, approve, user_id=PRINCIPAL)
+        _wait(lambda: _answer_to(telegram, qid), "the press to be answered")
+        assert _answer_to(telegram, qid)["text"].startswith("Approved")
+        done = _wait(lambda: [j for j in _jorbs(ui) if j["status"] == "done"], "the jorb to finish")[0]
+        assert target.read_text() == "x"
+        assert telegram.state.buttons(telegram.state.sent[0]) == []  # the buttons are gone
+        assert [(a["via"], a["answer"]) for a in done["answered"]] == [("telegram", "approve")]
+        assert len(telegram.state.sent) == 1 and len(jarvis_env.server.requests) == 2  # sent once, resumed once
+
+
+def _jorbs(ui) -> list[dict[str, Any]]:
+    with ui.client() as c:
+        return [c.get(f"/api/jorbs/{j['id']}").json() for j in c.get("/api/jorbs?all=true").json()]
+
+
+def _wait(probe, what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_a_press_from_another_user_id_does_nothing(jarvis_env, telegram):
+    app = jarvis_env.app()
+    view = _paused_jorb(jarvis_env, app)
+    assert app.notifier().sweep() == 1
+    message, approve, _ = _sent_with_buttons(telegram)
+    poller = _poller(jarvis_env, app)
+    qid = _press(telegram, poller, message, approve, user_id=STRANGER)
+    app.jorbs.wait_background()
+    assert app.jorbs.view(view.row.id).row.status == "paused"
+    assert _answer_to(telegram, qid) is None  # the stranger gets nothing, not even "not allowed"
+    assert telegram.state.buttons(message)  # and the principal's buttons still work
+    _press(telegram, poller, message, approve)
+    app.jorbs.wait_background()
+    assert app.jorbs.view(view.row.id).row.status == "done"
+
+
+def test_a_replayed_callback_does_nothing(jarvis_env, telegram):
+    app = jarvis_env.app()
+    view = _paused_jorb(jarvis_env, app)
+    app.notifier().sweep()
+    message, approve, deny = _sent_with_buttons(telegram)
+    poller = _poller(jarvis_env, app)
+    _press(telegram, poller, message, approve)
+    app.jorbs.wait_background()
+    assert app.jorbs.view(view.row.id).row.status == "done"
+    calls = len(jarvis_env.server.requests)
+    for data in (approve, deny):  # the same press again, and the other button of the used message
+        qid = _press(telegram, poller, message, data)
+        app.jorbs.wait_background()
+        assert "already answered (approve, from telegram" in _answer_to(telegram, qid)["text"]
+    assert len(jarvis_env.server.requests) == calls  # the jorb did not move
+    from orchestrator.tools.ledger import EffectsLedger
+
+    assert EffectsLedger(jarvis_env.settings).count_for_thread(view.row.thread_id) == 1
+
+
+def test_a_forged_or_foreign_token_does_nothing(jarvis_env, telegram):
+    """Callback data is the client's to write: a made-up token, or an email code pressed as a button."""
+    app = jarvis_env.app()
+    view = _paused_jorb(jarvis_env, app)
+    app.notifier().sweep()
+    message, approve, _ = _sent_with_buttons(telegram)
+    poller = _poller(jarvis_env, app)
+    token = approve.partition(":")[2]
+    for data in ("a:" + "A" * 24, "a:" + token.lower()[:-1] + "x", "x:" + token, "a:"):
+        qid = _press(telegram, poller, message, data)
+        assert "nothing was done" in _answer_to(telegram, qid)["text"]
+    app.jorbs.wait_background()
+    assert app.jorbs.view(view.row.id).row.status == "paused"
+
+
+def test_a_restart_between_send_and_press_still_works(jarvis_env, telegram):
+    from orchestrator.storage.engines import dispose_all
+
+    first = jarvis_env.app()
+    view = _paused_jorb(jarvis_env, first)
+    first.notifier().sweep()
+    message, approve, _ = _sent_with_buttons(telegram)
+    first.close()
+    dispose_all()  # a new process: nothing kept in memory, the token is only in the database
+    second = jarvis_env.app()
+    _press(telegram, _poller(jarvis_env, second), message, approve)
+    second.jorbs.wait_background()
+    assert second.jorbs.view(view.row.id).row.status == "done"
+    assert (jarvis_env.root / "report.txt").read_text() == "the report"
+
+
+def test_a_token_is_bound_to_the_call_it_was_sent_for(jarvis_env, telegram):
+    """The jorb moved on to another question under the same interrupt: the old message's button does not answer it."""
+    app = jarvis_env.app()
+    target, other = jarvis_env.root / "a.txt", jarvis_env.root / "b.txt"
+    jarvis_env.server.push(step(reasoning="write two", script=f"jarvis.fs.write_text({str(target)!r}, '1')\n"
+                                                              f"jarvis.fs.write_text({str(other)!r}, '2')\n'ok'"),
+                           step(reasoning="done", done=True, result="written"))
+    view = app.jorbs.create("Two files", "Write two files")
+    app.notifier().sweep()
+    first_message, first_approve, _ = _sent_with_buttons(telegram)
+    poller = _poller(jarvis_env, app)
+    _press(telegram, poller, first_message, first_approve)
+    app.jorbs.wait_background()
+    (second,) = app.jorbs.view(view.row.id).pending
+    assert "b.txt" in str(second["args"])
+    qid = _press(telegram, poller, first_message, first_approve)  # the first message's button, again
+    assert "already answered" in _answer_to(telegram, qid)["text"]
+    app.jorbs.wait_background()
+    assert not other.exists() and app.jorbs.view(view.row.id).row.status == "paused"
+    assert app.notifier().sweep() == 1  # the second question gets its own message
+    assert "b.txt" in telegram.state.sent[-1]["text"]
+
+
+def test_the_ui_and_the_phone_answering_together_one_wins_the_other_is_told(jarvis_env, telegram):
+    from tests.ui_server import start_ui
+
+    with start_ui(jarvis_env) as ui:
+        app = ui.app.state.jarvis.app  # the UI server's own App: one process, the phone's poller in it
+        view = _paused_jorb(jarvis_env, app)
+        app.notifier().sweep()
+        message, approve, _ = _sent_with_buttons(telegram)
+        (item,) = app.jorbs.view(view.row.id).pending
+        poller = _poller(jarvis_env, app)
+        start = threading.Barrier(2)
+        results: dict[str, Any] = {}
+
+        def from_ui() -> None:
+            start.wait()
+            with ui.client() as c:
+                results["ui"] = c.post(f"/api/jorbs/{view.row.id}/decide",
+                                       json={"interrupt_id": item["interrupt_id"], "action": "approve"})
+
+        def from_phone() -> None:
+            start.wait()
+            results["phone"] = _press(telegram, poller, message, approve)
+
+        threads = [threading.Thread(target=from_ui), threading.Thread(target=from_phone)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        app.jorbs.wait_background()
+        _wait(lambda: not _busy(ui, view.row.id), "the jorb to settle")
+        ui_won = results["ui"].status_code == 200
+        phone_text = _answer_to(telegram, results["phone"])["text"]
+        phone_won = phone_text.startswith("Approved")
+        assert ui_won != phone_won, (results["ui"].text, phone_text)
+        if ui_won:
+            assert "already answered (approve, from the web UI" in phone_text
+        else:
+            assert results["ui"].status_code == 409 and "already answered (approve, from telegram" in results["ui"].text
+        assert (jarvis_env.root / "report.txt").read_text() == "the report"
+        from orchestrator.tools.ledger import EffectsLedger
+
+        assert EffectsLedger(jarvis_env.settings).count_for_thread(view.row.thread_id) == 1
+
+
+def _busy(ui, jorb_id: str) -> bool:
+    with ui.client() as c:
+        j = c.get(f"/api/jorbs/{jorb_id}").json()
+    return j["working"] or j["status"] in ("planning", "running")
