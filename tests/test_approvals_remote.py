@@ -4,8 +4,11 @@ bound to the call asked about, across a restart; the UI and the phone answering 
 
 from __future__ import annotations
 
+import base64
+import re
 import threading
 import time
+from email import message_from_bytes
 from typing import Any
 
 import pytest
@@ -255,3 +258,98 @@ def _busy(ui, jorb_id: str) -> bool:
     with ui.client() as c:
         j = c.get(f"/api/jorbs/{jorb_id}").json()
     return j["working"] or j["status"] in ("planning", "running")
+
+
+def test_the_ui_first_then_the_phone_and_the_phone_first_then_the_ui(jarvis_env, telegram):
+    """Each order once: the second is told who answered and when, and the jorb moves once."""
+    from tests.ui_server import start_ui
+
+    with start_ui(jarvis_env) as ui:
+        app = ui.app.state.jarvis.app
+        poller = _poller(jarvis_env, app)
+        # The UI first: the phone's press is told.
+        view = _paused_jorb(jarvis_env, app)
+        app.notifier().sweep()
+        message, approve, _ = _sent_with_buttons(telegram)
+        (item,) = app.jorbs.view(view.row.id).pending
+        with ui.client() as c:
+            assert c.post(f"/api/jorbs/{view.row.id}/decide",
+                          json={"interrupt_id": item["interrupt_id"], "action": "approve"}).status_code == 200
+        qid = _press(telegram, poller, message, approve)
+        assert "already answered (approve, from the web UI at" in _answer_to(telegram, qid)["text"]
+        app.jorbs.wait_background()
+        # The phone first: the UI's click is refused, saying so.
+        telegram.state.sent.clear()
+        (jarvis_env.root / "report.txt").unlink()
+        second = _paused_jorb(jarvis_env, app)
+        app.notifier().sweep()
+        message, _, deny = _sent_with_buttons(telegram)
+        (item,) = app.jorbs.view(second.row.id).pending
+        qid = _press(telegram, poller, message, deny)
+        assert _answer_to(telegram, qid)["text"].startswith("Denied")
+        with ui.client() as c:
+            late = c.post(f"/api/jorbs/{second.row.id}/decide",
+                          json={"interrupt_id": item["interrupt_id"], "action": "approve"})
+        assert late.status_code == 409 and "already answered (deny, from telegram at" in late.json()["detail"]
+        app.jorbs.wait_background()
+        assert not (jarvis_env.root / "report.txt").exists()  # denied: the UI's late approval did not run it
+        assert [a["via"] for a in _jorbs_detail(ui, second.row.id)["answered"]] == ["telegram"]
+
+
+def _jorbs_detail(ui, jorb_id: str) -> dict[str, Any]:
+    with ui.client() as c:
+        return c.get(f"/api/jorbs/{jorb_id}").json()
+
+
+VERIFIED = ("mx.google.com; dkim=pass header.i=@home.example header.s=s1; spf=pass smtp.mailfrom=boss@home.example; "
+            "dmarc=pass (p=REJECT) header.from=home.example")
+FORGED = ("mx.google.com; dkim=fail header.i=@home.example; spf=softfail smtp.mailfrom=mallory@evil.example; "
+          "dmarc=fail header.from=home.example")
+
+
+@pytest.fixture
+def mail(jarvis_env, google_server):
+    from google.oauth2.credentials import Credentials
+
+    from orchestrator.tools import google_auth
+
+    _config(jarvis_env, google=google_server, to=["email"], email="boss@home.example")
+    google_auth.save_credentials(jarvis_env.settings,
+                                 Credentials.from_authorized_user_info(google_server.authorized_user_info()))
+    return google_server
+
+
+def test_an_email_reply_from_a_forged_sender_does_nothing_and_the_verified_one_answers(jarvis_env, mail):
+    from orchestrator.channels.email import EmailPoller
+
+    app = jarvis_env.app()
+    view = _paused_jorb(jarvis_env, app)
+    assert app.notifier().sweep() == 1
+    (sent,) = mail.sent
+    assert sent["to"] == ["boss@home.example"]
+    mime = message_from_bytes(base64.urlsafe_b64decode(sent["raw"] + "=="))
+    text = mime.get_payload(decode=True).decode()
+    assert "fs_write" in text and "report.txt" in text
+    code = re.search(r"keeping this code in the reply: ([A-Z2-7]{24})", text).group(1)
+    thread = sent["threadId"]
+    remote = app.remote_answers
+    poller = EmailPoller(jarvis_env.settings, remote.on_email, remote.email_threads)
+    quoted = f"approve\n\nOn Monday Jarvis wrote:\n> keeping this code in the reply: {code}"
+    mail.add_message(sender="Boss <boss@home.example>", subject="Re: Jarvis asks", thread_id=thread, body=quoted,
+                     authentication_results=FORGED)  # the principal's address, not vouched for by Gmail
+    mail.add_message(sender="Boss <boss@home.example>", subject="Re: Jarvis asks", thread_id=thread, body=quoted,
+                     authentication_results=[FORGED, "mx.google.com; dmarc=pass header.from=home.example"])
+    mail.add_message(sender="Mallory <mallory@evil.example>", subject="Re: Jarvis asks", thread_id=thread, body=quoted,
+                     authentication_results="mx.google.com; dkim=pass header.i=@evil.example; dmarc=pass "
+                                            "header.from=evil.example")  # verified, but not the principal
+    assert poller.poll_once() == 3
+    app.jorbs.wait_background()
+    assert app.jorbs.view(view.row.id).row.status == "paused" and len(mail.sent) == 1  # nothing done, nothing said
+    mail.add_message(sender="Boss <boss@home.example>", subject="Re: Jarvis asks", thread_id=thread, body=quoted,
+                     authentication_results=VERIFIED)
+    assert poller.poll_once() == 1
+    app.jorbs.wait_background()
+    assert app.jorbs.view(view.row.id).row.status == "done"
+    assert (jarvis_env.root / "report.txt").read_text() == "the report"
+    assert mail.sent[-1]["threadId"] == thread  # "Approved: ..." in the same thread
+    assert remote.email_threads() == []  # answered: its thread is not polled any more
