@@ -188,7 +188,8 @@ def test_a_restart_between_send_and_press_still_works(jarvis_env, telegram):
 
 
 def test_a_token_is_bound_to_the_call_it_was_sent_for(jarvis_env, telegram):
-    """The jorb moved on to another question under the same interrupt: the old message's button does not answer it."""
+    """The first question was answered in the UI and the jorb asks the next one: the first message's button, never
+    pressed, does not answer the second."""
     app = jarvis_env.app()
     target, other = jarvis_env.root / "a.txt", jarvis_env.root / "b.txt"
     jarvis_env.server.push(step(reasoning="write two", script=f"jarvis.fs.write_text({str(target)!r}, '1')\n"
@@ -198,11 +199,11 @@ def test_a_token_is_bound_to_the_call_it_was_sent_for(jarvis_env, telegram):
     app.notifier().sweep()
     first_message, first_approve, _ = _sent_with_buttons(telegram)
     poller = _poller(jarvis_env, app)
-    _press(telegram, poller, first_message, first_approve)
-    app.jorbs.wait_background()
+    (first,) = app.jorbs.view(view.row.id).pending
+    app.jorbs.approve(view.row.id, interrupt_id=first["interrupt_id"], via="the web UI")
     (second,) = app.jorbs.view(view.row.id).pending
     assert "b.txt" in str(second["args"])
-    qid = _press(telegram, poller, first_message, first_approve)  # the first message's button, again
+    qid = _press(telegram, poller, first_message, first_approve)  # the first message's button, still unused
     assert "already answered" in _answer_to(telegram, qid)["text"]
     app.jorbs.wait_background()
     assert not other.exists() and app.jorbs.view(view.row.id).row.status == "paused"
@@ -353,3 +354,20 @@ def test_an_email_reply_from_a_forged_sender_does_nothing_and_the_verified_one_a
     assert (jarvis_env.root / "report.txt").read_text() == "the report"
     assert mail.sent[-1]["threadId"] == thread  # "Approved: ..." in the same thread
     assert remote.email_threads() == []  # answered: its thread is not polled any more
+
+
+def test_a_question_asked_again_under_the_same_interrupt_is_not_answered_by_the_old_message(jarvis_env, telegram):
+    """An edit the UI sent was refused and the call is asked again (with the error): the old message's button was
+    for the question as first shown; it does not answer the new one."""
+    app = jarvis_env.app()
+    view = _paused_jorb(jarvis_env, app)
+    app.notifier().sweep()
+    message, approve, _ = _sent_with_buttons(telegram)
+    (first,) = app.jorbs.view(view.row.id).pending
+    app.jorbs.resume(view.row.id, {first["interrupt_id"]: {"decision": "edit", "args": {"path": 5}}}, wait=True)
+    (again,) = app.jorbs.view(view.row.id).pending
+    assert again["error"]
+    qid = _press(telegram, _poller(jarvis_env, app), message, approve)
+    app.jorbs.wait_background()
+    assert "nothing was done" in _answer_to(telegram, qid)["text"] or "already answered" in _answer_to(telegram, qid)["text"]
+    assert app.jorbs.view(view.row.id).pending[0]["error"] and not (jarvis_env.root / "report.txt").exists()

@@ -2,9 +2,9 @@
 pending item first, and when the UI last looked at a thread.
 
 An item (a pending confirmation) is named by `item_ref`: its thread, its interrupt, the ledger key of its call,
-the tool and arguments hash, and how many questions were asked under that key. LangGraph gives every question a
-task asks the same interrupt id (a jorb's script that asks twice, an edit refused and asked again), so the
-interrupt id alone would let an answer to one question answer the next.
+the tool and arguments hash, and how many questions were asked under that key. The interrupt id says where the
+graph waits; the rest says which call was shown, so a token answers the call it showed and nothing else, whatever
+ids the graph gives the questions that follow (an edit refused and asked again, the next call of a script).
 
 Tokens are stored as their SHA-256 only: reading the database does not give an answer to press. A token is used
 once (`use_token`: a conditional UPDATE, one winner across processes) and is good only while its item is still
