@@ -69,7 +69,10 @@ class Notifier:
             return False
         if self.cfg.effects and not set(self.cfg.effects) & set(item.get("side_effects") or []):
             return False
-        first = aware(self.store.seen(self.store.ref(item)).first_seen)
+        ref = self.store.ref(item)
+        if self.store.answered(ref) is not None:
+            return False  # answered; its step has not moved on yet
+        first = aware(self.store.seen(ref).first_seen)
         now = max(now, first)  # seen for the first time just now
         viewed = aware(self.store.ui_seen_at(str(item["thread_id"])))
         waited = (now - first).total_seconds() >= self.cfg.after_s

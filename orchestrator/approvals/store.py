@@ -2,7 +2,7 @@
 pending item first, and when the UI last looked at a thread.
 
 An item (a pending confirmation) is named by `item_ref`: its thread, its interrupt, the ledger key of its call,
-the tool and arguments hash, and how many questions were asked under that key. The interrupt id says where the
+the tool and arguments hash, and why it is asked again if it is. The interrupt id says where the
 graph waits; the rest says which call was shown, so a token answers the call it showed and nothing else, whatever
 ids the graph gives the questions that follow (an edit refused and asked again, the next call of a script).
 
@@ -27,7 +27,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from orchestrator.core.config import Settings
 from orchestrator.storage.engines import Base, jarvis_engine, utcnow
-from orchestrator.tools.ledger import EffectsLedger, call_fingerprint
+from orchestrator.tools.ledger import call_fingerprint
 
 
 class ApprovalTokenRow(Base):
@@ -81,11 +81,11 @@ class UiViewRow(Base):
     seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-def item_ref(item: Mapping[str, Any], ledger: EffectsLedger) -> str:
-    """The name of one question (see the module docstring)."""
-    asked = len(ledger.asked(item.get("key") or "")) if item.get("key") else 0
+def item_ref(item: Mapping[str, Any]) -> str:
+    """The name of one question (see the module docstring). A call asked again carries why (`error`: an edit
+    refused, the answer given was for another call), so it is another question."""
     parts = [item.get("thread_id"), item.get("interrupt_id"), item.get("key"), item.get("kind"),
-             call_fingerprint(str(item.get("tool")), item.get("args") or {}), asked]
+             call_fingerprint(str(item.get("tool")), item.get("args") or {}), item.get("error")]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
@@ -118,10 +118,9 @@ class ApprovalStore:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.engine = jarvis_engine(settings)
-        self.ledger = EffectsLedger(settings)
 
     def ref(self, item: Mapping[str, Any]) -> str:
-        return item_ref(item, self.ledger)
+        return item_ref(item)
 
     # -- who answered first ----------------------------------------------------------------------------------
     def claim_answer(self, item: Mapping[str, Any], answer: str, via: str) -> str:
