@@ -179,6 +179,8 @@ def test_a_restart_between_send_and_press_still_works(jarvis_env, telegram):
     first.notifier().sweep()
     message, approve, _ = _sent_with_buttons(telegram)
     first.close()
+    listed = jarvis_env.cli("pending", check=True).stdout  # another process says where it was sent
+    assert "sent to telegram (42)" in listed, listed
     dispose_all()  # a new process: nothing kept in memory, the token is only in the database
     second = jarvis_env.app()
     _press(telegram, _poller(jarvis_env, second), message, approve)
@@ -371,3 +373,27 @@ def test_a_question_asked_again_under_the_same_interrupt_is_not_answered_by_the_
     app.jorbs.wait_background()
     assert "nothing was done" in _answer_to(telegram, qid)["text"] or "already answered" in _answer_to(telegram, qid)["text"]
     assert app.jorbs.view(view.row.id).pending[0]["error"] and not (jarvis_env.root / "report.txt").exists()
+
+
+@pytest.mark.parametrize("notify, expected", [
+    ({"to": ["telegram"]}, "to: telegram needs telegram_user_id"),
+    ({"to": ["email"], "email": "not an address"}, "to: email needs email: your address"),
+    ({"to": ["sms"]}, "confirmations.notify.to"),
+])
+def test_a_notify_config_that_cannot_work_says_what_is_missing(tmp_path, notify, expected):
+    import yaml
+
+    from orchestrator.core.config import ConfigError, load_settings
+
+    path = tmp_path / "config.yml"
+    path.write_text(yaml.safe_dump({"confirmations": {"notify": notify}}))
+    with pytest.raises(ConfigError, match=expected):
+        load_settings(path)
+
+
+def test_the_notifier_service_refuses_telegram_without_the_telegram_channel(jarvis_env):
+    from orchestrator.server.services import approvals_notify_service
+
+    _config(jarvis_env, to=["telegram"], telegram_user_id=PRINCIPAL)
+    with pytest.raises(ValueError, match="channels.telegram is not enabled"):
+        approvals_notify_service(jarvis_env.settings)

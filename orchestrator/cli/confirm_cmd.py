@@ -84,6 +84,9 @@ def register(app: typer.Typer) -> None:
             if p.get("reason"):
                 typer.echo(f"    why: {p['reason']}")
             typer.echo(f"    args: {json.dumps(p.get('args'), ensure_ascii=False)[:300]}")
+            for sent in p.get("sent") or []:  # confirmations.notify: answerable from the phone too
+                typer.echo(f"    sent to {sent['channel']} ({sent['to']}) at {sent['at'][:16].replace('T', ' ')} UTC"
+                           + (f", {sent['used']}" if sent.get("used") else ""))
             typer.echo(f"    jarvis approve {p['thread_id']} --call {p['interrupt_id']}   |   jarvis deny {p['thread_id']}")
 
     @app.command()

@@ -480,6 +480,8 @@ class JorbService:
                via: str = "the web UI") -> JorbView:
         """Answers from the confirmation dialog: {interrupt_id: {"decision": approve|edit|deny|skip, ...}}, each
         checked against the question it answers."""
+        for interrupt_id in decisions:
+            self.refuse_if_answered(jorb_id, interrupt_id)
         view = self._settled(jorb_id)
         asked = {p["interrupt_id"]: p for p in view.pending if p.get("type") == "confirmation"}
         if not asked:
@@ -513,14 +515,20 @@ class JorbService:
             raise JorbBusy(f"jorb {view.row.id} is working; decide again once it waits")
         return view
 
+    def refuse_if_answered(self, jorb_id: str, interrupt_id: str) -> None:
+        """JorbAlreadyAnswered, saying where and when, when another surface (the UI, a phone) answered this
+        question: rather than "busy" while its step runs, or "moved on" after."""
+        first = self.answers.last_answer(jorb_thread_id(jorb_id), interrupt_id)
+        if first is None:
+            return
+        shown = next((p for p in self.view(jorb_id).pending if p["interrupt_id"] == interrupt_id), None)
+        if shown is None or self.answers.answered(self.answers.ref(shown)) is not None:
+            raise JorbAlreadyAnswered(first.describe())
+
     def _parked(self, jorb_id: str, interrupt_id: str | None, types: tuple[str, ...],
                 what: str) -> tuple[JorbView, dict[str, Any]]:
         if interrupt_id is not None:
-            # Answered by another surface (the UI, a phone) a moment ago: say so, rather than "busy" or "moved on".
-            first = self.answers.last_answer(jorb_thread_id(jorb_id), interrupt_id)
-            shown = next((p for p in self.view(jorb_id).pending if p["interrupt_id"] == interrupt_id), None)
-            if first is not None and (shown is None or self.answers.answered(self.answers.ref(shown)) is not None):
-                raise JorbAlreadyAnswered(first.describe())
+            self.refuse_if_answered(jorb_id, interrupt_id)
         view = self._settled(jorb_id)
         if interrupt_id is not None:
             item = next((p for p in view.pending if p["interrupt_id"] == interrupt_id), None)

@@ -214,6 +214,8 @@ def resume(jorb_id: JorbId, body: ResumeIn, ctx: AppContext = Depends(app_contex
     view = call(service(ctx).view, jorb_id)
     asked = {p["interrupt_id"]: p for p in view.pending if p.get("type") == "confirmation"}
     unknown = sorted(body.ids() - set(asked))
+    for interrupt_id in unknown:  # answered from a phone meanwhile: say so
+        call(service(ctx).refuse_if_answered, jorb_id, interrupt_id)
     if unknown:
         raise HTTPException(409, f"jorb {view.row.id} no longer waits for {', '.join(unknown)}; reload")
     call(service(ctx).resume, jorb_id, resume_values_for(body, asked), wait=False)

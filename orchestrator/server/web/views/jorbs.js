@@ -139,6 +139,8 @@ function render(j) {
     detailEl.append(h("div", { class: "result" }, h("strong", { text: "Result: " }), typeof j.result === "string" ? j.result : h("pre", { text: json(j.result) })));
   }
   for (const p of j.pending) detailEl.append(pendingBlock(j, p));
+  const answers = answeredList(j);
+  if (answers) detailEl.append(answers);
   if (j.can.reply) detailEl.append(replyForm(j));
   if (j.queued.length) {
     detailEl.append(h("div", { class: "queued" }, h("h3", {}, "Not read yet"),
@@ -155,6 +157,20 @@ function render(j) {
   if (mission) detailEl.append(rounds(j));
   else detailEl.append(conversation(j), scriptResults(j));
   detailEl.append(controls(j));
+}
+
+// confirmations.notify: where a confirmation was sent to be answered from the phone, and where each was answered.
+function sentTo(items) {
+  const sent = items.flatMap((x) => x.sent || []);
+  if (!sent.length) return null;
+  return h("p", { class: "muted small sent-to" }, "Also sent to " + sent.map((s) => `${s.channel} (${s.to}) ${when(s.at)}`).join(", ") +
+    "; the first answer counts.");
+}
+
+function answeredList(j) {
+  if (!(j.answered || []).length) return null;
+  return h("details", { class: "answered" }, h("summary", {}, "Answers given"),
+    h("ul", {}, j.answered.map((a) => h("li", { text: `${a.answer} ${a.tool}: from ${a.via}, ${when(a.at)}` }))));
 }
 
 function pendingBlock(j, p) {
@@ -184,6 +200,7 @@ function pendingBlock(j, p) {
       h("p", {}, h("strong", { text: all.length > 1 ? `${all.length} calls wait for your confirmation: ` : "A call waits for your confirmation: " }),
         all.map((x) => x.summary).join(" · ")),
       h("div", { class: "actions" }, h("button", { type: "button", class: "primary", disabled: j.working, onclick: () => review_(j, all, err) }, "Review")),
+      sentTo(all),
       err);
   } else if (p.type === "human_step") {
     const stepId = `step-${p.interrupt_id}`;
