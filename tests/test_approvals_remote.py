@@ -15,6 +15,7 @@ import pytest
 
 from tests.fakes.telegram_server import TelegramServer
 from tests.test_jorbs import step
+from tests.test_ui_browser import browser, open_ui, shot  # noqa: F401 - fixtures
 
 PRINCIPAL = 42
 STRANGER = 66
@@ -397,3 +398,66 @@ def test_the_notifier_service_refuses_telegram_without_the_telegram_channel(jarv
     _config(jarvis_env, to=["telegram"], telegram_user_id=PRINCIPAL)
     with pytest.raises(ValueError, match="channels.telegram is not enabled"):
         approvals_notify_service(jarvis_env.settings)
+
+
+@pytest.mark.browser
+def test_the_jorb_view_shows_where_it_was_sent_and_where_it_was_answered(jarvis_env, telegram, open_ui):
+    page, server = open_ui()
+    app = server.app.state.jarvis.app
+    view = _paused_jorb(jarvis_env, app)
+    app.notifier().sweep()
+    message, approve, _ = _sent_with_buttons(telegram)
+    page.goto(f"{server.url}/#jorbs/{view.row.id}")
+    assert "Also sent to telegram (42)" in page.locator(".sent-to").inner_text()
+    _press(telegram, _poller(jarvis_env, app), message, approve)
+    app.jorbs.wait_background()
+    page.reload()
+    page.locator(".answered summary").click()
+    assert "approve fs_write_text: from telegram" in page.locator(".answered").inner_text()
+    shot(page, "jorb-answered-from-telegram")
+
+
+def test_the_edit_link_opens_the_jorb_in_the_ui(jarvis_env, telegram):
+    _config(jarvis_env, telegram, to=["telegram"], telegram_user_id=PRINCIPAL, ui_url="http://127.0.0.1:8000/")
+    app = jarvis_env.app()
+    view = _paused_jorb(jarvis_env, app)
+    app.notifier().sweep()
+    assert f"http://127.0.0.1:8000/#jorbs/{view.row.id}" in telegram.state.sent[0]["text"]
+
+
+def test_an_item_the_ui_is_watching_is_not_sent_until_it_has_gone_unwatched_for_after_s(jarvis_env, telegram):
+    """Time is moved by rewriting the stored times (first seen, last viewed), not by waiting."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+    from sqlalchemy.orm import Session
+
+    from orchestrator.approvals.store import ItemSeenRow, UiViewRow
+    from orchestrator.storage.engines import utcnow
+
+    _config(jarvis_env, telegram, to=["telegram"], telegram_user_id=PRINCIPAL, after_s=60)
+    app = jarvis_env.app()
+    view = _paused_jorb(jarvis_env, app)
+    notifier = app.notifier()
+    assert notifier.sweep() == 0  # just asked
+    store = notifier.store
+
+    def ago(table, seconds: float, **where: str) -> None:
+        column = table.first_seen if table is ItemSeenRow else table.seen_at
+        with Session(store.engine) as s, s.begin():
+            s.execute(update(table).filter_by(**where).values({column.key: utcnow() - timedelta(seconds=seconds)}))
+
+    ago(ItemSeenRow, 120)
+    store.ui_viewed(view.row.thread_id)  # the jorb's page is open (GET /api/jorbs/ID records it)
+    ago(UiViewRow, 10, thread_id=view.row.thread_id)
+    assert notifier.sweep() == 0 and telegram.state.sent == []
+    ago(UiViewRow, 100, thread_id=view.row.thread_id)  # the page was left
+    assert notifier.sweep() == 1 and len(telegram.state.sent) == 1
+    assert notifier.sweep() == 0  # once
+
+
+def test_only_the_configured_effects_are_sent(jarvis_env, telegram):
+    _config(jarvis_env, telegram, to=["telegram"], telegram_user_id=PRINCIPAL, effects=["email_send"])
+    app = jarvis_env.app()
+    _paused_jorb(jarvis_env, app)  # fs_write
+    assert app.notifier().sweep() == 0 and telegram.state.sent == []

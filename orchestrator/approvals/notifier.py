@@ -43,7 +43,7 @@ def describe(item: Mapping[str, Any], ui_url: str | None) -> str:
     if item.get("kind") == "in_doubt":
         lines.insert(1, "This call was started and cut off: it MAY HAVE HAPPENED. Approve runs it again.")
     if ui_url:
-        lines.append(f"To change the arguments, use the UI: {ui_url.rstrip('/')}/#/jorbs/{item.get('jorb_id')}")
+        lines.append(f"To change the arguments, use the UI: {ui_url.rstrip('/')}/#jorbs/{item.get('jorb_id')}")
     return "\n".join(lines)
 
 
