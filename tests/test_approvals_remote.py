@@ -273,6 +273,9 @@ def test_the_ui_first_then_the_phone_and_the_phone_first_then_the_ui(jarvis_env,
         poller = _poller(jarvis_env, app)
         # The UI first: the phone's press is told.
         view = _paused_jorb(jarvis_env, app)
+        assert app.jorbs.answers.ui_seen_at(view.row.thread_id) is None
+        _jorbs_detail(ui, view.row.id)  # the UI showing the jorb is recorded: the notifier leaves watched items alone
+        assert app.jorbs.answers.ui_seen_at(view.row.thread_id) is not None
         app.notifier().sweep()
         message, approve, _ = _sent_with_buttons(telegram)
         (item,) = app.jorbs.view(view.row.id).pending
@@ -461,3 +464,15 @@ def test_only_the_configured_effects_are_sent(jarvis_env, telegram):
     app = jarvis_env.app()
     _paused_jorb(jarvis_env, app)  # fs_write
     assert app.notifier().sweep() == 0 and telegram.state.sent == []
+
+
+def test_the_cli_answering_first_is_told_to_the_phone(jarvis_env, telegram):
+    app = jarvis_env.app()
+    view = _paused_jorb(jarvis_env, app)
+    app.notifier().sweep()
+    message, approve, _ = _sent_with_buttons(telegram)
+    done = jarvis_env.cli("approve", view.row.thread_id)
+    assert done.returncode == 0, done.stderr
+    assert app.jorbs.view(view.row.id).row.status == "done"
+    qid = _press(telegram, _poller(jarvis_env, app), message, approve)
+    assert "already answered (approve, from the CLI at" in _answer_to(telegram, qid)["text"]

@@ -58,7 +58,15 @@ def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None)
     if jorb_id_of(thread_id) is not None:
         from .jorbs_cmd import print_view
 
-        print_view(st.app().jorbs.run(jorb_id_of(thread_id), resume_command(resume)))
+        from orchestrator.jorbs.service import JorbError
+
+        jorbs = st.app().jorbs
+        try:
+            with jorbs.answering(chosen, answer, "the CLI"):  # a phone may answer at the same moment: one wins
+                view = jorbs.run(jorb_id_of(thread_id), resume_command(resume))
+        except JorbError as exc:
+            fail(str(exc))
+        print_view(view)
         raise typer.Exit(0)
     raise typer.Exit(run_turn(graph, thread_id, resume_command(resume), interactive=False))
 

@@ -453,11 +453,11 @@ class JorbService:
                 via: str) -> JorbView:
         view, item = self._parked(jorb_id, interrupt_id, ("jorb_pause", "confirmation"), "an approval")
         value = resume_value(item, answer, note=note)
-        with self._first_answer([item], answer, via):
+        with self.answering([item], answer, via):
             return self._go(view, Command(resume={item["interrupt_id"]: value}), wait)
 
     @contextmanager
-    def _first_answer(self, items: list[dict[str, Any]], answer: str, via: str) -> Iterator[None]:
+    def answering(self, items: list[dict[str, Any]], answer: str, via: str) -> Iterator[None]:
         """Only the first answer to a confirmation resumes the jorb (the UI and a phone at once): the others are
         told who answered and when (JorbAlreadyAnswered). An answer that could not be applied is withdrawn."""
         refs = []
@@ -496,7 +496,7 @@ class JorbService:
                 raise JorbError(str(exc)) from None
         answered = [asked[i] for i in decisions]
         word = "deny" if all(d.get("decision") in ("deny", "skip") for d in decisions.values()) else "approve"
-        with self._first_answer(answered, word, via):
+        with self.answering(answered, word, via):
             return self._go(view, Command(resume=decisions), wait)
 
     def answer_step(self, jorb_id: str, step: dict[str, Any] | str, *, interrupt_id: str | None = None,
