@@ -476,3 +476,19 @@ def test_the_cli_answering_first_is_told_to_the_phone(jarvis_env, telegram):
     assert app.jorbs.view(view.row.id).row.status == "done"
     qid = _press(telegram, _poller(jarvis_env, app), message, approve)
     assert "already answered (approve, from the CLI at" in _answer_to(telegram, qid)["text"]
+
+
+def test_answered_elsewhere_the_buttons_go_and_the_email_thread_is_no_longer_read(jarvis_env, telegram, mail):
+    _config(jarvis_env, telegram, google=mail, to=["telegram", "email"], telegram_user_id=PRINCIPAL,
+            email="boss@home.example")
+    app = jarvis_env.app()
+    view = _paused_jorb(jarvis_env, app)
+    assert app.notifier().sweep() == 2
+    message, approve, _ = _sent_with_buttons(telegram)
+    assert len(app.remote_answers.email_threads()) == 1
+    assert {s["channel"] for s in app.pending(view.row.thread_id)[0]["sent"]} == {"telegram", "email"}
+    app.jorbs.approve(view.row.id, via="the web UI")
+    assert app.notifier().sweep() == 0
+    assert telegram.state.buttons(message) == [] and app.remote_answers.email_threads() == []
+    qid = _press(telegram, _poller(jarvis_env, app), message, approve)
+    assert "already answered (approve, from the web UI" in _answer_to(telegram, qid)["text"]

@@ -125,9 +125,12 @@ class Notifier:
         self.store.sent(digest, out.thread_key)
 
     def close_answered(self, pending_refs: set[str]) -> None:
-        """Buttons of an item no longer pending (answered elsewhere, moved on) are taken off its message."""
-        for row in self.store.open_tokens("telegram"):
+        """Tokens of an item no longer pending (answered elsewhere, moved on) are closed: its email thread is not
+        polled any more, and the buttons are taken off its Telegram message."""
+        for row in self.store.open_tokens():
             if row.ref in pending_refs or not row.message_id or not self.store.use_token(row.token_hash, "closed"):
+                continue
+            if row.channel != "telegram":
                 continue
             try:
                 self.telegram.call("editMessageReplyMarkup", {"chat_id": row.sent_to, "message_id": int(row.message_id),
