@@ -35,6 +35,7 @@ KNOWN_SIDE_EFFECTS: dict[str, str] = {
     "note_write": "creates or changes notes (Apple Notes, ...)",
     "tool_create": "writes and registers a new tool",
     "process_start": "starts a program on this machine, outside the sandbox",
+    "memory_write": "stores, changes or forgets what Jarvis remembers about the user",
 }
 
 

@@ -51,6 +51,7 @@ from .jorbs.service import JorbBusy, JorbError, JorbService
 from .jorbs.tools import build_jorb_tools
 from .llm.client import make_chat_model
 from .mcp.manager import McpManager
+from .memory import MemoryStore, build_memory_tools
 from .mcp.provider import McpProvider, mcp_provider
 from .reminders.scheduler import Scheduler
 from .reminders.targets import DeliveryError
@@ -96,6 +97,11 @@ class App:
         return self._part("docs_index", lambda: DocsIndex(self.settings))
 
     @property
+    def memory(self) -> MemoryStore | None:
+        """What Jarvis remembers about the user (None when memory.enabled is false: no tools, nothing read)."""
+        return self._part("memory", lambda: MemoryStore(self.settings) if self.settings.memory.enabled else None)
+
+    @property
     def mcp_manager(self) -> McpManager:
         """The MCP servers of mcp.dir, started on first use, shared by the catalog and the phone tasks."""
         return self._part("mcp_manager", lambda: McpManager(self.settings))
@@ -139,7 +145,7 @@ class App:
         chat_catalog.add_provider(StaticProvider("find_tools", [find_tools_tool(index, chat_catalog.all)]))
         meta_tools = [create_new_tool_tool(settings.jarb.max_repairs)] if settings.jarb.enabled else []
         return JarvisRuntime(settings=settings, llm=llm, catalog=chat_catalog, executor=ToolExecutor(settings, chat_catalog),
-                             threads=ThreadIndex(settings), meta_tools=meta_tools, tool_index=index)
+                             threads=ThreadIndex(settings), meta_tools=meta_tools, tool_index=index, memory=self.memory)
 
     @property
     def graph(self) -> Any:
@@ -184,6 +190,8 @@ class App:
         tools += build_reminder_tools(settings)
         tools += self.document_tools()
         tools += google_tools(settings)
+        if self.memory is not None:
+            tools += build_memory_tools(self.memory)
         return tools
 
     def document_tools(self) -> list[BaseTool]:

@@ -20,6 +20,7 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
 
+from orchestrator.memory.context import UNTRUSTED_HEADER, memory_context
 from orchestrator.tools.executor import CallContext
 from orchestrator.storage.checkpoints import prune_later
 from .history import compact, estimate_tokens
@@ -83,7 +84,9 @@ def make_nodes(rt: JarvisRuntime):
         if state.turn_steps >= settings.planner.max_steps:
             return {"messages": [step_limit_message(settings)], "stop_reason": "step_limit"}
         tools = rt.tools_for_turn(state)
-        system = system_prompt(settings, state)
+        last_human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
+        remembered = memory_context(rt.memory, last_human.text if last_human is not None else "", settings.memory)
+        system = system_prompt(settings, state, remembered)
         thread_id = _thread_id(config)
         folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system)]),
                          settings.planner.history_token_budget, config,
@@ -93,10 +96,13 @@ def make_nodes(rt: JarvisRuntime):
             gone = {r.id for r in folded["messages"]}
             live = [m for m in state.messages if m.id not in gone]
             state = state.model_copy(update={"summary": folded["summary"]})
-            system = system_prompt(settings, state)
+            system = system_prompt(settings, state, remembered)
         ai = call_model(rt.llm, tools, [SystemMessage(content=system), *live], config, rt.model_base_url())
         new = [*folded.pop("messages", []), ai]
-        return {**folded, "messages": new, "turn_steps": state.turn_steps + 1}
+        update = {**folded, "messages": new, "turn_steps": state.turn_steps + 1}
+        if remembered and UNTRUSTED_HEADER in remembered:
+            update["untrusted_turn"] = state.turn  # the model read facts drawn from outside content
+        return update
 
     def route(state: ConversationState) -> Any:
         last = state.messages[-1] if state.messages else None

@@ -110,6 +110,7 @@ class AutonomyConfig(_Section):
             "fs_write": "confirm",
             "ui_automation": "confirm",
             "process_start": "confirm",
+            "memory_write": "auto",  # the user's own words; escalated to confirm after untrusted content
         }
     )
     escalate_after_untrusted: bool = True
@@ -297,6 +298,17 @@ class DocsConfig(_Section):
     chunk_chars: int = Field(1500, ge=200)
 
 
+class MemoryConfig(_Section):
+    """What Jarvis remembers about the user across threads (orchestrator/memory/)."""
+
+    enabled: bool = Field(True, description="false: no memory tools, nothing read before planning, nothing stored")
+    kinds: list[str] = Field(default_factory=lambda: ["person", "organisation", "place", "project", "event",
+                                                      "document", "account", "thing", "topic"],
+                             description="the entity kinds facts may be about (add your own)")
+    prompt_token_budget: int = Field(400, ge=0, description="tokens of remembered facts put before the planner")
+    prompt_max_facts: int = Field(10, ge=0, le=50)
+
+
 class VoiceConfig(_Section):
     """Speech in and out (orchestrator/voice/): engines by name, and the bounds on what they are given."""
 
@@ -333,6 +345,7 @@ class Settings(_Section):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     docs: DocsConfig = Field(default_factory=DocsConfig)
     voice: VoiceConfig = Field(default_factory=VoiceConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     timezone: str | None = Field(None, description="IANA zone for the user's times; default: the system's")
     log_level: str = "INFO"
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -9,7 +9,8 @@ import importlib
 TABLE_MODULES = ["orchestrator.tools.ledger", "orchestrator.storage.threads", "orchestrator.storage.telemetry",
                  "orchestrator.storage.claims", "orchestrator.storage.workers", "orchestrator.tools.switches",
                  "orchestrator.channels.models", "orchestrator.jorbs.models", "orchestrator.reminders.models",
-                 "orchestrator.android.tasks", "orchestrator.approvals.store"]
+                 "orchestrator.android.tasks", "orchestrator.approvals.store",
+                 "orchestrator.memory.models"]
 
 
 def import_table_modules() -> None:

@@ -123,6 +123,18 @@ class CallContext:
     untrusted_args: list[str] | None = None
 
 
+# The key under the tool's RunnableConfig "configurable" where a tool finds what it may know of its call (thread,
+# whether the turn read outside content): memory tools mark what they store as the user's words or as content.
+CALL_CONTEXT = "jarvis_call"
+
+
+def tool_config(ctx: CallContext) -> dict:
+    config = dict(ctx.config or {})
+    config["configurable"] = {**(config.get("configurable") or {}), CALL_CONTEXT: {
+        "thread_id": ctx.thread_id, "key": ctx.key, "untrusted_seen": ctx.untrusted_seen, "origin": ctx.origin}}
+    return config
+
+
 @dataclass
 class CallOutcome:
     tool: str
@@ -409,9 +421,9 @@ class ToolExecutor:
             if getattr(tool, "func", None) is None and getattr(tool, "coroutine", None) is not None:
                 from orchestrator.core.aio import run_sync  # async-only tools (MCP) run on the background loop
 
-                result = run_sync(tool.ainvoke(prepared.args, config=ctx.config))
+                result = run_sync(tool.ainvoke(prepared.args, config=tool_config(ctx)))
             else:
-                result = tool.invoke(prepared.args, config=ctx.config)
+                result = tool.invoke(prepared.args, config=tool_config(ctx))
             return self._finish(prepared, ctx, result, None, started)
         except GraphBubbleUp:
             raise
