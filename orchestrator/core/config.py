@@ -307,6 +307,8 @@ class MemoryConfig(_Section):
                              description="the entity kinds facts may be about (add your own)")
     prompt_token_budget: int = Field(400, ge=0, description="tokens of remembered facts put before the planner")
     prompt_max_facts: int = Field(10, ge=0, le=50)
+    min_similarity: float = Field(0.3, ge=-1, le=1, description="a fact whose vector is less similar to the "
+                                  "message than this is not found by meaning (keywords still find it)")
 
 
 class VoiceConfig(_Section):

@@ -434,7 +434,7 @@ class MemoryStore:
     def vector_ranking(self, query: str, limit: int = CANDIDATES) -> list[int]:
         import numpy as np
 
-        if self.embedder.cfg is None:
+        if self.embedder.cfg is None or not query_words(query):  # nothing to mean: no nearest neighbours either
             return []
         found = self._vectors()
         if found is None:
@@ -449,7 +449,9 @@ class MemoryStore:
         scores = matrix @ vectors[0]
         top = min(limit, len(scores))
         best = np.argpartition(-scores, top - 1)[:top]
-        return [int(ids[i]) for i in best[np.argsort(-scores[best])]]
+        # the nearest facts are not always near: below memory.min_similarity a fact is not about the query at all
+        floor = self.settings.memory.min_similarity
+        return [int(ids[i]) for i in best[np.argsort(-scores[best])] if scores[i] >= floor]
 
     def search(self, query: str, k: int = 10, *, include_expired: bool = False) -> list[FactView]:
         fused = fuse(self.keyword_ranking(query), self.vector_ranking(query))

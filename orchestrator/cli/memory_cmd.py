@@ -1,0 +1,169 @@
+"""`jarvis memory list|show|search|forget|export|import`: what Jarvis remembers about you, yours to read, move and
+delete (orchestrator/memory/)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from orchestrator.cli import fail, state
+
+memory_app = typer.Typer(help="What Jarvis remembers about you: people, projects, facts, and where each came from.",
+                         no_args_is_help=True)
+
+
+def _store(ctx: typer.Context) -> Any:
+    store = state(ctx).app().memory
+    if store is None:
+        fail("memory is turned off (memory.enabled: false in the config)")
+    return store
+
+
+def _fact_line(f: Any) -> str:
+    about = f"{f.entity} ({f.entity_kind}): " if f.entity else ""
+    mark = "" if f.trusted else "  [from outside content]"
+    return f"m{f.id:<6} {about}{f.text}\n        {f.source}{mark}"
+
+
+@memory_app.command("list")
+def list_(ctx: typer.Context, kind: str = typer.Option(None, "--kind", help="only entities of this kind"),
+          facts: bool = typer.Option(False, "--facts", help="list the facts instead of the entities"),
+          limit: int = typer.Option(200, "--limit", min=1),
+          as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """The remembered entities (with how many facts each), or the latest facts with --facts."""
+    store = _store(ctx)
+    if facts:
+        rows = store.facts(limit=limit)
+        if as_json:
+            typer.echo(json.dumps([f.as_dict() for f in rows], ensure_ascii=False, indent=1))
+            return
+        for f in rows:
+            typer.echo(_fact_line(f))
+        if not rows:
+            typer.echo("nothing remembered yet")
+        return
+    entities = store.entities(kind=kind, limit=limit)
+    if as_json:
+        typer.echo(json.dumps(entities, ensure_ascii=False, indent=1))
+        return
+    for e in entities:
+        typer.echo(f"{e['id']:<6} {e['kind']:<13} {e['name']}  ({e['facts']} facts)")
+    stats = store.stats()
+    typer.echo(f"{stats['entities']} entities, {stats['facts']} facts, {stats['relations']} relations")
+
+
+@memory_app.command("show")
+def show(ctx: typer.Context, entity: str = typer.Argument(..., help="a name or an entity id"),
+         as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """An entity: its facts, its relations, and where each came from."""
+    from orchestrator.memory import MemoryError
+
+    store = _store(ctx)
+    try:
+        found = store.about(entity)
+    except MemoryError as exc:
+        fail(str(exc))
+    if found is None:
+        fail(f"nothing is remembered about {entity!r} (`jarvis memory list` shows what is)")
+    if as_json:
+        typer.echo(json.dumps(found, ensure_ascii=False, indent=1))
+        return
+    typer.echo(f"{found['name']} ({found['kind']}, id {found['id']})" + (f"  -> {found['link']}" if found["link"] else ""))
+    for f in found["facts"]:
+        typer.echo(_fact_line(store.get(f["id"])))
+    for r in found["relations"]:
+        typer.echo(f"  {r['subject']} {r['predicate']} {r['object']}" + ("" if r["trusted"] else "  [from outside content]"))
+
+
+@memory_app.command("search")
+def search(ctx: typer.Context, query: str, k: int = typer.Option(10, "-k", min=1, max=100),
+           as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """The facts that best match QUERY (keywords, and meaning when an embeddings endpoint is configured)."""
+    hits = _store(ctx).search(query, k, include_expired=True)
+    if as_json:
+        typer.echo(json.dumps([h.as_dict() for h in hits], ensure_ascii=False, indent=1))
+        return
+    for h in hits:
+        typer.echo(_fact_line(h))
+    if not hits:
+        typer.echo("no remembered fact matches")
+
+
+@memory_app.command("forget")
+def forget(ctx: typer.Context, ref: str = typer.Argument(..., help="a fact (m12 or 12) or, with --entity, an entity"),
+           entity: bool = typer.Option(False, "--entity", help="forget an entity and every fact about it")) -> None:
+    """Delete a fact (from the store, its search index and its vector), or an entity with all its facts. The
+    conversations they came from are not touched."""
+    from orchestrator.memory import MemoryError
+
+    store = _store(ctx)
+    if entity:
+        try:
+            gone = store.forget_entity(ref)
+        except MemoryError as exc:
+            fail(str(exc))
+        if gone is None:
+            fail(f"no entity {ref!r}")
+        typer.echo(f"forgot {gone[0]} and {gone[1]} fact(s)")
+        return
+    number = ref[1:] if ref.lower().startswith("m") else ref
+    if not number.isdigit():
+        fail(f"{ref!r} is not a fact id (m12 or 12); to forget an entity by name add --entity")
+    view = store.forget(int(number))
+    if view is None:
+        fail(f"there is no fact m{number}")
+    typer.echo(f"forgot m{number}: {view.text}")
+
+
+@memory_app.command("export")
+def export(ctx: typer.Context, path: Path = typer.Argument(None, help="the file to write (default: print)")) -> None:
+    """The whole memory as JSON (entities, facts with their sources, relations), to move it between machines."""
+    from orchestrator.memory.transfer import export_memory
+
+    data = json.dumps(export_memory(_store(ctx)), ensure_ascii=False, indent=1)
+    if path is None:
+        typer.echo(data)
+        return
+    path.expanduser().write_text(data + "\n", encoding="utf-8")
+    typer.echo(f"wrote {path}", err=True)
+
+
+MAX_IMPORT_BYTES = 200_000_000
+
+
+@memory_app.command("import")
+def import_(ctx: typer.Context, path: str = typer.Argument(..., help="a file written by `jarvis memory export`, or - "
+                                                                    "for standard input")) -> None:
+    """Add an exported memory to this one (what is already known is confirmed, not copied)."""
+    from orchestrator.memory import MemoryError
+    from orchestrator.memory.transfer import import_memory
+
+    try:
+        if path == "-":
+            raw = sys.stdin.read(MAX_IMPORT_BYTES + 1)
+        else:
+            file = Path(path).expanduser()
+            if not file.is_file():
+                fail(f"{path} is not a file")
+            if file.stat().st_size > MAX_IMPORT_BYTES:
+                fail(f"{path} is larger than {MAX_IMPORT_BYTES // 1_000_000} MB: not a memory export")
+            raw = file.read_text(encoding="utf-8")
+        data = json.loads(raw)
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read {path}: {exc}")
+    except json.JSONDecodeError as exc:
+        fail(f"{path} is not JSON ({exc.msg} at line {exc.lineno}): give a file written by `jarvis memory export`")
+    try:
+        added = import_memory(_store(ctx), data)
+    except MemoryError as exc:
+        fail(str(exc))
+    typer.echo(f"imported: {added['entities']} new entities, {added['facts']} new facts, "
+               f"{added['relations']} new relations")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(memory_app, name="memory")
