@@ -17,7 +17,7 @@ def test_the_shipped_config_loads_with_the_documented_keys():
     assert s.models.primary.model == "local/llama3" and s.models.heavy is None
     assert s.autonomy.default == "confirm"
     assert s.autonomy.effects == {"email_send": "confirm", "calendar_write": "confirm", "fs_write": "confirm",
-                                  "ui_automation": "confirm", "process_start": "confirm"}
+                                  "ui_automation": "confirm", "process_start": "confirm", "memory_write": "auto"}
     assert s.fs.roots == [Path.home().resolve()]
     assert s.storage.data_dir == (REPO / "data").resolve() and s.storage.url is None
     assert s.tools_dir == (REPO / "tools").resolve() and s.mcp.dir == (REPO / "mcp").resolve()

@@ -1,0 +1,147 @@
+"""Memory benchmark ([21]): what the planner's memory read costs and finds as the memory grows.
+
+  - latency of `MemoryStore.relevant` (the read before every planner step) at 10,000 and 100,000 facts,
+    keyword-only and hybrid (target: median <= 20 ms; the anchor is that target);
+  - recall@10 on a generated set of people and projects, asked by paraphrased questions held apart from the facts'
+    wording ("What does Maria Okafor like to eat?" for "Maria Okafor's favourite food is dumplings"), and by
+    questions that name only the project;
+  - the planner prompt's extra tokens per turn (target: flat as the memory grows: bounded by
+    memory.prompt_token_budget).
+
+Hybrid uses the in-process embedder of bench/docs.py (deterministic bag-of-words vectors, 384 dimensions), so the
+figure is the store's own work; with a real endpoint add one /v1/embeddings round trip per turn.
+
+    .venv/bin/python bench/memory.py [--quick]     (--quick: 10,000 facts only)
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import sys
+import time
+
+from _common import isolated_settings, report  # noqa: E402  (bench/ is the script's folder)
+from docs import LocalEmbedder  # noqa: E402
+
+from integrations.summarize import estimate_tokens  # noqa: E402
+from orchestrator.memory import MemoryStore  # noqa: E402
+from orchestrator.memory.context import memory_context  # noqa: E402
+from orchestrator.memory.models import MemoryEntity, MemoryFact, SourceKind  # noqa: E402
+from orchestrator.storage import engines as storage  # noqa: E402
+
+FIRST = ("Maria Ahmed Chen Olga Tariq Ines Kofi Yuki Lars Priya Mateo Aisha Bruno Hana Omar Lena Diego Sofia Ivan "
+         "Nadia Felix Amara Jonas Leila Pavel Zara Hugo Mei Ravi Elif").split()
+LAST = ("Okafor Lindqvist Moreau Tanaka Novak Haddad Silva Kowalski Mensah Ferreira Ito Jensen Rossi Petrov Nakamura "
+        "Costa Schmidt Dubois Yilmaz Kim Garcia Nowak Berg Santos Fischer Park Ali Weber Horvat Ortiz").split()
+FOODS = "dumplings paella ramen falafel pierogi sushi tacos risotto curry borscht goulash pho".split()
+CITIES = "Lisbon Porto Oslo Kyoto Lagos Quito Riga Graz Hanoi Perth Bergen Leeds".split()
+EMPLOYERS = "Acme Globex Initech Umbrella Hooli Stark Wayne Tyrell Cyberdyne Wonka".split()
+MONTHS = "January February March April May June July August September October November December".split()
+PROJECTS = ("Falcon Heron Osprey Kestrel Condor Puffin Ibis Plover Egret Wren Finch Lark Swift Rook Crane Stork "
+            "Merlin Hobby Harrier Kite").split()
+
+
+def generate(n_facts: int, rng: random.Random):
+    """(entities, facts, held-apart queries). A person has 4 facts, a project 4; names are unique."""
+    people = [f"{a} {b}" for a in FIRST for b in LAST]
+    rng.shuffle(people)
+    projects = [f"Project {p} {i}" for i in range(1000) for p in PROJECTS]
+    entities, facts, queries = [], [], []
+    n_entities = n_facts // 4
+    for e in range(n_entities):
+        if e % 5 == 4:  # every fifth entity a project
+            name = projects[e // 5 % len(projects)] if e // 5 < len(projects) else f"Project X{e}"
+            kind = "project"
+            owner = people[e % len(people)]
+            rows = [f"{name} is due at the end of {rng.choice(MONTHS)}",
+                    f"{name} is led by {owner}",
+                    f"{name} has a budget of {rng.randint(5, 900)} thousand euros",
+                    f"{name} status meetings are on {rng.choice(['Mondays', 'Tuesdays', 'Thursdays'])}"]
+            asked = [(f"When is the deadline for {name}?", 0), (f"How much money does {name} have?", 2)]
+        else:
+            name = people[e % len(people)] + ("" if e < len(people) else f" {e // len(people)}")
+            kind = "person"
+            food, city = rng.choice(FOODS), rng.choice(CITIES)
+            rows = [f"{name}'s favourite food is {food}", f"{name} lives in {city}",
+                    f"{name} works at {rng.choice(EMPLOYERS)}", f"{name}'s birthday is in {rng.choice(MONTHS)}"]
+            asked = [(f"What does {name} like to eat?", 0), (f"Which town is {name} based in?", 1),
+                     (f"Who employs {name}?", 2)]
+        entities.append((kind, name))
+        start = len(facts)
+        facts += [(e, row) for row in rows]
+        question, which = rng.choice(asked)
+        queries.append((question, start + which))
+    return entities, facts, queries
+
+
+def load(store: MemoryStore, entities, facts) -> None:
+    """Bulk rows through the store's engine (the FTS triggers run as for any insert); one transaction."""
+    import numpy as np
+    from sqlalchemy import insert
+
+    from orchestrator.memory.store import name_key
+
+    store.ensure()
+    now = storage.utcnow()
+    with store.engine.begin() as conn:
+        conn.execute(insert(MemoryEntity), [{"id": i + 1, "kind": k, "name": n, "name_key": name_key(n),
+                                             "created_at": now} for i, (k, n) in enumerate(entities)])
+        batch = []
+        for fid, (e, fact) in enumerate(facts, 1):
+            search_text = f"{entities[e][1]}: {fact}"
+            vec = store.embedder.embed([search_text]) if store.embedder.cfg is not None else None
+            batch.append({"id": fid, "entity_id": e + 1, "text": fact, "search_text": search_text,
+                          "source_kind": SourceKind.USER, "source_ref": "bench", "trusted": True, "learned_at": now,
+                          "confirmed_at": now, "embedding": vec[0].astype(np.float32).tobytes() if vec else None})
+            if len(batch) == 5000:
+                conn.execute(insert(MemoryFact), batch)
+                batch = []
+        if batch:
+            conn.execute(insert(MemoryFact), batch)
+    with store._session() as s, s.begin():
+        store._bump(s)
+
+
+def run(n_facts: int, hybrid: bool, rng_seed: int = 7) -> dict[str, float]:
+    settings, _ = isolated_settings()
+    store = MemoryStore(settings, embedder=LocalEmbedder() if hybrid else None)
+    if not hybrid:
+        store.embedder.cfg = None
+    entities, facts, queries = generate(n_facts, random.Random(rng_seed))
+    t0 = time.perf_counter()
+    load(store, entities, facts)
+    load_s = time.perf_counter() - t0
+    sample = random.Random(1).sample(queries, 200)
+    store.relevant(sample[0][0])  # warm: the vector matrix is read once per change of the memory
+    latencies, hits, tokens = [], 0, []
+    for question, target in sample:
+        t = time.perf_counter()
+        found = store.relevant(question, 10)
+        latencies.append((time.perf_counter() - t) * 1000)
+        hits += any(f.id == target + 1 for f in found)
+    for question, _ in sample[:50]:
+        tokens.append(estimate_tokens(memory_context(store, question, settings.memory) or ""))
+    storage.dispose_all()
+    return {"facts": len(facts), "load_s": load_s, "median_ms": statistics.median(latencies),
+            "p95_ms": sorted(latencies)[int(len(latencies) * 0.95)], "recall_at_10": hits / len(sample),
+            "prompt_tokens": statistics.mean(tokens)}
+
+
+def main() -> None:
+    sizes = [10_000] if "--quick" in sys.argv else [10_000, 100_000]
+    worst, tokens = 0.0, []
+    for n in sizes:
+        for hybrid in (False, True):
+            figures = run(n, hybrid)
+            worst = max(worst, figures["median_ms"])
+            tokens.append(figures["prompt_tokens"])
+            report(f"memory {n} facts, {'hybrid' if hybrid else 'keywords'}", figures, figures["median_ms"] / 20.0,
+                   "median <= 20 ms: ratio <= 1", figures["median_ms"] <= 20.0)
+    print(f"[memory prompt tokens per turn] {', '.join(f'{t:.0f}' for t in tokens)} "
+          f"(budget {isolated_settings()[0].memory.prompt_token_budget}: flat as memory grows)")
+    print(f"[memory] worst median {worst:.2f} ms, ratio to the 20 ms anchor {worst / 20.0:.3f}")
+
+
+if __name__ == "__main__":
+    main()
