@@ -25,7 +25,9 @@ from . import AppContext, View, app_context
 
 router = APIRouter(prefix="/memory")
 BY_HAND = Provenance(SourceKind.MANUAL, True, "the Memory view")
-ItemId = Path(ge=1, le=2**62, description="a fact or entity id")
+# One Path per name: FastAPI binds a Path object to the first parameter that uses it.
+FactId = Path(ge=1, le=2**62, description="a fact id")
+EntityId = Path(ge=1, le=2**62, description="an entity id")
 
 
 def _store(ctx: AppContext) -> MemoryStore:
@@ -61,7 +63,7 @@ def facts(q: str = "", limit: int = 100, ctx: AppContext = Depends(app_context))
 
 
 @router.get("/entities/{entity_id}")
-def entity(entity_id: int = ItemId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+def entity(entity_id: int = EntityId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     store = _store(ctx)
     found = store.about(entity_id)
     if found is None:
@@ -92,7 +94,7 @@ def add_fact(body: FactIn, ctx: AppContext = Depends(app_context)) -> dict[str, 
 
 
 @router.patch("/facts/{fact_id}")
-def edit_fact(body: FactPatch, fact_id: int = ItemId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+def edit_fact(body: FactPatch, fact_id: int = FactId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     store = _store(ctx)
     if store.get(fact_id) is None:
         raise HTTPException(404, f"No fact {fact_id}.")
@@ -105,7 +107,7 @@ def edit_fact(body: FactPatch, fact_id: int = ItemId, ctx: AppContext = Depends(
 
 
 @router.delete("/facts/{fact_id}")
-def forget_fact(fact_id: int = ItemId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+def forget_fact(fact_id: int = FactId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     view = _store(ctx).forget(fact_id)
     if view is None:
         raise HTTPException(404, f"No fact {fact_id}.")
@@ -113,7 +115,7 @@ def forget_fact(fact_id: int = ItemId, ctx: AppContext = Depends(app_context)) -
 
 
 @router.delete("/entities/{entity_id}")
-def forget_entity(entity_id: int = ItemId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+def forget_entity(entity_id: int = EntityId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     gone = _store(ctx).forget_entity(entity_id)
     if gone is None:
         raise HTTPException(404, f"No entity {entity_id}.")
