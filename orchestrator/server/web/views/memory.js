@@ -20,7 +20,7 @@ export function mount(el) {
   detailEl = h("div", { class: "memory-detail" });
   el.append(h("div", { class: "view-head" }, h("h1", {}, "Memory"), kindEl, form,
     h("button", { type: "button", onclick: () => show() }, "Refresh")),
-  h("div", { class: "split wide-first" }, listEl, detailEl));
+  h("div", { class: "split" }, listEl, detailEl));
 }
 
 export async function show() {
@@ -83,13 +83,14 @@ async function openEntity(id) {
       await show();
     } catch (ex) { clear(err).append(problem(ex.message)); }
   };
-  clear(detailEl).append(h("h2", { text: `${e.name} (${e.kind})` }),
+  // through h(): it leaves out the parts that are null (append itself would write "null")
+  clear(detailEl).append(h("div", {}, h("h2", { text: `${e.name} (${e.kind})` }),
     e.link ? h("p", { class: "muted small", text: `linked to ${e.link}` }) : null,
     factTable(e.facts, () => openEntity(id)),
     e.relations.length ? h("ul", { class: "memory-relations" }, e.relations.map((r) =>
       h("li", { text: `${r.subject} ${r.predicate} ${r.object}${r.trusted ? "" : " (from outside content)"}` }))) : null,
     h("button", { type: "button", class: "danger", onclick: forgetAll }, `Forget ${e.name}`), err,
-    addForm(e.name, e.kind));
+    addForm(e.name, e.kind)));
 }
 
 function factTable(facts, reload = search) {
