@@ -48,6 +48,8 @@ from .docs_index import DocsIndex, IndexSink, build_docs_tools
 from .jarb.tools import generated_provider, make_sandbox, protected_paths
 from .jorbs.message_tools import build_message_tools
 from .jorbs.service import JorbBusy, JorbError, JorbService
+from .jorbs.schema import JorbStatus
+from .jorbs.store import JorbStore
 from .jorbs.tools import build_jorb_tools
 from .llm.client import make_chat_model
 from .mcp.manager import McpManager
@@ -190,8 +192,10 @@ class App:
         tools += build_reminder_tools(settings)
         tools += self.document_tools()
         tools += google_tools(settings)
-        if self.memory is not None:
-            tools += build_memory_tools(self.memory)
+        if self.memory is not None:  # an entity may link to a document of the index or a jorb contact
+            tools += build_memory_tools(self.memory, known={
+                "document": lambda ref: self.docs_index.get(ref) is not None,
+                "contact": lambda ref: bool(JorbStore(settings).jorbs_with_contact(ref, statuses=tuple(JorbStatus)))})
         return tools
 
     def document_tools(self) -> list[BaseTool]:

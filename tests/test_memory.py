@@ -277,3 +277,25 @@ def test_import_refuses_a_bad_file_and_says_where(jarvis_env, tmp_path):
     bad.write_text("{not json")
     out = jarvis_env.cli("memory", "import", str(bad))
     assert out.returncode == 1 and "is not JSON" in out.stderr
+
+
+def test_an_entity_links_only_to_a_document_or_contact_jarvis_knows(jarvis_env):
+    from tests.app_helpers import jorb_service
+
+    notes = jarvis_env.root / "falcon.md"
+    notes.write_text("# Project Falcon\nKick-off on Monday.\n")
+    app = jarvis_env.app()
+    from orchestrator.docs_index.files import add_paths
+
+    add_paths(app.docs_index, [notes])
+    jorb_service(jarvis_env.settings).store.create(name="Hotel", plan="ask", contacts=["@MagicApp"])
+    remember = app.catalog.get("memory_remember")
+    ok = remember.invoke({"fact": "Falcon's plan is in falcon.md", "about": "Project Falcon", "kind": "project",
+                          "link": f"document:{notes}"})
+    assert app.memory.about("Project Falcon")["link"] == f"document:{notes}" and ok["trusted"] is False  # no context
+    remember.invoke({"fact": "books hotels", "about": "Magic", "kind": "organisation", "link": "contact:@magicapp"})
+    assert app.memory.about("Magic")["link"] == "contact:@magicapp"
+    for bad, why in [("document:/etc/passwd", "knows no document"), ("contact:@eve", "knows no contact"),
+                     ("javascript:alert(1)", "must be one of")]:
+        with pytest.raises(Exception, match=why):
+            remember.invoke({"fact": "x", "about": "Y", "kind": "thing", "link": bad})
