@@ -54,6 +54,7 @@ from .jorbs.tools import build_jorb_tools
 from .llm.client import make_chat_model
 from .mcp.manager import McpManager
 from .memory import MemoryStore, build_memory_tools
+from .memory.extraction import Extractor
 from .mcp.provider import McpProvider, mcp_provider
 from .reminders.scheduler import Scheduler
 from .reminders.targets import DeliveryError
@@ -104,6 +105,12 @@ class App:
         return self._part("memory", lambda: MemoryStore(self.settings) if self.settings.memory.enabled else None)
 
     @property
+    def memory_extractor(self) -> Extractor | None:
+        """Proposes facts from finished turns (memory.propose_from_turns); None when off."""
+        on = self.memory is not None and self.settings.memory.propose_from_turns
+        return self._part("memory_extractor", lambda: Extractor(self.memory) if on else None)
+
+    @property
     def mcp_manager(self) -> McpManager:
         """The MCP servers of mcp.dir, started on first use, shared by the catalog and the phone tasks."""
         return self._part("mcp_manager", lambda: McpManager(self.settings))
@@ -147,7 +154,8 @@ class App:
         chat_catalog.add_provider(StaticProvider("find_tools", [find_tools_tool(index, chat_catalog.all)]))
         meta_tools = [create_new_tool_tool(settings.jarb.max_repairs)] if settings.jarb.enabled else []
         return JarvisRuntime(settings=settings, llm=llm, catalog=chat_catalog, executor=ToolExecutor(settings, chat_catalog),
-                             threads=ThreadIndex(settings), meta_tools=meta_tools, tool_index=index, memory=self.memory)
+                             threads=ThreadIndex(settings), meta_tools=meta_tools, tool_index=index, memory=self.memory,
+                            memory_extractor=self.memory_extractor)
 
     @property
     def graph(self) -> Any:

@@ -299,3 +299,34 @@ def test_an_entity_links_only_to_a_document_or_contact_jarvis_knows(jarvis_env):
                      ("javascript:alert(1)", "must be one of")]:
         with pytest.raises(Exception, match=why):
             remember.invoke({"fact": "x", "about": "Y", "kind": "thing", "link": bad})
+
+
+EXTRACT = "lasting facts about the user"
+
+
+def test_facts_proposed_from_a_turn_wait_for_the_user(jarvis_env):
+    jarvis_env.write_config(memory={"propose_from_turns": True})
+    jarvis_env.server.add_rule(lambda req: EXTRACT in _system(req) and _asks("sister Ana")(req),
+                               answer('Here: [{"fact": "My sister Ana lives in Porto", "about": "Ana", "kind": "person"},'
+                                      ' {"fact": "' + "x" * 600 + '"}, "junk", {"fact": "Ana likes sailing", '
+                                      '"about": "Ana", "kind": "spaceship"}]'))
+    jarvis_env.server.add_rule(lambda req: EXTRACT in _system(req), answer("no JSON here"))
+    app = jarvis_env.app()
+    jarvis_env.server.push(answer("Have a good trip!"))
+    app.graph.invoke({"messages": [("user", "I'm visiting my sister Ana in Porto next week")]}, _cfg("P"), version="v2")
+    jarvis_env.server.push(answer("Noted."))
+    app.graph.invoke({"messages": [("user", "What time is it?")]}, _cfg("P"), version="v2")  # the model says no JSON
+    app.memory_extractor.wait()
+    assert app.memory.stats()["facts"] == 0  # proposals, never facts on their own
+    listed = jarvis_env.cli_json("memory", "proposals", "--json")
+    assert [(p["fact"], p["about"], p["kind"]) for p in listed] == [
+        ("My sister Ana lives in Porto", "Ana", "person"), ("Ana likes sailing", "Ana", None)]
+    first, second = (p["id"] for p in listed)
+    assert "remembered as m" in jarvis_env.cli("memory", "accept", str(first), check=True).stdout
+    assert jarvis_env.cli("memory", "reject", str(second), check=True).returncode == 0
+    again = jarvis_env.cli("memory", "accept", str(second))
+    assert again.returncode == 1 and "already rejected" in again.stderr
+    (fact,) = app.memory.facts()
+    assert (fact.text, fact.source_kind, fact.trusted, fact.source_ref) == (
+        "My sister Ana lives in Porto", "extraction", True, "thread P")
+    assert jarvis_env.cli_json("memory", "proposals", "--json") == []

@@ -174,6 +174,10 @@ def make_nodes(rt: JarvisRuntime):
         last = state.messages[-1] if state.messages else None
         if isinstance(last, AIMessage) and not last.tool_calls and not (last.text or "").strip():
             return {"messages": [AIMessage(content="(The model returned an empty answer. Try rephrasing the request.)")]}
+        if rt.memory_extractor is not None:  # proposals only, in the background: the user decides (memory/extraction.py)
+            human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
+            if human is not None:
+                rt.memory_extractor.propose_later(_thread_id(config), human.text, rt.llm)
         return {}
 
     return entry, planner, route, tool_node, respond

@@ -14,6 +14,7 @@ from orchestrator.core.config import Settings
 from orchestrator.tools.executor import ToolExecutor
 from orchestrator.llm.client import model_config
 from orchestrator.memory import MemoryStore
+from orchestrator.memory.extraction import Extractor
 from .state import ConversationState
 from orchestrator.storage.threads import ThreadIndex
 from orchestrator.tools.index import FIND_TOOLS, ToolIndex, select_tools
@@ -31,6 +32,7 @@ class JarvisRuntime:
     meta_tools: list[BaseTool] = field(default_factory=list)
     tool_index: ToolIndex = field(default_factory=ToolIndex)
     memory: MemoryStore | None = None  # read before each planner step (memory.context), None: no memory
+    memory_extractor: Extractor | None = None  # proposes facts after a turn (memory.propose_from_turns)
 
     def model_base_url(self) -> str:
         return getattr(self.llm, "openai_api_base", None) or model_config(self.settings, "primary")[1].base_url

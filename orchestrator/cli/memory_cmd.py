@@ -1,4 +1,4 @@
-"""`jarvis memory list|show|search|forget|export|import`: what Jarvis remembers about you, yours to read, move and
+"""`jarvis memory list|show|search|forget|export|import|proposals|accept|reject`: what Jarvis remembers about you, yours to read, move and
 delete (orchestrator/memory/)."""
 
 from __future__ import annotations
@@ -163,6 +163,45 @@ def import_(ctx: typer.Context, path: str = typer.Argument(..., help="a file wri
         fail(str(exc))
     typer.echo(f"imported: {added['entities']} new entities, {added['facts']} new facts, "
                f"{added['relations']} new relations")
+
+
+@memory_app.command("proposals")
+def proposals_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Facts proposed from your conversations (memory.propose_from_turns), waiting for accept or reject."""
+    from orchestrator.memory.extraction import proposals
+
+    rows = proposals(_store(ctx))
+    if as_json:
+        typer.echo(json.dumps(rows, ensure_ascii=False, indent=1))
+        return
+    for p in rows:
+        about = f"{p['about']} ({p['kind'] or 'thing'}): " if p["about"] else ""
+        typer.echo(f"{p['id']:<6} {about}{p['fact']}  [thread {p['thread_id']}]")
+    if not rows:
+        typer.echo("no proposals waiting")
+
+
+def _answer(ctx: typer.Context, proposal_id: int, accept: bool) -> None:
+    from orchestrator.memory import MemoryError
+    from orchestrator.memory.extraction import answer_proposal
+
+    try:
+        out = answer_proposal(_store(ctx), proposal_id, accept)
+    except MemoryError as exc:
+        fail(str(exc))
+    typer.echo(f"proposal {proposal_id} {out['status']}" + (f": remembered as m{out['fact_id']}" if accept else ""))
+
+
+@memory_app.command("accept")
+def accept(ctx: typer.Context, proposal_id: int) -> None:
+    """Remember a proposed fact."""
+    _answer(ctx, proposal_id, True)
+
+
+@memory_app.command("reject")
+def reject(ctx: typer.Context, proposal_id: int) -> None:
+    """Drop a proposed fact."""
+    _answer(ctx, proposal_id, False)
 
 
 def register(app: typer.Typer) -> None:

@@ -307,6 +307,9 @@ class MemoryConfig(_Section):
                              description="the entity kinds facts may be about (add your own)")
     prompt_token_budget: int = Field(400, ge=0, description="tokens of remembered facts put before the planner")
     prompt_max_facts: int = Field(10, ge=0, le=50)
+    propose_from_turns: bool = Field(False, description="after each turn, ask the model for facts worth remembering "
+                                     "in the user's message; they wait as proposals for the user's yes (one more "
+                                     "model call per turn)")
     min_similarity: float = Field(0.3, ge=-1, le=1, description="a fact whose vector is less similar to the "
                                   "message than this is not found by meaning (keywords still find it)")
 

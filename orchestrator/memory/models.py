@@ -94,3 +94,22 @@ class MemoryMeta(Base):
     __tablename__ = "memory_meta"
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(String(200))
+
+
+class ProposalStatus(StrEnum):
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+
+
+class MemoryProposal(Base):
+    """A fact the extraction proposed from a finished turn: stored as a fact only when the user accepts it."""
+
+    __tablename__ = "memory_proposals"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    fact: Mapped[str] = mapped_column(Text)
+    about: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    kind: Mapped[str | None] = mapped_column(KindName(), nullable=True)
+    thread_id: Mapped[str] = mapped_column(String(200), index=True)
+    status: Mapped[ProposalStatus] = mapped_column(StatusText(ProposalStatus), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
