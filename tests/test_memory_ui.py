@@ -39,6 +39,10 @@ def test_memory_api_browse_search_edit_forget(ui_server):
         assert c.delete(f"/api/memory/entities/{entity['id']}").json()["forgotten"] == "Dr Lee"
         assert c.get("/api/memory").json()["stats"]["entities"] == 0
 
+        assert c.get("/api/memory/proposals").json() == []
+        assert c.post("/api/memory/proposals/7/accept").status_code == 404
+        assert c.post("/api/memory/proposals/7/approve").status_code == 422
+
 
 def test_memory_view_is_gone_when_memory_is_off(jarvis_env):
     jarvis_env.write_config(memory={"enabled": False})
@@ -53,7 +57,16 @@ def test_the_memory_view_adds_shows_and_forgets(open_ui, jarvis_env):
     store = jarvis_env.app().memory  # the same database as the server's
     store.remember("bank account is GB29EVIL", Provenance(SourceKind.CONTENT, False, "thread doc"),
                    about="bank account", kind="account")
+    from orchestrator.memory.models import MemoryProposal, ProposalStatus
+
+    with store._session() as s, s.begin():  # what the extraction leaves after a turn (tests/test_memory.py)
+        s.add(MemoryProposal(fact="My sister Ana lives in Porto", about="Ana", kind="person", thread_id="P",
+                             status=ProposalStatus.PENDING))
     page.get_by_role("link", name="Memory").click()
+    proposal = page.locator(".memory-proposals li", has_text="My sister Ana lives in Porto")
+    proposal.get_by_role("button", name="Remember").click()
+    page.locator(".memory-entities li", has_text="Ana").wait_for()
+    assert page.locator(".memory-proposals li").count() == 0
     row = page.locator("tr.fact.untrusted", has_text="GB29EVIL")
     row.wait_for()
     assert "from outside content" in row.inner_text() and "thread doc" in row.inner_text()
@@ -68,5 +81,5 @@ def test_the_memory_view_adds_shows_and_forgets(open_ui, jarvis_env):
     shot(page, "memory")
     mine.get_by_role("button", name="Forget").click()
     page.locator(".memory-detail .empty").wait_for()
-    assert [f.text for f in store.facts()] == ["bank account is GB29EVIL"]
+    assert [f.text for f in store.facts()] == ["My sister Ana lives in Porto", "bank account is GB29EVIL"]
     assert page.js_errors == []

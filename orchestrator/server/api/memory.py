@@ -7,19 +7,22 @@
   PATCH  /api/memory/facts/{id}             {"fact", "expires"} ("expires": "" clears it)
   DELETE /api/memory/facts/{id}             forgotten: the row, its search index entry and its vector
   DELETE /api/memory/entities/{id}          the entity, every fact about it and its relations
+  GET    /api/memory/proposals              facts proposed from finished turns, waiting for the user
+  POST   /api/memory/proposals/{id}/accept  remembered (source `extraction`); .../reject drops it
 
 What the user writes here is theirs (source `manual`, trusted); the view is hidden when memory.enabled is false.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path
 from pydantic import BaseModel, Field
 
 from integrations.base import ToolError
 from orchestrator.memory import MemoryError, MemoryStore, Provenance, SourceKind
+from orchestrator.memory.extraction import answer_proposal, proposals
 from orchestrator.memory.tools import parse_expiry
 from . import AppContext, View, app_context
 
@@ -28,6 +31,7 @@ BY_HAND = Provenance(SourceKind.MANUAL, True, "the Memory view")
 # One Path per name: FastAPI binds a Path object to the first parameter that uses it.
 FactId = Path(ge=1, le=2**62, description="a fact id")
 EntityId = Path(ge=1, le=2**62, description="an entity id")
+ProposalId = Path(ge=1, le=2**62, description="a proposal id")
 
 
 def _store(ctx: AppContext) -> MemoryStore:
@@ -120,6 +124,20 @@ def forget_entity(entity_id: int = EntityId, ctx: AppContext = Depends(app_conte
     if gone is None:
         raise HTTPException(404, f"No entity {entity_id}.")
     return {"forgotten": gone[0], "facts": gone[1]}
+
+
+@router.get("/proposals")
+def list_proposals(ctx: AppContext = Depends(app_context)) -> list[dict[str, Any]]:
+    return proposals(_store(ctx))
+
+
+@router.post("/proposals/{proposal_id}/{answer}")
+def answer(answer: Literal["accept", "reject"], proposal_id: int = ProposalId,
+           ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    try:
+        return answer_proposal(_store(ctx), proposal_id, answer == "accept")
+    except MemoryError as exc:
+        raise HTTPException(409 if "already" in str(exc) else 404, str(exc)) from None
 
 
 VIEW = View(name="memory", title="Memory", router=router, order=45,

@@ -6,6 +6,7 @@ import { clear, h, problem, when } from "../dom.js";
 
 let listEl;
 let detailEl;
+let proposalsEl;
 let kindEl;
 let searchEl;
 let kinds = [];
@@ -17,15 +18,42 @@ export function mount(el) {
   const form = h("form", { class: "inline", onsubmit: (ev) => { ev.preventDefault(); search(); } }, searchEl,
     h("button", { type: "submit" }, "Search"));
   listEl = h("div", { class: "memory-list" });
+  proposalsEl = h("div", { class: "memory-proposals-box" });
   detailEl = h("div", { class: "memory-detail" });
   el.append(h("div", { class: "view-head" }, h("h1", {}, "Memory"), kindEl, form,
     h("button", { type: "button", onclick: () => show() }, "Refresh")),
-  h("div", { class: "split" }, listEl, detailEl));
+  proposalsEl, h("div", { class: "split" }, listEl, detailEl));
 }
 
 export async function show() {
+  await loadProposals();
   await loadEntities();
   await showFacts("Latest facts", "/api/memory/facts?limit=50");
+}
+
+// Facts proposed from finished conversations: nothing is remembered until the user says yes.
+async function loadProposals() {
+  let rows;
+  try {
+    rows = await api("/api/memory/proposals");
+  } catch (err) {
+    clear(proposalsEl).append(problem(err.message));
+    return;
+  }
+  clear(proposalsEl);
+  if (!rows.length) return;
+  proposalsEl.append(h("h2", { text: "Remember these?" }), h("ul", { class: "memory-proposals" }, rows.map((p) => {
+    const err = h("div");
+    const act = async (what) => {
+      try {
+        await api(`/api/memory/proposals/${p.id}/${what}`, { method: "POST" });
+        await show();
+      } catch (ex) { clear(err).append(problem(ex.message)); }
+    };
+    return h("li", { "data-proposal": p.id }, h("span", { text: p.about ? `${p.about}: ${p.fact}` : p.fact }),
+      h("button", { type: "button", onclick: () => act("accept") }, "Remember"),
+      h("button", { type: "button", class: "danger", onclick: () => act("reject") }, "Drop"), err);
+  })));
 }
 
 async function loadEntities() {
