@@ -341,7 +341,7 @@ def test_runs_and_settings(ui_server):
                            "message": f"{ui_server.env.server.base_url} answers (scripted-model)", "notice": None,
                            "fix": None}]
         views = [v["name"] for v in c.get("/api/views").json()]
-        assert views == ["chat", "jorbs", "inbox", "tools", "runs", "reminders", "settings"]
+        assert views == ["chat", "jorbs", "inbox", "tools", "runs", "reminders", "memory", "settings"]
 
 
 def test_health_sections_plug_in(ui_server):
