@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import answer, tool_call
 from tests.test_ui_browser import browser, open_ui, send  # noqa: F401 - fixtures
 
-VIEWS = ["chat", "jorbs", "inbox", "tools", "runs", "reminders", "settings"]
+VIEWS = ["chat", "jorbs", "inbox", "tools", "runs", "reminders", "memory", "settings"]
 
 
 def _axe(page) -> list[dict]:
