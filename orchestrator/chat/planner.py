@@ -15,6 +15,7 @@ from langchain_core.tools import BaseTool
 from orchestrator.core.config import Settings
 from orchestrator.llm.client import ModelEndpointError, counting_tries, describe_endpoint_error
 from orchestrator.llm.model_output import sanitize_message
+from orchestrator.llm.tool_schema import compact_tool
 from .state import ConversationState
 
 log = logging.getLogger(__name__)
@@ -104,17 +105,17 @@ _SCHEMAS: dict[int, tuple[Any, dict[str, Any]]] = {}
 
 
 def openai_schema(tool: BaseTool | dict[str, Any]) -> dict[str, Any]:
-    """A tool's OpenAI function schema, computed once per tool object (pydantic schema generation is not free,
-    and the planner binds the same tools turn after turn)."""
+    """A tool's OpenAI function schema as the model is sent it (compact: llm/tool_schema.py), computed once per
+    tool object (pydantic schema generation is not free, and the planner binds the same tools turn after turn)."""
     if isinstance(tool, dict):
-        return tool
+        return compact_tool(tool)
     cached = _SCHEMAS.get(id(tool))
     if cached is None or cached[0] is not tool:
         from langchain_core.utils.function_calling import convert_to_openai_tool
 
         if len(_SCHEMAS) > 8192:
             _SCHEMAS.clear()
-        cached = (tool, convert_to_openai_tool(tool))
+        cached = (tool, compact_tool(convert_to_openai_tool(tool)))
         _SCHEMAS[id(tool)] = cached
     return cached[1]
 

@@ -48,5 +48,7 @@ class JarvisRuntime:
             return others + self.meta_tools
         human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
         query = human.text if human is not None else ""
-        chosen = select_tools(self.tool_index, others, query, state.recent_tools, limit)
-        return chosen + finder + self.meta_tools
+        chosen = {t.name for t in select_tools(self.tool_index, others, query, state.recent_tools, limit)}
+        # In the catalog's order, not the ranking's: turns that bind the same tools then send the same prompt
+        # prefix, which llama.cpp, Ollama and vLLM reuse from their cache instead of reading it again.
+        return [t for t in others if t.name in chosen] + finder + self.meta_tools

