@@ -27,7 +27,8 @@ from .history import compact, estimate_tokens
 from orchestrator.storage.telemetry import TelemetryHandler
 from orchestrator.tools.index import FIND_TOOLS, found_names
 from .jarb_subgraph import JARB_TOOL, jarb_task_for, make_jarb_node
-from .planner import call_model, step_limit_message, system_prompt
+from .context_fit import check_fits, history_budget, schema_tokens
+from .planner import call_model, openai_schema, step_limit_message, system_prompt
 from orchestrator.tools.provenance import judge_calls
 from .runtime import JarvisRuntime
 from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount, tainted
@@ -86,10 +87,11 @@ def make_nodes(rt: JarvisRuntime):
         tools = rt.tools_for_turn(state)
         last_human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
         remembered = memory_context(rt.memory, last_human.text if last_human is not None else "", settings.memory)
+        tools_tokens = schema_tokens(settings, [openai_schema(t) for t in tools])
         system = system_prompt(settings, state, remembered)
         thread_id = _thread_id(config)
         folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system)]),
-                         settings.planner.history_token_budget, config,
+                         history_budget(settings, tools_tokens), config,
                          archive=lambda msgs: rt.threads.archive(thread_id, msgs))
         live = state.messages
         if folded:
@@ -97,7 +99,9 @@ def make_nodes(rt: JarvisRuntime):
             live = [m for m in state.messages if m.id not in gone]
             state = state.model_copy(update={"summary": folded["summary"]})
             system = system_prompt(settings, state, remembered)
-        ai = call_model(rt.llm, tools, [SystemMessage(content=system), *live], config, rt.model_base_url())
+        prompt = [SystemMessage(content=system), *live]
+        check_fits(settings, estimate_tokens(prompt), tools_tokens)
+        ai = call_model(rt.llm, tools, prompt, config, rt.model_base_url())
         new = [*folded.pop("messages", []), ai]
         update = {**folded, "messages": new, "turn_steps": state.turn_steps + 1}
         if remembered and UNTRUSTED_HEADER in remembered:

@@ -27,7 +27,11 @@ best matches). With the list first in the system prompt, every turn read the who
 in the fuzz run of tests/test_real_model.py: 12 tokens reused, 500-1400 read again at about 150 tokens a second
 on 2 cores, so a thread's turns got slower as it grew); placed here, a turn's first call reads the previous
 turn, the list and the request (180-560 tokens in that run, however long the thread), and its call after a tool
-result reads only the call and the result (about 110).
+result reads only the call and the result (about 110). From a thread's second request on, while the bound tools stay the same and the server still
+holds the thread's prompt, the list stays where the first request had it and the latest request's best matches
+are named in one line before it (`render_prompt`): then a turn reads only its own messages ([25]: the cached share
+of the prompt went from 17-85% a turn to above 80% over bench/prompt.py's 10-turn thread). The usage the handler
+reports says how many prompt tokens were found cached (`prompt_tokens_details.cached_tokens`).
 One rule of its own: after tool results the model answers in words (one round of tool calls per user message),
 because a small model asked to choose again calls a tool again, every time.
 """
@@ -38,14 +42,17 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jinja2.sandbox
 from llama_cpp.llama_chat_format import _convert_completion_to_chat, register_chat_completion_handler
 
+from orchestrator.llm.tool_schema import describe_line as _describe, first_sentence as _first_sentence
+
 NAME = "jarvis-chatml-tools"
 
+_LIST_START = "<|im_start|>system\nYou can call these functions:"
 _TEMPLATE = """\
 {%- for message in messages -%}
 {%- if tools and loop.index0 == tools_at -%}
@@ -56,6 +63,10 @@ functions.{{ tool.function.name }}: {{ describe(tool) }}
 {% endfor %}
 To answer the user in words, write 'message:' and then your answer. To call a function, write
 'functions.<name>:' and then its arguments as JSON on the next line. After a function's result, answer the user.<|im_end|>
+{% endif -%}
+{%- if hints and hints.get(loop.index0) -%}
+<|im_start|>system
+{{ hints[loop.index0] }}<|im_end|>
 {% endif -%}
 {%- if message.role == 'system' -%}
 <|im_start|>system
@@ -90,43 +101,46 @@ def _text(content: Any) -> str:
     return str(content)
 
 
-def _first_sentence(description: str) -> str:
-    """The description's first sentence: every tool's list line is read again on each turn it is bound, and a
-    docstring's first line may stop mid-sentence where the text was wrapped."""
-    paragraph = " ".join(description.strip().split("\n\n", 1)[0].split())
-    return _SENTENCE_END.split(paragraph, 1)[0]
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
-
-
-def _describe(tool: dict[str, Any]) -> str:
-    fn = tool.get("function") or {}
-    summary = _first_sentence(fn.get("description") or "")
-    params = fn.get("parameters") or {}
-    required = set(params.get("required") or [])
-    args = []
-    for name, spec in (params.get("properties") or {}).items():
-        kind = spec.get("type") or "/".join(s.get("type", "?") for s in spec.get("anyOf", []) if s.get("type") != "null")
-        if name in required:
-            hint = f": {spec['description']}" if spec.get("description") else ""
-            args.append(f'"{name}" ({kind}){hint}')
-        else:  # named and typed only: the list is read on every turn it is bound, and these may be left out
-            args.append(f'"{name}" ({kind}, optional)')
-    return summary + (f" Arguments: {'; '.join(args)}." if args else " No arguments: {}.")
-
-
 _env = jinja2.sandbox.ImmutableSandboxedEnvironment(autoescape=False, trim_blocks=False, lstrip_blocks=False,
                                                     keep_trailing_newline=True)  # the model writes after "assistant\n"
 _template = _env.from_string(_TEMPLATE)
 
 
-def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                  cached: Callable[[str], bool] | None = None) -> str:
+    """The prompt, its function list placed where the server's cache is reused most.
+
+    Without `cached` (a function saying whether the server's evaluated tokens start with a text) the list sits
+    just before the latest user message, ordered for that request (see the module's docstring). With it, from a
+    thread's second request on, the list stays where the first request had it (before the first user message,
+    ordered for that request) when the server still holds that prompt: the bound tools have not changed, and the
+    whole conversation before the new request is reused instead of read again from the previous request on
+    (the share of the prompt found cached went from 17-85% to above 80% over bench/prompt.py's thread). It
+    stays there too when nothing past the system text is cached anyway. Each later request's best matches are
+    then named in one short line just before it (where the list used to put them first), kept in later turns. When the bound tools
+    change from turn to turn (more than planner.max_bound_tools), the head differs, and the list moves next to
+    the latest request as before, so each turn reads again only its own messages and the list."""
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
     tools_at = users[-1] if users else 0
     request = _text(messages[tools_at].get("content")) if users else ""
+    if tools and cached is not None and len(users) > 1:
+        first = users[0]
+        listed = rank_for_request(tools, _text(messages[first].get("content")))
+        head = _template.render(messages=messages[:first + 1], tools=listed, tools_at=first, describe=_describe,
+                                text=_text, hints=None).rsplit("<|im_start|>user", 1)[0]  # up to the list's end
+        # When the server holds neither this head nor the conversation without a list before the first request
+        # (another thread's call came in between, or the summary changed), the list's place costs nothing now
+        # and saves the next turns; but a list there that differs means the tools change from turn to turn.
+        plain = _template.render(messages=messages[:first + 1], tools=[], tools_at=-1, describe=_describe,
+                                 text=_text, hints=None)
+        other_list = head[:head.index(_LIST_START) + len(_LIST_START)]
+        if cached(head) or not (cached(plain) or cached(other_list)):
+            # one line before each later request, kept in the turns after it, so that the prompt stays a prefix
+            hints = {i: _hint(tools, _text(messages[i].get("content"))) for i in users[1:]}
+            return _template.render(messages=messages, tools=listed, tools_at=first, describe=_describe, text=_text,
+                                    hints=hints)
     return _template.render(messages=messages, tools=rank_for_request(tools or [], request), tools_at=tools_at,
-                            describe=_describe, text=_text)
+                            describe=_describe, text=_text, hints=None)
 
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -146,11 +160,19 @@ def rank_for_request(tools: list[dict[str, Any]], request: str) -> list[dict[str
     if not wanted:
         return list(tools)
 
-    def shared(tool: dict[str, Any]) -> int:
-        fn = tool.get("function") or {}
-        return 2 * len(wanted & _stems(fn.get("name", ""))) + len(wanted & _stems(_first_sentence(fn.get("description") or "")))
+    return sorted(tools, key=lambda t: -_shares(t, request, wanted))
 
-    return sorted(tools, key=lambda t: -shared(t))
+
+def _hint(tools: list[dict[str, Any]], request: str) -> str | None:
+    """The request's best matches (up to three tools sharing its words), named in one line."""
+    matches = [t["function"]["name"] for t in rank_for_request(tools, request)[:3] if _shares(t, request)]
+    return ("Functions for this request: " + ", ".join(f"functions.{n}" for n in matches) + ".") if matches else None
+
+
+def _shares(tool: dict[str, Any], request: str, wanted: set[str] | None = None) -> int:
+    wanted = _stems(request) if wanted is None else wanted
+    fn = tool.get("function") or {}
+    return 2 * len(wanted & _stems(fn.get("name", ""))) + len(wanted & _stems(_first_sentence(fn.get("description") or "")))
 
 
 def _tools_of(functions: list[dict] | None, tools: list[dict] | None) -> list[dict[str, Any]]:
@@ -363,9 +385,16 @@ def jarvis_chatml_tools(
         tool_choice = function_call if isinstance(function_call, str) else {"function": function_call}
     if tool_choice == "none":
         available = []
-    prompt = render_prompt(messages, available)
+    def tokens(text: str) -> list[int]:
+        return llama.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+
+    def evaluated(head: str) -> bool:
+        ids = tokens(head)
+        return cached_prefix(llama.input_ids, ids) >= len(ids) - 1
+
+    prompt = render_prompt(messages, available, cached=evaluated)
     # Measured before anything of this request is evaluated: the share of the prompt a previous call left cached.
-    cached = cached_prefix(llama.input_ids, llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True))
+    cached = cached_prefix(llama.input_ids, tokens(prompt))
 
     def answer(prefix: str) -> Any:
         chat = _convert_completion_to_chat(

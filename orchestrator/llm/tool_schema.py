@@ -96,3 +96,30 @@ def compact_tool(schema: dict[str, Any]) -> dict[str, Any]:
                                         for name, spec in properties.items()}
         out_fn["parameters"] = new_params
     return {**schema, "function": out_fn}
+
+
+# The built-in model's function list (llm/llama_handler.py) describes each tool in one line, by these.
+def first_sentence(description: str) -> str:
+    """The description's first sentence: every tool's list line is read again on each turn it is bound, and a
+    docstring's first line may stop mid-sentence where the text was wrapped."""
+    paragraph = " ".join(description.strip().split("\n\n", 1)[0].split())
+    return _FIRST_SENTENCE_END.split(paragraph, 1)[0]
+
+
+_FIRST_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+def describe_line(tool: dict[str, Any]) -> str:
+    fn = tool.get("function") or {}
+    summary = first_sentence(fn.get("description") or "")
+    params = fn.get("parameters") or {}
+    required = set(params.get("required") or [])
+    args = []
+    for name, spec in (params.get("properties") or {}).items():
+        kind = spec.get("type") or "/".join(s.get("type", "?") for s in spec.get("anyOf", []) if s.get("type") != "null")
+        if name in required:
+            hint = f": {spec['description']}" if spec.get("description") else ""
+            args.append(f'"{name}" ({kind}){hint}')
+        else:  # named and typed only: the list is read on every turn it is bound, and these may be left out
+            args.append(f'"{name}" ({kind}, optional)')
+    return summary + (f" Arguments: {'; '.join(args)}." if args else " No arguments: {}.")

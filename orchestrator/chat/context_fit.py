@@ -1,0 +1,73 @@
+"""The planner's prompt held to the model's context window ([25] 3).
+
+A model server given a prompt longer than its context either fails inside (HTTP 400 / 500 with its own words) or
+silently drops the start of the prompt (the system text and the tools first). So the window is known here: the
+built-in model's is the `n_ctx` its server is started with, any other's `models.<role>.context_tokens`. History
+folding aims at what the window leaves after the tools' schemas and the answer (never more than
+`planner.history_token_budget`), and a prompt that cannot fit even then is refused before the request, with
+what to change. Counts are estimates (about four characters a token, LangChain's `count_tokens_approximately`),
+so a tenth of the window is kept spare.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from orchestrator.core.config import Settings
+from orchestrator.core.errors import ModelEndpointError
+from orchestrator.llm.client import model_config
+from orchestrator.llm.tool_schema import describe_line
+
+BUILTIN_FORMAT = "jarvis-chatml-tools"  # llm/llama_handler.py's NAME (that module imports llama_cpp)
+
+ANSWER_TOKENS = 512  # kept free for the answer when models.<role>.max_tokens does not say
+SPARE = 0.1
+
+
+def context_window(settings: Settings, role: str = "primary") -> tuple[int, str]:
+    """(tokens, the setting that says so)."""
+    used, cfg = model_config(settings, "heavy" if role == "heavy" else "primary")
+    if cfg.provider == "embedded":
+        return cfg.n_ctx, f"models.{used}.n_ctx"
+    return cfg.context_tokens, f"models.{used}.context_tokens"
+
+
+LIST_FRAME_TOKENS = 80  # the built-in format's words around its function list
+
+
+def schema_tokens(settings: Settings, schemas: list[dict[str, Any]]) -> int:
+    """The tools' share of the prompt: their JSON, or the one line each of the built-in model's list."""
+    if not schemas:
+        return 0
+    cfg = model_config(settings, "primary")[1]
+    if cfg.provider == "embedded" and cfg.chat_format == BUILTIN_FORMAT:
+        lines = "\n".join(f"functions.{(s.get('function') or {}).get('name')}: {describe_line(s)}" for s in schemas)
+        return len(lines) // 4 + LIST_FRAME_TOKENS
+    return len(json.dumps(schemas)) // 4
+
+
+def answer_tokens(settings: Settings) -> int:
+    return model_config(settings, "primary")[1].max_tokens or ANSWER_TOKENS
+
+
+def history_budget(settings: Settings, tools_tokens: int) -> int:
+    """The token budget of system text and messages: the window less the tools, the answer and the spare part,
+    at most planner.history_token_budget."""
+    window, _ = context_window(settings)
+    room = int(window * (1 - SPARE)) - tools_tokens - answer_tokens(settings)
+    return max(1, min(settings.planner.history_token_budget, room))
+
+
+def check_fits(settings: Settings, prompt_tokens: int, tools_tokens: int) -> None:
+    """Refuse, before the request, a prompt the model's context cannot hold."""
+    window, setting = context_window(settings)
+    answer = answer_tokens(settings)
+    needed = prompt_tokens + tools_tokens + answer
+    if needed <= int(window * (1 - SPARE)):
+        return
+    raise ModelEndpointError(
+        f"This turn needs about {needed} tokens (the conversation {prompt_tokens}, the tools' descriptions "
+        f"{tools_tokens}, the answer {answer}), more than the model's context window of {window} tokens ({setting}) "
+        "holds, so it was not sent. Shorten the message or what it attaches, lower planner.max_bound_tools, or use "
+        f"a model with a larger context and raise {setting}.")
