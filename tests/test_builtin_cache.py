@@ -1,0 +1,69 @@
+"""The built-in model's server reuses a thread's prompt from its cache and says so ([25] 2): the real SmolLM2-135M
+behind the real embedded server, over HTTP, with Jarvis's own tool schemas."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from integrations.fs_tools import build_fs_tools
+from integrations.time_tools import build_time_tools
+from orchestrator.chat.planner import openai_schema
+from tests.real_model_fuzz import require_real_model
+
+
+def _streamed(client: httpx.Client, body: dict) -> tuple[dict, dict]:
+    """(usage, the assistant message) of a streamed chat completion."""
+    usage, content, calls = {}, "", {}
+    with client.stream("POST", "/chat/completions", json=body) as reply:
+        assert reply.status_code == 200, reply.read()
+        for line in reply.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[len("data: "):])
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                content += delta.get("content") or ""
+                for call in delta.get("tool_calls") or []:
+                    slot = calls.setdefault(call["index"], {"id": "", "type": "function",
+                                                            "function": {"name": "", "arguments": ""}})
+                    slot["id"] = call.get("id") or slot["id"]
+                    for key in ("name", "arguments"):
+                        slot["function"][key] += (call.get("function") or {}).get(key) or ""
+    return usage, {"content": content, "tool_calls": list(calls.values())}
+
+
+@pytest.mark.slow
+def test_the_second_request_of_a_thread_is_read_from_the_cache(jarvis_env):
+    gguf = require_real_model()
+    from orchestrator.llm.embedded import embedded_server
+
+    jarvis_env.write_config(models={"primary": {
+        "provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "chat_format": "jarvis-chatml-tools",
+        "n_ctx": 4096, "api_key": "none"}})
+    server = embedded_server(jarvis_env.settings, "primary", jarvis_env.settings.models.primary)
+    server.ensure_running()
+    tools = [openai_schema(t) for t in build_fs_tools([jarvis_env.root]) + build_time_tools("UTC")]
+    messages = [{"role": "system", "content": "You are Jarvis, a helpful assistant."},
+                {"role": "user", "content": "Say hello."}]
+    usages = []
+    with httpx.Client(base_url=server.base_url, timeout=120, trust_env=False) as client:
+        for follow_up in ("What time is it?", "Say goodbye."):
+            # streamed, as Jarvis asks (the server's non-streamed answers keep only the three counts of usage)
+            body = {"model": "smollm2-135m", "temperature": 0, "max_tokens": 16, "tools": tools, "messages": messages,
+                    "stream": True}
+            usage, said = _streamed(client, body)
+            usages.append(usage)
+            messages = [*messages, {"role": "assistant", "content": said.get("content") or "",
+                                    **({"tool_calls": said["tool_calls"]} if said.get("tool_calls") else {})}]
+            if said.get("tool_calls"):
+                messages.append({"role": "tool", "tool_call_id": said["tool_calls"][0]["id"], "content": "done"})
+            messages.append({"role": "user", "content": follow_up})
+    first, second = usages
+    assert 0 <= first["prompt_tokens_details"]["cached_tokens"] < first["prompt_tokens"]
+    # the function list and the first turn come from the cache: only the new messages are read
+    cached = second["prompt_tokens_details"]["cached_tokens"]
+    assert cached >= 0.8 * second["prompt_tokens"], (first, second)
