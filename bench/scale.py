@@ -1,5 +1,5 @@
 """Scale: planner prompt tokens and turn time with 10, 100 and 1,000 registered tools (targets: tokens flat past
-12 tools; turn time at 1,000 <= 1.2x at 10), and database bytes per turn at turn 10 and at turn 1,000 of one
+12 tools; turn time at 1,000 <= 1.1x at 10, [25]; it was 1.2x), and database bytes per turn at turn 10 and at turn 1,000 of one
 thread (target <= 1.5x). Zero-latency in-process model; SQLite, and PostgreSQL too where its server is installed
 (the bytes per turn again, with the Postgres saver's blobs)."""
 
@@ -14,8 +14,8 @@ from _common import isolated_settings
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
-from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from orchestrator.chat.planner import openai_schema
 from orchestrator.storage import writer
 from orchestrator.app import App
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
@@ -34,7 +34,7 @@ class Recording(InstantChatModel):
     def bind_tools(self, tools, **kwargs):
         bound = Recording(responder=self.responder)
         bound.seen = self.seen
-        object.__setattr__(bound, "_tools", [convert_to_openai_tool(t) for t in tools])
+        object.__setattr__(bound, "_tools", [openai_schema(t) for t in tools])  # as the planner sends them
         return bound
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
@@ -118,7 +118,7 @@ def main() -> None:
     tok_ratio = results[1000][0] / results[100][0]
     time_ratio = results[1000][1] / results[10][1]
     print(f"  prompt tokens 1,000 / 100 tools: {tok_ratio:.3f} (target: flat past 12 tools) -> {'OK' if tok_ratio <= 1.1 else 'MISSED'}")
-    print(f"  turn time 1,000 / 10 tools: {time_ratio:.3f} (target <= 1.2) -> {'OK' if time_ratio <= 1.2 else 'MISSED'}")
+    print(f"  turn time 1,000 / 10 tools: {time_ratio:.3f} (target <= 1.1) -> {'OK' if time_ratio <= 1.1 else 'MISSED'}")
     early, late = bytes_per_turn()
     ratio = late / early
     print(f"  database bytes per turn: {early:.0f} at turn 10, {late:.0f} at turn 1,000; ratio {ratio:.3f} "

@@ -67,6 +67,7 @@ class ToolIndex:
         self._embed = embed  # callable(list[str]) -> list[list[float]], or None
         self._vectors: dict[str, list[float]] = {}
         self._embed_failed = False
+        self._last_rank: tuple[tuple[Any, str, int], list[str]] | None = None
 
     @staticmethod
     def fingerprint(tools: list[BaseTool]) -> int:
@@ -132,7 +133,17 @@ class ToolIndex:
         return [n for _, n in scored[:limit]]
 
     def rank(self, query: str, limit: int) -> list[str]:
-        """Tool names, best first."""
+        """Tool names, best first. The last ranking is kept: every planner call of a turn asks the same (the
+        turn's request over the same tools), and the search is the part of a turn that grows with the catalog."""
+        key = (self._fingerprint, query, limit)
+        last = self._last_rank
+        if last is not None and last[0] == key:
+            return list(last[1])
+        ranked = self._rank(query, limit)
+        self._last_rank = (key, ranked)
+        return list(ranked)
+
+    def _rank(self, query: str, limit: int) -> list[str]:
         keyword = self._keyword_rank(query, max(limit * 3, 30))
         vector = self._vector_rank(query, max(limit * 3, 30))
         if not vector:
