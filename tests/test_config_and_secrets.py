@@ -122,3 +122,28 @@ def test_the_keyring_backend_is_shown_and_a_plaintext_one_warned_about(jarvis_en
     assert "keyrings.alt.file.PlaintextKeyring" in shown.stdout and "plain text" in shown.stdout
     stored = jarvis_env.cli("secrets", "set", "some_token", input="t0k\n")
     assert stored.returncode == 0 and "Warning: secrets are stored in plain text" in stored.stderr
+
+
+def test_a_key_given_twice_is_refused_with_both_lines(tmp_path):
+    """YAML keeps the last of two equal keys silently: the shipped demo profile had `jarb:` twice, and a user who
+    pastes a second `autonomy:` below the first would lose the first without a word."""
+    from orchestrator.core.config import ConfigError, load_settings
+
+    path = tmp_path / "config.yml"
+    path.write_text("autonomy:\n  effects: {fs_write: deny}\nfs:\n  roots: [/tmp]\nautonomy:\n  default: auto\n",
+                    encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    assert "'autonomy' is given twice in one mapping (lines 1 and 5)" in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_the_shipped_config_and_its_profiles_load():
+    """With the duplicate check, the shipped config (which had a key twice) must still load, with each profile."""
+    import yaml
+
+    from orchestrator.core.config import load_settings
+
+    shipped = Path(__file__).resolve().parent.parent / "config" / "config.yml"
+    for profile in (None, *yaml.safe_load(shipped.read_text())["profiles"]):
+        load_settings(shipped, profile)

@@ -429,13 +429,30 @@ def config_path_from_env(explicit: str | os.PathLike[str] | None = None) -> Path
     return DEFAULT_CONFIG_PATH
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping: YAML keeps the last one silently, so a
+    second `jarb:` (or an `autonomy:` pasted below the first) would undo the first without a word."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice in one mapping (lines {seen[key]} and {line}); "
+                    "YAML would keep only the last: keep one", key_node.start_mark)
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_settings(path: str | os.PathLike[str] | None = None, profile: str | None = None) -> Settings:
     """Load, overlay the profile, validate and resolve paths. Raises ConfigError with a readable message."""
     cfg_path = config_path_from_env(path)
     if not cfg_path.exists():
         raise ConfigError(f"{cfg_path}: configuration file not found (pass --config PATH or set JARVIS_CONFIG)")
     try:
-        raw = yaml.safe_load(cfg_path.read_text(encoding="utf-8")) or {}
+        raw = yaml.load(cfg_path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}  # noqa: S506 - safe
     except yaml.YAMLError as exc:
         raise ConfigError(f"{cfg_path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
