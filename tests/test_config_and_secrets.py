@@ -147,3 +147,17 @@ def test_the_shipped_config_and_its_profiles_load():
     shipped = Path(__file__).resolve().parent.parent / "config" / "config.yml"
     for profile in (None, *yaml.safe_load(shipped.read_text())["profiles"]):
         load_settings(shipped, profile)
+
+
+def test_a_misspelt_effect_in_autonomy_is_refused_and_a_new_one_is_not(tmp_path):
+    """`fs_wirte: deny` left fs_write on the default (auto, here) without a word. A name the tools may declare
+    themselves (MCP servers, generated tools), such as calendar_read or payment, stays allowed."""
+    from orchestrator.core.config import ConfigError, load_settings
+
+    path = tmp_path / "config.yml"
+    path.write_text("autonomy:\n  default: auto\n  effects: {fs_wirte: deny}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    assert "'fs_wirte' is not an effect; did you mean 'fs_write'?" in str(err.value)
+    path.write_text("autonomy:\n  effects: {calendar_read: auto, payment: deny, fs_write: deny}\n", encoding="utf-8")
+    assert load_settings(path).autonomy.effects["payment"] == "deny"

@@ -8,12 +8,15 @@ Unknown keys and bad values fail at start with the file, the key and what was ex
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from integrations.effects import KNOWN_SIDE_EFFECTS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG_PATH = REPO_ROOT / "config" / "config.yml"
@@ -118,6 +121,21 @@ class AutonomyConfig(_Section):
     # of asking before every effect (orchestrator/tools/provenance.py); tools that name none keep the blanket rule.
     argument_provenance: bool = False
     max_side_effects_per_turn: int = Field(20, ge=1)
+
+    @field_validator("effects")
+    @classmethod
+    def _effect_names(cls, effects: dict[str, Mode]) -> dict[str, Mode]:
+        """A name close to a known effect but not one is a typo: `fs_wirte: deny` would leave fs_write on the
+        default without a word. Other unknown names stay allowed: MCP servers and generated tools declare their own."""
+        for name in effects:
+            if name in KNOWN_SIDE_EFFECTS:
+                continue
+            close = difflib.get_close_matches(name, KNOWN_SIDE_EFFECTS, n=1, cutoff=0.85)  # calendar_read passes
+            if close:
+                raise ValueError(f"{name!r} is not an effect; did you mean {close[0]!r}? (known: "
+                                 f"{', '.join(sorted(KNOWN_SIDE_EFFECTS))}; an effect your own tools declare may be "
+                                 "named as they spell it)")
+        return effects
 
 
 class FsConfig(_Section):
