@@ -21,9 +21,11 @@ from tests.real_model_fuzz import require_real_model
 
 
 def _embedded(gguf: Path | str, **extra) -> dict:
-    # No chat_format: the GGUF's own template, which ignores tools, so each turn is one short completion.
+    # No chat_format: the GGUF's own template, which ignores tools, so each turn is one short completion. The
+    # window still holds the tools' schemas: Jarvis counts them (a template may render them), and refuses a
+    # prompt that would not fit (chat/context_fit.py); 2048 stopped fitting once the memory tools came.
     return {"models": {"primary": {"provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "api_key": "none",
-                                   "n_ctx": 2048, "max_tokens": 16, "max_retries": 1, "timeout_s": 120, **extra}}}
+                                   "n_ctx": 4096, "max_tokens": 16, "max_retries": 1, "timeout_s": 120, **extra}}}
 
 
 def _alive(pid: int) -> bool:
