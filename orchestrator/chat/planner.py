@@ -152,9 +152,16 @@ def call_model(
             f"The answer from the model at {base_url} was cut off: the connection closed before the model said it "
             "was done, so nothing of it was kept. Ask again; if it keeps happening, look at the model server's log.")
     message = finalize_message(merged, tool_names(tools))
-    if finish == "length" and isinstance(message.content, str) and message.content.strip():
+    if finish == "length":
         limit = getattr(llm, "max_tokens", None)
         where = f"models.{role}.max_tokens = {limit}" if limit else "the model server's own limit"
-        message.content += (f"\n\n[This answer was cut off at the model's token limit ({where}): it is not "
-                            "complete. Raise the limit, or ask for a shorter answer.]")
+        cut_calls = sorted({c.get("name") or "a tool" for c in getattr(merged, "tool_call_chunks", None) or []})
+        if cut_calls:
+            # A call cut off may still parse (a path cut short is a valid, wrong path): none of it is run.
+            message = message.model_copy(update={"tool_calls": [], "invalid_tool_calls": [], "content": (
+                f"[The model was cut off at its token limit ({where}) while writing a call to "
+                f"{', '.join(cut_calls)}, so the call was not run. Raise the limit, or ask again.]")})
+        elif isinstance(message.content, str) and message.content.strip():
+            message.content += (f"\n\n[This answer was cut off at the model's token limit ({where}): it is not "
+                                "complete. Raise the limit, or ask for a shorter answer.]")
     return message

@@ -14,7 +14,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from orchestrator.core.config import ModelConfig, Settings
-from .client import serves_model
 from .discovery import builtin_model, probe
 
 
@@ -39,7 +38,7 @@ def check_server(base_url: str, model: str | None) -> tuple[str, str]:
             listed = ", ".join(found.models[:8]) or "none"
             raise ModelChoiceError(f"{base_url} lists {len(found.models)} models ({listed}); say which to use")
         model = found.models[0]
-    elif found.models and not serves_model(found.models, model):
+    elif found.models and not found.serves(model):
         raise ModelChoiceError(f"{base_url} has no model named {model!r} (it lists: {', '.join(found.models[:8])})")
     return base_url, model
 

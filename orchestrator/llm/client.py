@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Iterator
+import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from orchestrator.core import secrets
 from orchestrator.core.config import ModelConfig, Settings
 from .embedded import check_embedded, embedded_server  # a child llama.cpp server, started on first use
 from orchestrator.core.errors import ModelEndpointError
+from .model_list import read_model_list
 from .request_shape import adapt_for_server
 
 log = logging.getLogger(__name__)
@@ -210,29 +212,60 @@ def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "prim
             f"check models.{role}.model (GET {base_url.rstrip('/')}/models lists them)."
         )
     if isinstance(exc, openai.APIStatusError):
+        window = context_overflow(exc.body, str(exc))
+        if window is not None:
+            size = f" ({window} tokens)" if window else ""
+            return ModelEndpointError(
+                f"The conversation does not fit the context window of the model at {base_url}{size}: "
+                f"{secrets.redact(_server_message(exc))[:200]}. Set models.{role}.context_tokens to the window{size} "
+                "so Jarvis folds older turns to fit, or start the server with a larger one (llama.cpp: --ctx-size; "
+                "Ollama: OLLAMA_CONTEXT_LENGTH; vLLM: --max-model-len).")
         return ModelEndpointError(
             f"The model endpoint at {base_url} answered HTTP {exc.status_code}: {secrets.redact(str(exc))[:300]}"
         )
+    if isinstance(exc, openai.APIError):  # an error event inside a stream that had begun (vLLM, OpenAI)
+        return ModelEndpointError(
+            f"The model at {base_url} stopped with an error in the middle of its answer, so nothing of it was kept: "
+            f"{secrets.redact(_server_message(exc))[:300]}. Ask again; if it keeps happening, look at the model "
+            "server's log.")
     return None
 
 
-def _listed_models(resp: Any) -> set[str] | None:
-    """The model ids a GET /models answer lists, or None when the answer is not the OpenAI list shape (then
-    nothing can be said about the name)."""
-    try:
-        data = resp.json().get("data")
-    except (ValueError, AttributeError):
-        return None
-    if not isinstance(data, list):
-        return None
-    return {str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")}
+_WINDOW_PATTERNS = (re.compile(r"maximum context length is (\d+)"),  # OpenAI, vLLM
+                    re.compile(r"available context size \((\d+) tokens\)"),  # llama.cpp
+                    re.compile(r"context (?:window|length|size)[^.]*?(\d{3,}) tokens"))
 
 
-def serves_model(listed: Collection[str], model: str) -> bool:
-    """Whether a server listing `listed` (GET /models) answers requests for `model`: it lists it (Ollama's
-    ":latest" counts), or it holds one model (llama.cpp's server, llama-cpp-python), which answers whatever
-    name a request gives."""
-    return model in listed or f"{model}:latest" in listed or len(listed) == 1
+def context_overflow(body: Any, text: str) -> int | None:
+    """The model's window (0 when the server does not say it) when an error says the prompt does not fit, else None.
+    Each server says it its own way: llama.cpp's `exceed_context_size_error` with `n_ctx`, OpenAI's
+    `context_length_exceeded`, vLLM's "maximum context length is N tokens"."""
+    error = body.get("error", body) if isinstance(body, dict) else {}
+    error = error if isinstance(error, dict) else {}
+    kind = f"{error.get('type')} {error.get('code')}"
+    message = str(error.get("message") or text)
+    if not ("exceed_context_size" in kind or "context_length_exceeded" in kind
+            or re.search(r"maximum context length|exceeds the available context size", message)):
+        return None
+    if isinstance(error.get("n_ctx"), int):
+        return error["n_ctx"]
+    for pattern in _WINDOW_PATTERNS:
+        found = pattern.search(message)
+        if found:
+            return int(found.group(1))
+    return 0
+
+
+def _server_message(exc: Any) -> str:
+    """The server's own sentence from an error body ({"error": {"message": ...}} or a bare message), else the
+    exception's text."""
+    body = getattr(exc, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error["message"].rstrip(".")
+    if isinstance(error, str):
+        return error.rstrip(".")
+    return str(getattr(exc, "message", exc)).rstrip(".")
 
 
 def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, str]:
@@ -248,14 +281,18 @@ def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, st
         resp = httpx.get(url, headers={"Authorization": f"Bearer {api_key}"}, timeout=3)
         if resp.status_code >= 400:
             return False, f"{cfg.base_url} answered HTTP {resp.status_code}"
-        listed = _listed_models(resp)
-        if listed is not None and len(listed) == 1 and cfg.model not in listed:
-            return True, f"{cfg.base_url} answers with its one model {next(iter(listed))!r} (asked for {cfg.model!r})"
-        if listed is not None and not serves_model(listed, cfg.model):
+        try:
+            listing = read_model_list(resp.json())
+        except ValueError:
+            listing = None
+        if listing is not None and not listing.serves(cfg.model):
             # the server answers, but every chat would fail with "model not found"
+            listed = listing.ids
             shown = ", ".join(sorted(listed)[:8]) + (" ..." if len(listed) > 8 else "") if listed else "none"
             return False, (f"{cfg.base_url} answers, but has no model named {cfg.model!r} (it lists: {shown}); set "
                            f"models.{used_role}.model to one of them, or load {cfg.model!r} in the server")
+        if listing is not None and cfg.model not in listing.ids and f"{cfg.model}:latest" not in listing.ids:
+            return True, f"{cfg.base_url} answers with its one model {listing.ids[0]!r} (asked for {cfg.model!r})"
         return True, f"{cfg.base_url} answers ({cfg.model})"
     except Exception as exc:  # noqa: BLE001 - any failure is reported, not raised
         err = describe_endpoint_error(exc, cfg.base_url, used_role)

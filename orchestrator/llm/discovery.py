@@ -18,6 +18,7 @@ import httpx
 
 from orchestrator.core.config import ModelConfig, Settings
 from .embedded import llama_server_installed, packaged_gguf
+from .model_list import ModelList, read_model_list
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,10 @@ class FoundServer:
     name: str
     base_url: str
     models: list[str]
+    answers_any_name: bool = False  # llama.cpp's servers answer whatever model name a request gives
+
+    def serves(self, model: str) -> bool:
+        return ModelList(tuple(self.models), self.answers_any_name).serves(model)
 
 
 def probe(name: str, base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> FoundServer | None:
@@ -47,11 +52,12 @@ def probe(name: str, base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> Found
         resp = httpx.get(base_url.rstrip("/") + "/models", timeout=timeout_s, trust_env=False)
         if resp.status_code >= 400:
             return None
-        data = resp.json().get("data") or []
-    except (httpx.HTTPError, ValueError, AttributeError):
+        listing = read_model_list(resp.json())
+    except (httpx.HTTPError, ValueError):
         return None
-    models = [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")]
-    return FoundServer(name, base_url, models)
+    if listing is None:
+        return FoundServer(name, base_url, [])
+    return FoundServer(name, base_url, list(listing.ids), listing.answers_any_name)
 
 
 def find_local_servers(servers: list[tuple[str, str]] | None = None) -> list[FoundServer]:

@@ -196,7 +196,9 @@ class _Handler(BaseHTTPRequestHandler):
         brain = self.server.brain
         if self.path.rstrip("/").endswith("/models"):
             names = getattr(brain, "model_list", None) or [brain.model]  # a test may list several, as Ollama does
-            self._json(200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "tests"} for n in names]})
+            # it answers whatever model name a request gives, as llama.cpp's server does, and says so the same way
+            self._json(200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "llamacpp"}
+                                                        for n in names]})
         elif self.path == "/_requests":
             self._json(200, brain.requests)
         else:
