@@ -43,11 +43,12 @@ run: install
 # pytest's exit code 5 (nothing selected, e.g. when PYTEST_ARGS names one file) is not a failure.
 TEST_WORKERS ?= auto
 # Real-world test data (pypdf's PDFs, recorded YouTube responses; by pinned version and sha256, into .cache/corpus)
-# and the published MCP servers the tests run (npm, pinned, into .cache/npm), from the package registries; both
-# git-ignored, nothing of it is committed.
+# and the published MCP servers the tests run (npm, pinned, into .cache/npm; PyPI, pinned, one virtualenv each in
+# .cache/mcp-venvs), from the package registries; all git-ignored, nothing of it is committed.
 test-corpus: install
 	@$(PY) scripts/fetch_test_corpus.py
 	@$(PY) scripts/fetch_npm_servers.py
+	@$(PY) scripts/fetch_pypi_servers.py
 
 test: install-dev install-system install-local demo-model test-corpus
 	@export JARVIS_REQUIRE_REAL_MODEL=1 JARVIS_REQUIRE_POSTGRES=$$(command -v apt-get >/dev/null && echo 1 || echo 0); \

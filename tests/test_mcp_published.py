@@ -1,13 +1,16 @@
-"""[17]: published MCP servers nobody here wrote, from npm (pinned; `make test` installs them into .cache/npm with
-scripts/fetch_npm_servers.py): the Model Context Protocol project's filesystem and memory servers, imported from a
-Claude-Desktop style file with `jarvis mcp import`, driven through the planner (read and write tools, writes behind
-a confirmation), one killed mid-session and restarted, one added while Jarvis runs."""
+"""[17]: published MCP servers nobody here wrote, pinned: the Model Context Protocol project's filesystem and memory
+servers from npm (`make test` installs them into .cache/npm with scripts/fetch_npm_servers.py) and its git server
+from PyPI (in its own virtualenv under .cache/mcp-venvs, scripts/fetch_pypi_servers.py: it is built on the 2.x SDK
+that Jarvis's own environment cannot hold), imported from a Claude-Desktop style file with `jarvis mcp import`,
+driven through the planner (read and write tools, writes behind a confirmation), one killed mid-session and
+restarted, one added while Jarvis runs."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,13 +22,15 @@ from tests.mcp_helpers import shutdown_mcp, wait_for
 NPM = Path(os.environ.get("JARVIS_TEST_NPM") or REPO / ".cache" / "npm") / "node_modules" / "@modelcontextprotocol"
 FILESYSTEM = NPM / "server-filesystem" / "dist" / "index.js"
 MEMORY = NPM / "server-memory" / "dist" / "index.js"
+MCP_VENVS = Path(os.environ.get("JARVIS_TEST_MCP_VENVS") or REPO / ".cache" / "mcp-venvs")
+GIT_SERVER = MCP_VENVS / "git" / "bin" / "mcp-server-git"
 
 
 @pytest.fixture(autouse=True)
 def _published_servers():
-    if not (FILESYSTEM.is_file() and MEMORY.is_file()):
-        raise pytest.UsageError(f"the published MCP servers are not in {NPM.parent.parent}: run `make test-corpus` "
-                                "(or `make test`, which installs them)")
+    if not (FILESYSTEM.is_file() and MEMORY.is_file() and GIT_SERVER.is_file()):
+        raise pytest.UsageError(f"the published MCP servers are not in {NPM.parent.parent} and {GIT_SERVER}: run "
+                                "`make test-corpus` (or `make test`, which installs them)")
     yield
     shutdown_mcp()
 
@@ -126,3 +131,49 @@ def test_a_server_imported_while_jarvis_runs_is_used_without_a_restart(jarvis_en
                               version="v2")
     tool_msg = [m for m in result.value["messages"] if m.type == "tool"][-1]
     assert tool_msg.status == "success" and "entities" in tool_msg.content
+
+
+def test_the_git_server_reads_and_commits_through_the_planner(jarvis_env, tmp_path):
+    repo = jarvis_env.root / "project"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=Me", "-c", "user.email=me@example.org"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "plan.md").write_text("step one\n")
+    subprocess.run([*git, "add", "plan.md"], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    (repo / "plan.md").write_text("step one\nstep two\n")
+    claude = tmp_path / "claude_git.json"
+    identity = {"GIT_AUTHOR_NAME": "Me", "GIT_AUTHOR_EMAIL": "me@example.org", "GIT_COMMITTER_NAME": "Me",
+                "GIT_COMMITTER_EMAIL": "me@example.org"}
+    claude.write_text(json.dumps({"mcpServers": {"git": {"command": str(GIT_SERVER), "env": identity,
+                                                         "args": ["--repository", str(repo)]}}}))
+    proc = jarvis_env.cli("mcp", "import", str(claude))
+    assert proc.returncode == 0, proc.stderr
+    app = jarvis_env.app()
+    graph, server = app.graph, jarvis_env.server
+    config = {"configurable": {"thread_id": "git-1"}}
+
+    # a read runs at once and comes back as the server wrote it
+    server.push(tool_call("git_status", repo_path=str(repo)), answer("plan.md changed."))
+    result = graph.invoke({"messages": [("user", "what changed in my project?")]}, config, version="v2")
+    status = [m for m in result.value["messages"] if m.type == "tool"][-1]
+    assert status.status == "success" and "modified:   plan.md" in status.content
+
+    # staging and committing change the repository: each asks first, and the commit lands
+    server.push(tool_call("git_add", repo_path=str(repo), files=["plan.md"]), answer("Staged."))
+    intr, result = _approve(graph, config, graph.invoke({"messages": [("user", "stage it")]}, config, version="v2"))
+    assert intr.value["tool"] == "git_add"
+    server.push(tool_call("git_commit", repo_path=str(repo), message="Add step two"), answer("Committed."))
+    intr, result = _approve(graph, config, graph.invoke({"messages": [("user", "commit it")]}, config, version="v2"))
+    assert intr.value["tool"] == "git_commit" and result.value["messages"][-1].content == "Committed."
+    log = subprocess.run([*git, "log", "--format=%s"], capture_output=True, text=True, check=True).stdout
+    assert log.splitlines() == ["Add step two", "first"]
+
+    # a path outside the repository the server was given is the server's own refusal, and nothing changes
+    other = tmp_path / "other"
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    server.push(tool_call("git_status", repo_path=str(other)), answer("Not allowed."))
+    result = graph.invoke({"messages": [("user", "and the other repo?")]}, {"configurable": {"thread_id": "git-2"}},
+                          version="v2")
+    refused = [m for m in result.value["messages"] if m.type == "tool"][-1]
+    assert refused.status == "error" and "outside" in refused.content.lower(), refused.content

@@ -1,0 +1,55 @@
+"""Install the published MCP servers from PyPI that the tests run, each into its own virtualenv under
+.cache/mcp-venvs (git-ignored): `make test` runs this before the tests.
+
+    python scripts/fetch_pypi_servers.py [DEST]     (DEST defaults to .cache/mcp-venvs in the checkout)
+
+Why a virtualenv each: mcp-server-git's current release is built on the MCP SDK 2.x, while Jarvis and
+langchain-mcp-adapters need the 1.x SDK; installed into the project's environment it upgraded the SDK and broke
+both. A server is a separate process speaking JSON-RPC over stdio, so its own environment is all it needs (the
+protocol versions are negotiated at `initialize`). Pip fetches the pinned packages from the index the machine is
+configured with. Prints nothing when they are already there; exits non-zero with what went wrong otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DEST = REPO / ".cache" / "mcp-venvs"
+# server name -> the pinned requirements of its environment
+SERVERS = {"git": ["mcp-server-git==2026.10.19", "mcp==2.3.0"]}
+STAMP = ".complete"
+
+
+def installed(env: Path, requirements: list[str]) -> bool:
+    try:
+        return json.loads((env / STAMP).read_text()) == requirements
+    except (OSError, ValueError):
+        return False
+
+
+def main(argv: list[str]) -> int:
+    dest = Path(argv[1]) if len(argv) > 1 else DEFAULT_DEST
+    for name, requirements in SERVERS.items():
+        env = dest / name
+        if installed(env, requirements):
+            continue
+        venv.EnvBuilder(with_pip=True, clear=True).create(env)
+        proc = subprocess.run([str(env / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                               "--disable-pip-version-check", *requirements],
+                              capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            print(f"pip could not install {' '.join(requirements)} into {env}:\n{proc.stderr[-3000:]}",
+                  file=sys.stderr)
+            return 1
+        (env / STAMP).write_text(json.dumps(requirements))
+        print(f"MCP server from PyPI: {' '.join(requirements)} in {env}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
