@@ -54,7 +54,7 @@ def _model_name(server: str) -> str:
 
 
 def test_every_fixture_names_its_source():
-    assert {"llama_cpp", "ollama", "vllm", "openai"} <= set(FIXTURES)
+    assert {"llama_cpp", "ollama", "vllm", "openai", "lm_studio"} <= set(FIXTURES)
     for server, data in FIXTURES.items():
         assert data["server"] and len(data["source"]) > 40, server
         assert all(case.get("expect") for case in data["cases"]), server
