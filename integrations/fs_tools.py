@@ -66,8 +66,33 @@ class FsRoots:
                 "add its folder to fs.roots in the config to allow it."
             )
         if must_exist and not real.exists():
-            raise ToolError(f"{path} does not exist.")
+            raise ToolError(f"{path} does not exist.{self._what_is_there(real)}")
         return real
+
+    def _what_is_there(self, missing: Path, shown: int = 25) -> str:
+        """What the nearest existing folder holds, so a wrong name can be put right on the next step (a small model
+        asked for "my folder" calls fs_list_dir("myfolder.txt")). The names are what fs_list_dir would show: the
+        tools that resolve paths mark their output, errors included, as outside content."""
+        folder = missing.parent
+        while not folder.is_dir() and self._inside(folder.parent):
+            folder = folder.parent
+        if not (folder.is_dir() and self._inside(folder)):
+            return ""
+        try:
+            fd = self.open_dir(folder)
+        except OSError:
+            return ""
+        try:
+            names = sorted(e.name + ("/" if e.is_dir(follow_symlinks=False) else "") for e in os.scandir(fd))
+        except OSError:
+            return ""
+        finally:
+            os.close(fd)
+        if not names:
+            return f" The folder {folder} is empty."
+        more = f" (and {len(names) - shown} more)" if len(names) > shown else ""
+        return (f" The folder {folder} holds: {', '.join(names[:shown])}{more}. Use one of these names, or {folder} "
+                "for the folder itself.")
 
     def _root_of(self, real: Path) -> Path:
         return max((r for r in self.roots if real == r or r in real.parents), key=lambda r: len(r.parts))

@@ -62,3 +62,19 @@ def test_clear_errors(fs):
     (root / "bin.dat").write_bytes(b"\x00\x01\x02")
     with pytest.raises(ToolError, match="binary file"):
         tools["fs_read_text"].invoke({"path": "bin.dat"})
+
+
+def test_a_missing_path_says_what_the_nearest_folder_holds(fs):
+    """The built-in 135M model, asked to "list the files in my folder", calls fs_list_dir("myfolder.txt") every
+    time; the error now names what is there, so the next step (of any model) can put the name right."""
+    root, _, tools = fs
+    with pytest.raises(ToolError) as err:
+        tools["fs_list_dir"].invoke({"path": "myfolder.txt"})
+    assert str(err.value).startswith("myfolder.txt does not exist.")
+    assert f"The folder {root} holds: b.md, escape, secret-link.txt, sub/." in str(err.value), str(err.value)
+    with pytest.raises(ToolError) as err:  # several levels missing: the nearest folder that exists
+        tools["fs_read_text"].invoke({"path": "sub/deeper/still/x.txt"})
+    assert f"The folder {root / 'sub'} holds: a.txt." in str(err.value)
+    with pytest.raises(ToolError) as err:  # nothing outside the roots is shown, a symlink's target included
+        tools["fs_read_text"].invoke({"path": "escape/none.txt"})
+    assert "secret" not in str(err.value) and "holds" not in str(err.value)
