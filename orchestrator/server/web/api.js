@@ -19,8 +19,9 @@ export async function failure(resp) {
   return new ApiError(resp.status, message);
 }
 
-export async function api(path, { method = "GET", body } = {}) {
-  const init = { method, headers: {}, credentials: "same-origin" };
+// One request: JSON body if given, the access cookie, and a clear error when Jarvis does not answer or refuses.
+async function send(path, { method, body, accept }) {
+  const init = { method, headers: accept ? { Accept: accept } : {}, credentials: "same-origin" };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -32,23 +33,17 @@ export async function api(path, { method = "GET", body } = {}) {
     throw new ApiError(0, "Jarvis is not answering: is `jarvis run` still running?");
   }
   if (!resp.ok) throw await failure(resp);
+  return resp;
+}
+
+export async function api(path, { method = "GET", body } = {}) {
+  const resp = await send(path, { method, body });
   return resp.status === 204 ? null : resp.json();
 }
 
 // POST (or GET) and read the answer as server-sent events; onEvent(event) for each one.
 export async function stream(path, { method = "POST", body } = {}, onEvent) {
-  const init = { method, headers: { Accept: "text/event-stream" }, credentials: "same-origin" };
-  if (body !== undefined) {
-    init.headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
-  let resp;
-  try {
-    resp = await fetch(path, init);
-  } catch (err) {
-    throw new ApiError(0, "Jarvis is not answering: is `jarvis run` still running?");
-  }
-  if (!resp.ok) throw await failure(resp);
+  const resp = await send(path, { method, body, accept: "text/event-stream" });
   const reader = resp.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
