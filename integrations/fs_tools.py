@@ -66,12 +66,12 @@ class FsRoots:
                 "add its folder to fs.roots in the config to allow it."
             )
         if must_exist and not real.exists():
-            raise ToolError(f"{path} does not exist.{self._what_is_there(real)}")
+            raise ToolError(f"{path} does not exist{self._what_is_there(real)}.")
         return real
 
     def _what_is_there(self, missing: Path, shown: int = 25) -> str:
-        """What the nearest existing folder holds, so a wrong name can be put right on the next step (a small model
-        asked for "my folder" calls fs_list_dir("myfolder.txt")). The names are what fs_list_dir would show: the
+        """What the nearest existing folder holds, so a wrong name can be put right (a small model asked for "my
+        folder" calls fs_list_dir("myfolder.txt"), then repeats the error to the user). The names are what fs_list_dir would show: the
         tools that resolve paths mark their output, errors included, as outside content."""
         folder = missing.parent
         while not folder.is_dir() and self._inside(folder.parent):
@@ -89,10 +89,11 @@ class FsRoots:
         finally:
             os.close(fd)
         if not names:
-            return f" The folder {folder} is empty."
-        more = f" (and {len(names) - shown} more)" if len(names) > shown else ""
-        return (f" The folder {folder} holds: {', '.join(names[:shown])}{more}. Use one of these names, or {folder} "
-                "for the folder itself.")
+            return f", and the folder {folder} is empty"
+        more = f" and {len(names) - shown} more" if len(names) > shown else ""
+        # one sentence, the names before the (long) folder path: a small model repeating the error to the user
+        # stops at its first full stop or at its token limit
+        return f"; there are {', '.join(names[:shown])}{more} in {folder} (use one of these, or that folder itself)"
 
     def _root_of(self, real: Path) -> Path:
         return max((r for r in self.roots if real == r or r in real.parents), key=lambda r: len(r.parts))

@@ -77,6 +77,7 @@ def test_make_run_with_no_model_server_is_a_working_assistant(jarvis_env, browse
         page.locator('.step[data-tool="fs_list_dir"]').first.wait_for()
         page.locator(".msg.assistant:not(.streaming)").last.wait_for()
         page.screenshot(path=str(jarvis_env.path / "listed.png"), full_page=True)
+        assert "notes.txt" in page.locator(".msg.assistant:not(.streaming)").last.inner_text()  # the files come back
         # A new chat, as for a new request: a 135M model copies the calls it sees earlier in its thread.
         page.get_by_role("button", name="New chat").click()
         page.get_by_role("textbox", name="Message").fill("Write hello to note.txt.")

@@ -70,11 +70,11 @@ def test_a_missing_path_says_what_the_nearest_folder_holds(fs):
     root, _, tools = fs
     with pytest.raises(ToolError) as err:
         tools["fs_list_dir"].invoke({"path": "myfolder.txt"})
-    assert str(err.value).startswith("myfolder.txt does not exist.")
-    assert f"The folder {root} holds: b.md, escape, secret-link.txt, sub/." in str(err.value), str(err.value)
+    assert str(err.value) == (f"myfolder.txt does not exist; there are b.md, escape, secret-link.txt, sub/ in {root} "
+                              "(use one of these, or that folder itself).")
     with pytest.raises(ToolError) as err:  # several levels missing: the nearest folder that exists
         tools["fs_read_text"].invoke({"path": "sub/deeper/still/x.txt"})
-    assert f"The folder {root / 'sub'} holds: a.txt." in str(err.value)
+    assert f"there are a.txt in {root / 'sub'} (use" in str(err.value)
     with pytest.raises(ToolError) as err:  # nothing outside the roots is shown, a symlink's target included
         tools["fs_read_text"].invoke({"path": "escape/none.txt"})
-    assert "secret" not in str(err.value) and "holds" not in str(err.value)
+    assert "secret" not in str(err.value) and "there are" not in str(err.value)

@@ -7,7 +7,7 @@ import json
 from langchain_core.messages import AIMessage
 
 from orchestrator.llm.model_output import (
-    recover_calls, repeated_json_object, repeated_name, sanitize_message, strip_prose_fence,
+    recover_calls, repeated_json_object, repeated_name, restates_call, sanitize_message, strip_prose_fence,
 )
 from tests.conftest import answer, tool_call
 
@@ -145,3 +145,44 @@ def test_a_call_written_as_code_goes_through_the_graph_as_a_call(jarvis_env):
     tool_msg = next(m for m in out["messages"] if m.type == "tool")
     assert tool_msg.name == "fs_list_dir" and tool_msg.status == "success" and "a.txt" in tool_msg.content
     assert out["messages"][-1].content == "One file: a.txt."
+
+
+def test_an_answer_that_only_repeats_the_call_is_told_apart():
+    """The built-in 135M model's answers after a tool result, word for word from a run of test_real_model."""
+    listed = [{"name": "fs_list_dir", "args": {"path": "myfolder.txt"}, "id": "c1"}]
+    read = [{"name": "fs_read_text", "args": {"path": "notes.txt", "max_bytes": 1024}, "id": "c2"}]
+    assert restates_call('{"path": "myfolder.txt"}\n```', listed)
+    assert restates_call('"function.fs_read_text:\n{"path": "notes.txt", "max_bytes": 1024}\nThis is a function '
+                         "that reads and writes text files", read)
+    assert restates_call('"functions.fs_list_dir:\n{"path": "myfolder.txt"}\n```', listed)
+    # answers that say something are answers, JSON in them or not
+    assert not restates_call("Your folder has notes.txt and list.txt.", listed)
+    assert not restates_call('The file says: {"path": "notes.txt"} is the setting.', read)
+    assert not restates_call('{"path": "another.txt"}', listed)  # not the call that was made
+    assert not restates_call("functions.fs_write_text: {}", listed)  # a call to a tool that was not called
+
+
+def test_the_results_are_shown_when_the_answer_only_repeats_the_call(jarvis_env):
+    (jarvis_env.root / "notes.txt").write_text("Buy bread.")
+    jarvis_env.server.push(tool_call("fs_list_dir", path=str(jarvis_env.root)),
+                           answer(f'{{"path": "{jarvis_env.root}"}}\n```'))
+    proc = jarvis_env.cli("chat", "--thread", "echo", "list my folder")
+    assert proc.returncode == 0, proc.stderr
+    assert "(The model repeated its call instead of answering; here is what came back.)" in proc.stdout
+    assert "fs_list_dir returned:" in proc.stdout and "notes.txt" in proc.stdout
+    kept = jarvis_env.graph().get_state({"configurable": {"thread_id": "echo"}}).values["messages"]
+    assert kept[-1].type == "ai" and "notes.txt" in kept[-1].content  # the thread keeps the results, not the echo
+    assert sum(m.type == "ai" for m in kept) == 2  # replaced, not added after
+
+    # an ordinary answer stays as the model wrote it
+    jarvis_env.server.push(tool_call("fs_list_dir", path=str(jarvis_env.root)), answer("You have notes.txt."))
+    proc = jarvis_env.cli("chat", "--thread", "plain", "list my folder")
+    assert proc.stdout.strip() == "You have notes.txt."
+
+
+def test_the_cli_shows_a_note_added_after_the_streamed_words(jarvis_env):
+    jarvis_env.server.push({"content": "Here are the ten steps: one, two", "finish_reason": "length"})
+    proc = jarvis_env.cli("chat", "--thread", "cut", "ten steps?")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("Here are the ten steps") == 1
+    assert "cut off at the model's token limit" in proc.stdout

@@ -102,3 +102,11 @@ def test_the_tiny_model_really_calls_tools_for_simple_requests(jarvis_env):
         assert rec.confirmations >= 1, f"a write request never reached a confirmation: {rec}"
     for rec in report.records:
         assert rec.outcome == "answer" and rec.answer.strip(), rec
+    # What was asked comes back: the folder's files, the file's text (in the model's words, or, when it only repeats
+    # its call, the results Jarvis shows instead).
+    files = [p.name for p in jarvis_env.root.iterdir() if p.is_file()]
+    for rec in report.records:
+        if rec.request == "List the files in my folder.":
+            assert any(name in rec.answer for name in files), rec
+        elif rec.request == "Read notes.txt.":
+            assert "Buy bread" in rec.answer, rec

@@ -28,7 +28,7 @@ from orchestrator.storage.telemetry import TelemetryHandler
 from orchestrator.tools.index import FIND_TOOLS, found_names
 from .jarb_subgraph import JARB_TOOL, jarb_task_for, make_jarb_node
 from .context_fit import check_fits, history_budget, schema_tokens
-from .planner import call_model, openai_schema, step_limit_message, system_prompt
+from .planner import call_model, openai_schema, results_instead_of_restated_call, step_limit_message, system_prompt
 from orchestrator.tools.provenance import judge_calls
 from .runtime import JarvisRuntime
 from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount, tainted
@@ -182,6 +182,10 @@ def make_nodes(rt: JarvisRuntime):
             human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
             if human is not None:
                 rt.memory_extractor.propose_later(_thread_id(config), human.text, rt.llm)
+        shown = results_instead_of_restated_call(state.messages)
+        if shown is not None:  # same id: the echo is replaced, not followed
+            return {"messages": [AIMessage(id=last.id, content=shown, response_metadata=last.response_metadata,
+                                           usage_metadata=last.usage_metadata)]}
         return {}
 
     return entry, planner, route, tool_node, respond

@@ -9,12 +9,12 @@ from collections.abc import Collection
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 from orchestrator.core.config import Settings
 from orchestrator.llm.client import ModelEndpointError, counting_tries, describe_endpoint_error
-from orchestrator.llm.model_output import sanitize_message
+from orchestrator.llm.model_output import restates_call, sanitize_message
 from orchestrator.llm.tool_schema import compact_tool
 from .state import ConversationState
 
@@ -165,3 +165,30 @@ def call_model(
             message.content += (f"\n\n[This answer was cut off at the model's token limit ({where}): it is not "
                                 "complete. Raise the limit, or ask for a shorter answer.]")
     return message
+
+
+RESULT_SHOWN_CHARS = 2000
+
+
+def results_instead_of_restated_call(messages: list[AnyMessage]) -> str | None:
+    """The tool results in words when the model's answer to them only restated its call (llm/model_output.py
+    restates_call), else None. The results are shown as the tools returned them, said to be that, so the user
+    gets what was asked (the files of a folder, a file's text) rather than the model's echo."""
+    if len(messages) < 3 or not isinstance(messages[-1], AIMessage) or messages[-1].tool_calls:
+        return None
+    results: list[ToolMessage] = []
+    for message in reversed(messages[:-1]):
+        if isinstance(message, ToolMessage):
+            results.append(message)
+            continue
+        if isinstance(message, AIMessage) and message.tool_calls and results:
+            if not restates_call(messages[-1].text, message.tool_calls):
+                return None
+            parts = ["(The model repeated its call instead of answering; here is what came back.)"]
+            for result in reversed(results):
+                text = str(result.content)
+                shown = text[:RESULT_SHOWN_CHARS] + (" [...]" if len(text) > RESULT_SHOWN_CHARS else "")
+                parts.append(f"{result.name} {'returned' if result.status != 'error' else 'failed'}:\n{shown}")
+            return "\n\n".join(parts)
+        return None
+    return None

@@ -117,13 +117,16 @@ def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool
     while True:
         pending: list[dict[str, Any]] = []
         answered_with_tokens = False
+        streamed = ""  # the model's words since the last tool call
         for ev in stream_turn(graph, thread_id, graph_input, stop=stop):
             kind = ev["event"]
             if kind == "token":
                 sys.stdout.write(ev["text"])
                 sys.stdout.flush()
                 answered_with_tokens = True
+                streamed += ev["text"]
             elif kind == "tool_start":
+                streamed = ""
                 typer.secho(f"  -> {ev['tool']}({_short(ev.get('args'))})", err=True, fg=typer.colors.CYAN)
             elif kind == "tool_end":
                 mark = "ok" if ev.get("ok") else "error"
@@ -144,9 +147,15 @@ def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool
                 typer.secho(STOPPED_TEXT, err=True, fg=typer.colors.YELLOW)
                 return EXIT_STOPPED
             elif kind == "done":
-                if not answered_with_tokens and ev.get("content"):
-                    sys.stdout.write(ev["content"])
-                if answered_with_tokens or ev.get("content"):
+                content = ev.get("content") or ""
+                said, kept = streamed.strip(), content.strip()
+                if not answered_with_tokens:
+                    sys.stdout.write(content)
+                elif said and kept.startswith(said):  # a note added after the words ("cut off at the limit")
+                    sys.stdout.write(kept[len(said):])
+                elif kept and kept not in said:  # replaced (the model only repeated its call); a repair is inside
+                    sys.stdout.write("\n" + content)
+                if answered_with_tokens or content:
                     sys.stdout.write("\n")
                 sys.stdout.flush()
                 return 0

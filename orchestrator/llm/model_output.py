@@ -210,6 +210,27 @@ def strip_prose_fence(content: str) -> str | None:
     return inner or None
 
 
+_RESTATED_CALL_RE = re.compile(r"^\W*functions?\.(\w+)\s*:")
+
+
+def restates_call(text: str, calls: list[dict[str, Any]]) -> bool:
+    """Whether an answer written after tool results only restates the call that was made, instead of saying
+    what came of it: the built-in 135M model, asked for words after a result, writes its call again
+    ('{"path": "notes.txt"}' and a stray fence, or 'function.fs_read_text: {...}' and some rambling)."""
+    names = {c.get("name") for c in calls}
+    restated = _RESTATED_CALL_RE.match(text.strip())
+    if restated and restated.group(1) in names:
+        return True
+    bare = re.sub(r"```[A-Za-z0-9_+-]*", "", text).strip()
+    if not bare.startswith("{"):
+        return False
+    try:
+        written = json.loads(bare)
+    except ValueError:
+        return False
+    return any(written == c.get("args") for c in calls)
+
+
 def sanitize_message(message: AIMessage, known_tools: Collection[str]) -> tuple[AIMessage, Repairs]:
     """Apply the repairs above to a parsed model message; returns the message (new if changed) and notes."""
     repairs = Repairs()

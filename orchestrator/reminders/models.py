@@ -21,7 +21,7 @@ from sqlalchemy import DateTime, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from orchestrator.storage.engines import Base, StatusText, utcnow
+from orchestrator.storage.engines import Base, StatusText
 
 
 
