@@ -21,7 +21,7 @@ from sqlalchemy import DateTime, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from orchestrator.storage.engines import Base, StatusText
+from orchestrator.storage.engines import Base, StatusText, utcnow  # noqa: F401 - re-exported (tests import it here)
 
 
 
