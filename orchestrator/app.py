@@ -39,8 +39,10 @@ from .android.tasks import AndroidTaskService
 from .approvals.notifier import Notifier
 from .approvals.remote import Busy, RemoteAnswers
 from .approvals.store import ApprovalStore
+from .chat.answering import ThreadAnswers
 from .chat.graph import compile_chat_graph
 from .chat.jarb_subgraph import create_new_tool_tool
+from .chat.live_turns import TurnBusy, TurnHub
 from .chat.runtime import JarvisRuntime
 from .core.config import Settings, load_settings
 from .core.ids import jorb_id_of
@@ -59,8 +61,10 @@ from .mcp.provider import McpProvider, mcp_provider
 from .reminders.scheduler import Scheduler
 from .reminders.targets import DeliveryError
 from .reminders.tools import build_reminder_tools
+from .storage.claims import Claims
 from .storage.engines import make_checkpointer
 from .storage.threads import RUNNING, WAITING, ThreadIndex, pending_confirmations
+from .tools.answers import resume_values, with_ref
 from .tools.catalog import StaticProvider, ToolCatalog, ToolProvider
 from .tools.executor import ToolExecutor
 from .tools.google_auth import google_api, load_credentials
@@ -166,6 +170,18 @@ class App:
 
         return self._part("graph", build)
 
+    def turn_hub(self, decorate: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> TurnHub:
+        """The chat turns running in this process (the web UI's, the phone's answers'), one at a time per thread
+        across workers (claims). Built once: `decorate` (the server's additions to events) is the first caller's,
+        create_app's in `jarvis run`."""
+        return self._part("turns", lambda: TurnHub(self.graph, decorate=decorate, claims=Claims(self.settings)))
+
+    @property
+    def thread_answers(self) -> ThreadAnswers:
+        """The one way an answer to a chat thread's confirmation is applied (the UI, the phone, `jarvis approve`)."""
+        return self._part("thread_answers", lambda: ThreadAnswers(self.graph, self.turn_hub(),
+                                                                  ApprovalStore(self.settings)))
+
     @property
     def jorbs(self) -> JorbService:
         """The jorb service: its steps call the same catalog as the chat (without find_tools)."""
@@ -239,24 +255,29 @@ class App:
         return self._with_sent(items)
 
     def _with_sent(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Each item says where it was sent to be answered from a phone (`sent`: channel, to, at)."""
+        """Each item says where it was sent to be answered from a phone (`sent`: channel, to, at), and the ref an
+        answer to it names."""
         store = ApprovalStore(self.settings)
         for item in items:
-            item["sent"] = store.sent_for(store.ref(item))
+            item["sent"] = store.sent_for(with_ref(item)["ref"])
         return items
 
     # -- answering from a phone (orchestrator/approvals) --------------------------------------------------------
-    def answer_item(self, thread_id: str, interrupt_id: str, answer: str, via: str) -> None:
-        """Apply an answer given away from the UI to one pending jorb confirmation; its step runs in the
-        background. Raises JorbError (JorbAlreadyAnswered: another surface was first) or Busy."""
+    def answer_item(self, thread_id: str, interrupt_id: str, answer: str, via: str, ref: str) -> None:
+        """Apply an answer given away from the UI (approve or deny) to one pending confirmation, the question
+        `ref` names; the jorb's step or the chat turn runs in the background, as the UI's answers do. Raises
+        Busy, or an error whose message is told (another surface was first, the question moved on)."""
         jorb_id = jorb_id_of(thread_id)
-        if jorb_id is None:
-            raise JorbError("only a jorb's confirmations are answered from a phone; answer this one in the UI")
-        decide = self.jorbs.approve if answer == "approve" else self.jorbs.reject
         try:
-            decide(jorb_id, interrupt_id=interrupt_id, wait=False, via=via)
-        except JorbBusy as exc:
-            raise Busy(str(exc)) from None
+            if jorb_id is None:
+                given = {interrupt_id: {"answer": answer, "ref": ref}}
+                self.thread_answers.apply(thread_id, {interrupt_id}, lambda items: resume_values(items, given), via,
+                                          every=False)  # the call it was asked about; the others stay pending
+                return
+            decide = self.jorbs.approve if answer == "approve" else self.jorbs.reject
+            decide(jorb_id, interrupt_id=interrupt_id, ref=ref, wait=False, via=via)
+        except (JorbBusy, TurnBusy) as exc:
+            raise Busy(f"{thread_id} is working" if isinstance(exc, TurnBusy) else str(exc)) from None
 
     @property
     def remote_answers(self) -> RemoteAnswers:

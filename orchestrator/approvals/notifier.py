@@ -1,10 +1,11 @@
-"""Sending pending confirmations to the principal's phone (`confirmations.notify`): a jorb's confirmation that no
-UI session has looked at for `after_s` goes to Telegram (with Approve / Deny buttons) and/or by email (answered
-by a reply), each carrying its own one-time token (store.py). Also takes the buttons off messages whose item was
-answered elsewhere or moved on.
+"""Sending pending confirmations to the principal's phone (`confirmations.notify`): a confirmation (a jorb's, or
+a chat thread's) that no UI session has looked at for `after_s` goes to Telegram (with Approve / Deny buttons)
+and/or by email (answered by a reply), each carrying its own one-time token (store.py). Also takes the buttons off
+messages whose item was answered elsewhere or moved on.
 
-Only jorb confirmations are sent: a chat thread's confirmations are answered together in the turn that asked them,
-in the UI or the CLI where the turn runs.
+A chat thread held by a process (a `jarvis chat` prompt waiting for the answer in its terminal, a turn running) is
+being watched: its confirmations are not sent while it is held. Several confirmations of one turn are sent one
+message each; each answers its own call (chat/answering.py).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any, Mapping
 from orchestrator.channels.base import ChannelError
 from orchestrator.channels.email import EmailChannel
 from orchestrator.channels.ratelimit import bucket
-from orchestrator.channels.telegram import TelegramAPI, telegram_token
+from orchestrator.channels.telegram import lazy_bot_api
 from orchestrator.core.config import Settings
 from orchestrator.core.ids import jorb_id_of
+from orchestrator.storage.claims import Claims
 from orchestrator.storage.engines import utcnow
 from .store import ApprovalStore
 
@@ -37,18 +39,23 @@ def aware(when: datetime | None) -> datetime | None:
 def describe(item: Mapping[str, Any], ui_url: str | None) -> str:
     """What the message says: the summary, the effects, why it asks, the exact call."""
     args = json.dumps(item.get("args") or {}, ensure_ascii=False, sort_keys=True)
-    lines = [f"Jarvis asks before it acts (jorb {item.get('jorb_id')}):", str(item.get("summary") or item.get("tool")),
+    jorb_id = jorb_id_of(str(item.get("thread_id")))
+    where = f"jorb {jorb_id}" if jorb_id else f"conversation {item.get('thread_id')}"
+    lines = [f"Jarvis asks before it acts ({where}):", str(item.get("summary") or item.get("tool")),
              f"Effects: {', '.join(item.get('side_effects') or []) or 'none'}", f"Why it asks: {item.get('reason')}",
              f"Call: {item.get('tool')} {args[:600]}{'...' if len(args) > 600 else ''}"]
     if item.get("kind") == "in_doubt":
         lines.insert(1, "This call was started and cut off: it MAY HAVE HAPPENED. Approve runs it again.")
     if ui_url:
-        lines.append(f"To change the arguments, use the UI: {ui_url.rstrip('/')}/#jorbs/{item.get('jorb_id')}")
+        page = f"jorbs/{jorb_id}" if jorb_id else f"chat/{item.get('thread_id')}"
+        lines.append(f"To change the arguments, use the UI: {ui_url.rstrip('/')}/#{page}")
     return "\n".join(lines)
 
 
 class Notifier:
     """`sweep()` looks at what is pending (`pending()`: App.pending) and sends what is due."""
+
+    telegram = lazy_bot_api()
 
     def __init__(self, settings: Settings, pending: Callable[[], list[dict[str, Any]]],
                  store: ApprovalStore | None = None):
@@ -56,16 +63,10 @@ class Notifier:
         self.cfg = settings.confirmations.notify
         self.pending = pending
         self.store = store or ApprovalStore(settings)
-        self._telegram: TelegramAPI | None = None
-
-    @property
-    def telegram(self) -> TelegramAPI:
-        if self._telegram is None:
-            self._telegram = TelegramAPI(self.settings.channels.telegram.api_base, telegram_token(self.settings))
-        return self._telegram
+        self.claims = Claims(settings)
 
     def due(self, item: Mapping[str, Any], now: datetime) -> bool:
-        if item.get("type") != "confirmation" or jorb_id_of(str(item.get("thread_id"))) is None:
+        if item.get("type") != "confirmation":
             return False
         if self.cfg.effects and not set(self.cfg.effects) & set(item.get("side_effects") or []):
             return False
@@ -77,7 +78,10 @@ class Notifier:
         viewed = aware(self.store.ui_seen_at(str(item["thread_id"])))
         waited = (now - first).total_seconds() >= self.cfg.after_s
         unwatched = viewed is None or (now - viewed).total_seconds() >= self.cfg.after_s
-        return waited and unwatched
+        if not (waited and unwatched):
+            return False
+        thread_id = str(item["thread_id"])
+        return jorb_id_of(thread_id) is not None or self.claims.holder(thread_id) is None  # a held chat is watched
 
     def sweep(self) -> int:
         """Send every due item once (one worker of several sends it); returns how many were sent."""

@@ -3,9 +3,10 @@
 Who may answer: on Telegram only `confirmations.notify.telegram_user_id` (the id Telegram authenticates; anyone
 else's press is dropped without a word, so a stranger learns nothing); by email only a reply from
 `confirmations.notify.email` whose From: Gmail verified (channels.email.sender_verified), whose first word is
-approve or deny and which quotes the code. What is answered: the token names one question (store.item_ref: the
+approve or deny and which quotes the code. What is answered: the token names one question (tools.answers.item_ref: the
 call's key, tool and arguments hash); it is good while that question is still pending, once. The first answer of
-any surface wins (JorbService records it); the later ones are told "already answered".
+any surface wins (JorbService, chat.answering record it); the later ones are told "already answered". A jorb's
+and a chat thread's confirmations alike: the answer goes the way the UI's does (App.answer_item).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from email.utils import parseaddr
 from typing import Any
 
 from orchestrator.channels.email import EmailChannel
-from orchestrator.channels.telegram import TelegramAPI, telegram_token
+from orchestrator.channels.telegram import lazy_bot_api
 from orchestrator.core.config import Settings
 from .notifier import APPROVE, DENY, aware
 from .store import ApprovalStore, ApprovalTokenRow, token_hash
@@ -26,7 +27,8 @@ from .store import ApprovalStore, ApprovalTokenRow, token_hash
 log = logging.getLogger(__name__)
 
 CODE = re.compile(r"\b[A-Z2-7]{24}\b")  # store.new_token: 15 bytes in base32
-Answer = Callable[[str, str, str, str], Any]  # (thread_id, interrupt_id, "approve"|"deny", via) -> applies it
+# (thread_id, interrupt_id, "approve"|"deny", via, the question's ref) -> applies it
+Answer = Callable[[str, str, str, str, str], Any]
 
 
 class Busy(Exception):
@@ -44,6 +46,8 @@ class RemoteAnswers:
     """`pending(thread_id)`: that thread's pending items (App.pending); `answer`: applies an answer (App.answer_item),
     raising store.AlreadyAnswered-like errors whose message is told to the user, or Busy."""
 
+    telegram = lazy_bot_api()
+
     def __init__(self, settings: Settings, pending: Callable[[str], list[dict[str, Any]]], answer: Answer,
                  store: ApprovalStore | None = None):
         self.settings = settings
@@ -51,13 +55,6 @@ class RemoteAnswers:
         self.pending = pending
         self.answer = answer
         self.store = store or ApprovalStore(settings)
-        self._telegram: TelegramAPI | None = None
-
-    @property
-    def telegram(self) -> TelegramAPI:
-        if self._telegram is None:
-            self._telegram = TelegramAPI(self.settings.channels.telegram.api_base, telegram_token(self.settings))
-        return self._telegram
 
     # -- one token, from any channel ----------------------------------------------------------------------------
     def use(self, token: str, channel: str, answer: str) -> Outcome:
@@ -74,7 +71,7 @@ class RemoteAnswers:
         if not self.store.use_token(token_hash(token), answer):
             return Outcome(self._already(row), closed=True)
         try:
-            self.answer(row.thread_id, row.interrupt_id, answer, channel)
+            self.answer(row.thread_id, row.interrupt_id, answer, channel, row.ref)
         except Busy as exc:
             self.store.unuse_token(token_hash(token))  # not applied: the same button can be pressed again
             return Outcome(f"{exc}; try again in a moment.")

@@ -1,7 +1,7 @@
 """What the phone answers rest on, in the jarvis database: the one-time tokens sent out, who answered each
 pending item first, and when the UI last looked at a thread.
 
-An item (a pending confirmation) is named by `item_ref`: its thread, its interrupt, the ledger key of its call,
+An item (a pending confirmation) is named by `tools.answers.item_ref`: its thread, its interrupt, the ledger key of its call,
 the tool and arguments hash, and why it is asked again if it is. The interrupt id says where the
 graph waits; the rest says which call was shown, so a token answers the call it showed and nothing else, whatever
 ids the graph gives the questions that follow (an edit refused and asked again, the next call of a script).
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,6 +26,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from orchestrator.core.config import Settings
 from orchestrator.storage.engines import Base, jarvis_engine, utcnow
+from orchestrator.tools.answers import item_ref
 from orchestrator.tools.ledger import call_fingerprint
 
 
@@ -79,14 +79,6 @@ class UiViewRow(Base):
 
     thread_id: Mapped[str] = mapped_column(String(256), primary_key=True)
     seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-
-
-def item_ref(item: Mapping[str, Any]) -> str:
-    """The name of one question (see the module docstring). A call asked again carries why (`error`: an edit
-    refused, the answer given was for another call), so it is another question."""
-    parts = [item.get("thread_id"), item.get("interrupt_id"), item.get("key"), item.get("kind"),
-             call_fingerprint(str(item.get("tool")), item.get("args") or {}), item.get("error")]
-    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
 def new_token() -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any
 
 import httpx
@@ -93,12 +94,23 @@ def telegram_token(settings: Settings) -> str:
     return token
 
 
+def bot_api(settings: Settings, timeout: float = 40.0) -> TelegramAPI:
+    """The Bot API client of the configured bot (ChannelError saying how to set it up when it is not)."""
+    return TelegramAPI(settings.channels.telegram.api_base, telegram_token(settings), timeout=timeout)
+
+
+def lazy_bot_api() -> cached_property:
+    """A class attribute: `self.settings`' bot_api, built on first use, so an object that may never send (the
+    approvals notifier with email only) does not need the bot token to be built."""
+    return cached_property(lambda self: bot_api(self.settings))
+
+
 class TelegramChannel:
     name = "telegram"
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.api = TelegramAPI(settings.channels.telegram.api_base, telegram_token(settings))
+        self.api = bot_api(settings)
         self.directory = ChannelState(settings, "telegram")
 
     def chat_id_for(self, to: str) -> str:
@@ -134,7 +146,7 @@ class TelegramPoller:
         self.settings = settings
         self.on_callback = on_callback
         self.cfg = settings.channels.telegram
-        self.api = TelegramAPI(self.cfg.api_base, telegram_token(settings), timeout=self.cfg.poll_timeout_s + 10)
+        self.api = bot_api(settings, timeout=self.cfg.poll_timeout_s + 10)
         self.state = ChannelState(settings, "telegram")
         self.deliver = deliver
         self.allowed = {normalize_party(a) for a in self.cfg.allowlist} | {a.strip() for a in self.cfg.allowlist}

@@ -106,8 +106,9 @@ class TurnHub:
         with self._lock:
             return list(self._running)
 
-    def start(self, thread_id: str, graph_input: Any) -> LiveTurn:
-        """Start a turn in a worker thread; TurnBusy when one already runs on this thread."""
+    def start(self, thread_id: str, graph_input: Any, on_end: Callable[[], None] | None = None) -> LiveTurn:
+        """Start a turn in a worker thread; TurnBusy when one already runs on this thread. `on_end` runs once the
+        turn has ended and before its listeners hear so (chat/answering.py: an answer that was not applied)."""
         with self._lock:
             if thread_id in self._running:
                 raise TurnBusy(thread_id)
@@ -115,11 +116,12 @@ class TurnHub:
                 raise TurnBusy(thread_id, elsewhere=self.claims.holder(thread_id) or "another worker")
             turn = LiveTurn(thread_id)
             self._running[thread_id] = turn
-        worker = threading.Thread(target=self._work, args=(turn, graph_input), name=f"turn-{thread_id}", daemon=True)
+        worker = threading.Thread(target=self._work, args=(turn, graph_input, on_end), name=f"turn-{thread_id}",
+                                  daemon=True)
         worker.start()
         return turn
 
-    def _work(self, turn: LiveTurn, graph_input: Any) -> None:
+    def _work(self, turn: LiveTurn, graph_input: Any, on_end: Callable[[], None] | None = None) -> None:
         renewing = self.claims.keep_alive(turn.thread_id) if self.claims is not None else None
         try:
             for event in stream_turn(self.graph, turn.thread_id, graph_input, stop=turn.stop):
@@ -132,6 +134,11 @@ class TurnHub:
                 self.claims.let_go(turn.thread_id, renewing)
             with self._lock:
                 self._running.pop(turn.thread_id, None)
+            if on_end is not None:
+                try:
+                    on_end()
+                except Exception:  # noqa: BLE001 - the turn itself is over either way
+                    log.exception("after the turn on %s", turn.thread_id)
             turn.publish(_END)
 
     def stop(self, thread_id: str) -> bool:

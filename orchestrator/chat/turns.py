@@ -6,7 +6,7 @@ Events (dicts with "event"):
   tool_start   {"tool", "args", "key"}             the executor starts running it
   tool_end     {"tool", "ok", "duration_ms", "preview", "key"}
   progress     {...}                               long work (JARB stages, indexing...)
-  confirmation {"interrupt_id", ...payload}        the turn waits for the user's decision
+  confirmation {"interrupt_id", "ref", ...payload} the turn waits for the user's decision (`ref`: answers.item_ref)
   done         {"content", "message_id"}          the final answer
   stopped      {"content", "message_id"}          the user stopped the turn (then no done)
   error        {"message"}                         the turn failed; the thread is intact
@@ -27,6 +27,7 @@ from orchestrator.core.disk_full import disk_full_message, is_disk_full
 from .history import INTERNAL_TAG
 from orchestrator.llm.client import ModelEndpointError
 from orchestrator.core.secrets import redact
+from orchestrator.tools.answers import with_ref
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ def stream_turn(graph: Any, thread_id: str, graph_input: Any,
     if state.interrupts:
         for intr in state.interrupts:
             value = intr.value if isinstance(intr.value, dict) else {"value": intr.value}
-            yield {"event": "confirmation", "interrupt_id": intr.id, **value}
+            yield with_ref({"event": "confirmation", "interrupt_id": intr.id, "thread_id": thread_id, **value})
         return
     messages = state.values.get("messages", []) if isinstance(state.values, dict) else []
     last = messages[-1] if messages else None

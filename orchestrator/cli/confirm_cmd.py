@@ -68,7 +68,14 @@ def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None)
             fail(str(exc))
         print_view(view)
         raise typer.Exit(0)
-    raise typer.Exit(run_turn(graph, thread_id, resume_command(resume), interactive=False))
+    from orchestrator.approvals.store import AlreadyAnswered
+
+    try:  # the same record as the UI's and the phone's answers: one of them is first
+        with st.app().thread_answers.answering(thread_id, chosen, resume, "the CLI"):
+            code = run_turn(graph, thread_id, resume_command(resume), interactive=False)
+    except AlreadyAnswered as exc:
+        fail(str(exc))
+    raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

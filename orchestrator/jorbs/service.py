@@ -25,7 +25,8 @@ from pydantic import ValidationError
 from jarb_core.sandbox import script_spawner
 
 from orchestrator.approvals.store import AlreadyAnswered, ApprovalStore
-from orchestrator.tools.answers import AnswerRefused, check_decision, resume_value, step_value, wake_value
+from orchestrator.tools.answers import (AnswerRefused, QuestionChanged, check_decision, check_ref, resume_value,
+                                        step_value, wake_value)
 from orchestrator.tools.catalog import ToolCatalog
 from orchestrator.storage.checkpoints import prune_later
 from orchestrator.storage.claims import ClaimBusy, Claims
@@ -440,18 +441,23 @@ class JorbService:
     # `interrupt_id`: what the user saw and answers (the UI); None answers what is pending now (the CLI).
     # `wait=False`: the resumed step runs in the background and the view before it is returned.
     # `via`: where the answer came from (the CLI, the web UI, telegram, email), recorded with it.
+    # `ref`: the question the user saw (answers.item_ref), when an interrupt id may ask another one by now.
     def approve(self, jorb_id: str, note: str | None = None, *, interrupt_id: str | None = None,
-                wait: bool = True, via: str = "the CLI") -> JorbView:
+                ref: str | None = None, wait: bool = True, via: str = "the CLI") -> JorbView:
         """Approve what a paused jorb asks (its own pause, a mission's question, or one confirmation)."""
-        return self._decide(jorb_id, "approve", note, interrupt_id, wait, via)
+        return self._decide(jorb_id, "approve", note, interrupt_id, ref, wait, via)
 
     def reject(self, jorb_id: str, note: str | None = None, *, interrupt_id: str | None = None,
-               wait: bool = True, via: str = "the CLI") -> JorbView:
-        return self._decide(jorb_id, "deny", note, interrupt_id, wait, via)
+               ref: str | None = None, wait: bool = True, via: str = "the CLI") -> JorbView:
+        return self._decide(jorb_id, "deny", note, interrupt_id, ref, wait, via)
 
-    def _decide(self, jorb_id: str, answer: str, note: str | None, interrupt_id: str | None, wait: bool,
-                via: str) -> JorbView:
+    def _decide(self, jorb_id: str, answer: str, note: str | None, interrupt_id: str | None, ref: str | None,
+                wait: bool, via: str) -> JorbView:
         view, item = self._parked(jorb_id, interrupt_id, ("jorb_pause", "confirmation"), "an approval")
+        try:
+            check_ref(item, ref)
+        except QuestionChanged as exc:
+            raise JorbMovedOn(str(exc)) from None
         value = resume_value(item, answer, note=note)
         with self.answering([item], answer, via):
             return self._go(view, Command(resume={item["interrupt_id"]: value}), wait)
@@ -477,9 +483,9 @@ class JorbService:
             raise
 
     def resume(self, jorb_id: str, decisions: dict[str, dict[str, Any]], *, wait: bool = True,
-               via: str = "the web UI") -> JorbView:
+               via: str = "the web UI", refs: dict[str, str] | None = None) -> JorbView:
         """Answers from the confirmation dialog: {interrupt_id: {"decision": approve|edit|deny|skip, ...}}, each
-        checked against the question it answers."""
+        checked against the question it answers (`refs`: {interrupt_id: the ref of the question shown})."""
         for interrupt_id in decisions:
             self.refuse_if_answered(jorb_id, interrupt_id)
         view = self._settled(jorb_id)
@@ -491,7 +497,10 @@ class JorbService:
             if item is None:
                 raise JorbMovedOn(f"the confirmation {interrupt_id} is no longer pending; reload")
             try:
+                check_ref(item, (refs or {}).get(interrupt_id))
                 check_decision(item, decision)
+            except QuestionChanged as exc:
+                raise JorbMovedOn(str(exc)) from None
             except AnswerRefused as exc:
                 raise JorbError(str(exc)) from None
         answered = [asked[i] for i in decisions]

@@ -30,10 +30,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .api import AppContext, app_context, discover
 from .body_limit import BodyLimitMiddleware, validation_failed
-from orchestrator.storage.claims import Claims
 from orchestrator.core.disk_full import disk_full_message, is_disk_full
 from orchestrator.app import App
-from orchestrator.chat.live_turns import TurnHub
 from .health import alive, record_error
 from .markdown import render_markdown
 from orchestrator.core.secrets import redact
@@ -77,7 +75,7 @@ def create_app(
     Call `bind_port(app, port)` before serving so the Host/Origin checks know the address."""
     settings = jarvis.settings
     token = token or load_or_create_token(settings)
-    hub = TurnHub(jarvis.graph, decorate=decorate_event, claims=Claims(settings))
+    hub = jarvis.turn_hub(decorate_event)  # the App's: a phone's answer starts its turns there too
     manager = ServiceManager(services)
     ctx = AppContext(app=jarvis, turns=hub, services=manager)
 

@@ -17,11 +17,20 @@ Every surface (the CLI's `chat` and `approve` / `deny`, the API, JorbService, th
 confirmation dialog) maps its words to one of ANSWERS and calls `resume_value`: the browser sends its answers
 ({"answer", "args", "reason"}; `resume_values` maps them), never resume values of its own. Structured decisions
 sent to the API by other clients are checked by `check_decision`.
+
+An answer is bound to the question it was given to, not only to where the graph waits: `item_ref` names one
+question (thread, interrupt, the call's key, tool and arguments hash, why it is asked again), each pending item
+carries it as `ref`, and an answer that names a `ref` (the web UI's do, the phone's tokens are bound to one) is
+refused with QuestionChanged when the question now pending under that interrupt id is another one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Literal, Mapping
+
+from .ledger import call_fingerprint
 
 Answer = Literal["approve", "edit", "deny", "cancel"]
 ANSWERS: tuple[str, ...] = ("approve", "edit", "deny", "cancel")
@@ -31,6 +40,33 @@ CANCELLED_REASON = "the jorb was cancelled"
 
 class AnswerRefused(ValueError):
     """The answer does not fit what is asked (said in words, for the CLI, the API and the UI)."""
+
+
+class QuestionChanged(AnswerRefused):
+    """The answer was given to a question that is no longer the one pending under its interrupt id."""
+
+
+def item_ref(item: Mapping[str, Any]) -> str:
+    """The name of one question. A call asked again carries why (`error`: an edit refused, the answer given was
+    for another call), so it is another question; the same interrupt id asking about another call (work that
+    re-ran from the same checkpoint) is another question too."""
+    parts = [item.get("thread_id"), item.get("interrupt_id"), item.get("key"), item.get("kind"),
+             call_fingerprint(str(item.get("tool")), item.get("args") or {}), item.get("error")]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+
+
+def with_ref(item: dict[str, Any]) -> dict[str, Any]:
+    """The item as it is shown (API, UI, `jarvis pending --json`): with the ref an answer to it names."""
+    item["ref"] = item_ref(item)
+    return item
+
+
+def check_ref(item: Mapping[str, Any], ref: str | None) -> None:
+    """QuestionChanged when an answer names a question (`ref`) other than the one pending now."""
+    if ref is not None and ref != item_ref(item):
+        raise QuestionChanged(f"The question under {item.get('interrupt_id')} changed since it was shown (now: "
+                              f"{item.get('summary') or item.get('tool') or item.get('type')}); nothing was done. "
+                              "Reload and answer what it asks now.")
 
 
 def is_in_doubt(item: Mapping[str, Any]) -> bool:
@@ -72,6 +108,7 @@ def resume_values(items: Mapping[str, Mapping[str, Any]], answers: Mapping[str, 
         item = items.get(interrupt_id)
         if item is None:
             raise AnswerRefused(f"The confirmation {interrupt_id} is no longer pending; reload to see where it stands.")
+        check_ref(item, given.get("ref"))
         answer = given.get("answer")
         if answer not in ANSWERS:
             raise AnswerRefused(f"{answer!r} is not an answer; give one of {', '.join(ANSWERS)}.")

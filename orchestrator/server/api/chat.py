@@ -7,7 +7,7 @@
   GET  /api/threads/{id}/events            attach to the running turn (after a reload) -> SSE
   GET  /api/threads/{id}/pending           the confirmations it waits for, read from the checkpoint
   POST /api/threads/{id}/resume            {"answers": {interrupt_id: {"answer": approve|edit|deny, "args",
-                                           "reason"}}} (or "decisions": resume values) -> SSE
+                                           "reason", "ref"}}} (or "decisions": resume values) -> SSE
   POST /api/threads/{id}/retry             continue a turn that stopped on an error -> SSE
   POST /api/threads/{id}/stop              stop the running turn (its own stream then says `stopped`)
   GET  /api/pending                        every confirmation waiting, across threads
@@ -24,11 +24,14 @@ from fastapi import APIRouter, Depends, HTTPException, Path
 from langchain_core.messages import AIMessage
 from pydantic import BaseModel, Field, model_validator
 
+from orchestrator.approvals.store import AlreadyAnswered
+from orchestrator.chat.answering import Incomplete, NotPending
 from orchestrator.chat.live_turns import TurnBusy
 from orchestrator.server.markdown import render_markdown
 from orchestrator.chat.state import tainted
 from orchestrator.storage.threads import ThreadIndex, message_view, pending_confirmations
-from orchestrator.chat.turns import resume_command, thread_config, user_input
+from orchestrator.chat.turns import thread_config, user_input
+from orchestrator.tools.answers import with_ref
 from orchestrator.server.uploads import find_upload
 from . import AppContext, View, app_context
 from ._answers import ResumeIn, resume_values_for
@@ -174,7 +177,7 @@ def get_thread(thread_id: ThreadId, ctx: AppContext = Depends(app_context)) -> d
     if info is None and not messages:
         raise HTTPException(404, f"There is no thread {thread_id}.")
     running = ctx.turns.running(thread_id) is not None
-    pending = [] if running else pending_confirmations(ctx.graph, thread_id)
+    pending = [] if running else _shown(ctx, thread_id)
     return {
         "thread_id": thread_id,
         "title": info.title if info else "",
@@ -182,6 +185,8 @@ def get_thread(thread_id: ThreadId, ctx: AppContext = Depends(app_context)) -> d
         "messages": [_message(m) for m in messages],
         "attachments": [_attachment_view(a) for a in values.get("attachments", [])],
         "pending": pending,
+        # confirmations.notify: where each was answered (the UI, a phone, the CLI), newest first.
+        "answered": ctx.app.thread_answers.store.answers_for_thread(thread_id),
         "running": running,
         # The last turn stopped between steps (an error, or the process died): it can be continued.
         "stalled": bool(snapshot.next) and not pending and not running,
@@ -192,7 +197,19 @@ def get_thread(thread_id: ThreadId, ctx: AppContext = Depends(app_context)) -> d
 
 @router.get("/threads/{thread_id}/pending")
 def get_pending(thread_id: ThreadId, ctx: AppContext = Depends(app_context)) -> list[dict[str, Any]]:
-    return pending_confirmations(ctx.graph, thread_id)
+    return _shown(ctx, thread_id)
+
+
+def _shown(ctx: AppContext, thread_id: str) -> list[dict[str, Any]]:
+    """The thread's confirmations as the UI shows them: each with its ref (what an answer names) and where it
+    was sent. The UI looking at them is recorded: the notifier leaves watched confirmations alone."""
+    pending = pending_confirmations(ctx.graph, thread_id)
+    store = ctx.app.thread_answers.store
+    if pending:
+        store.ui_viewed(thread_id)
+    for item in pending:
+        item["sent"] = store.sent_for(with_ref(item)["ref"])
+    return pending
 
 
 def _resolve_attachments(ctx: AppContext, items: list[AttachmentIn]) -> list[dict[str, Any]]:
@@ -249,23 +266,16 @@ async def attach(thread_id: ThreadId, since: int = 0, ctx: AppContext = Depends(
 
 @router.post("/threads/{thread_id}/resume")
 async def resume(body: ResumeIn, thread_id: ThreadId, ctx: AppContext = Depends(app_context)):
-    if ctx.turns.running(thread_id) is not None:
-        raise _busy(thread_id)
-    pending = {p["interrupt_id"]: p for p in await asyncio.to_thread(pending_confirmations, ctx.graph, thread_id)}
-    if not pending:
-        raise HTTPException(409, "Nothing is waiting for confirmation on this thread any more (it was answered "
-                                 "elsewhere, or the turn moved on); reload to see where it stands.")
-    unknown = sorted(body.ids() - set(pending))
-    if unknown:
-        raise HTTPException(409, f"These confirmations are no longer pending: {', '.join(unknown)}; reload.")
-    missing = sorted(set(pending) - body.ids())
-    if missing:
-        raise HTTPException(400, f"Answer every pending confirmation of the turn together; missing: {', '.join(missing)}.")
-    decisions = resume_values_for(body, pending)
+    """The dialog's answers, applied the one way every surface's are (chat/answering.py)."""
     try:
-        turn = ctx.turns.start(thread_id, resume_command(decisions))
+        turn = await asyncio.to_thread(ctx.app.thread_answers.apply, thread_id, body.ids(),
+                                       lambda pending: resume_values_for(body, pending), "the web UI", every=True)
     except TurnBusy as busy:
         raise _busy(thread_id, busy) from None
+    except (AlreadyAnswered, NotPending) as exc:
+        raise HTTPException(409, str(exc)) from None
+    except Incomplete as exc:
+        raise HTTPException(400, str(exc)) from None
     return sse_response(thread_id, turn.listen())
 
 

@@ -5,7 +5,7 @@
   POST /api/jorbs                               create a jorb or a mission (autonomy overrides approved explicitly)
   GET  /api/jorbs/{id}                          plan, pending questions, conversation, script results / rounds
   POST /api/jorbs/{id}/reply                    {"text", "as_user", "party", "channel"}: as the counterpart or as you
-  POST /api/jorbs/{id}/decide                   {"interrupt_id", "action": "approve"|"reject", "note"}
+  POST /api/jorbs/{id}/decide                   {"interrupt_id", "ref", "action": "approve"|"reject", "note"}
   POST /api/jorbs/{id}/resume                   {"answers": {interrupt_id: answer}} (or "decisions"): the confirmation dialog
   POST /api/jorbs/{id}/step                     {"interrupt_id", "step"}: a human-policy step
   POST /api/jorbs/{id}/policy                   {"policy"}: swap the policy of a paused jorb
@@ -34,6 +34,7 @@ from orchestrator.jorbs.policies import HEURISTICS
 from orchestrator.jorbs.schema import OPEN_STATUSES, JorbStatus
 from orchestrator.jorbs.service import JorbBusy, JorbError, JorbMovedOn, JorbService, JorbView
 from orchestrator.jorbs.store import JorbNotFound
+from orchestrator.tools.answers import with_ref
 from . import AppContext, View, app_context
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ def detail(ctx: AppContext, view: JorbView) -> dict[str, Any]:
     svc.answers.ui_viewed(row.thread_id)
     data["answered"] = svc.answers.answers_for_thread(row.thread_id)
     for item in data["pending"]:
-        item["sent"] = svc.answers.sent_for(svc.answers.ref(item))
+        item["sent"] = svc.answers.sent_for(with_ref(item)["ref"])
     data["queued"] = [m.as_dict() for m in svc.store.messages(jorb_id=row.id, statuses=("pending",), direction="in")]
     is_open = row.status in OPEN_STATUSES
     data["can"] = {"reply": is_open, "cancel": is_open,
@@ -175,6 +176,7 @@ class ReplyIn(BaseModel):
 
 class DecideIn(BaseModel):
     interrupt_id: str = Field(..., max_length=128)
+    ref: str | None = Field(None, max_length=64, description="the question shown (the item's `ref`)")
     action: Literal["approve", "reject"]
     note: str | None = Field(None, max_length=20_000)
 
@@ -202,8 +204,8 @@ def reply(jorb_id: JorbId, body: ReplyIn, ctx: AppContext = Depends(app_context)
 @router.post("/jorbs/{jorb_id}/decide")
 def decide(jorb_id: JorbId, body: DecideIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     decide_now = service(ctx).approve if body.action == "approve" else service(ctx).reject
-    call(decide_now, jorb_id, (body.note or "").strip() or None, interrupt_id=body.interrupt_id, wait=False,
-         via="the web UI")
+    call(decide_now, jorb_id, (body.note or "").strip() or None, interrupt_id=body.interrupt_id, ref=body.ref,
+         wait=False, via="the web UI")
     return _after(ctx, jorb_id)
 
 
@@ -218,7 +220,7 @@ def resume(jorb_id: JorbId, body: ResumeIn, ctx: AppContext = Depends(app_contex
         call(service(ctx).refuse_if_answered, jorb_id, interrupt_id)
     if unknown:
         raise HTTPException(409, f"jorb {view.row.id} no longer waits for {', '.join(unknown)}; reload")
-    call(service(ctx).resume, jorb_id, resume_values_for(body, asked), wait=False)
+    call(service(ctx).resume, jorb_id, resume_values_for(body, asked), wait=False, refs=body.refs())
     return _after(ctx, jorb_id)
 
 
