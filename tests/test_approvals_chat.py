@@ -299,3 +299,35 @@ def test_a_press_while_another_process_holds_the_thread_is_not_spent(jarvis_env,
         assert _answer_to(telegram, qid)["text"].startswith("Approved")
         _settled(ui)
         assert (jarvis_env.root / "out.txt").read_text() == "out.txt"
+
+
+def test_an_old_click_does_not_answer_a_new_question_parked_under_the_same_interrupt_id(jarvis_env):
+    """A jorb's step ran again from its checkpoint (JorbService.run with no input, as a retry does) and its script
+    now makes another call: LangGraph parks it under the same interrupt id. The UI's click on the question it
+    showed (its `ref`) does not answer the new one, neither by Approve (decide) nor by the dialog (resume)."""
+    src, out = jarvis_env.root / "src.txt", jarvis_env.root / "out.txt"
+    src.write_text("first")
+    jarvis_env.server.push(step(reasoning="copy", script=f"jarvis.fs.write_text({str(out)!r}, "
+                                                         f"jarvis.fs.read_text({str(src)!r}))\n'ok'"))
+    with start_ui(jarvis_env) as ui:
+        app = ui.app.state.jarvis.app
+        view = app.jorbs.create("Copy", "Copy the file")
+        with ui.client() as c:
+            (shown,) = c.get(f"/api/jorbs/{view.row.id}").json()["pending"]
+        assert shown["args"]["content"] == "first"
+        src.write_text("second")
+        app.jorbs.run(view.row.id, None)
+        with ui.client() as c:
+            (now,) = c.get(f"/api/jorbs/{view.row.id}").json()["pending"]
+            assert now["interrupt_id"] == shown["interrupt_id"] and now["args"]["content"] == "second"
+            assert now["ref"] != shown["ref"]
+            old = c.post(f"/api/jorbs/{view.row.id}/decide",
+                         json={"interrupt_id": shown["interrupt_id"], "ref": shown["ref"], "action": "approve"})
+            assert old.status_code == 409 and "changed since it was shown" in old.json()["detail"], old.text
+            old = c.post(f"/api/jorbs/{view.row.id}/resume",
+                         json={"answers": {shown["interrupt_id"]: {"answer": "approve", "ref": shown["ref"]}}})
+            assert old.status_code == 409 and "changed since it was shown" in old.json()["detail"], old.text
+        app.jorbs.wait_background()
+        (still,) = app.jorbs.view(view.row.id).pending
+        assert still["interrupt_id"] == now["interrupt_id"] and not still.get("error")  # not answered, not re-asked
+        assert app.jorbs.answers.answers_for_thread(view.row.thread_id) == [] and not out.exists()
