@@ -18,6 +18,7 @@ from tests.fakes.telegram_server import TelegramServer
 from tests.test_approvals_remote import (FORGED, PRINCIPAL, STRANGER, VERIFIED, _answer_to, _config, _poller, _press,
                                          _sent_with_buttons, _wait)
 from tests.test_jorbs import step
+from tests.test_ui_browser import browser, open_ui, send, shot  # noqa: F401 - fixtures
 from tests.ui_server import start_ui
 
 THREAD = "web-phone"
@@ -331,3 +332,32 @@ def test_an_old_click_does_not_answer_a_new_question_parked_under_the_same_inter
         (still,) = app.jorbs.view(view.row.id).pending
         assert still["interrupt_id"] == now["interrupt_id"] and not still.get("error")  # not answered, not re-asked
         assert app.jorbs.answers.answers_for_thread(view.row.thread_id) == [] and not out.exists()
+
+
+@pytest.mark.browser
+def test_the_chat_view_shows_where_it_was_sent_and_a_late_click_is_told(jarvis_env, telegram, open_ui):
+    """The dialog says where the confirmation was also sent; the phone answers while it is open; the click that
+    follows is told "already answered" (the dialog sends the question's ref), and the thread lists the answer."""
+    page, server = open_ui()
+    app = server.app.state.jarvis.app
+    target = jarvis_env.root / "note.txt"
+    jarvis_env.server.push(tool_call("fs_write_text", path=str(target), content="from the phone"))
+    send(page, "write a note")
+    page.get_by_role("dialog").wait_for()
+    assert app.notifier().sweep() == 1
+    page.reload()
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for()
+    assert "Also sent to telegram (42)" in dialog.locator(".sent-to").inner_text()
+    message, approve, _ = _sent_with_buttons(telegram)
+    jarvis_env.server.push(answer("Written from your phone."))
+    _press(telegram, _poller(jarvis_env, app), message, approve)
+    _settled(server, page.evaluate("location.hash").split("/", 1)[1])
+    dialog.get_by_role("button", name="Approve").click()
+    page.locator(".problem", has_text="already answered (approve, from telegram").wait_for()
+    page.reload()
+    page.locator(".msg.assistant", has_text="Written from your phone.").wait_for()
+    page.locator(".answered summary").click()
+    assert "approve fs_write_text: from telegram" in page.locator(".answered").inner_text()
+    shot(page, "chat-answered-from-telegram")
+    assert target.read_text() == "from the phone"

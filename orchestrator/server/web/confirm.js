@@ -3,7 +3,22 @@
 // askAll(pending) resolves with {interrupt_id: answer} for every pending confirmation, or null if dismissed. An
 // answer is what the user chose ({answer: approve|edit|deny, args, reason}); the server maps it to the value the
 // turn resumes with (orchestrator/answers.py), an in-doubt call's key included.
-import { h, json } from "./dom.js";
+import { h, json, when } from "./dom.js";
+
+// confirmations.notify: where confirmations were sent to be answered from the phone (each item's `sent`), and where
+// a thread's were answered (`answered`: the UI, Telegram, email, the CLI). Used by the chat and the jorbs views.
+export function sentTo(items) {
+  const sent = items.flatMap((x) => x.sent || []);
+  if (!sent.length) return null;
+  return h("p", { class: "muted small sent-to" }, "Also sent to " + sent.map((s) => `${s.channel} (${s.to}) ${when(s.at)}`).join(", ") +
+    "; the first answer counts.");
+}
+
+export function answeredList(answered) {
+  if (!(answered || []).length) return null;
+  return h("details", { class: "answered" }, h("summary", {}, "Answers given"),
+    h("ul", {}, answered.map((a) => h("li", { text: `${a.answer} ${a.tool}: from ${a.via}, ${when(a.at)}` }))));
+}
 
 function ask(item, index, total) {
   return new Promise((resolve) => {
@@ -60,6 +75,7 @@ function ask(item, index, total) {
         : null,
       item.reason ? h("p", { class: "reason" }, h("strong", { text: item.escalated ? "Escalated: " : "Why Jarvis asks: " }), item.reason) : null,
       note,
+      sentTo([item]),
       h("label", { for: "confirm-args" }, "Arguments (JSON)"),
       args,
       inDoubt ? null : h("label", { for: "confirm-deny-reason", class: "small" }, "Reason if you deny"),
@@ -82,7 +98,8 @@ export async function askAll(pending) {
   for (let i = 0; i < pending.length; i++) {
     const answer = await ask(pending[i], i, pending.length);
     if (answer === null) return null;
-    answers[pending[i].interrupt_id] = answer;
+    // The question shown (`ref`): an answer to it never answers another one asked meanwhile under the same id.
+    answers[pending[i].interrupt_id] = { ...answer, ref: pending[i].ref };
   }
   return answers;
 }

@@ -1,7 +1,7 @@
 // Chat: the thread list, the conversation with tool steps as they happen, attachments (dropped PDF/text
 // files, pasted YouTube URLs) and confirmations (restored from the checkpoint after a reload or a restart).
 import { api, stream, upload } from "../api.js";
-import { askAll } from "../confirm.js";
+import { answeredList, askAll, sentTo } from "../confirm.js";
 import { clear, h, json, ms, problem } from "../dom.js";
 import { micButton, speaker } from "../voice.js";
 
@@ -184,6 +184,8 @@ async function openThread(id) {
     messages = messages.slice(0, lastHuman + 1);
   }
   renderHistory(messages, thread.attachments);
+  const answers = answeredList(thread.answered);
+  if (answers) log.append(answers);
   if (thread.tainted && !thread.running) showTainted(id);
   refreshThreads();
   // Not awaited: the view is shown while the turn streams or the dialog waits.
@@ -472,7 +474,7 @@ async function confirm(pending) {
   const id = current;
   const note = h("div", { class: "pending-note", role: "status" },
     h("strong", { text: "Waiting for your confirmation: " }), pending.map((p) => p.summary).join(" · "), " ",
-    h("button", { type: "button", onclick: () => { note.remove(); confirm(pending); } }, "Review"));
+    h("button", { type: "button", onclick: () => { note.remove(); confirm(pending); } }, "Review"), sentTo(pending));
   const answers = await askAll(pending);
   if (current !== id) return;
   if (answers === null) {

@@ -3,7 +3,7 @@
 // confirmations (the same dialog as the chat), a human-policy step, swap the policy, cancel; create a jorb or a
 // mission. Everything that runs the jorb happens in the background: the view polls while it works.
 import { api } from "../api.js";
-import { askAll } from "../confirm.js";
+import { answeredList, askAll, sentTo } from "../confirm.js";
 import { clear, h, json, problem, when } from "../dom.js";
 
 let ui;
@@ -139,7 +139,7 @@ function render(j) {
     detailEl.append(h("div", { class: "result" }, h("strong", { text: "Result: " }), typeof j.result === "string" ? j.result : h("pre", { text: json(j.result) })));
   }
   for (const p of j.pending) detailEl.append(pendingBlock(j, p));
-  const answers = answeredList(j);
+  const answers = answeredList(j.answered);
   if (answers) detailEl.append(answers);
   if (j.can.reply) detailEl.append(replyForm(j));
   if (j.queued.length) {
@@ -159,20 +159,6 @@ function render(j) {
   detailEl.append(controls(j));
 }
 
-// confirmations.notify: where a confirmation was sent to be answered from the phone, and where each was answered.
-function sentTo(items) {
-  const sent = items.flatMap((x) => x.sent || []);
-  if (!sent.length) return null;
-  return h("p", { class: "muted small sent-to" }, "Also sent to " + sent.map((s) => `${s.channel} (${s.to}) ${when(s.at)}`).join(", ") +
-    "; the first answer counts.");
-}
-
-function answeredList(j) {
-  if (!(j.answered || []).length) return null;
-  return h("details", { class: "answered" }, h("summary", {}, "Answers given"),
-    h("ul", {}, j.answered.map((a) => h("li", { text: `${a.answer} ${a.tool}: from ${a.via}, ${when(a.at)}` }))));
-}
-
 function pendingBlock(j, p) {
   const box = h("section", { class: `pending pending-${p.type}`, "data-interrupt": p.interrupt_id });
   const err = h("div");
@@ -185,7 +171,7 @@ function pendingBlock(j, p) {
     const ask = p.kind === "ask";
     const noteId = `note-${p.interrupt_id}`;
     const note = h("textarea", { id: noteId, rows: 2, placeholder: ask ? "your answer" : "optional: a note the jorb is told" });
-    const decide = (action) => act(j.id, "decide", { interrupt_id: p.interrupt_id, action, note: note.value.trim() || null }, err);
+    const decide = (action) => act(j.id, "decide", { interrupt_id: p.interrupt_id, ref: p.ref, action, note: note.value.trim() || null }, err);
     box.append(
       h("p", {}, h("strong", { text: ask ? "The mission asks: " : "Paused: " }), p.reason || ""),
       h("label", { for: noteId }, ask ? "Your answer" : "Note"), note,
