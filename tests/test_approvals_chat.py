@@ -361,3 +361,17 @@ def test_the_chat_view_shows_where_it_was_sent_and_a_late_click_is_told(jarvis_e
     assert "approve fs_write_text: from telegram" in page.locator(".answered").inner_text()
     shot(page, "chat-answered-from-telegram")
     assert target.read_text() == "from the phone"
+
+
+def test_the_cli_answering_a_chat_confirmation_first_is_told_to_the_phone(jarvis_env, telegram):
+    with start_ui(jarvis_env) as ui:
+        app = ui.app.state.jarvis.app
+        (asked,) = _ask_to_write(ui)
+        app.notifier().sweep()
+        message, approve, _ = _sent_with_buttons(telegram)
+        jarvis_env.server.push(answer("Written."))
+        done = jarvis_env.cli("approve", THREAD, "--call", asked["interrupt_id"])
+        assert done.returncode == 0, done.stderr
+        qid = _press(telegram, _poller(jarvis_env, app), message, approve)
+        assert "already answered (approve, from the CLI at" in _answer_to(telegram, qid)["text"]
+        assert [a["via"] for a in _thread(ui)["answered"]] == ["the CLI"]

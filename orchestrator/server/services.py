@@ -259,9 +259,9 @@ def jorbs_recover_service(settings: Settings) -> ThreadService:
 
 
 def approvals_notify_service(settings: Settings) -> ThreadService | None:
-    """confirmations.notify: every check_s, jorb confirmations no UI has watched for after_s go to the principal's
-    Telegram and / or email (orchestrator/approvals); email answers are polled here (Telegram presses come with
-    the Telegram poller)."""
+    """confirmations.notify: every check_s, confirmations (jorbs' and chat threads') no UI has watched for after_s
+    go to the principal's Telegram and / or email (orchestrator/approvals); email answers are polled here
+    (Telegram presses come with the Telegram poller)."""
     notify = settings.confirmations.notify
     if not notify.to:
         return None
