@@ -172,9 +172,11 @@ class App:
 
     def turn_hub(self, decorate: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> TurnHub:
         """The chat turns running in this process (the web UI's, the phone's answers'), one at a time per thread
-        across workers (claims). Built once: `decorate` (the server's additions to events) is the first caller's,
-        create_app's in `jarvis run`."""
-        return self._part("turns", lambda: TurnHub(self.graph, decorate=decorate, claims=Claims(self.settings)))
+        across workers (claims). Built once; `decorate`: the server's additions to events (create_app's)."""
+        hub = self._part("turns", lambda: TurnHub(self.graph, claims=Claims(self.settings)))
+        if decorate is not None:
+            hub.decorate = decorate
+        return hub
 
     @property
     def thread_answers(self) -> ThreadAnswers:
@@ -277,7 +279,8 @@ class App:
             decide = self.jorbs.approve if answer == "approve" else self.jorbs.reject
             decide(jorb_id, interrupt_id=interrupt_id, ref=ref, wait=False, via=via)
         except (JorbBusy, TurnBusy) as exc:
-            raise Busy(f"{thread_id} is working" if isinstance(exc, TurnBusy) else str(exc)) from None
+            raise Busy(f"conversation {thread_id} is busy (a turn runs on it, or `jarvis chat` holds it)"
+                       if isinstance(exc, TurnBusy) else str(exc)) from None
 
     @property
     def remote_answers(self) -> RemoteAnswers:

@@ -375,3 +375,34 @@ def test_the_cli_answering_a_chat_confirmation_first_is_told_to_the_phone(jarvis
         qid = _press(telegram, _poller(jarvis_env, app), message, approve)
         assert "already answered (approve, from the CLI at" in _answer_to(telegram, qid)["text"]
         assert [a["via"] for a in _thread(ui)["answered"]] == ["the CLI"]
+
+
+def test_an_answer_left_by_a_process_that_died_before_resuming_does_not_block_the_question(jarvis_env, telegram):
+    """A process recorded the phone's answer and died before the thread was resumed: the question still waits.
+    While that answer is recent (its turn could still be starting) the UI is told "already answered"; once a
+    claim's lease has passed with no turn on the thread, the question can be answered again."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+    from sqlalchemy.orm import Session
+
+    from orchestrator.approvals.store import AnsweredRow
+    from orchestrator.storage.engines import utcnow
+
+    with start_ui(jarvis_env) as ui:
+        app = ui.app.state.jarvis.app
+        (asked,) = _ask_to_write(ui)
+        (item,) = app.pending(THREAD)
+        store = app.thread_answers.store
+        store.claim_answer(item, "approve", "telegram")  # what the dead process left
+        body = {"answers": {asked["interrupt_id"]: {"answer": "deny", "ref": asked["ref"]}}}
+        with ui.client() as c:
+            recent = c.post(f"/api/threads/{THREAD}/resume", json=body)
+        assert recent.status_code == 409 and "already answered (approve, from telegram" in recent.json()["detail"]
+        lease = jarvis_env.settings.storage.claim_lease_s
+        with Session(store.engine) as s, s.begin():
+            s.execute(update(AnsweredRow).values(answered_at=utcnow() - timedelta(seconds=lease + 5)))
+        jarvis_env.server.push(answer("Not written."))
+        events = ui.stream(f"/api/threads/{THREAD}/resume", body)
+        assert any(e["event"] == "done" for e in events) and not (jarvis_env.root / "out.txt").exists()
+        assert [(a["via"], a["answer"]) for a in _thread(ui)["answered"]] == [("the web UI", "deny")]

@@ -7,8 +7,9 @@ dialog (POST /api/threads/{id}/resume), a Telegram button or an email reply (App
    surface, is refused with "already answered (deny, from telegram at ...)", also while the first one's turn runs.
 3. The thread's graph is resumed with the decisions through the process's TurnHub: the thread's claim (one turn
    at a time, across workers), and the UI sees the turn live. When the turn ends with the question still pending
-   as it was (the answer never reached its call: the turn failed or was stopped first), the record is withdrawn,
-   so the question can be answered again rather than be "already answered" for ever.
+   as it was (the answer never reached its call: the turn failed first), the record is withdrawn, so the question
+   can be answered again rather than be "already answered" for ever; a record left by a process that died before
+   it could withdraw it is set aside once no turn holds the thread and a claim's lease has passed.
 
 Several confirmations of one turn (parallel tool calls) are separate questions. The UI's dialog shows them all and
 answers them together (`every=True`). A phone answers the one call its message was about (`every=False`): LangGraph
@@ -20,9 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta, timezone
 from typing import Any, Mapping
 
-from orchestrator.approvals.store import AlreadyAnswered, ApprovalStore
+from orchestrator.approvals.store import AlreadyAnswered, Answered, ApprovalStore
+from orchestrator.storage.engines import utcnow
 from orchestrator.storage.threads import pending_confirmations
 from .live_turns import LiveTurn, TurnBusy, TurnHub
 from .turns import resume_command
@@ -101,8 +104,26 @@ class ThreadAnswers:
             if first is None:
                 continue
             shown = pending.get(interrupt_id)
-            if shown is None or self.store.answered(self.store.ref(shown)) is not None:
+            if shown is None:
                 raise AlreadyAnswered(first)
+            ref = self.store.ref(shown)
+            answered = self.store.answered(ref)
+            if answered is None:
+                continue
+            if not self._abandoned(thread_id, answered):
+                raise AlreadyAnswered(answered)
+            self.store.release_answer(ref)  # its process died before the answer reached the call: answer again
+
+    def _abandoned(self, thread_id: str, answered: Answered) -> bool:
+        """The answer's turn is over and never applied it: no turn runs on the thread here or in any worker, and
+        the answer is older than a claim's lease (its turn would hold the thread by then). Left by a process that
+        died between recording an answer and resuming the thread (withdraw_unapplied never ran)."""
+        claims = self.turns.claims
+        if self.turns.running(thread_id) is not None or (claims is not None and claims.holder(thread_id)):
+            return False
+        at = answered.at if answered.at.tzinfo else answered.at.replace(tzinfo=timezone.utc)
+        lease = claims.lease if claims is not None else timedelta(0)
+        return utcnow() - at > lease
 
     def claim(self, items: list[dict[str, Any]], values: Mapping[str, Any], via: str) -> list[str]:
         """Record `via` as the first to answer each item; AlreadyAnswered (and nothing recorded) when another was."""
