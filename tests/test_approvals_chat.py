@@ -406,3 +406,16 @@ def test_an_answer_left_by_a_process_that_died_before_resuming_does_not_block_th
         events = ui.stream(f"/api/threads/{THREAD}/resume", body)
         assert any(e["event"] == "done" for e in events) and not (jarvis_env.root / "out.txt").exists()
         assert [(a["via"], a["answer"]) for a in _thread(ui)["answered"]] == [("the web UI", "deny")]
+
+
+def test_a_known_secret_in_the_call_is_masked_in_the_message_that_leaves_the_machine(jarvis_env, telegram):
+    """The arguments of a chat call can hold what the user pasted: the bot token (a secret Jarvis knows) is not
+    sent to Telegram in the confirmation's text; the call itself is unchanged."""
+    with start_ui(jarvis_env) as ui:
+        app = ui.app.state.jarvis.app
+        jarvis_env.server.push(tool_call("fs_write_text", path=str(jarvis_env.root / "token.txt"), content="123:TEST"))
+        ui.stream(f"/api/threads/{THREAD}/messages", {"text": "save my bot token"})
+        assert app.notifier().sweep() == 1
+        (message,) = telegram.state.sent
+        assert "123:TEST" not in message["text"] and "***" in message["text"]
+        assert app.pending(THREAD)[0]["args"]["content"] == "123:TEST"

@@ -22,6 +22,7 @@ from orchestrator.channels.ratelimit import bucket
 from orchestrator.channels.telegram import lazy_bot_api
 from orchestrator.core.config import Settings
 from orchestrator.core.ids import jorb_id_of
+from orchestrator.core.secrets import redact
 from orchestrator.storage.claims import Claims
 from orchestrator.storage.engines import utcnow
 from .store import ApprovalStore
@@ -37,7 +38,7 @@ def aware(when: datetime | None) -> datetime | None:
 
 
 def describe(item: Mapping[str, Any], ui_url: str | None) -> str:
-    """What the message says: the summary, the effects, why it asks, the exact call."""
+    """What the message says: the summary, the effects, why it asks, the exact call (known secrets masked)."""
     args = json.dumps(item.get("args") or {}, ensure_ascii=False, sort_keys=True)
     jorb_id = jorb_id_of(str(item.get("thread_id")))
     where = f"jorb {jorb_id}" if jorb_id else f"conversation {item.get('thread_id')}"
@@ -49,7 +50,7 @@ def describe(item: Mapping[str, Any], ui_url: str | None) -> str:
     if ui_url:
         page = f"jorbs/{jorb_id}" if jorb_id else f"chat/{item.get('thread_id')}"
         lines.append(f"To change the arguments, use the UI: {ui_url.rstrip('/')}/#{page}")
-    return "\n".join(lines)
+    return redact("\n".join(lines))  # it leaves the machine: a known secret in the arguments is masked
 
 
 class Notifier:
