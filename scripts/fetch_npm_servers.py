@@ -18,8 +18,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DEST = REPO / ".cache" / "npm"
-# The reference servers of the Model Context Protocol project, pinned.
-PACKAGES = {"@modelcontextprotocol/server-filesystem": "2026.8.31", "@modelcontextprotocol/server-memory": "2026.8.31"}
+# The reference servers of the Model Context Protocol project and Playwright MCP, pinned.
+PACKAGES = {"@modelcontextprotocol/server-filesystem": "2026.8.31", "@modelcontextprotocol/server-memory": "2026.8.31",
+            # the browser of mcp/playwright.toml (it drives the system Chromium: --ignore-scripts fetches no browser)
+            "@playwright/mcp": "0.0.83"}
 STAMP = ".complete"
 
 

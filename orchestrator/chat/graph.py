@@ -150,6 +150,7 @@ def make_nodes(rt: JarvisRuntime):
             config=config,
             emit=writer,
             untrusted_args=task.untrusted_args,
+            task=f"turn {task.turn}",  # a site approved for a browser holds for this turn (tools/site_grants.py)
         )
 
         def ask(request: Any) -> Any:
@@ -174,6 +175,7 @@ def make_nodes(rt: JarvisRuntime):
 
     def respond(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
         rt.threads.set_status_later(_thread_id(config), IDLE)
+        rt.executor.sites.end_task(_thread_id(config))  # the turn's site approvals end, its browser is closed
         prune_later(settings, _thread_id(config))
         last = state.messages[-1] if state.messages else None
         if isinstance(last, AIMessage) and not last.tool_calls and not (last.text or "").strip():

@@ -81,6 +81,15 @@ class AndroidLoop(_Model):
     exclude_tools: list[str] = Field(default_factory=list, description="tools the phone loop may not use")
 
 
+class BrowserSection(_Model):
+    """The server drives a web browser (mcp/browser.py): steps approved per site and task, its downloads moved
+    into the first of `fs.roots`, the browser closed when the task ends."""
+
+    url_arg: str = Field("url", description="the argument of a tool that names the URL it goes to")
+    close_tool: str | None = Field("browser_close", description="the tool that closes the browser")
+    downloads_dir: str | None = Field(None, description="where the server saves downloads ({data_dir} expands)")
+
+
 class ServerConfig(_Model):
     name: str = ""
     description: str = ""
@@ -101,6 +110,7 @@ class ServerConfig(_Model):
     tools: dict[str, ToolOverride] = Field(default_factory=dict)
     wrappers: dict[str, WrapperMap] = Field(default_factory=dict)
     android: AndroidLoop | None = None
+    browser: BrowserSection | None = None
 
     source: Path | None = Field(None, exclude=True)
 
@@ -128,6 +138,13 @@ class ServerConfig(_Model):
                 hint = f"; {self.install_hint}" if self.install_hint else ""
                 return f"{program} is not installed (not found on PATH){hint}"
         return None
+
+
+def expand(value: str, data_dir: Path, mcp_dir: Path | None = None) -> str:
+    """`{data_dir}` in an argument, cwd or env value: Jarvis's data folder (a browser's profile lives there);
+    `{mcp_dir}`: the folder of the server files (a server's own config file next to its TOML)."""
+    value = value.replace("{data_dir}", str(data_dir))
+    return value.replace("{mcp_dir}", str(mcp_dir)) if mcp_dir is not None else value
 
 
 def program_exists(program: str) -> bool:

@@ -32,7 +32,7 @@ from integrations.base import ToolError
 from orchestrator.core import secrets
 from orchestrator.core.aio import background_loop, run_sync
 from orchestrator.core.config import Settings
-from .config import LoadedServers, ServerConfig, load_servers
+from .config import LoadedServers, ServerConfig, expand, load_servers
 from .session import ValidatorCachingSession
 from .server_state import (
     ServerRuntime, ServerStatus, State, current_task_or_none, describe_failure, list_all_tools, on_background_loop,
@@ -307,8 +307,14 @@ class McpManager:
             errlog.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {cfg.command} {' '.join(cfg.args)}\n")
             errlog.flush()
             srv.log_offset = errlog.tell()
-            env = {k: secrets.resolve(v, what=f"{cfg.name} env {k}") or "" for k, v in cfg.env.items()}
-            params = StdioServerParameters(command=cfg.command or "", args=cfg.args, env=env or None, cwd=cfg.cwd)
+            data, here = self.settings.data_dir, self.mcp_dir
+            env = {k: expand(secrets.resolve(v, what=f"{cfg.name} env {k}") or "", data, here)
+                   for k, v in cfg.env.items()}
+            cwd = expand(cfg.cwd, data, here) if cfg.cwd else None
+            if cwd:
+                Path(cwd).mkdir(parents=True, exist_ok=True)
+            params = StdioServerParameters(command=cfg.command or "", args=[expand(a, data, here) for a in cfg.args],
+                                           env=env or None, cwd=cwd)
             return await stack.enter_async_context(stdio_client(params, errlog=errlog))
         headers = {k: secrets.resolve(v, what=f"{cfg.name} header {k}") or "" for k, v in cfg.headers.items()}
         if cfg.transport == "sse":
@@ -326,14 +332,27 @@ class McpManager:
         async def handle(message: Any) -> None:
             if isinstance(message, mt.ServerNotification) and isinstance(message.root, mt.ToolListChangedNotification):
                 if srv.session is not None:
-                    srv.tools = await list_all_tools(srv.session)
-                    self._notify(srv.cfg.name)
+                    # Not awaited here: this handler runs inside the session's receive loop, which must go on to
+                    # read the list's answer (Playwright MCP announces a change in the middle of a navigation, and
+                    # awaiting the list hung that call until timeout_s).
+                    task = asyncio.get_running_loop().create_task(self._relist(srv, srv.session))
+                    srv.relisting = task  # a reference, so the task is not collected mid-way
             elif isinstance(message, Exception):
                 log.debug("MCP server %s: %s", srv.cfg.name, message)
             elif isinstance(message, RequestResponder):
                 pass  # sampling/elicitation are not offered; the SDK answers them with an error
 
         return handle
+
+    async def _relist(self, srv: ServerRuntime, session: Any) -> None:
+        try:
+            tools = await list_all_tools(session)
+        except Exception as exc:  # noqa: BLE001 - a session that went away meanwhile: its restart lists again
+            log.debug("MCP server %s: listing its changed tools failed: %s", srv.cfg.name, exc)
+            return
+        if srv.session is session:
+            srv.tools = tools
+            self._notify(srv.cfg.name)
 
     def _trouble(self, srv: ServerRuntime, generation: int, reason: str) -> None:
         """Mark the running session of `generation` as failed; its runner tears it down and restarts it."""

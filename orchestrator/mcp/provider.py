@@ -32,7 +32,9 @@ from integrations.android_tools import build_android_tools
 from integrations.apple_tools import build_apple_tools
 from integrations.base import ToolError, set_tool_meta
 
-from orchestrator.core.aio import run_on_background
+from orchestrator.core.aio import run_on_background, run_sync
+from orchestrator.tools.site_grants import SiteScope
+from .browser import Downloads, browser_parts
 from orchestrator.core.config import Settings
 from .config import ServerConfig
 from .manager import McpManager, State
@@ -141,7 +143,10 @@ class _SessionProxy:
         return await self.manager.call_tool(self.server, name, arguments, progress_callback)
 
 
-def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed: str) -> BaseTool:
+def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed: str,
+                  browser: tuple[SiteScope, Downloads | None] | None = None) -> BaseTool:
+    """`browser`: the server drives a browser (mcp/browser.py): the tool carries its site scope, and downloads its
+    result reports are moved into the file root."""
     lc = convert_mcp_tool_to_langchain_tool(_SessionProxy(manager, cfg.name), tool, server_name=cfg.name,  # type: ignore[arg-type]
                                             handle_tool_errors=False)
     inner = lc.coroutine
@@ -154,7 +159,12 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
             content, artifact = await run_on_background(inner(*args, **kwargs))  # type: ignore[misc]
         except ToolException as exc:  # the tool answered isError=True: its message is for the model
             raise ToolError(f"{server}'s {mcp_name} reported an error: {exc}") from None
-        return content_to_text(content, artifact), artifact
+        text = content_to_text(content, artifact)
+        if downloads is not None:
+            text = downloads.collect(text)
+        return text, artifact
+
+    downloads = browser[1] if browser else None
 
     lc.coroutine = call
     lc.name = exposed
@@ -163,7 +173,8 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
     return set_tool_meta(lc, side_effects=effects, untrusted_output=True, source="mcp", server=server,
                          mcp_name=mcp_name, sends_out=reaches_open_world(tool),
                          summarize=lambda a, s=server, n=mcp_name: (
-                             f"Use {n} on the MCP server '{s}'" + (f" with {_args_text(a)}." if a else ".")))
+                             f"Use {n} on the MCP server '{s}'" + (f" with {_args_text(a)}." if a else ".")),
+                         **({"site_scope": browser[0]} if browser else {}))
 
 
 def _args_text(args: dict[str, Any]) -> str:
@@ -250,13 +261,14 @@ class McpProvider:
         infos: list[McpToolInfo] = []
         problems: dict[str, str] = {}
         for cfg, server_tools, _gen in ready:
+            browser = self._browser_parts(cfg)
             for t in server_tools:
                 exposed = names.get((cfg.name, t.name)) or safe_name(t.name)
                 enabled = cfg.tools.get(t.name).enabled if t.name in cfg.tools else True
                 infos.append(McpToolInfo(cfg.name, t.name, exposed, resolve_side_effects(cfg, t), enabled,
                                          (t.description or "").strip().splitlines()[0][:200] if t.description else ""))
                 if enabled:
-                    tools[exposed] = make_mcp_tool(self.manager, cfg, t, exposed)
+                    tools[exposed] = make_mcp_tool(self.manager, cfg, t, exposed, browser)
             if self.wrappers and cfg.wrappers:
                 built, why = build_apple_tools(_Backend(self.manager, cfg.name), cfg.wrappers,
                                                {t.name for t in server_tools}, str(cfg.source or f"{cfg.name}.toml"))
@@ -268,6 +280,17 @@ class McpProvider:
                 tools.setdefault(tool.name, tool)
         self._tools, self._infos, self.wrapper_problems = tools, infos, problems
         self._signature = signature
+
+    def _browser_parts(self, cfg: ServerConfig) -> tuple[SiteScope, Downloads | None] | None:
+        if cfg.browser is None:
+            return None
+        manager, server, close_tool = self.manager, cfg.name, cfg.browser.close_tool
+
+        def close() -> None:  # only a browser that is up: closing must not start the server
+            if close_tool and manager.state_of(server) == State.READY:
+                run_sync(manager.call_tool(server, close_tool, {}))
+
+        return browser_parts(server, cfg.browser, self.settings.data_dir, list(self.settings.fs.roots), close)
 
     def _android_tools(self, ready: list[tuple[ServerConfig, list[mt.Tool], int]]) -> list[BaseTool]:
         if self._android_service is None or not any(cfg.android is not None for cfg, _t, _g in ready):

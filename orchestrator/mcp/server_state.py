@@ -62,6 +62,7 @@ class ServerRuntime:
     wake: asyncio.Event | None = None  # ends a backoff wait early (stop)
     inflight: set[asyncio.Task] = field(default_factory=set)  # tasks waiting on a call to this server
     killed: set[asyncio.Task] = field(default_factory=set)  # ... cancelled because the session failed
+    relisting: asyncio.Task | None = None  # the listing of its tools after a tools/list_changed
 
 
 async def list_all_tools(session: ClientSession) -> list[mt.Tool]:

@@ -30,6 +30,7 @@ from orchestrator.tools import autonomy
 from orchestrator.core import secrets
 from orchestrator.core.config import Mode, Settings
 from .ledger import SKIPPED, STARTED, AskedCall, EffectsLedger, call_fingerprint
+from .site_grants import SiteGrants, grant_note
 from orchestrator.storage.telemetry import NOT_RUN_EVENT
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,7 @@ class CallContext:
     emit: Callable[[dict[str, Any]], None] | None = None  # progress events for the CLI / UI
     # argument provenance (tools/provenance.py): None = not judged (the blanket rule), else the untrusted deciding values
     untrusted_args: list[str] | None = None
+    task: str | None = None  # the task (a chat turn) a site approval is bound to (tools/site_grants.py); None: none
 
 
 # The key under the tool's RunnableConfig "configurable" where a tool finds what it may know of its call (thread,
@@ -197,6 +199,7 @@ class ToolExecutor:
         self.settings = settings
         self.catalog = catalog  # orchestrator.tools.catalog.ToolCatalog (duck-typed: .get(name), .names())
         self.ledger = ledger or EffectsLedger(settings)
+        self.sites = SiteGrants()  # browser steps approved per site and task
 
     # -- lookup and validation ------------------------------------------------------------------
     def _unknown(self, name: str) -> CallOutcome:
@@ -267,6 +270,17 @@ class ToolExecutor:
             sends_out=sends_out(tool, effects),
             untrusted_args=ctx.untrusted_args if self.settings.autonomy.argument_provenance else None,
         )
+        scope = meta.get("site_scope")
+        site = self.sites.target(scope, valid) if scope is not None else None
+        if decision.mode == "confirm" and scope is not None and self.sites.allows(scope, ctx.thread_id, ctx.task,
+                                                                                  site, effects):
+            # The user approved this site for this task: its own effects (and the taint its pages bring) no longer
+            # ask; the rest of the policy (other effects, the budget, a tool's own demand) still holds.
+            decision = autonomy.decide(
+                effects, self.settings.autonomy, overrides={**(ctx.overrides or {}), **{e: "auto" for e in effects}},
+                effects_this_turn=ctx.effects_this_turn, tool_requires_confirmation=meta.get("requires_confirmation"))
+        grants = (scope is not None and site is not None and ctx.task is not None
+                  and set(effects) <= scope.effects)
         if decision.mode == "deny":
             return CallOutcome(name, f"Not done: {decision.reason} ({name}). Tell the user it was not done; they can "
                                      "change autonomy.effects in the config to allow it.", ok=False, args=valid)
@@ -276,6 +290,8 @@ class ToolExecutor:
                 summary=summarize_call(tool, valid), reason=decision.reason, escalated=decision.escalated, key=ctx.key,
                 editable=meta.get("editable", True),
             )
+            if grants:
+                request.reason = f"{request.reason}; {grant_note(site)}" if request.reason else grant_note(site)
             shown = made
             asked = self.ledger.asked(ctx.key)
             for seq in itertools.count():
@@ -307,6 +323,8 @@ class ToolExecutor:
                 valid = edited
                 break
             self.ledger.forget_asked(ctx.key)
+            if grants and self.sites.target(scope, valid) == site:  # an edit to another site grants nothing
+                self.sites.grant(scope, ctx.thread_id, ctx.task, site)
 
         if effects and not self.ledger.begin(ctx.key, ctx.thread_id, name, valid, effects, requested=made):
             entry = self.ledger.get(ctx.key)  # another process recorded the same call in between
@@ -370,6 +388,9 @@ class ToolExecutor:
         ok = error is None
         if prepared.effects:
             self.ledger.complete(ctx.key, content, ok)
+        scope = (prepared.tool.metadata or {}).get("site_scope")
+        if scope is not None:
+            self.sites.saw(scope, ctx.thread_id, ctx.task, content, ok)
         outcome = CallOutcome(name, content, ok=ok, executed_effect=bool(prepared.effects), untrusted=is_untrusted(prepared.tool),
                               args=prepared.args, duration_ms=duration, raw=result if ok else None)
         if ctx.emit:

@@ -1,0 +1,160 @@
+"""Task-scoped approvals of a browser: "control the app at http://127.0.0.1:8080 for this task".
+
+Driving a web app takes dozens of clicks and keystrokes; asking before each one trains the user to approve without
+reading. So the first acting step on a site asks (effect `ui_automation`, `confirm` by default), and approving it
+grants that *origin* (scheme, host, port) to that *task* (a chat turn of one thread): later steps of the same task
+on the same origin run without asking. Anything else still asks:
+
+- a step on another origin (a navigation to another site, or a page that moved there: the origin a step acts on
+  is the one of the URL it navigates to, else the page the browser showed after the last step that named one);
+- a step whose origin is unknown or not http(s) (a blank page, file:, data:, javascript:);
+- a step with any effect besides the granted ones (`sends` is for the whole browser server's `ui_automation`);
+- another task, even of the same thread (a new turn asks again), a jorb, or after `ttl_s`;
+- a call the policy denies, or past the turn's side-effect budget (the grant is re-judged by the policy with
+  the granted effects set to auto and nothing else changed).
+
+Pages are untrusted content: reading one taints the thread as usual, so effects of *other* tools ask afterwards
+(an injected "email this file" gets a confirmation). Only the approved site's own steps are spared the taint
+escalation, since they act on that very content by design. The grants live in memory only: a restart asks again.
+When a task ends, the browsers it used are closed unless another live task still uses them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TTL_S = 3600.0
+GRANTED_EFFECTS = frozenset({"ui_automation"})
+
+
+@dataclass(frozen=True)
+class SiteScope:
+    """Tool metadata (`site_scope`) of a browser's tools: which browser, how a call names its site, how a result
+    tells the page the browser shows now, and how to close the browser."""
+
+    browser: str  # the server's name: grants and pages are per browser
+    url_arg: str = "url"  # a call with this argument acts on that URL's origin (navigate, a new tab)
+    page_url: Callable[[str], str | None] = lambda _text: None
+    close: Callable[[], None] | None = None
+    effects: frozenset[str] = GRANTED_EFFECTS
+
+
+def origin_of(url: Any) -> str | None:
+    """scheme://host[:port] of an http(s) URL, lower-case, default ports left out; None for anything else (no
+    approval can cover a file:, data: or javascript: URL, or a string that is not a URL)."""
+    if not isinstance(url, str) or any(c in url for c in "\r\n\t\\") or len(url) > 4096:
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if scheme not in ("http", "https") or not host or parts.username is not None or parts.password is not None:
+        return None
+    if port is None or (scheme, port) in (("http", 80), ("https", 443)):
+        return f"{scheme}://{host}"
+    return f"{scheme}://{host}:{port}"
+
+
+@dataclass
+class _Task:
+    origins: dict[str, set[str]] = field(default_factory=dict)  # browser -> granted origins
+    browsers: dict[str, SiteScope] = field(default_factory=dict)  # the browsers this task used
+    touched: float = field(default_factory=time.monotonic)
+
+
+class SiteGrants:
+    """The grants and page origins of one executor (thread-safe). Keys: (thread_id, task)."""
+
+    def __init__(self, ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.monotonic):
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._tasks: dict[tuple[str, str], _Task] = {}
+        self._pages: dict[str, str | None] = {}  # browser -> origin of the page it showed after its last call
+
+    def _live(self, key: tuple[str, str]) -> _Task | None:
+        task = self._tasks.get(key)
+        if task is not None and self.clock() - task.touched > self.ttl_s:
+            self._tasks.pop(key, None)
+            return None
+        return task
+
+    def target(self, scope: SiteScope, args: Mapping[str, Any]) -> str | None:
+        """The origin a call acts on: the URL it navigates to, else the page its browser shows."""
+        if scope.url_arg in args and args[scope.url_arg] not in (None, ""):
+            return origin_of(args[scope.url_arg])
+        with self._lock:
+            return self._pages.get(scope.browser)
+
+    def allows(self, scope: SiteScope, thread_id: str, task: str | None, origin: str | None,
+               effects: list[str]) -> bool:
+        if task is None or origin is None or not set(effects) <= scope.effects:
+            return False
+        with self._lock:
+            found = self._live((thread_id, task))
+            if found is None or origin not in found.origins.get(scope.browser, set()):
+                return False
+            found.touched = self.clock()
+            return True
+
+    def grant(self, scope: SiteScope, thread_id: str, task: str | None, origin: str | None) -> None:
+        if task is None or origin is None:
+            return
+        with self._lock:
+            found = self._live((thread_id, task)) or self._tasks.setdefault((thread_id, task), _Task())
+            found.origins.setdefault(scope.browser, set()).add(origin)
+            found.touched = self.clock()
+
+    def saw(self, scope: SiteScope, thread_id: str, task: str | None, result_text: str, ok: bool) -> None:
+        """After a call of the browser: the page it shows now, as its result says (a result that names no page, as
+        after typing into a field, leaves it as it was; a failed call makes it unknown, so the next step asks),
+        and that this task uses the browser."""
+        url = scope.page_url(result_text) if ok else None
+        with self._lock:
+            if not ok or url is not None:
+                self._pages[scope.browser] = origin_of(url)
+            if task is not None:
+                found = self._live((thread_id, task)) or self._tasks.setdefault((thread_id, task), _Task())
+                found.browsers[scope.browser] = scope
+                found.touched = self.clock()
+
+    def end_task(self, thread_id: str, task: str | None = None) -> list[str]:
+        """The task ended (the turn answered): its grants go, and each browser it used is closed unless a live task
+        of another thread uses it too. `task=None` ends every task of the thread. Returns the browsers closed."""
+        with self._lock:
+            ended = [k for k in self._tasks if k[0] == thread_id and (task is None or k[1] == task)]
+            scopes: dict[str, SiteScope] = {}
+            for key in ended:
+                scopes.update(self._tasks.pop(key).browsers)
+            for key in list(self._tasks):
+                self._live(key)  # drop expired tasks of other threads
+            busy = {b for t in self._tasks.values() for b in t.browsers}
+            closing = [s for name, s in scopes.items() if name not in busy]
+            for scope in closing:
+                self._pages[scope.browser] = None
+        closed = []
+        for scope in closing:
+            if scope.close is None:
+                continue
+            try:
+                scope.close()
+                closed.append(scope.browser)
+            except Exception as exc:  # noqa: BLE001 - a browser already gone is closed enough
+                log.info("closing the browser %s at the end of a task: %s", scope.browser, exc)
+        return closed
+
+
+def grant_note(origin: str) -> str:
+    return (f"approving lets Jarvis control {origin} for the rest of this task without asking again "
+            "(another site, or another task, asks again)")
