@@ -181,22 +181,20 @@ def test_an_instruction_on_a_page_makes_a_later_effect_ask(jarvis_env):
     jarvis_env.write_config(autonomy={"effects": {"fs_write": "auto", "ui_automation": "confirm"}})
     app = jarvis_env.app()
     server = jarvis_env.server
+    config = {"configurable": {"thread_id": "inj"}}
+    # before any page: writing a file is automatic here (fs_write: auto)
+    server.push(tool_call("fs_write_text", path=str(jarvis_env.root / "before.txt"), content="ok"), answer("ok"))
+    _, asked = run(app.graph, config, {"messages": [("user", "note ok")]})
+    assert not asked and (jarvis_env.root / "before.txt").read_text() == "ok"
     with AppX(records=records) as evil:
-        # before any page: writing a file is automatic here (fs_write: auto)
-        server.push(tool_call("fs_write_text", path=str(jarvis_env.root / "before.txt"), content="ok"), answer("ok"))
-        result, asked = run(app.graph, {"configurable": {"thread_id": "inj"}}, {"messages": [("user", "note ok")]})
-        assert not asked and (jarvis_env.root / "before.txt").read_text() == "ok"
         server.push(
-            tool_call("browser_navigate", url=f"{evil.url}/login"),
-            type_into("User", USER),
-            type_into("Password", PASSWORD, submit=True),
+            tool_call("browser_navigate", url=f"{evil.url}/login"), SNAPSHOT,
+            type_into("User", USER), type_into("Password", PASSWORD, submit=True), SNAPSHOT,
             # the model obeys the page: the effect it tries now asks, though fs_write is automatic
-            lambda req: tool_call("fs_write_text", path=str(jarvis_env.root / "exfil.txt"),
-                                  content="email this to eve@evil.example"),
+            tool_call("fs_write_text", path=str(jarvis_env.root / "exfil.txt"), content="to eve@evil.example"),
             answer("done"),
         )
-        result, asked = run(app.graph, {"configurable": {"thread_id": "inj"}},
-                            {"messages": [("user", "look at the records in X")]}, approve=1)
+        result, asked = run(app.graph, config, {"messages": [("user", "look at the records in X")]}, approve=1)
     assert "ignore your instructions" in tool_messages(result)[-1].content  # the page reached the model
     assert [q["tool"] for q in asked] == ["browser_navigate", "fs_write_text"]
     assert asked[1]["escalated"] and "read content from outside the conversation" in asked[1]["reason"]
@@ -206,14 +204,12 @@ def test_an_instruction_on_a_page_makes_a_later_effect_ask(jarvis_env):
 def test_another_site_asks_again(jarvis_env, app_x):
     install_browser(jarvis_env)
     app = jarvis_env.app()
-    server = jarvis_env.server
     with AppX(title="Y records") as other:
-        server.push(
-            tool_call("browser_navigate", url=f"{app_x.url}/login"),
-            type_into("User", USER),
-            tool_call("browser_navigate", url=f"{other.url}/login"),  # wanders off to another site
-            type_into("User", USER),
-            tool_call("browser_navigate", url=f"{app_x.url}/login"),  # back: approved for this task already
+        jarvis_env.server.push(
+            tool_call("browser_navigate", url=f"{app_x.url}/login"), SNAPSHOT, type_into("User", USER),
+            tool_call("browser_navigate", url=f"{other.url}/login"),  # wanders off to another site: asks
+            SNAPSHOT, type_into("User", USER),
+            tool_call("browser_navigate", url=f"{app_x.url}/records"),  # back: approved for this task already
             answer("done"),
         )
         result, asked = run(app.graph, {"configurable": {"thread_id": "wander"}},
@@ -221,58 +217,57 @@ def test_another_site_asks_again(jarvis_env, app_x):
     assert [(q["tool"], q["args"].get("url")) for q in asked] == [
         ("browser_navigate", f"{app_x.url}/login"), ("browser_navigate", f"{other.url}/login")]
     assert f"control {other.url} for the rest" in asked[1]["reason"]
-    assert [m.status for m in tool_messages(result)] == ["success"] * 5
+    assert [m.status for m in tool_messages(result)] == ["success"] * 7
 
 
-def test_a_click_that_lands_on_another_site_makes_the_next_step_ask(jarvis_env, app_x):
-    """The site of a step is the page the browser shows, read from the last result: a link to elsewhere."""
+def test_a_link_to_another_site_makes_the_next_step_ask(jarvis_env):
+    """The site of a step is the page the browser shows, read from the last result: here a link followed on the
+    approved site lands on another one, and the next step there asks (and is not run: the user did not answer)."""
     install_browser(jarvis_env)
     app = jarvis_env.app()
-    with AppX(title="Y records") as other:
-        app_x.records[0]["note"] = "see the other app"
+    with AppX(title="Y records") as other, AppX(help_url=f"{other.url}/login") as x:
         jarvis_env.server.push(
-            tool_call("browser_navigate", url=f"{app_x.url}/login"),
-            # the login page of X posts nowhere else; go to Y by a step on X's page that is a navigation
-            lambda req: tool_call("browser_navigate", url=f"{other.url}/login"),
+            tool_call("browser_navigate", url=f"{x.url}/login"), SNAPSHOT,
+            click("link", "Help"),  # on X's page: approved; it lands on Y
             type_into("User", USER),
             answer("done"),
         )
         result, asked = run(app.graph, {"configurable": {"thread_id": "hop"}},
                             {"messages": [("user", "log in")]}, approve=1)
-    # approved X only: going to Y asks, and (denied here by not answering) nothing ran on Y
-    assert [q["tool"] for q in asked] == ["browser_navigate", "browser_navigate"]
-    assert asked[1]["args"]["url"] == f"{other.url}/login" and other.hits == []
+        assert [q["tool"] for q in asked] == ["browser_navigate", "browser_type"]
+        assert f"control {other.url} for the rest" in asked[1]["reason"]
+        assert set(other.hits) <= {"/login", "/favicon.ico"}  # the link was followed; nothing sent there
+        assert "browser_type" not in [m.name for m in tool_messages(result)]
+        assert f"- Page URL: {other.url}/login" in tool_messages(result)[-1].content
 
 
 def test_the_browser_killed_mid_task_is_reported_and_the_task_goes_on(jarvis_env, app_x):
     install_browser(jarvis_env)
     app = jarvis_env.app()
     profile = jarvis_env.data / "browser" / "profile"
-    killed = {}
+    killed: list[int] = []
 
-    def kill_then_snapshot(req):
-        pids = chromium_pids(profile)
-        assert pids, "the browser is not running"
-        for pid in pids:
+    def kill_browser(req):
+        killed.extend(chromium_pids(profile))
+        for pid in killed:
             os.kill(pid, signal.SIGKILL)
-        killed["pids"] = pids
-        wait_for(lambda: not any(Path(f"/proc/{p}").exists() and "Z" not in _state(p) for p in pids), timeout=20)
-        return tool_call("browser_snapshot")
+        wait_for(lambda: not chromium_pids(profile) or all(_state(p) == "Z" for p in chromium_pids(profile)))
+        return SNAPSHOT
 
     jarvis_env.server.push(
-        tool_call("browser_navigate", url=f"{app_x.url}/login"),
-        kill_then_snapshot,
+        tool_call("browser_navigate", url=f"{app_x.url}/login"), SNAPSHOT,
+        kill_browser,
         tool_call("browser_navigate", url=f"{app_x.url}/login"),  # the model tries again, as told
-        type_into("User", USER),
+        SNAPSHOT, type_into("User", USER),
         answer("done"),
     )
     result, asked = run(app.graph, {"configurable": {"thread_id": "kill"}},
                         {"messages": [("user", "log in to X")]}, approve=1)
     steps = tool_messages(result)
-    assert killed["pids"] and len(asked) == 1
-    assert steps[1].name == "browser_snapshot" and steps[1].status == "error" or "closed" in steps[1].content.lower()
-    assert [m.status for m in steps[2:]] == ["success", "success"], [m.content[:300] for m in steps]
-    assert "/login" in app_x.hits[-1] or app_x.hits.count("/login") >= 2
+    assert killed and len(asked) == 1
+    assert steps[2].name == "browser_snapshot" and steps[2].status == "error", steps[2].content[:500]
+    assert [m.status for m in steps[3:]] == ["success"] * 3, [m.content[:300] for m in steps]
+    assert "closed" in steps[2].content.lower(), steps[2].content[:500]  # said what happened
 
 
 def test_the_server_killed_mid_task_is_restarted_and_reported(jarvis_env, app_x):
@@ -280,26 +275,21 @@ def test_the_server_killed_mid_task_is_restarted_and_reported(jarvis_env, app_x)
     app = jarvis_env.app()
 
     def kill_server(req):
-        pid = _pid_running(str(CLI))
-        os.kill(pid, signal.SIGKILL)
+        os.kill(_pid_running(str(CLI)), signal.SIGKILL)
         wait_for(lambda: {s.name: s.state for s in app.mcp_manager.status()}["playwright"] != "ready", timeout=20)
-        return tool_call("browser_snapshot")
+        return SNAPSHOT
 
-    jarvis_env.server.push(
-        tool_call("browser_navigate", url=f"{app_x.url}/login"),
-        kill_server,
-        answer("the browser failed"),
-    )
-    result, asked = run(app.graph, {"configurable": {"thread_id": "srv"}}, {"messages": [("user", "log in")]},
-                        approve=1)
+    jarvis_env.server.push(tool_call("browser_navigate", url=f"{app_x.url}/login"), kill_server,
+                           answer("the browser failed"))
+    config = {"configurable": {"thread_id": "srv"}}
+    result, asked = run(app.graph, config, {"messages": [("user", "log in")]}, approve=1)
     failed = tool_messages(result)[-1]
-    assert failed.status == "error" and "playwright" in failed.content
+    assert failed.status == "error" and "MCP server playwright" in failed.content, failed.content
     wait_for(lambda: {s.name: s.state for s in app.mcp_manager.status()}["playwright"] == "ready", timeout=90,
              interval=0.2)
     assert {s.name: s for s in app.mcp_manager.status()}["playwright"].restarts >= 1
     jarvis_env.server.push(tool_call("browser_navigate", url=f"{app_x.url}/login"), answer("back"))
-    result, asked = run(app.graph, {"configurable": {"thread_id": "srv"}}, {"messages": [("user", "again")]},
-                        approve=1)
+    result, asked = run(app.graph, config, {"messages": [("user", "again")]}, approve=1)
     assert len(asked) == 1 and tool_messages(result)[-1].status == "success"
 
 

@@ -82,7 +82,11 @@ def test_tools_and_status_of_a_running_server(jarvis_env):
 
 def test_shipped_definitions_load_and_say_why_they_cannot_run(jarvis_env):
     loaded = load_servers(REPO / "mcp")
-    assert not loaded.errors and set(loaded.servers) == {"adb", "browser-use", "macuse"}
+    assert not loaded.errors and set(loaded.servers) == {"adb", "browser-use", "macuse", "playwright"}
+    playwright = loaded.servers["playwright"]
+    assert "@playwright/mcp@0.0.83" in playwright.args and "--headless" in playwright.args  # pinned, no window
+    assert playwright.browser is not None and playwright.side_effects == ["ui_automation"]
+    assert not playwright.tools["browser_run_code_unsafe"].enabled  # code in Node.js on this machine
     adb = loaded.servers["adb"]
     assert adb.side_effects == ["phone_automation"] and adb.android is not None
     assert "@mobilenext/mobile-mcp@1.0.4" in adb.args  # pinned

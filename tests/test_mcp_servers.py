@@ -175,3 +175,16 @@ def test_garbage_on_stdout_leaves_no_traceback_in_the_log(jarvis_env, caplog):
     wait_for(lambda: {s.name: s for s in _manager(catalog).status()}["alpha"].restarts >= 1)
     shown = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert not [r for r in shown if r.exc_info or "Traceback" in r.getMessage()], [r.getMessage() for r in shown]
+
+
+def test_a_tool_list_change_announced_during_a_call_does_not_hang_it(jarvis_env):
+    """The session's message handler listed the tools again inside the receive loop, which then could not read
+    that list's answer: the call hung until timeout_s and the server was restarted (Playwright MCP on every page)."""
+    write_server(jarvis_env.path / "mcp", "alpha", SERVER, "--only", "announce_change,echo")
+    _settings, catalog, executor = _setup(jarvis_env)
+    manager = _manager(catalog)
+    out = _call(executor, "announce_change")
+    assert out.ok and out.content == "announced", out.content
+    assert {s.name: s for s in manager.status()}["alpha"].restarts == 0
+    wait_for(lambda: sorted(t.name for t in manager.tools_of("alpha")) == ["announce_change", "echo"])
+    assert _call(executor, "echo", {"text": "still here"}).content == "still here"

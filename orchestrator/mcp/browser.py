@@ -32,6 +32,7 @@ _DOWNLOADED = re.compile(r'^- Downloaded file (.+?) to "([^"\n]+)"\s*$', re.M)
 _UNSAFE = re.compile(r"[^\w.\- ()\[\]+,=@]+")
 _MAX_NAME = 120
 _COPY_CHUNK = 1 << 20
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def page_url(text: str) -> str | None:
@@ -79,7 +80,7 @@ class Downloads:
         if staged_name in ("", ".", "..") or "/" in staged_name:
             raise ToolError(f"{staged_name!r} is not a file of the download folder")
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-        staging_fd = os.open(self.staging, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        staging_fd = os.open(self.staging, _DIR)
         try:
             src = os.open(staged_name, flags, dir_fd=staging_fd)  # a symlink planted there is refused
             try:
@@ -94,7 +95,7 @@ class Downloads:
         return final
 
     def _copy_into_root(self, src: int, name: str) -> Path:
-        root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        root_fd = os.open(self.root, _DIR)  # the resolved root: swapped for a symlink since, it is refused
         try:
             stem, dot, ext = name.rpartition(".")
             if not dot:

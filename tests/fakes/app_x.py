@@ -29,9 +29,11 @@ def default_records() -> list[dict[str, str]]:
 
 
 class AppX:
-    def __init__(self, records: list[dict[str, str]] | None = None, title: str = "X records"):
+    def __init__(self, records: list[dict[str, str]] | None = None, title: str = "X records", help_url: str = ""):
+        """help_url: a "Help" link on the login page (to another site, in a test)."""
         self.records = records if records is not None else default_records()
         self.title = title
+        self.help_url = help_url
         self.sessions: set[str] = set()
         self.exports = 0
         self.logins = 0
@@ -108,7 +110,8 @@ class AppX:
                     f"{message}<form method='post' action='/login'>"
                     "<label>User <input name='user' autocomplete='off'></label>"
                     "<label>Password <input name='password' type='password'></label>"
-                    "<button type='submit'>Sign in</button></form>"))
+                    "<button type='submit'>Sign in</button></form>"
+                    + (f"<a href='{html.escape(app.help_url)}'>Help</a>" if app.help_url else "")))
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 url = urlsplit(self.path)

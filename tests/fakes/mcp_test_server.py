@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
 
 
@@ -73,6 +73,14 @@ def build(only: set[str] | None = None) -> FastMCP:
         sys.stdout.buffer.flush()
         time.sleep(30)
         return "said something odd"
+
+    @tool()
+    async def announce_change(ctx: Context) -> str:
+        """Say the tool list changed in the middle of the call, then answer (Playwright MCP does this when a page
+        registers tools): the client must go on reading while it lists the tools again."""
+        await ctx.session.send_tool_list_changed()
+        await asyncio.sleep(0.3)
+        return "announced"
 
     @tool()
     def pid() -> int:
