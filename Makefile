@@ -24,7 +24,7 @@ $(DEV_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,voice]'
 	touch $(DEV_STAMP)
 
-# System packages (bubblewrap and slirp4netns for the sandbox, chromium for browser tests, postgresql for the
+# System packages (bubblewrap and slirp4netns for the sandbox, chromium for browser tests and mcp/playwright.toml, postgresql for the
 # storage tests, espeak-ng and ffmpeg for voice).
 install-system:
 	@scripts/install-system-deps.sh
@@ -43,8 +43,9 @@ run: install
 # pytest's exit code 5 (nothing selected, e.g. when PYTEST_ARGS names one file) is not a failure.
 TEST_WORKERS ?= auto
 # Real-world test data (pypdf's PDFs, recorded YouTube responses; by pinned version and sha256, into .cache/corpus)
-# and the published MCP servers the tests run (npm, pinned, into .cache/npm; PyPI, pinned, one virtualenv each in
-# .cache/mcp-venvs), from the package registries; all git-ignored, nothing of it is committed.
+# and the published MCP servers the tests run (npm, pinned, into .cache/npm, Playwright MCP among them; PyPI,
+# pinned, one virtualenv each in .cache/mcp-venvs), from the package registries; all git-ignored, nothing of it is
+# committed.
 test-corpus: install
 	@$(PY) scripts/fetch_test_corpus.py
 	@$(PY) scripts/fetch_npm_servers.py

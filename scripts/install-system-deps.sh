@@ -23,13 +23,13 @@ why() {
   case "$1" in
     bubblewrap) echo "the sandbox that runs generated tools and jorb scripts" ;;
     slirp4netns) echo "network for the generated tools whose network access you approved, outside the host's network namespace" ;;
-    chromium) echo "the browser tests of the web UI" ;;
+    chromium) echo "the browser tests of the web UI, and the browser Jarvis drives (mcp/playwright.toml)" ;;
     postgresql) echo "the PostgreSQL storage tests" ;;
     systemd) echo "systemd-analyze, which checks the login service's unit file in the tests" ;;
     g++) echo "building llama-cpp-python, the built-in model's server" ;;
     espeak-ng) echo "speech output (voice.tts: espeak-ng)" ;;
     ffmpeg) echo "decoding voice recordings (webm, ogg, mp3...)" ;;
-    npm) echo "the published MCP servers (Node.js) the tests run" ;;
+    npm) echo "the published MCP servers (Node.js) the tests run, Playwright MCP among them" ;;
   esac
 }
 

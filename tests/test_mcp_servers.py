@@ -57,7 +57,7 @@ def test_names_side_effects_and_overrides(jarvis_env):
     assert side_effects_of(tools["crash"]) == ["ui_automation"]  # no hint -> the server default
     assert side_effects_of(tools["beta_echo"]) == []
     from_mcp = [t for t in tools.values() if (t.metadata or {}).get("server") in ("alpha", "beta")]
-    assert len(from_mcp) == 8 + 2  # alpha's nine tools but pid, and beta's two
+    assert len(from_mcp) == 9 + 2  # alpha's ten tools but pid, and beta's two
     assert all(is_untrusted(t) and source_of(t) == "mcp" for t in from_mcp)
     assert "MCP server 'alpha'" in tools["write_note"].description
 
