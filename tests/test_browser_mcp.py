@@ -118,7 +118,15 @@ def chromium_pids(profile: Path) -> list[int]:
     return pids
 
 
-def export_script(server, app_x) -> None:
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def export_script(server, app_x, profile: Path, launched: list[bytes]) -> None:
+    """The flow as a strong model acts it; `launched` gets the browser processes' command lines before the end."""
     server.push(
         tool_call("browser_navigate", url=f"{app_x.url}/login"),
         SNAPSHOT,
@@ -126,7 +134,8 @@ def export_script(server, app_x) -> None:
         type_into("Password", PASSWORD, submit=True),
         SNAPSHOT,
         click("button", "Export all records"),
-        lambda req: answer(f"Exported: {last_result(req)[-400:]}"),
+        lambda req: launched.extend(_cmdline(pid) for pid in chromium_pids(profile))
+        or answer(f"Exported: {last_result(req)[-400:]}"),
     )
 
 
@@ -134,7 +143,8 @@ def test_the_planner_exports_every_record_of_app_x_asking_once(jarvis_env, app_x
     install_browser(jarvis_env)
     app = jarvis_env.app()
     config = {"configurable": {"thread_id": "x-1"}}
-    export_script(jarvis_env.server, app_x)
+    launched: list[bytes] = []
+    export_script(jarvis_env.server, app_x, jarvis_env.data / "browser" / "profile", launched)
 
     result, asked = run(app.graph, config, {"messages": [("user", "In app X, export all current records to CSV")]},
                         approve=1)
@@ -154,8 +164,10 @@ def test_the_planner_exports_every_record_of_app_x_asking_once(jarvis_env, app_x
     assert len(list(csv.DictReader(exported.open()))) == len(app_x.records) == 10
     assert f'to "{exported}"' in steps[-1].content
     assert not list((jarvis_env.data / "browser" / "output").glob("*.csv"))  # moved, not copied
-    # the turn ended: the browser is closed, the approval is gone (a new turn asks again)
+    # the browser ran with its memory bounds (mcp/playwright.json)
     profile = jarvis_env.data / "browser" / "profile"
+    assert any(b"--js-flags=--max-old-space-size=512" in line for line in launched)
+    # the turn ended: the browser is closed, the approval is gone (a new turn asks again)
     wait_for(lambda: not chromium_pids(profile), timeout=20)
     jarvis_env.server.push(tool_call("browser_navigate", url=f"{app_x.url}/records"), answer("again"))
     _, asked = run(app.graph, config, {"messages": [("user", "export again")]})
@@ -166,7 +178,7 @@ def test_a_second_export_never_replaces_a_file_of_the_root(jarvis_env, app_x):
     install_browser(jarvis_env)
     (jarvis_env.root / "records.csv").write_text("the user's own file\n")
     app = jarvis_env.app()
-    export_script(jarvis_env.server, app_x)
+    export_script(jarvis_env.server, app_x, jarvis_env.data / "browser" / "profile", [])
     result, asked = run(app.graph, {"configurable": {"thread_id": "x-2"}},
                         {"messages": [("user", "export the records of X")]}, approve=1)
     assert len(asked) == 1
