@@ -222,12 +222,14 @@ def test_another_site_asks_again(jarvis_env, app_x):
             tool_call("browser_navigate", url=f"{other.url}/login"),  # wanders off to another site: asks
             SNAPSHOT, type_into("User", USER),
             tool_call("browser_navigate", url=f"{app_x.url}/records"),  # back: approved for this task already
+            tool_call("browser_navigate_back"),  # to wherever the history says (Y): asks, and is not answered
             answer("done"),
         )
         result, asked = run(app.graph, {"configurable": {"thread_id": "wander"}},
                             {"messages": [("user", "log in to X")]}, approve=2)
     assert [(q["tool"], q["args"].get("url")) for q in asked] == [
-        ("browser_navigate", f"{app_x.url}/login"), ("browser_navigate", f"{other.url}/login")]
+        ("browser_navigate", f"{app_x.url}/login"), ("browser_navigate", f"{other.url}/login"),
+        ("browser_navigate_back", None)]
     assert f"control {other.url} for the rest" in asked[1]["reason"]
     assert [m.status for m in tool_messages(result)] == ["success"] * 7
 

@@ -87,6 +87,7 @@ def test_shipped_definitions_load_and_say_why_they_cannot_run(jarvis_env):
     assert "@playwright/mcp@0.0.83" in playwright.args and "--headless" in playwright.args  # pinned, no window
     assert playwright.browser is not None and playwright.side_effects == ["ui_automation"]
     assert not playwright.tools["browser_run_code_unsafe"].enabled  # code in Node.js on this machine
+    assert playwright.browser.unknown_target == ["browser_navigate_back"]
     adb = loaded.servers["adb"]
     assert adb.side_effects == ["phone_automation"] and adb.android is not None
     assert "@mobilenext/mobile-mcp@1.0.4" in adb.args  # pinned

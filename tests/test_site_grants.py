@@ -72,6 +72,9 @@ def test_the_page_a_step_acts_on_comes_from_the_results():
     assert grants.target(scope, {}) == B
     grants.saw(scope, "t", "turn 1", "Error: Target page, context or browser has been closed", ok=False)
     assert grants.target(scope, {}) is None
+    grants.saw(scope, "t", "turn 1", page(f"{A}/records"), ok=True)
+    back = SiteScope("pw", page_url=page_url, unknown_target=True)  # back in the history: wherever that was
+    assert grants.target(back, {}) is None and grants.target(scope, {}) == A
 
 
 def test_a_page_cannot_name_the_site_it_is_on():

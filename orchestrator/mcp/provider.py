@@ -15,6 +15,7 @@ metadata, plus the typed wrappers built on them (apple_* on Macuse, android_task
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -174,7 +175,13 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
                          mcp_name=mcp_name, sends_out=reaches_open_world(tool),
                          summarize=lambda a, s=server, n=mcp_name: (
                              f"Use {n} on the MCP server '{s}'" + (f" with {_args_text(a)}." if a else ".")),
-                         **({"site_scope": browser[0]} if browser else {}))
+                         **({"site_scope": _scope_of(browser[0], cfg, tool.name)} if browser else {}))
+
+
+def _scope_of(scope: SiteScope, cfg: ServerConfig, tool: str) -> SiteScope:
+    if cfg.browser is not None and tool in cfg.browser.unknown_target:
+        return dataclasses.replace(scope, unknown_target=True)
+    return scope
 
 
 def _args_text(args: dict[str, Any]) -> str:

@@ -7,7 +7,8 @@ on the same origin run without asking. Anything else still asks:
 
 - a step on another origin (a navigation to another site, or a page that moved there: the origin a step acts on
   is the one of the URL it navigates to, else the page the browser showed after the last step that named one);
-- a step whose origin is unknown or not http(s) (a blank page, file:, data:, javascript:);
+- a step whose origin is unknown or not http(s) (a blank page, file:, data:, javascript:), or that goes where no
+  argument says (back in the history);
 - a step with any effect besides the granted ones (`sends` is for the whole browser server's `ui_automation`);
 - another task, even of the same thread (a new turn asks again), a jorb, or after `ttl_s`;
 - a call the policy denies, or past the turn's side-effect budget (the grant is re-judged by the policy with
@@ -45,6 +46,7 @@ class SiteScope:
     page_url: Callable[[str], str | None] = lambda _text: None
     close: Callable[[], None] | None = None
     effects: frozenset[str] = GRANTED_EFFECTS
+    unknown_target: bool = False  # the tool goes where no argument says (back in the history): it always asks
 
 
 def origin_of(url: Any) -> str | None:
@@ -92,6 +94,8 @@ class SiteGrants:
 
     def target(self, scope: SiteScope, args: Mapping[str, Any]) -> str | None:
         """The origin a call acts on: the URL it navigates to, else the page its browser shows."""
+        if scope.unknown_target:
+            return None
         if scope.url_arg in args and args[scope.url_arg] not in (None, ""):
             return origin_of(args[scope.url_arg])
         with self._lock:
