@@ -199,3 +199,11 @@ def test_a_download_into_a_root_swapped_for_a_symlink_lands_nowhere_else(tmp_pat
     text = downloads.collect('- Downloaded file records.csv to "output/records.csv"')
     assert not list(elsewhere.iterdir()) and "could not be moved" in text
     assert (staging / "records.csv").exists()  # kept where the browser put it
+
+
+def test_a_download_over_the_bound_stays_where_the_browser_put_it(tmp_path):
+    staging, root, _ = _staged(tmp_path)
+    downloads = Downloads(staging, root, max_bytes=1000)
+    (staging / "big.bin").write_bytes(b"x" * 1001)
+    text = downloads.collect('- Downloaded file big.bin to "output/big.bin"')
+    assert "over max_download_mb" in text and list(root.iterdir()) == [] and (staging / "big.bin").exists()

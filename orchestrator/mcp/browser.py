@@ -59,9 +59,10 @@ def safe_download_name(name: str) -> str:
 class Downloads:
     """Moves finished downloads from the server's folder into the file root."""
 
-    def __init__(self, staging: Path, root: Path):
+    def __init__(self, staging: Path, root: Path, max_bytes: int = 200 * 2**20):
         self.staging = staging
         self.root = root
+        self.max_bytes = max_bytes
 
     def collect(self, text: str) -> str:
         """The result with each reported download moved into the root and its line saying where it is now."""
@@ -84,8 +85,13 @@ class Downloads:
         try:
             src = os.open(staged_name, flags, dir_fd=staging_fd)  # a symlink planted there is refused
             try:
-                if not stat.S_ISREG(os.fstat(src).st_mode):
+                info = os.fstat(src)
+                if not stat.S_ISREG(info.st_mode):
                     raise ToolError(f"{staged_name} is not a regular file")
+                if info.st_size > self.max_bytes:
+                    raise ToolError(f"it is {info.st_size / 2**20:.0f} MB, over max_download_mb "
+                                    f"({self.max_bytes / 2**20:g} MB in the server's [browser] section); it stays in "
+                                    f"{self.staging}")
                 final = self._copy_into_root(src, safe_download_name(staged_name))
             finally:
                 os.close(src)
@@ -127,5 +133,5 @@ def browser_parts(server: str, section: BrowserSection, data_dir: Path, fs_roots
     if section.downloads_dir and fs_roots:
         staging = Path(expand(section.downloads_dir, data_dir))
         root = Path(os.path.realpath(os.path.expanduser(str(fs_roots[0]))))
-        downloads = Downloads(staging, root)
+        downloads = Downloads(staging, root, int(section.max_download_mb * 2**20))
     return scope, downloads

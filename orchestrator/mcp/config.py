@@ -88,6 +88,7 @@ class BrowserSection(_Model):
     url_arg: str = Field("url", description="the argument of a tool that names the URL it goes to")
     close_tool: str | None = Field("browser_close", description="the tool that closes the browser")
     downloads_dir: str | None = Field(None, description="where the server saves downloads ({data_dir} expands)")
+    max_download_mb: float = Field(200.0, gt=0, description="a bigger download stays in downloads_dir, unmoved")
     unknown_target: list[str] = Field(default_factory=lambda: ["browser_navigate_back"],
                                       description="tools that go where no argument says: they always ask")
 
