@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import datetime, timezone
 from collections.abc import Collection
@@ -12,6 +11,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
+from orchestrator.core import json_bounds
 from orchestrator.core.config import Settings
 from orchestrator.llm.client import ModelEndpointError, counting_tries, describe_endpoint_error
 from orchestrator.llm.model_output import restates_call, sanitize_message
@@ -85,7 +85,7 @@ def _strict_message(message: Any) -> AIMessage:
         for i, chunk in enumerate(message.tool_call_chunks):
             name, raw, call_id = chunk.get("name") or "", chunk.get("args") or "", chunk.get("id") or f"call_{i}"
             try:
-                args = json.loads(raw) if raw.strip() else {}
+                args = json_bounds.loads(raw) if raw.strip() else {}
                 if not isinstance(args, dict):
                     raise ValueError(f"arguments must be a JSON object, got {type(args).__name__}")
                 calls.append({"name": name, "args": args, "id": call_id, "type": "tool_call"})

@@ -28,6 +28,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
+from orchestrator.core import json_bounds
+
 log = logging.getLogger(__name__)
 
 _FENCE_RE = re.compile(r"^\s*```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)\n?[ \t]*```\s*$", re.S)
@@ -65,7 +67,7 @@ def repeated_name(name: str, known: Collection[str]) -> str | None:
 def repeated_json_object(raw: str) -> dict[str, Any] | None:
     """Arguments streamed once per chunk, like the name: the same JSON object written n times in a row."""
     text = raw.strip()
-    if not text.startswith("{"):
+    if not text.startswith("{") or json_bounds.too_deep(text):
         return None
     decoder = json.JSONDecoder()
     try:
@@ -88,7 +90,7 @@ def _as_args(value: Any) -> dict[str, Any] | None:
         return {}
     if isinstance(value, str):
         try:
-            value = json.loads(value) if value.strip() else {}
+            value = json_bounds.loads(value) if value.strip() else {}
         except ValueError:
             return None
     return value if isinstance(value, dict) else None
@@ -113,7 +115,7 @@ def _call_from_json(obj: Any, known: Collection[str]) -> dict[str, Any] | None:
 def _calls_from_text(text: str, known: Collection[str]) -> list[dict[str, Any]] | None:
     """Every call in one JSON text (an object, or a list of objects); None unless all of them are calls."""
     try:
-        obj = json.loads(text)
+        obj = json_bounds.loads(text)
     except ValueError:
         return None
     items = obj if isinstance(obj, list) else [obj]
@@ -180,7 +182,7 @@ def _candidates(content: str) -> Iterable[tuple[str, str]]:
     stripped = content.strip()
     if not stripped.startswith(("{", "[", "```")):
         yield stripped, ""  # a call written as code, unfenced
-    if stripped.startswith(("{", "[")):
+    if stripped.startswith(("{", "[")) and not json_bounds.too_deep(stripped):
         yield stripped, ""
         # a JSON object followed by chatter ("{...} I will now list the folder.")
         try:

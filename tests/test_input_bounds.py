@@ -1,0 +1,53 @@
+"""Every input bounded before it is parsed ([17]): JSON nested too deep (from the model, from the API), page
+ranges far past the document, a model answer that never ends. Each case ends in a clear sentence, never a
+traceback, a 500, or a process eating memory."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from tests.conftest import answer
+from tests.ui_server import ui_server  # noqa: F401 - fixture
+
+
+def _cfg(thread: str) -> dict:
+    return {"configurable": {"thread_id": thread}}
+
+
+def test_tool_arguments_nested_too_deep_go_back_to_the_planner(jarvis_env):
+    # 100,000 levels made json.loads raise RecursionError (not a ValueError): the turn died with a traceback.
+    # 200 levels parse, but nothing needs them and later steps (schema checks, checkpoints) recurse over them.
+    jarvis_env.server.push(
+        {"tool_calls": [{"name": "fs_list_dir", "arguments": '{"path": ' + "[" * 100_000 + "]" * 100_000 + "}"},
+                        {"name": "fs_list_dir", "arguments": '{"path": ' + "[" * 200 + "]" * 200 + "}"}]},
+        answer("Sorry, I will send a plain path."),
+    )
+    out = jarvis_env.graph().invoke({"messages": [("user", "list things")]}, _cfg("deep-args"))
+    ai = out["messages"][1]
+    assert isinstance(ai, AIMessage) and len(ai.invalid_tool_calls) == 2 and not ai.tool_calls
+    errors = [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert len(errors) == 2 and all("nested more than 64 levels deep" in e for e in errors), errors
+    assert out["messages"][-1].content == "Sorry, I will send a plain path."
+
+
+def test_an_answer_of_deeply_nested_brackets_stays_text(jarvis_env):
+    # The repairs look for a call written as JSON in the content: json.loads raised RecursionError on this.
+    text = "[" * 100_000
+    jarvis_env.server.push(answer(text))
+    out = jarvis_env.graph().invoke({"messages": [("user", "brackets please")]}, _cfg("deep-text"))
+    assert out["messages"][-1].content == text
+
+
+def test_an_api_body_nested_too_deep_is_refused_saying_so(ui_server):
+    ui_server.env.server.push(answer("ok"))
+    with ui_server.client() as c:
+        deep = b'{"text": "hi", "attachments": [' + b"[" * 500_000 + b"]" * 500_000 + b"]}"
+        resp = c.post("/api/threads/web-deep/messages", content=deep, headers={"Content-Type": "application/json"})
+        assert resp.status_code == 400 and "nested more than 64 levels" in resp.json()["detail"], resp.text
+        # without a content type FastAPI parses JSON too
+        resp = c.post("/api/threads/web-deep/messages", content=deep)
+        assert resp.status_code == 400 and "nested more than 64 levels" in resp.json()["detail"], resp.text
+        # brackets inside a string are text, however many
+        assert ui_server.env.server.requests == []  # no turn started
+        resp = c.post("/api/threads/web-deep/messages", json={"text": "[" * 5000})
+        assert resp.status_code == 200, resp.text
