@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,7 +85,10 @@ def _guess_kind(head: bytes) -> str:
 
 
 def parse_pages(spec: str | list[int] | None, count: int, shown: str) -> list[int]:
-    """'1-3,7' / [1, 2] / None (all) -> sorted 1-based page numbers, checked against the page count."""
+    """'1-3,7' / [1, 2] / None (all) -> sorted 1-based page numbers, checked against the page count.
+
+    A range's ends are checked before it is expanded: '1-999999999' would otherwise be a set of a billion numbers
+    built in the reader's thread (gigabytes, and the thread is not stopped by the time budget) before the check."""
     if spec is None or (isinstance(spec, str) and not spec.strip()):
         return list(range(1, count + 1))
     wanted: set[int] = set()
@@ -100,17 +103,25 @@ def parse_pages(spec: str | list[int] | None, count: int, shown: str) -> list[in
                     lo_s, hi_s = part.split("-", 1)
                     lo = int(lo_s) if lo_s else 1
                     hi = int(hi_s) if hi_s else count
+                    _check_in_range((lo, hi), count, shown)
+                    if lo > hi:
+                        raise ToolError(f"pages={spec!r}: the range {part!r} runs backwards; write it low-high, "
+                                        f"like '{hi}-{lo}'.")
                     wanted.update(range(lo, hi + 1))
                 else:
                     wanted.add(int(part))
             except ValueError:
                 raise ToolError(f"pages={spec!r} is not a page list: use numbers and ranges like '1-3,7'.") from None
-    bad = sorted(p for p in wanted if p < 1 or p > count)
-    if bad:
-        raise ToolError(f"Page {bad[0]} is out of range: {shown} has {count} page{'s' if count != 1 else ''}.")
+    _check_in_range(wanted, count, shown)
     if not wanted:
         raise ToolError(f"pages={spec!r} selects no page.")
     return sorted(wanted)
+
+
+def _check_in_range(pages: Iterable[int], count: int, shown: str) -> None:
+    bad = sorted(p for p in pages if p < 1 or p > count)
+    if bad:
+        raise ToolError(f"Page {bad[0]} is out of range: {shown} has {count} page{'s' if count != 1 else ''}.")
 
 
 def _describe_read_error(exc: BaseException, shown: str) -> str:

@@ -51,3 +51,24 @@ def test_an_api_body_nested_too_deep_is_refused_saying_so(ui_server):
         assert ui_server.env.server.requests == []  # no turn started
         resp = c.post("/api/threads/web-deep/messages", json={"text": "[" * 5000})
         assert resp.status_code == 200, resp.text
+
+
+def test_a_page_range_far_past_the_document_is_refused_before_it_is_expanded(sample_pdfs):
+    # '1-999999999' was expanded into a set of a billion page numbers in the reader's thread (gigabytes; the
+    # thread outlives the time budget) before the range was checked.
+    from integrations.base import ToolError
+    from integrations.pdf_tools import build_pdf_tools
+
+    tools = {t.name: t for t in build_pdf_tools([sample_pdfs.folder])}
+    extract = tools["pdf_extract_text"].func
+    for pages, expected in [("1-999999999", "Page 999999999 is out of range"), ("-999999999", "out of range"),
+                            ("48-", None), ("3--5", "Page -5 is out of range"), ("5-3", "runs backwards")]:
+        if expected is None:
+            assert "--- page 50 ---" in extract(path=str(sample_pdfs.fifty), pages=pages)
+            continue
+        try:
+            extract(path=str(sample_pdfs.fifty), pages=pages)
+        except ToolError as exc:
+            assert expected in str(exc), str(exc)
+        else:
+            raise AssertionError(f"pages={pages!r} was accepted")
