@@ -4,7 +4,10 @@ traceback, a 500, or a process eating memory."""
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.messages import AIMessage, ToolMessage
+
+from orchestrator.core.errors import ModelEndpointError
 
 from tests.conftest import answer
 from tests.ui_server import ui_server  # noqa: F401 - fixture
@@ -72,3 +75,28 @@ def test_a_page_range_far_past_the_document_is_refused_before_it_is_expanded(sam
             assert expected in str(exc), str(exc)
         else:
             raise AssertionError(f"pages={pages!r} was accepted")
+
+
+def test_a_model_answer_that_never_ends_is_stopped_at_its_size(jarvis_env):
+    # timeout_s bounds each read, not the answer: a server ignoring max_tokens streamed forever into memory.
+    jarvis_env.write_config(models={"primary": {"max_answer_kb": 256}})
+    jarvis_env.server.push({"content": "la ", "endless": True})
+    proc = jarvis_env.cli("chat", "--thread", "endless", "sing")
+    assert proc.returncode == 1, proc.stdout[-500:] + proc.stderr
+    assert "sent more than 256 KB without finishing" in proc.stderr and "models.primary.max_answer_kb" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    # one enormous chunk is cut as it arrives, not once whole
+    jarvis_env.server.push({"content": "x" * 3_000_000})
+    with pytest.raises(ModelEndpointError, match="max_answer_kb"):
+        jarvis_env.graph().invoke({"messages": [("user", "one big word")]}, _cfg("huge"))
+    # the thread goes on once the model behaves
+    jarvis_env.server.push(answer("Done."))
+    out = jarvis_env.graph().invoke({"messages": [("user", "again")]}, _cfg("huge"))
+    assert out["messages"][-1].content == "Done."
+
+
+def test_a_model_answer_still_streaming_past_its_time_is_stopped(jarvis_env):
+    jarvis_env.write_config(models={"primary": {"answer_timeout_s": 0.5}})
+    jarvis_env.server.push({"content": "la ", "endless": True, "token_delay_s": 0.02})
+    with pytest.raises(ModelEndpointError, match=r"still answering after 0.5 s \(models.primary.answer_timeout_s\)"):
+        jarvis_env.graph().invoke({"messages": [("user", "sing slowly")]}, _cfg("slow"))

@@ -57,6 +57,10 @@ class ModelConfig(_Section):
     max_retries: int = Field(2, ge=0)
     temperature: float | None = None
     max_tokens: int | None = Field(None, gt=0)
+    max_answer_kb: int = Field(32768, gt=0, description="an answer larger than this on the wire is stopped (a server "
+                               "that ignores max_tokens streams forever)")
+    answer_timeout_s: float = Field(1800.0, gt=0, description="an answer still streaming after this is stopped "
+                                    "(timeout_s bounds each read, not the whole answer)")
     context_tokens: int = Field(8192, gt=0, description="the model's context window, for budgets")
     # provider: embedded (llama.cpp server started as a child process)
     gguf: Path | None = None

@@ -17,6 +17,7 @@ from orchestrator.core import secrets
 from orchestrator.core.config import ModelConfig, Settings
 from .embedded import check_embedded, embedded_server  # a child llama.cpp server, started on first use
 from orchestrator.core.errors import ModelEndpointError
+from .answer_bounds import bound_answers
 from .model_list import read_model_list
 from .request_shape import adapt_for_server
 
@@ -150,9 +151,11 @@ def make_chat_model(settings: Settings, role: Role = "primary", *, streaming: bo
         from openai import DefaultAsyncHttpxClient, DefaultHttpxClient
 
         clients = DefaultHttpxClient(), DefaultAsyncHttpxClient()
-    kwargs["http_client"], kwargs["http_async_client"] = with_try_counting(*clients)
+    base_url = endpoint_url(settings, used_role, cfg)
+    kwargs["http_client"], kwargs["http_async_client"] = bound_answers(with_try_counting(*clients), cfg, base_url,
+                                                                       used_role)
     model = _fast_chat_openai_class()(
-        base_url=endpoint_url(settings, used_role, cfg),
+        base_url=base_url,
         api_key=api_key,
         model=cfg.model,
         timeout=cfg.timeout_s,

@@ -8,6 +8,7 @@ A response is a dict:
     {"content": "text"}
     {"tool_calls": [{"name": "fs_list_dir", "arguments": {"path": "/tmp"}}]}   # arguments may be a raw string
     {"content": "...", "delay_s": 0.5, "token_delay_s": 0.01}
+    {"content": "la ", "endless": True}          # streamed again and again until the client hangs up
     {"error": {"status": 500, "message": "boom"}}
 A rule is {"match": "regex searched in the last message's text", "response": {...}, "times": N (optional)}
 or, in Python, (predicate(request) -> bool, response dict or callable(request) -> response dict).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -273,7 +275,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             chunk({"role": "assistant", "content": ""})
             token_delay = resp.get("token_delay_s", 0)
-            for token in _split_tokens(resp.get("content") or "") if resp.get("content") else []:
+            tokens: Any = _split_tokens(resp.get("content") or "") if resp.get("content") else []
+            if resp.get("endless"):  # a server that ignores max_tokens: the answer repeats until the client leaves
+                tokens = itertools.cycle(tokens)
+            for token in tokens:
                 if token_delay:
                     time.sleep(token_delay)
                 chunk({"content": token})
