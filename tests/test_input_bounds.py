@@ -100,3 +100,64 @@ def test_a_model_answer_still_streaming_past_its_time_is_stopped(jarvis_env):
     jarvis_env.server.push({"content": "la ", "endless": True, "token_delay_s": 0.02})
     with pytest.raises(ModelEndpointError, match=r"still answering after 0.5 s \(models.primary.answer_timeout_s\)"):
         jarvis_env.graph().invoke({"messages": [("user", "sing slowly")]}, _cfg("slow"))
+
+
+# -- MCP servers over stdio ------------------------------------------------------------------------
+
+FLOOD = "tests.fakes.mcp_flood_server"
+
+
+def _mcp_executor(jarvis_env, **mcp):
+    from orchestrator.app import App
+    from orchestrator.tools.executor import ToolExecutor
+
+    jarvis_env.write_config(mcp={"dir": str(jarvis_env.path / "mcp"), "restart_backoff_s": 0.2, **mcp})
+    settings = jarvis_env.settings
+    catalog = App(settings).catalog
+    manager = next(p for p in catalog.providers if p.name == "mcp").manager
+    return ToolExecutor(settings, catalog), manager
+
+
+def _mcp_call(executor, name, args=None):
+    import json
+
+    from orchestrator.tools.executor import CallContext
+
+    ctx = CallContext(thread_id="t-bounds", key=f"k-{name}-{json.dumps(args, sort_keys=True)}")
+    return executor.execute(name, args or {}, ctx, confirm=lambda request: "approve")
+
+
+@pytest.fixture
+def _stop_mcp():
+    yield
+    from tests.mcp_helpers import shutdown_mcp
+
+    shutdown_mcp()
+
+
+def test_an_mcp_line_that_never_ends_is_not_kept(jarvis_env, _stop_mcp):
+    # The SDK's reader joined stdout chunks until a newline: a line without end grew Jarvis's memory (and cost
+    # quadratic time) until the call's timeout, and the server went on writing.
+    from tests.mcp_helpers import wait_for, write_server
+
+    write_server(jarvis_env.path / "mcp", "flood", FLOOD, timeout_s=20)
+    executor, manager = _mcp_executor(jarvis_env, max_message_mb=1)
+    out = _mcp_call(executor, "endless_line")
+    assert not out.ok and "a line longer than 1 MB without an end (mcp.max_message_mb)" in out.content, out.content
+    wait_for(lambda: manager.state_of("flood").value == "ready")  # restarted, and usable again
+    assert _mcp_call(executor, "echo", {"text": "calm"}).content == "calm"
+
+
+def test_an_mcp_servers_stderr_is_kept_up_to_its_limit(jarvis_env, _stop_mcp):
+    # Stderr went straight to the log file: a server printing in a loop filled the disk.
+    from tests.mcp_helpers import write_server
+
+    write_server(jarvis_env.path / "mcp", "flood", FLOOD, timeout_s=20)
+    executor, manager = _mcp_executor(jarvis_env, max_log_mb=1)
+    assert _mcp_call(executor, "stderr_flood", {"mb": 3}).content == "flooded"
+    log = jarvis_env.data / "mcp" / "flood.log"
+    from tests.mcp_helpers import wait_for
+
+    wait_for(lambda: "(mcp.max_log_mb)" in log.read_text(encoding="utf-8"))
+    assert log.stat().st_size < 1024 * 1024 + 4096
+    assert _mcp_call(executor, "echo", {"text": "still here"}).content == "still here"  # never blocked on stderr

@@ -162,6 +162,9 @@ class McpConfig(_Section):
     max_restart_backoff_s: float = Field(60.0, gt=0)
     startup_wait_s: float = Field(10.0, ge=0, description="how long the first turn waits for MCP servers to start")
     android_max_steps: int = Field(30, ge=1, description="model steps of one phone task before it gives up")
+    max_message_mb: int = Field(16, gt=0, description="a stdio server's longest JSON-RPC line; past it the server "
+                                "is restarted")
+    max_log_mb: int = Field(8, gt=0, description="a stdio server's stderr kept per run in <data>/mcp/<name>.log")
 
 
 class ServerConfig(_Section):

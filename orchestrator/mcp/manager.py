@@ -24,7 +24,6 @@ from typing import Any
 import anyio
 from mcp import McpError, StdioServerParameters
 from mcp import types as mt
-from mcp.client.stdio import stdio_client
 from mcp.shared.session import RequestResponder
 
 from integrations.base import ToolError
@@ -34,6 +33,7 @@ from orchestrator.core.aio import background_loop, run_sync
 from orchestrator.core.config import Settings
 from .config import LoadedServers, ServerConfig, expand, load_servers
 from .session import ValidatorCachingSession
+from .stdio import bounded_stdio_client, rotate_log
 from .server_state import (
     ServerRuntime, ServerStatus, State, current_task_or_none, describe_failure, list_all_tools, on_background_loop,
     shorten,
@@ -303,6 +303,8 @@ class McpManager:
         if cfg.transport == "stdio":
             self.log_dir.mkdir(parents=True, exist_ok=True)
             srv.log_path = self.log_dir / f"{cfg.name}.log"
+            limits = self.settings.mcp
+            rotate_log(srv.log_path, limits.max_log_mb * 1024 * 1024)
             errlog = stack.enter_context(open(srv.log_path, "a", encoding="utf-8"))  # the server's stderr
             errlog.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {cfg.command} {' '.join(cfg.args)}\n")
             errlog.flush()
@@ -315,7 +317,9 @@ class McpManager:
                 Path(cwd).mkdir(parents=True, exist_ok=True)
             params = StdioServerParameters(command=cfg.command or "", args=[expand(a, data, here) for a in cfg.args],
                                            env=env or None, cwd=cwd)
-            return await stack.enter_async_context(stdio_client(params, errlog=errlog))
+            return await stack.enter_async_context(bounded_stdio_client(
+                params, errlog, max_line_bytes=limits.max_message_mb * 1024 * 1024,
+                max_log_bytes=limits.max_log_mb * 1024 * 1024))
         headers = {k: secrets.resolve(v, what=f"{cfg.name} header {k}") or "" for k, v in cfg.headers.items()}
         if cfg.transport == "sse":
             from mcp.client.sse import sse_client
