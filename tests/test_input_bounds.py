@@ -161,3 +161,15 @@ def test_an_mcp_servers_stderr_is_kept_up_to_its_limit(jarvis_env, _stop_mcp):
     wait_for(lambda: "(mcp.max_log_mb)" in log.read_text(encoding="utf-8"))
     assert log.stat().st_size < 1024 * 1024 + 4096
     assert _mcp_call(executor, "echo", {"text": "still here"}).content == "still here"  # never blocked on stderr
+
+
+def test_an_inbound_message_is_kept_up_to_its_limit(jarvis_env):
+    # POST /api/inbound refused a text over 100,000 characters, but the pollers (an email's body: Gmail allows tens
+    # of MB) handed theirs to JorbService.inbound whole: all of it went into the database and the jorb's prompt.
+    from tests.app_helpers import jorb_service
+
+    svc = jorb_service(jarvis_env.settings)
+    svc.inbound("email", "stranger@example.com", "spam " * 1_000_000)  # 5 MB
+    (row,) = svc.store.messages()
+    assert len(row.text) < 100_200 and row.text.endswith("more characters, not kept]"), len(row.text)
+    assert "4900000 more characters" in row.text

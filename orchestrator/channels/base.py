@@ -6,6 +6,18 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
+# The longest inbound message kept (POST /api/inbound refuses longer ones): an email's body has no limit of ours
+# (Gmail allows tens of MB), and all of it went into the database, the switchboard and the jorb's prompt.
+MAX_INBOUND_CHARS = 100_000
+
+
+def bounded_inbound(text: str) -> str:
+    if len(text) <= MAX_INBOUND_CHARS:
+        return text
+    return (text[:MAX_INBOUND_CHARS] + f"\n[... the message went on for {len(text) - MAX_INBOUND_CHARS} more characters, "
+            "not kept]")
+
+
 class ChannelError(Exception):
     """Sending failed or the channel is not usable; the message says what to do."""
 

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from jarb_core.sandbox import script_spawner
 
 from orchestrator.approvals.store import AlreadyAnswered, ApprovalStore
+from orchestrator.channels.base import bounded_inbound
 from orchestrator.tools.answers import (AnswerRefused, QuestionChanged, check_decision, check_ref, resume_value,
                                         step_value, wake_value)
 from orchestrator.tools.catalog import ToolCatalog
@@ -394,6 +395,7 @@ class JorbService:
         """A message from the world. Routed to its jorb (which wakes: at once, or after the burst window when
         `debounce`, so that several messages in a row wake it once, together) or kept in the inbox. `verified`:
         whether the channel vouches for the sender (see route_inbound)."""
+        text = bounded_inbound(text)
         route = route_inbound(self.settings, self.store, self.rt.llm, channel, sender, text, jorb_id, thread_key,
                               verified=verified, sender_id=sender_id)
         if "unverified_sender" in route.flags:  # the jorb (and the inbox) see that it is not the user

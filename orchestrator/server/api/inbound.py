@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, Field
 
+from orchestrator.channels.base import MAX_INBOUND_CHARS
 from orchestrator.jorbs.store import JorbNotFound
 from . import AppContext, app_context
 
@@ -23,7 +24,7 @@ router = APIRouter()
 class InboundIn(BaseModel):
     channel: str = Field(..., min_length=1, max_length=32, pattern=r"^[a-z0-9_-]+$")
     sender: str = Field(..., min_length=1, max_length=256)
-    text: str = Field(..., min_length=1, max_length=100_000)
+    text: str = Field(..., min_length=1, max_length=MAX_INBOUND_CHARS)
     jorb_id: str | None = Field(None, max_length=32)
     thread_key: str | None = Field(None, max_length=256)
     external_id: str | None = Field(None, max_length=256)
