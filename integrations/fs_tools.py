@@ -10,10 +10,13 @@ exclusively (O_EXCL | O_NOFOLLOW, a random name) in the opened folder, then rena
 from __future__ import annotations
 
 import fnmatch
+import heapq
 import os
 import secrets
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
@@ -149,7 +152,11 @@ class SearchArgs(BaseModel):
 
 
 def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000, max_results: int = 200,
-                   protected: Sequence[Path | str] = ()) -> list[BaseTool]:
+                   protected: Sequence[Path | str] = (), max_listed: int = 1000,
+                   search_budget_s: float = 30.0) -> list[BaseTool]:
+    """max_listed: entries fs_list_dir shows (a folder of a million files was read, stat'ed and sent whole);
+    search_budget_s: how long fs_search walks before answering with what it found (a search for a name that is
+    nowhere walked the whole tree, however large, reading every file when content was given)."""
     allowed = FsRoots(roots, protected)
 
     def fs_list_dir(path: str) -> list[dict]:
@@ -162,8 +169,18 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
             fd = allowed.open_dir(folder)
         except OSError as exc:
             raise _moved(path, exc) from None
+        total = 0
+
+        def counted(it: Any) -> Any:
+            nonlocal total
+            for entry in it:
+                total += 1
+                yield entry
+
         try:  # the entries stat through the folder's fd: it stays open until they are read
-            for entry in sorted(os.scandir(fd), key=lambda e: e.name):
+            with os.scandir(fd) as it:  # the first max_listed by name, without holding the whole folder
+                first = heapq.nsmallest(max_listed, counted(it), key=lambda e: e.name)
+            for entry in first:
                 kind = "link" if entry.is_symlink() else "dir" if entry.is_dir() else "file"
                 size = entry.stat(follow_symlinks=False).st_size if kind == "file" else None
                 entries.append({"name": entry.name, "type": kind, "size": size})
@@ -171,6 +188,9 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
             raise ToolError(f"Cannot list {path}: {exc.strerror or exc}.") from None
         finally:
             os.close(fd)
+        if total > max_listed:
+            entries.append({"note": f"{total - max_listed} more entries not listed (the first {max_listed} by name "
+                                    "are above); use fs_search with a name_pattern to find one."})
         return entries
 
     def fs_read_text(path: str, max_bytes: int | None = None) -> str:
@@ -236,11 +256,19 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
         limit = min(max_results, max_results_cap)
         needle = content.lower() if content else None
         found: list[dict] = []
+        deadline = time.monotonic() + search_budget_s
         # fwalk opens each folder relative to its parent's fd without following links: a folder swapped for
         # a symlink during the walk is not entered
         for dirpath, dirnames, filenames, dir_fd in os.fwalk(base, follow_symlinks=False):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-            for fname in sorted(filenames):
+            for fname in [*sorted(filenames), None]:  # None: the budget is checked in folders without files too
+                if time.monotonic() >= deadline:
+                    found.append({"note": f"The search stopped after {search_budget_s:g} s, in {dirpath}, before "
+                                          "the whole folder was searched: these are the files found so far; search "
+                                          "a smaller folder for the rest."})
+                    return found
+                if fname is None:
+                    break
                 if name_pattern and not fnmatch.fnmatch(fname.lower(), name_pattern.lower()):
                     continue
                 p = Path(dirpath) / fname

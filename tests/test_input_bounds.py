@@ -173,3 +173,33 @@ def test_an_inbound_message_is_kept_up_to_its_limit(jarvis_env):
     (row,) = svc.store.messages()
     assert len(row.text) < 100_200 and row.text.endswith("more characters, not kept]"), len(row.text)
     assert "4900000 more characters" in row.text
+
+
+def test_a_folder_of_many_files_is_listed_up_to_a_limit(tmp_path):
+    # fs_list_dir read, stat'ed and sent every entry of a folder, however many.
+    from integrations.fs_tools import build_fs_tools
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(1500):
+        (folder / f"f{i:05d}.txt").write_text("x")
+    tools = {t.name: t for t in build_fs_tools([tmp_path], max_listed=1000)}
+    listing = tools["fs_list_dir"].invoke({"path": str(folder)})
+    assert [e["name"] for e in listing[:1000]] == [f"f{i:05d}.txt" for i in range(1000)]  # the first by name
+    assert listing[1000] == {"note": "500 more entries not listed (the first 1000 by name are above); use "
+                                     "fs_search with a name_pattern to find one."}
+    assert len(listing) == 1001
+
+
+def test_a_search_stops_when_its_budget_is_spent(tmp_path):
+    # fs_search walked the whole tree until it had enough hits: a name that is nowhere walked everything.
+    from integrations.fs_tools import build_fs_tools
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "notes.txt").write_text("hello")
+    spent = {t.name: t for t in build_fs_tools([tmp_path], search_budget_s=0)}
+    (note,) = spent["fs_search"].invoke({"folder": str(tmp_path), "name_pattern": "*.pdf"})
+    assert note["note"].startswith("The search stopped after 0 s") and "smaller folder" in note["note"]
+    tools = {t.name: t for t in build_fs_tools([tmp_path])}
+    assert tools["fs_search"].invoke({"folder": str(tmp_path), "name_pattern": "*.txt"}) == [
+        {"path": str(tmp_path / "a" / "notes.txt")}]
