@@ -183,7 +183,7 @@ def test_a_folder_of_many_files_is_listed_up_to_a_limit(tmp_path):
     folder.mkdir()
     for i in range(1500):
         (folder / f"f{i:05d}.txt").write_text("x")
-    tools = {t.name: t for t in build_fs_tools([tmp_path], max_listed=1000)}
+    tools = {t.name: t for t in build_fs_tools([tmp_path])}  # the default limit: 1000
     listing = tools["fs_list_dir"].invoke({"path": str(folder)})
     assert [e["name"] for e in listing[:1000]] == [f"f{i:05d}.txt" for i in range(1000)]  # the first by name
     assert listing[1000] == {"note": "500 more entries not listed (the first 1000 by name are above); use "
