@@ -203,3 +203,30 @@ def test_a_search_stops_when_its_budget_is_spent(tmp_path):
     tools = {t.name: t for t in build_fs_tools([tmp_path])}
     assert tools["fs_search"].invoke({"folder": str(tmp_path), "name_pattern": "*.txt"}) == [
         {"path": str(tmp_path / "a" / "notes.txt")}]
+
+
+# -- files given to the CLI, and MCP servers' settings -------------------------------------------------
+
+def test_files_nested_too_deep_or_too_large_are_refused_in_a_sentence(jarvis_env, tmp_path):
+    # Each was a RecursionError traceback (json and tomllib recurse per level); the servers' JSON was read whole.
+    deep_json = tmp_path / "deep.json"
+    deep_json.write_text('{"mcpServers": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    proc = jarvis_env.cli("mcp", "import", str(deep_json))
+    assert proc.returncode == 1 and "not a list of MCP servers: it is nested more than 64 levels deep" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    huge = tmp_path / "huge.json"
+    huge.write_text('{"mcpServers": {}, "pad": "' + "x" * 2_000_000 + '"}')
+    proc = jarvis_env.cli("mcp", "import", str(huge))
+    assert proc.returncode == 1 and "larger than 1 MB, so not a list of MCP servers" in proc.stderr, proc.stderr
+
+    proc = jarvis_env.cli("memory", "import", str(deep_json))
+    assert proc.returncode == 1 and "is not a memory export (it is nested more than 64 levels deep)" in proc.stderr, \
+        proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+
+    from orchestrator.mcp.config import load_server_file
+
+    deep_toml = tmp_path / "deep.toml"
+    deep_toml.write_text('command = "x"\nargs = ' + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ValueError, match="nests arrays or tables too deep"):
+        load_server_file(deep_toml)

@@ -11,6 +11,7 @@ from typing import Any
 import typer
 
 from orchestrator.cli import fail, state
+from orchestrator.core import json_bounds
 
 memory_app = typer.Typer(help="What Jarvis remembers about you: people, projects, facts, and where each came from.",
                          no_args_is_help=True)
@@ -152,11 +153,13 @@ def import_(ctx: typer.Context, path: str = typer.Argument(..., help="a file wri
             if file.stat().st_size > MAX_IMPORT_BYTES:
                 fail(f"{path} is larger than {MAX_IMPORT_BYTES // 1_000_000} MB: not a memory export")
             raw = file.read_text(encoding="utf-8")
-        data = json.loads(raw)
+        data = json_bounds.loads(raw)
     except (OSError, UnicodeDecodeError) as exc:
         fail(f"cannot read {path}: {exc}")
     except json.JSONDecodeError as exc:
         fail(f"{path} is not JSON ({exc.msg} at line {exc.lineno}): give a file written by `jarvis memory export`")
+    except json_bounds.TooDeep as exc:  # an export nests four levels; 100,000 were a RecursionError traceback
+        fail(f"{path} is not a memory export ({exc}): give a file written by `jarvis memory export`")
     try:
         added = import_memory(_store(ctx), data)
     except MemoryError as exc:

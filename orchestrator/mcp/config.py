@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from orchestrator.core import secrets
+from orchestrator.core import json_bounds, secrets
 from orchestrator.core.config import SecretRef
 
 log = logging.getLogger(__name__)
@@ -176,12 +176,24 @@ def _format_error(path: Path, err: ValidationError) -> str:
     return f"{path}: " + "; ".join(parts)
 
 
+MAX_SERVERS_FILE_BYTES = 1_000_000  # a server's TOML, Claude Desktop's JSON: a few KB; never read more than this
+
+
 def load_server_file(path: Path) -> ServerConfig:
     """Parse and validate one file. Raises ValueError with the file, the key and what was wrong."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as fh:
+            data = fh.read(MAX_SERVERS_FILE_BYTES + 1)
+        if len(data) > MAX_SERVERS_FILE_BYTES:
+            raise ValueError(f"{path}: larger than {MAX_SERVERS_FILE_BYTES // 1_000_000} MB, so not an MCP server's "
+                             "settings; remove it from mcp.dir")
+        raw = tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not text (UTF-8), so not valid TOML") from None
+    except RecursionError:  # tomllib recurses per level of nesting and has no limit of its own
+        raise ValueError(f"{path}: not valid TOML: it nests arrays or tables too deep") from None
     except OSError as exc:
         raise ValueError(f"{path}: cannot be read: {exc}") from None
     try:
@@ -242,11 +254,20 @@ _TRANSPORTS = {"stdio": "stdio", "http": "streamable_http", "streamable-http": "
 
 def read_mcp_servers_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_SERVERS_FILE_BYTES + 1)
+        if len(raw) > MAX_SERVERS_FILE_BYTES:
+            raise ValueError(f"{path}: larger than {MAX_SERVERS_FILE_BYTES // 1_000_000} MB, so not a list of MCP "
+                             "servers; give the JSON file of Claude Desktop, Cursor or Jan")
+        data = json_bounds.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise ValueError(f"{path}: cannot be read: {exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not text (UTF-8), so not a list of MCP servers") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except json_bounds.TooDeep as exc:
+        raise ValueError(f"{path}: not a list of MCP servers: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object with an 'mcpServers' key")
     servers = data.get("mcpServers", data.get("servers"))
