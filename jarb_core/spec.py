@@ -190,6 +190,8 @@ def parse_spec(raw: Any) -> ToolSpec:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise SpecError(f"the spec is not valid JSON: {exc}") from None
+        except RecursionError:  # json recurses per level: a spec nested thousands deep
+            raise SpecError("the spec is not valid JSON: it is nested too deep") from None
     if isinstance(raw, Mapping) and "spec" in raw and len(raw) == 1:
         raw = raw["spec"]
     if not isinstance(raw, Mapping):

@@ -230,3 +230,66 @@ def test_files_nested_too_deep_or_too_large_are_refused_in_a_sentence(jarvis_env
     deep_toml.write_text('command = "x"\nargs = ' + "[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.raises(ValueError, match="nests arrays or tables too deep"):
         load_server_file(deep_toml)
+
+
+# -- JSON from models and programs, parsed by the jorbs, missions, switchboard, memory, agents -------------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_model_replies_nested_too_deep_are_refused_not_tracebacks():
+    # Each parser caught json.JSONDecodeError only; 100,000 levels raised RecursionError through it.
+    from jarb_core.spec import SpecError, parse_spec
+    from orchestrator.jorbs.mission import parse_reply
+    from orchestrator.jorbs.schema import parse_step
+    from orchestrator.memory.extraction import parse_candidates
+    from orchestrator.tools.index import found_names
+
+    with pytest.raises(ValueError, match="nested more than 64 levels deep"):
+        parse_step('{"reasoning": ' + DEEP + "}")
+    with pytest.raises(ValueError, match=r"not valid JSON \(it is nested more than 64 levels deep\)"):
+        parse_reply('{"jobs": ' + DEEP + "}")
+    assert parse_candidates(DEEP) == []
+    assert found_names(DEEP) == []
+    with pytest.raises(SpecError, match="nested too deep"):
+        parse_spec(DEEP)
+
+
+def test_the_switchboard_reads_a_reply_nested_too_deep_as_unreadable(llm_server):
+    from langchain_openai import ChatOpenAI
+
+    from orchestrator.channels.switchboard import judge
+
+    llm_server.push({"content": '{"jorb_id": ' + DEEP + "}"})
+    llm = ChatOpenAI(base_url=llm_server.base_url, api_key="test", model="scripted-model", max_retries=0, timeout=20)
+    decision = judge(llm, "email", "a@example.com", "hello", [])
+    assert decision.jorb_id is None and "could not be read (TooDeep)" in decision.reasoning
+
+
+DEEP_AGENT = r'''
+import sys
+out = sys.stdout.buffer
+for line in sys.stdin:
+    out.write(b"[" * 100000 + b"]" * 100000 + b"\n")
+    out.write(b'{"jsonrpc": "2.0", "result": "ok", "id": null}\n')
+    out.flush()
+'''
+
+
+def test_an_agent_line_nested_too_deep_is_skipped(jarvis_env, tmp_path):
+    # The agent's reader thread died on the RecursionError: the ACK after it was never read, the reminder failed.
+    from orchestrator.reminders import SENT, ReminderRequest
+    from orchestrator.reminders.models import utcnow
+    from orchestrator.reminders.scheduler import Scheduler
+    from tests.reminder_helpers import settings_for, wait_for, write_agent
+
+    settings = settings_for(jarvis_env)
+    agent = write_agent(tmp_path / "deep.py", DEEP_AGENT)
+    sched = Scheduler(settings)
+    sched.start()
+    try:
+        r = sched.store.create(ReminderRequest(title="deep", when=utcnow().isoformat(), process_name=str(agent)))
+        wait_for(lambda: sched.store.get(r.id).status != "pending", timeout=60)
+        assert sched.store.get(r.id).status == SENT, sched.store.get(r.id)
+    finally:
+        sched.stop()

@@ -36,6 +36,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 from integrations.android_tools import LoopOutcome, TaskView, run_phone_loop, tool_schema_for_model
 from integrations.base import ToolError
 
+from orchestrator.core import json_bounds
 from orchestrator.core.aio import run_sync
 from orchestrator.core.config import Settings
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
@@ -186,7 +187,7 @@ class AndroidTaskService:
         result = run_sync(self.manager.call_tool(cfg.name, loop.list_devices_tool, {}))
         text = result_text(result)
         try:
-            data = json.loads(text)
+            data = json_bounds.loads(text)
         except ValueError:
             raise ToolError(f"{cfg.name}'s {loop.list_devices_tool} answered {text[:200]!r}, not a JSON device list; "
                             "set [android] device = \"SERIAL\" in its TOML file") from None

@@ -4,12 +4,13 @@ jorb id, a confidence and flags. Low confidence goes to the user (the inbox), ne
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, ValidationError
+
+from orchestrator.core import json_bounds
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def judge(llm: Any, channel: str, sender: str, text: str, candidates: list[Any])
     content = reply.content if isinstance(reply.content, str) else str(reply.content)
     start, end = content.find("{"), content.rfind("}")
     try:
-        decision = SwitchboardDecision.model_validate(json.loads(content[start:end + 1]))
+        decision = SwitchboardDecision.model_validate(json_bounds.loads(content[start:end + 1]))
     except (ValueError, ValidationError) as exc:
         return SwitchboardDecision(reasoning=f"the switchboard's answer could not be read ({exc.__class__.__name__})")
     known = {r.id for r in candidates}

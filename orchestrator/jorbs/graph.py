@@ -21,6 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+from orchestrator.core import json_bounds
 from orchestrator.core.aio import run_sync_in_context
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
 from orchestrator.core.config import Settings
@@ -172,7 +173,7 @@ def make_jorb_nodes(rt: JorbRuntime):
             if outcome.raw is not None:
                 return outcome.raw
             try:
-                return json.loads(outcome.content)
+                return json_bounds.loads(outcome.content)  # a file's text can be any JSON, however deep
             except ValueError:
                 return outcome.content
 

@@ -21,6 +21,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from orchestrator.core import json_bounds
 from orchestrator.core.aio import run_sync_in_context
 from orchestrator.tools.executor import CallContext
 from orchestrator.llm.client import ModelEndpointError
@@ -139,8 +140,8 @@ def parse_reply(text: str) -> MissionReply:
     if start == -1 or end <= start:
         raise ValueError("the reply is not a JSON object")
     try:
-        return MissionReply.model_validate(json.loads(text[start:end + 1]))
-    except json.JSONDecodeError as exc:
+        return MissionReply.model_validate(json_bounds.loads(text[start:end + 1]))
+    except (json.JSONDecodeError, json_bounds.TooDeep) as exc:
         raise ValueError(f"the reply is not valid JSON ({exc})") from None
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'reply'}: {e['msg']}" for e in exc.errors())

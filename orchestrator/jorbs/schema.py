@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, timezone
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from orchestrator.core import json_bounds
 
 class JorbStatus(StrEnum):
     """Where a jorb stands. The store refuses any other value (JorbStore.update)."""
@@ -69,8 +70,8 @@ def parse_step(text: str) -> JorbStep:
     last_error: Exception | None = None
     for candidate in candidates:
         try:
-            data = json.loads(candidate)
-        except json.JSONDecodeError as exc:
+            data = json_bounds.loads(candidate)
+        except ValueError as exc:  # not JSON, or nested too deep (json_bounds.TooDeep)
             last_error = exc
             continue
         if not isinstance(data, dict):

@@ -9,7 +9,6 @@ entity kind), at most MAX_PROPOSALS kept; anything else is dropped, never retrie
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,6 +19,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import select
 
+from orchestrator.core import json_bounds
 from orchestrator.storage import engines as storage
 from .models import MemoryFact, MemoryProposal, ProposalStatus, SourceKind
 from .store import MemoryError, MemoryStore, Provenance
@@ -47,8 +47,8 @@ def parse_candidates(reply: str) -> list[Candidate]:
     if found is None:
         return []
     try:
-        items = json.loads(found.group(0))
-    except json.JSONDecodeError:
+        items = json_bounds.loads(found.group(0))
+    except ValueError:  # not JSON, or nested too deep
         return []
     out: list[Candidate] = []
     for item in items if isinstance(items, list) else []:

@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from orchestrator.core import json_bounds
 from orchestrator.core.secrets import child_environment
 from .models import Reminder, utcnow
 from .spec import ReminderInputError, ReminderRequest
@@ -284,7 +285,7 @@ class AgentProcess:
         if not text:
             return
         try:
-            msg = json.loads(text)
+            msg = json_bounds.loads(text)
         except ValueError:
             log.warning("agent %s: skipped a line that is not JSON: %r", self.name, text[:200])
             return

@@ -12,7 +12,6 @@ The index lives in memory and is rebuilt only when the set of tools changes.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -25,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from integrations.base import set_tool_meta
 
-from orchestrator.core import secrets
+from orchestrator.core import json_bounds, secrets
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +224,6 @@ def embedder_from_settings(settings: Any) -> Any:
 def found_names(content: str) -> list[str]:
     """Tool names in a find_tools result (for keeping them bound)."""
     try:
-        return [item["name"] for item in json.loads(content) if isinstance(item, dict) and "name" in item]
+        return [item["name"] for item in json_bounds.loads(content) if isinstance(item, dict) and "name" in item]
     except (ValueError, TypeError):
         return []
