@@ -293,3 +293,24 @@ def test_an_agent_line_nested_too_deep_is_skipped(jarvis_env, tmp_path):
         assert sched.store.get(r.id).status == SENT, sched.store.get(r.id)
     finally:
         sched.stop()
+
+
+def test_a_text_file_too_large_for_the_index_is_not_read_to_hash_it(jarvis_env, tmp_path):
+    # `jarvis docs add` hashed a text file by reading all of it into memory before checking its size.
+    import tracemalloc
+
+    from orchestrator.docs_index import DocsIndex
+    from orchestrator.docs_index.files import index_file
+
+    big = tmp_path / "huge.txt"
+    with big.open("wb") as fh:  # sparse: 200 MB on paper, nothing on disk
+        fh.truncate(200_000_000)
+    index = DocsIndex(jarvis_env.settings)
+    tracemalloc.start()
+    try:
+        with pytest.raises(Exception, match="too large for the index"):
+            index_file(index, big)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20_000_000, peak

@@ -78,12 +78,19 @@ def read_pdf(path: Path, budget_s: float, on_page: Callable[[int, int], None] | 
                         source_tool="jarvis docs add", segments=segments)
 
 
-def read_text(path: Path) -> ReadDocument:
+def _check_text_size(path: Path) -> None:
     size = path.stat().st_size
     if size > MAX_TEXT_BYTES:
         raise ToolError(f"{path.name} is {size // 1_000_000} MB, too large for the index (at most "
                         f"{MAX_TEXT_BYTES // 1_000_000} MB of text).")
-    data = path.read_bytes()
+
+
+def read_text(path: Path) -> ReadDocument:
+    _check_text_size(path)
+    with path.open("rb") as fh:
+        data = fh.read(MAX_TEXT_BYTES + 1)  # the file may have grown since it was measured
+    if len(data) > MAX_TEXT_BYTES:
+        raise ToolError(f"{path.name} grew past {MAX_TEXT_BYTES // 1_000_000} MB while it was read.")
     if b"\x00" in data[:4096]:
         raise ToolError(f"{path.name} is a binary file, not text.")
     text = data.decode("utf-8", errors="replace")
@@ -100,7 +107,9 @@ def index_file(index: DocsIndex, path: Path, progress: Progress | None = None) -
     suffix = path.suffix.lower()
     if suffix not in PDF_SUFFIXES | TEXT_SUFFIXES:
         raise ToolError(f"{path.name} is not a PDF, text or Markdown file.")
-    digest = sha256_file(path) if suffix in PDF_SUFFIXES else hashlib.sha256(path.read_bytes()).hexdigest()
+    if suffix not in PDF_SUFFIXES:
+        _check_text_size(path)  # before hashing: the whole file was read into memory to hash it, however large
+    digest = sha256_file(path)  # streamed
     current = index.get(str(path))
     if current is not None and current.content_hash == digest:
         return _unchanged(current), 0
