@@ -15,6 +15,7 @@ POSIX only, as Jarvis is.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -69,15 +70,19 @@ async def bounded_stdio_client(server: StdioServerParameters, errlog: TextIO, *,
     async def stderr_copier() -> None:
         assert process.stderr is not None
         kept = 0
+        decode = codecs.getincrementaldecoder("utf-8")("replace").decode  # a character split between two reads
         async for chunk in process.stderr:
             if kept < max_log_bytes:
                 piece = chunk[: max_log_bytes - kept]
                 kept += len(piece)
-                errlog.write(piece.decode("utf-8", "replace"))
-                if kept >= max_log_bytes:
-                    errlog.write(f"\n[... the rest of this run's stderr was not kept: more than "
-                                 f"{max_log_bytes // (1024 * 1024)} MB (mcp.max_log_mb)]\n")
-                errlog.flush()
+                try:
+                    errlog.write(decode(piece))
+                    if kept >= max_log_bytes:
+                        errlog.write(f"\n[... the rest of this run's stderr was not kept: more than "
+                                     f"{max_log_bytes // (1024 * 1024)} MB (mcp.max_log_mb)]\n")
+                    errlog.flush()
+                except OSError:  # the disk is full: the server's log is not worth stopping the server for
+                    kept = max_log_bytes
             # past the limit: read and dropped, so the server never blocks on a full pipe
 
     async def stdin_writer() -> None:
