@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -153,6 +154,8 @@ def describe_error(exc: BaseException, ref: VideoRef, languages: Sequence[str]) 
     import youtube_transcript_api as yta
 
     vid = ref.video_id
+    if isinstance(exc, ToolError):  # a bound of ours (fetch's session), already one sentence
+        return str(exc)
     if isinstance(exc, yta.NoTranscriptFound):
         available = ", ".join(f"{t.language_code} ({t.language})" for t in exc._transcript_data) or "none"
         return (f"Video {vid} has no transcript in {', '.join(languages)}; it has: {available}. Call again with "
@@ -257,7 +260,11 @@ def build_yt_tools(
     timeout_s: float = 20.0,
     max_transcript_chars: int = 30_000,
     sink: DocumentSink | None = None,
+    max_response_bytes: int = 16_000_000,
 ) -> list[BaseTool]:
+    """max_response_bytes: the most read of one YouTube answer (its watch page is about 1 MB, a long video's
+    transcript a few hundred KB); timeout_s bounds each read and each whole answer, so one that trickles in
+    without end stops too."""
     models = ModelSource(model)
     default_languages = list(languages) or ["en"]
 
@@ -271,7 +278,20 @@ def build_yt_tools(
         class _Session(requests.Session):  # the library sets no timeout; a stalled request must not hang a turn
             def request(self, *args: Any, **kwargs: Any) -> Any:
                 kwargs.setdefault("timeout", timeout_s)
-                return super().request(*args, **kwargs)
+                kwargs["stream"] = True  # read below within a size and a time budget, not whole by requests
+                resp = super().request(*args, **kwargs)
+                started, body = time.monotonic(), bytearray()
+                with resp:
+                    for chunk in resp.iter_content(64 * 1024):
+                        body += chunk
+                        if len(body) > max_response_bytes:
+                            raise ToolError(f"YouTube's answer for video {ref.video_id} was larger than "
+                                            f"{max_response_bytes // 1_000_000} MB, so it was not read; try again later.")
+                        if time.monotonic() - started > timeout_s:
+                            raise ToolError(f"YouTube's answer for video {ref.video_id} was still arriving after "
+                                            f"{timeout_s:g} s, so it was stopped; try again later.")
+                resp._content = bytes(body)  # what requests keeps of a body it read itself
+                return resp
 
         try:
             with _Session() as session:

@@ -314,3 +314,22 @@ def test_a_text_file_too_large_for_the_index_is_not_read_to_hash_it(jarvis_env, 
     finally:
         tracemalloc.stop()
     assert peak < 20_000_000, peak
+
+
+def test_a_youtube_answer_larger_than_its_limit_is_not_read(llm_server):
+    # requests read each answer whole, however large; only the transcript's text was cut afterwards.
+    import responses
+
+    from integrations.base import ToolError
+    from integrations.yt_tools import build_yt_tools
+    from tests.test_yt_tools import PLAYER, TIMEDTEXT, VIDEO, WATCH, asset
+
+    entry = '<text start="1" dur="1">la la la la la la la la la la la la la la la la la la la la</text>\n'
+    huge = ('<?xml version="1.0" encoding="utf-8" ?>\n<transcript>\n' + entry * 200_000 + "</transcript>\n").encode()
+    tools = {t.name: t for t in build_yt_tools()}  # the default limit: 16 MB
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        mock.post(PLAYER, body=asset("youtube.innertube.json.static"), content_type="application/json")
+        mock.get(WATCH, body=asset("youtube.html.static"))  # 1 MB: under the limit
+        mock.get(TIMEDTEXT, body=huge)  # 17 MB
+        with pytest.raises(ToolError, match=f"YouTube's answer for video {VIDEO} was larger than 16 MB"):
+            tools["yt_get_transcript"].func(VIDEO)
