@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .base import ToolError
+from .http_bounds import read_bounded
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class GoogleApi:
         timeout_s: float = 30.0,
         max_retries: int = 4,
         backoff_s: float = 1.0,
+        max_response_bytes: int = 100_000_000,  # a Gmail message is at most about 50 MB, 67 MB as base64 JSON
     ):
         self.base_url = base_url.rstrip("/")
         self._load = load_credentials
@@ -55,6 +57,7 @@ class GoogleApi:
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
+        self.max_response_bytes = max_response_bytes
         self._session: Any = None
         self._token: str | None = None
         self._lock = threading.Lock()
@@ -130,7 +133,9 @@ class GoogleApi:
         session = self._get_session()
         url = self.base_url + path
         try:
-            resp = session.request(method, url, params=params, json=body, timeout=self.timeout_s)
+            resp = read_bounded(session.request(method, url, params=params, json=body, timeout=self.timeout_s,
+                                                stream=True), self.max_response_bytes, self.timeout_s,
+                                f"{self.service}'s answer to {method} {path}")
         except RefreshError as exc:
             self.reset()
             raise ToolError(f"Google refused to renew Jarvis's access ({_short(exc)}): it may have been revoked; run "

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +18,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
 from .base import ToolError, make_tool
+from .http_bounds import read_bounded
 from .documents import DocumentSink, ReadDocument, Segment, offer
 from .progress import Progress
 from .summarize import (
@@ -278,20 +278,9 @@ def build_yt_tools(
         class _Session(requests.Session):  # the library sets no timeout; a stalled request must not hang a turn
             def request(self, *args: Any, **kwargs: Any) -> Any:
                 kwargs.setdefault("timeout", timeout_s)
-                kwargs["stream"] = True  # read below within a size and a time budget, not whole by requests
-                resp = super().request(*args, **kwargs)
-                started, body = time.monotonic(), bytearray()
-                with resp:
-                    for chunk in resp.iter_content(64 * 1024):
-                        body += chunk
-                        if len(body) > max_response_bytes:
-                            raise ToolError(f"YouTube's answer for video {ref.video_id} was larger than "
-                                            f"{max_response_bytes // 1_000_000} MB, so it was not read; try again later.")
-                        if time.monotonic() - started > timeout_s:
-                            raise ToolError(f"YouTube's answer for video {ref.video_id} was still arriving after "
-                                            f"{timeout_s:g} s, so it was stopped; try again later.")
-                resp._content = bytes(body)  # what requests keeps of a body it read itself
-                return resp
+                kwargs["stream"] = True  # read within a size and a time budget, not whole by requests
+                return read_bounded(super().request(*args, **kwargs), max_response_bytes, timeout_s,
+                                    f"YouTube's answer for video {ref.video_id}")
 
         try:
             with _Session() as session:

@@ -333,3 +333,18 @@ def test_a_youtube_answer_larger_than_its_limit_is_not_read(llm_server):
         mock.get(TIMEDTEXT, body=huge)  # 17 MB
         with pytest.raises(ToolError, match=f"YouTube's answer for video {VIDEO} was larger than 16 MB"):
             tools["yt_get_transcript"].func(VIDEO)
+
+
+def test_a_google_answer_larger_than_its_limit_is_not_read(google_server):
+    # AuthorizedSession (requests) read each answer whole: a message of tens of MB was held, then cut in the prompt.
+    from integrations.base import ToolError
+    from integrations.gmail_tools import build_gmail_tools
+    from tests.test_google_tools import Keeper, api
+
+    keeper = Keeper(google_server.authorized_user_info())
+    gmail = {t.name: t for t in build_gmail_tools(api(google_server, keeper, max_response_bytes=1_000_000))}
+    small = google_server.add_message(sender="a@example.com", subject="short", body="hello")
+    big = google_server.add_message(sender="b@example.com", subject="long", body="words " * 400_000)  # 2.4 MB
+    assert "hello" in gmail["gmail_get_thread"].invoke({"thread_id": small["threadId"]})["messages"][0]["body"]
+    with pytest.raises(ToolError, match=r"Gmail's answer to GET /gmail/v1/users/me/threads/\S+ was larger than 1 MB"):
+        gmail["gmail_get_thread"].func(big["threadId"])
