@@ -348,3 +348,16 @@ def test_a_google_answer_larger_than_its_limit_is_not_read(google_server):
     assert "hello" in gmail["gmail_get_thread"].invoke({"thread_id": small["threadId"]})["messages"][0]["body"]
     with pytest.raises(ToolError, match=r"Gmail's answer to GET /gmail/v1/users/me/threads/\S+ was larger than 1 MB"):
         gmail["gmail_get_thread"].func(big["threadId"])
+
+
+def test_a_huge_answer_is_rendered_as_markdown_only_up_to_a_limit():
+    # Every opening of a thread rendered every answer as Markdown: a table of 100,000 rows (3 MB) took 9 s each time.
+    from orchestrator.server.markdown import MAX_MARKDOWN_CHARS, render_markdown
+
+    row = "|x|<b>y</b>|\n"
+    html = render_markdown("|a|b|\n|-|-|\n" + row * 100_000)
+    rows = html.count("<tr>")
+    assert 0 < rows <= MAX_MARKDOWN_CHARS // len(row) + 2, rows  # the first part is a table
+    assert html.endswith("</pre>") and "|x|&lt;b&gt;y&lt;/b&gt;|" in html  # the rest is text, escaped
+    assert "<b>" not in html
+    assert render_markdown("**short**") == "<p><strong>short</strong></p>\n"

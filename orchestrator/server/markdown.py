@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from html import escape
 
 import nh3
 from markdown_it import MarkdownIt
@@ -45,8 +46,21 @@ def drop_unmatched_fence(text: str) -> str:
     return "\n".join(lines)
 
 
+# Markdown is rendered up to here, the rest shown as plain text: parsing is far from linear on some shapes (a table
+# of 100,000 rows, 3 MB, took 9 s), every opening of a thread renders every answer again, and an answer can be
+# tens of MB (models.*.max_answer_kb).
+MAX_MARKDOWN_CHARS = 200_000
+
+
 def render_markdown(text: str) -> str:
-    html = _parser().render(drop_unmatched_fence(text or ""))
+    text = text or ""
+    rest = ""
+    if len(text) > MAX_MARKDOWN_CHARS:
+        cut = text.rfind("\n", 0, MAX_MARKDOWN_CHARS) + 1 or MAX_MARKDOWN_CHARS  # at a line's end when there is one
+        text, rest = text[:cut], text[cut:]
+    html = _parser().render(drop_unmatched_fence(text))
+    if rest:
+        html += f"<pre>{escape(rest)}</pre>"
     return nh3.clean(
         html,
         tags=_TAGS,
