@@ -361,3 +361,37 @@ def test_a_huge_answer_is_rendered_as_markdown_only_up_to_a_limit():
     assert html.endswith("</pre>") and "|x|&lt;b&gt;y&lt;/b&gt;|" in html  # the rest is text, escaped
     assert "<b>" not in html
     assert render_markdown("**short**") == "<p><strong>short</strong></p>\n"
+
+
+STDERR_FLOOD_AGENT = r'''
+import sys
+sys.stderr.buffer.write(b"x" * 60_000_000 + b"\n")
+sys.stderr.flush()
+for line in sys.stdin:
+    sys.stdout.write('{"jsonrpc": "2.0", "result": "ok", "id": null}\n')
+    sys.stdout.flush()
+'''
+
+
+def test_an_agents_stderr_line_is_read_in_bounded_pieces(jarvis_env, tmp_path):
+    # stdout was read by lines of at most 1 MB; stderr by whole lines, however long (60 MB held at once here).
+    import tracemalloc
+
+    from orchestrator.reminders import SENT, ReminderRequest
+    from orchestrator.reminders.models import utcnow
+    from orchestrator.reminders.scheduler import Scheduler
+    from tests.reminder_helpers import settings_for, wait_for, write_agent
+
+    agent = write_agent(tmp_path / "noisy.py", STDERR_FLOOD_AGENT)
+    sched = Scheduler(settings_for(jarvis_env))
+    tracemalloc.start()
+    sched.start()
+    try:
+        r = sched.store.create(ReminderRequest(title="noisy", when=utcnow().isoformat(), process_name=str(agent)))
+        wait_for(lambda: sched.store.get(r.id).status != "pending", timeout=60)
+        assert sched.store.get(r.id).status == SENT
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        sched.stop()
+    assert peak < 30_000_000, peak

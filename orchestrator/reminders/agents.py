@@ -273,7 +273,8 @@ class AgentProcess:
 
     def _drain_stderr(self, run: _Running) -> None:
         try:
-            for raw in run.proc.stderr:
+            # by pieces of MAX_LINE, as stdout: a line without end was held whole, however long
+            for raw in iter(lambda: run.proc.stderr.readline(MAX_LINE), b""):
                 line = raw.decode("utf-8", "replace").rstrip()
                 if line:
                     run.stderr_tail.append(line[:500])
