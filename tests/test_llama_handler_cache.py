@@ -70,6 +70,20 @@ def test_with_tools_changing_every_turn_the_list_goes_next_to_the_request():
     assert "please read file 5" not in read  # the earlier turns are reused, not read again
 
 
+def test_after_the_tools_grow_the_list_stays_where_that_turn_put_it():
+    """A thread binds a new tool (chat/tool_binding.py): that turn reads the list again next to its request, and
+    the turns after it find the list there and read again only their own messages."""
+    calls = _thread(8, lambda turn: STABLE[:2] if turn < 3 else STABLE)
+    grown_prompt, grown_read = calls[6]  # turn 3's first call
+    assert "You can call these functions" in grown_read
+    for prompt, read in calls[8:]:
+        assert "You can call these functions" not in read, read
+        assert len(read) < 0.25 * len(prompt), (len(read), len(prompt))
+    last = calls[-2][0]
+    assert last.count("You can call these functions") == 1
+    assert last.index("please read file 2") < last.index("You can call these functions") < last.index("please read file 3")
+
+
 def test_a_prompt_nothing_of_which_is_cached_puts_the_list_first():
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "one"},
                 {"role": "assistant", "content": "ok"}, {"role": "user", "content": "two"}]

@@ -46,23 +46,24 @@ def test_the_planner_gets_a_dozen_tools_and_find_tools_reaches_the_rest(jarvis_e
 
 
 def test_small_catalogs_bind_everything_without_find_tools(jarvis_env):
-    """Up to planner.max_bound_tools tools are all bound and find_tools is not; one more and the planner gets
-    the best matches and find_tools instead."""
+    """Up to planner.max_thread_tools tools (when they fit the model's window) are all bound and find_tools is
+    not; one more and the planner gets the best matches (planner.max_bound_tools) and find_tools instead."""
+    jarvis_env.write_config(planner={"max_thread_tools": 20}, models={"primary": {"context_tokens": 65536}})
     state = ConversationState(messages=[HumanMessage(content="hi")])
-    limit = jarvis_env.settings.planner.max_bound_tools
+    limit, cap = jarvis_env.settings.planner.max_bound_tools, 20
     tools = build_catalog(App(jarvis_env.settings).static_tools())
-    assert len(tools) > limit
+    assert len(tools) > cap > limit
 
     def bound(n: int) -> list[str]:
         rt = jarvis_env.app(catalog=ToolCatalog([StaticProvider("some", tools[:n])])).runtime
         return [t.name for t in rt.tools_for_turn(state)]
 
-    fits = bound(limit)
+    fits = bound(cap)
     assert "find_tools" not in fits
-    assert {t.name for t in tools[:limit]} <= set(fits)
-    over = bound(limit + 1)
+    assert {t.name for t in tools[:cap]} <= set(fits)
+    over = bound(cap + 1)
     assert "find_tools" in over
-    assert len([n for n in over if n in {t.name for t in tools[:limit + 1]}]) <= limit
+    assert len([n for n in over if n in {t.name for t in tools[:cap + 1]}]) <= limit
 
 
 def test_hybrid_ranking_with_embeddings(jarvis_env):

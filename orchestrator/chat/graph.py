@@ -103,7 +103,8 @@ def make_nodes(rt: JarvisRuntime):
         check_fits(settings, estimate_tokens(prompt), tools_tokens)
         ai = call_model(rt.llm, tools, prompt, config, rt.model_base_url())
         new = [*folded.pop("messages", []), ai]
-        update = {**folded, "messages": new, "turn_steps": state.turn_steps + 1}
+        update = {**folded, "messages": new, "turn_steps": state.turn_steps + 1,
+                  "bound_tools": [t.name for t in tools]}
         if remembered and UNTRUSTED_HEADER in remembered:
             update["untrusted_turn"] = state.turn  # the model read facts drawn from outside content
         return update

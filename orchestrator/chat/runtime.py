@@ -15,7 +15,10 @@ from orchestrator.tools.executor import ToolExecutor
 from orchestrator.llm.client import model_config
 from orchestrator.memory import MemoryStore
 from orchestrator.memory.extraction import Extractor
+from .context_fit import context_window, schema_tokens
+from .planner import openai_schema
 from .state import ConversationState
+from .tool_binding import TOOL_SHARE, thread_tools
 from orchestrator.storage.threads import ThreadIndex
 from orchestrator.tools.index import FIND_TOOLS, ToolIndex, select_tools
 
@@ -38,17 +41,26 @@ class JarvisRuntime:
         return getattr(self.llm, "openai_api_base", None) or model_config(self.settings, "primary")[1].base_url
 
     def tools_for_turn(self, state: ConversationState) -> list[BaseTool]:
-        """Every tool when they fit in planner.max_bound_tools; otherwise the turn's best matches, the
-        recently used ones and find_tools (tool_index.py)."""
+        """Every tool when they are no more than planner.max_thread_tools and fit the model's window; otherwise
+        the tools the thread has bound so far plus the request's best matches (planner.max_bound_tools of them: the
+        recently used ones and the best ranked) and find_tools (tool_binding.py, tools/index.py)."""
         tools = self.catalog.all()
         limit = self.settings.planner.max_bound_tools
         finder = [t for t in tools if t.name == FIND_TOOLS]
         others = [t for t in tools if t.name != FIND_TOOLS]
-        if len(others) <= limit:
-            return others + self.meta_tools
+        window, _ = context_window(self.settings)
+        budget = int(window * TOOL_SHARE)
+
+        def fits(bound: list[BaseTool], extra: list[BaseTool] = finder) -> bool:
+            return schema_tokens(self.settings, [openai_schema(t) for t in [*bound, *extra, *self.meta_tools]]) <= budget
+
+        cap = max(limit, self.settings.planner.max_thread_tools or 3 * limit)
+        if len(others) <= cap and fits(others, []):
+            return others + self.meta_tools  # the same every turn: the best case for a server's prefix cache
         human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
         query = human.text if human is not None else ""
-        chosen = {t.name for t in select_tools(self.tool_index, others, query, state.recent_tools, limit)}
-        # In the catalog's order, not the ranking's: turns that bind the same tools then send the same prompt
-        # prefix, which llama.cpp, Ollama and vLLM reuse from their cache instead of reading it again.
-        return [t for t in others if t.name in chosen] + finder + self.meta_tools
+        chosen = select_tools(self.tool_index, others, query, state.recent_tools, limit)
+        if len(others) <= limit:  # all of them, which did not fit the window: the best first, so the rest go
+            best = select_tools(self.tool_index, others, query, state.recent_tools, max(1, len(others) - 1))
+            chosen = best + [t for t in others if t.name not in {b.name for b in best}]
+        return thread_tools(others, chosen, state.bound_tools, cap, fits) + finder + self.meta_tools

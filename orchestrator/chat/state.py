@@ -88,6 +88,7 @@ class ConversationState(BaseModel):
     trusted_after_turn: Annotated[int, keep_max] = -1
     effects: Annotated[TurnCount, merge_turn_count] = Field(default_factory=TurnCount)
     recent_tools: Annotated[list[str], merge_recent] = Field(default_factory=list)
+    bound_tools: list[str] = Field(default_factory=list)  # the planner's tools last step, kept (chat/tool_binding.py)
     summary: str | None = None
     summarized_count: int = 0  # messages folded into the summary and moved to the archive
     stop_reason: str | None = None

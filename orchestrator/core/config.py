@@ -196,7 +196,9 @@ class SandboxConfig(_Section):
 
 class PlannerConfig(_Section):
     max_steps: int = Field(12, ge=1, description="planner calls in one turn before it is stopped")
-    max_bound_tools: int = Field(12, ge=1)
+    max_bound_tools: int = Field(12, ge=1, description="tools chosen for a request when the catalog has more")
+    max_thread_tools: int | None = Field(None, ge=1, description="tools a thread keeps bound from request to request "
+                                         "(so a server reuses the prompt's prefix); default 3 x max_bound_tools")
     history_token_budget: int = Field(6000, ge=500)
     instructions: str | None = None
 

@@ -112,35 +112,41 @@ def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
 
     Without `cached` (a function saying whether the server's evaluated tokens start with a text) the list sits
     just before the latest user message, ordered for that request (see the module's docstring). With it, from a
-    thread's second request on, the list stays where the first request had it (before the first user message,
-    ordered for that request) when the server still holds that prompt: the bound tools have not changed, and the
-    whole conversation before the new request is reused instead of read again from the previous request on
-    (the share of the prompt found cached went from 17-85% to above 80% over bench/prompt.py's thread). It
-    stays there too when nothing past the system text is cached anyway. Each later request's best matches are
-    then named in one short line just before it (where the list used to put them first), kept in later turns. When the bound tools
-    change from turn to turn (more than planner.max_bound_tools), the head differs, and the list moves next to
-    the latest request as before, so each turn reads again only its own messages and the list."""
+    thread's second request on, the list stays where an earlier request of the thread put it (before that request,
+    ordered for it) when the server still holds the prompt up to there: the bound tools have not changed since, and
+    the whole conversation before the new request is reused instead of read again (the share of the prompt found
+    cached went from 17-85% to above 80% over bench/prompt.py's thread). It goes before the first request when
+    nothing past the system text is cached anyway. Each later request's best matches are then named in one short
+    line just before it (where the list used to put them first), kept in later turns. When the bound tools change
+    (a thread binds a new tool: chat/tool_binding.py), no earlier place matches, and the list moves next to the
+    latest request, where the next turns find it: such a turn reads again only its own messages and the list."""
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-    tools_at = users[-1] if users else 0
-    request = _text(messages[tools_at].get("content")) if users else ""
     if tools and cached is not None and len(users) > 1:
+        for at in reversed(users[:-1][-_PLACES:]):  # where an earlier request of this thread put the list
+            if cached(_render(messages[:at + 1], tools, at).rsplit("<|im_start|>user", 1)[0]):  # up to the list's end
+                return _render(messages, tools, at)
+        # When the server holds neither the conversation without a list before the first request nor a list
+        # there (another thread's call came in between, or the summary changed), the list's place costs nothing
+        # now, and before the first request it saves the next turns.
         first = users[0]
-        listed = rank_for_request(tools, _text(messages[first].get("content")))
-        head = _template.render(messages=messages[:first + 1], tools=listed, tools_at=first, describe=_describe,
-                                text=_text, hints=None).rsplit("<|im_start|>user", 1)[0]  # up to the list's end
-        # When the server holds neither this head nor the conversation without a list before the first request
-        # (another thread's call came in between, or the summary changed), the list's place costs nothing now
-        # and saves the next turns; but a list there that differs means the tools change from turn to turn.
-        plain = _template.render(messages=messages[:first + 1], tools=[], tools_at=-1, describe=_describe,
-                                 text=_text, hints=None)
-        other_list = head[:head.index(_LIST_START) + len(_LIST_START)]
-        if cached(head) or not (cached(plain) or cached(other_list)):
-            # one line before each later request, kept in the turns after it, so that the prompt stays a prefix
-            hints = {i: _hint(tools, _text(messages[i].get("content"))) for i in users[1:]}
-            return _template.render(messages=messages, tools=listed, tools_at=first, describe=_describe, text=_text,
-                                    hints=hints)
-    return _template.render(messages=messages, tools=rank_for_request(tools or [], request), tools_at=tools_at,
-                            describe=_describe, text=_text, hints=None)
+        plain = _render(messages[:first + 1], [], -1)
+        head = _render(messages[:first + 1], tools, first)
+        if not (cached(plain) or cached(head[:head.index(_LIST_START) + len(_LIST_START)])):
+            return _render(messages, tools, first)
+    return _render(messages, tools or [], users[-1] if users else 0)
+
+
+_PLACES = 32  # earlier requests looked at for the list's place (each look tokenizes the prompt up to it)
+
+
+def _render(messages: list[dict[str, Any]], tools: list[dict[str, Any]], at: int) -> str:
+    """The prompt with the function list just before message `at`, ordered for that request, and the best
+    matches of each later request named before it."""
+    request = _text(messages[at].get("content")) if 0 <= at < len(messages) else ""
+    hints = {i: _hint(tools, _text(m.get("content"))) for i, m in enumerate(messages)
+             if i > at and m.get("role") == "user"} if tools else None
+    return _template.render(messages=messages, tools=rank_for_request(tools, request), tools_at=at,
+                            describe=_describe, text=_text, hints=hints)
 
 
 _WORD = re.compile(r"[a-z0-9]+")
