@@ -123,8 +123,9 @@ def test_attachments_in_the_message_reach_the_planner(jarvis_env):
     jarvis_env.server.push(answer("ok"))
     jarvis_env.graph().invoke(
         {"messages": [("user", f"summarize {pdf} and https://youtu.be/dQw4w9WgXcQ please")]}, _cfg("att"))
-    system = jarvis_env.server.requests[0]["messages"][0]["content"]
-    assert f"pdf: {pdf}" in system and "youtube: https://youtu.be/dQw4w9WgXcQ" in system
+    # after the user's message (chat/turn_context.py), not in the system prompt, whose prefix then holds
+    system, latest = (m["content"] for m in jarvis_env.server.requests[0]["messages"])
+    assert f"pdf: {pdf}" in latest and "youtube: https://youtu.be/dQw4w9WgXcQ" in latest and "pdf:" not in system
 
 
 def test_runs_are_recorded_with_nodes_tools_and_tokens(jarvis_env):

@@ -84,6 +84,17 @@ def test_after_the_tools_grow_the_list_stays_where_that_turn_put_it():
     assert last.index("please read file 2") < last.index("You can call these functions") < last.index("please read file 3")
 
 
+def test_the_list_is_ordered_by_the_users_words_not_by_the_context_jarvis_adds():
+    from orchestrator.llm.context_block import CONTEXT_MARKER
+
+    memory = _tool("memory_update", "Update a remembered fact.")
+    block = CONTEXT_MARKER + "What you remember (the [m<id>] is what memory_update takes):\n- [m1] a fact"
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "please read the text file" + block}]
+    prompt = render_prompt(messages, [memory, *STABLE])
+    listed = prompt[prompt.index("You can call these functions"):]
+    assert listed.index("functions.fs_read_text") < listed.index("functions.memory_update")
+
+
 def test_a_prompt_nothing_of_which_is_cached_puts_the_list_first():
     messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "one"},
                 {"role": "assistant", "content": "ok"}, {"role": "user", "content": "two"}]

@@ -248,7 +248,7 @@ def test_dropped_pdf_becomes_an_attachment(ui_server, tmp_path):
     ui_server.env.server.push(answer("It is a quarterly report."))
     ui_server.stream("/api/threads/web-l/messages", {"text": "what is this?", "attachments": [
         {"upload_id": stored["upload_id"]}, {"ref": "https://youtu.be/dQw4w9WgXcQ"}]})
-    system = ui_server.env.server.requests[-1]["messages"][0]["content"]
+    system = ui_server.env.server.requests[-1]["messages"][-1]["content"]  # after the message (chat/turn_context.py)
     assert f"- pdf: {path} (report.pdf)" in system
     assert "- youtube: https://youtu.be/dQw4w9WgXcQ" in system
     # a later attachment keeps the earlier ones
@@ -257,7 +257,7 @@ def test_dropped_pdf_becomes_an_attachment(ui_server, tmp_path):
         assert note["kind"] == "text"
     ui_server.env.server.push(answer("Noted."))
     ui_server.stream("/api/threads/web-l/messages", {"text": "", "attachments": [{"upload_id": note["upload_id"]}]})
-    system = ui_server.env.server.requests[-1]["messages"][0]["content"]
+    system = ui_server.env.server.requests[-1]["messages"][-1]["content"]
     assert "report.pdf" in system and "notes.md" in system and "youtu.be" in system
 
 

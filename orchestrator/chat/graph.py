@@ -32,6 +32,7 @@ from .planner import call_model, openai_schema, results_instead_of_restated_call
 from orchestrator.tools.provenance import judge_calls
 from .runtime import JarvisRuntime
 from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount, tainted
+from .turn_context import turn_context, with_context
 from orchestrator.storage.threads import IDLE, RUNNING, WAITING
 
 log = logging.getLogger(__name__)
@@ -88,9 +89,10 @@ def make_nodes(rt: JarvisRuntime):
         last_human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
         remembered = memory_context(rt.memory, last_human.text if last_human is not None else "", settings.memory)
         tools_tokens = schema_tokens(settings, [openai_schema(t) for t in tools])
-        system = system_prompt(settings, state, remembered)
+        system = system_prompt(settings, state)
+        added = turn_context(state, remembered)  # after the latest message, not in the system prompt: the prefix holds
         thread_id = _thread_id(config)
-        folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system)]),
+        folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system + (added or ""))]),
                          history_budget(settings, tools_tokens), config,
                          archive=lambda msgs: rt.threads.archive(thread_id, msgs))
         live = state.messages
@@ -98,8 +100,8 @@ def make_nodes(rt: JarvisRuntime):
             gone = {r.id for r in folded["messages"]}
             live = [m for m in state.messages if m.id not in gone]
             state = state.model_copy(update={"summary": folded["summary"]})
-            system = system_prompt(settings, state, remembered)
-        prompt = [SystemMessage(content=system), *live]
+            system = system_prompt(settings, state)
+        prompt = [SystemMessage(content=system), *with_context(live, added)]
         check_fits(settings, estimate_tokens(prompt), tools_tokens)
         ai = call_model(rt.llm, tools, prompt, config, rt.model_base_url())
         new = [*folded.pop("messages", []), ai]

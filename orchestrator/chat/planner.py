@@ -33,7 +33,9 @@ JARB_INSTRUCTION = ("- If no tool can do what is asked and a small Python functi
                     "precise spec.")
 
 
-def system_prompt(settings: Settings, state: ConversationState, extra: str | None = None) -> str:
+def system_prompt(settings: Settings, state: ConversationState) -> str:
+    """The same for every turn of a thread (to the hour, and until the history is folded into a summary), so that
+    a server's prefix cache holds; what changes with each message follows it (turn_context.py)."""
     now = datetime.now(timezone.utc).astimezone()
     # To the hour only: the prompt prefix then stays identical for an hour, so local servers (llama.cpp, Ollama)
     # reuse their prompt cache instead of re-reading the whole conversation every minute. time_now is exact.
@@ -44,13 +46,8 @@ def system_prompt(settings: Settings, state: ConversationState, extra: str | Non
                                 "for the exact time."]
     if settings.planner.instructions:
         parts.append(settings.planner.instructions)
-    if state.attachments:
-        lines = [f"- {a.kind}: {a.ref}" + (f" ({a.name})" if a.name else "") for a in state.attachments]
-        parts.append("The user attached:\n" + "\n".join(lines))
     if state.summary:
         parts.append("Summary of the earlier conversation (older messages are not shown):\n" + state.summary)
-    if extra:
-        parts.append(extra)
     return "\n\n".join(parts)
 
 

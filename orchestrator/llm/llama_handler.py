@@ -48,6 +48,7 @@ from typing import Any
 import jinja2.sandbox
 from llama_cpp.llama_chat_format import _convert_completion_to_chat, register_chat_completion_handler
 
+from orchestrator.llm.context_block import own_words
 from orchestrator.llm.tool_schema import describe_line as _describe, first_sentence as _first_sentence
 
 NAME = "jarvis-chatml-tools"
@@ -142,8 +143,9 @@ _PLACES = 32  # earlier requests looked at for the list's place (each look token
 def _render(messages: list[dict[str, Any]], tools: list[dict[str, Any]], at: int) -> str:
     """The prompt with the function list just before message `at`, ordered for that request, and the best
     matches of each later request named before it."""
-    request = _text(messages[at].get("content")) if 0 <= at < len(messages) else ""
-    hints = {i: _hint(tools, _text(m.get("content"))) for i, m in enumerate(messages)
+    # ranked by the user's own words: the context Jarvis adds after them (llm/context_block.py) names tools too
+    request = own_words(_text(messages[at].get("content"))) if 0 <= at < len(messages) else ""
+    hints = {i: _hint(tools, own_words(_text(m.get("content")))) for i, m in enumerate(messages)
              if i > at and m.get("role") == "user"} if tools else None
     return _template.render(messages=messages, tools=rank_for_request(tools, request), tools_at=at,
                             describe=_describe, text=_text, hints=hints)

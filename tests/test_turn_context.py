@@ -1,0 +1,34 @@
+"""The system prompt stays the same from turn to turn of a thread whatever is remembered or attached ([21] x [25]):
+the memory block and the attachments follow the user's latest message (chat/turn_context.py), so a server's
+prefix cache keeps the system text, the tools and the earlier turns."""
+
+from __future__ import annotations
+
+from orchestrator.llm.context_block import CONTEXT_MARKER
+from orchestrator.memory import Provenance, SourceKind
+from tests.conftest import answer
+
+
+def test_the_system_prompt_is_the_same_every_turn_whatever_is_remembered_or_attached(jarvis_env):
+    jarvis_env.write_config(models={"primary": {"context_tokens": 65536}})  # every tool bound (tool_binding.py)
+    app = jarvis_env.app()
+    app.memory.remember("Dr Lee's practice is at 12 Harbour Street", Provenance(SourceKind.USER, True, "thread A"),
+                        about="Dr Lee", kind="person")
+    notes = jarvis_env.root / "notes.txt"
+    notes.write_text("buy bread\n")
+    srv = jarvis_env.server
+    texts = ["call Dr Lee", f"what is in {notes}?", "thanks"]
+    for text in texts:
+        srv.push(answer("ok"))
+        app.graph.invoke({"messages": [("user", text)]}, {"configurable": {"thread_id": "prefix"}})
+    first, second, third = srv.requests[-3:]
+    assert first["messages"][0] == second["messages"][0] == third["messages"][0]  # the system text
+    assert first["tools"] == second["tools"] == third["tools"]
+    assert "Harbour Street" in first["messages"][1]["content"].split(CONTEXT_MARKER, 1)[1]
+    assert "Harbour Street" not in second["messages"][-1]["content"]  # chosen for each message
+    assert f"text: {notes}" in second["messages"][-1]["content"].split(CONTEXT_MARKER, 1)[1]
+    assert f"text: {notes}" in third["messages"][-1]["content"]  # attachments stay with the thread
+    # The thread keeps the messages as typed: a turn's prompt starts with the previous one up to its last message.
+    assert [m["content"] for m in second["messages"][1:3]] == ["call Dr Lee", "ok"]
+    assert third["messages"][:4] == [second["messages"][0], *second["messages"][1:3],
+                                     {**second["messages"][3], "content": texts[1]}]
