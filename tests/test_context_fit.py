@@ -52,3 +52,43 @@ def test_the_built_in_model_window_is_its_n_ctx(jarvis_env, tmp_path):
     gguf.write_bytes(b"GGUF")
     jarvis_env.write_config(models={"primary": {"provider": "embedded", "gguf": str(gguf), "n_ctx": 2048}})
     assert context_window(jarvis_env.settings) == (2048, "models.primary.n_ctx")
+
+
+def test_the_window_is_asked_of_a_llama_cpp_server_once_and_the_config_wins(jarvis_env):
+    brain = jarvis_env.server.brain
+    brain.props = {"default_generation_settings": {"n_ctx": 3072, "n_predict": -1}, "total_slots": 1}
+    window, source = context_window(jarvis_env.settings)
+    assert window == 3072 and "default_generation_settings.n_ctx in GET" in source and "/props" in source
+    for _ in range(3):
+        context_window(jarvis_env.settings)
+    assert brain.gets.count("/props") == 1  # asked once, kept
+    jarvis_env.write_config(models={"primary": {"context_tokens": 16384}})
+    assert context_window(jarvis_env.settings) == (16384, "models.primary.context_tokens")
+    assert brain.gets.count("/props") == 1
+
+
+def test_a_vllm_window_is_its_max_model_len_and_a_prompt_beyond_it_is_refused(jarvis_env):
+    jarvis_env.server.brain.model_fields = {"max_model_len": 2048}
+    message = "summarize this: " + "lorem ipsum dolor " * 450  # about 2,000 tokens: fits 8,192, not 2,048
+    jarvis_env.server.push(answer("never sent"))
+    with pytest.raises(ModelEndpointError) as err:
+        jarvis_env.graph().invoke({"messages": [("user", message)]}, _cfg("vllm"))
+    text = str(err.value)
+    assert "context window of 2048 tokens (the server's max_model_len in GET" in text and "not sent" in text
+    assert jarvis_env.server.requests == []
+    assert "raise models.primary.context_tokens" in text
+
+
+@pytest.mark.parametrize("props", [
+    {"n_ctx": "4096"}, {"n_ctx": -1}, {"n_ctx": 10**12}, {"n_ctx": True}, {"default_generation_settings": [4096]},
+    {"n_ctx": 4096, "pad": "x" * (2 << 20)},
+])
+def test_a_window_the_server_cannot_mean_is_not_taken(jarvis_env, props):
+    jarvis_env.server.brain.props = props
+    window, source = context_window(jarvis_env.settings)
+    assert window == 8192 and "unset: the default" in source
+
+
+def test_an_older_llama_cpp_server_says_n_ctx_at_the_top(jarvis_env):
+    jarvis_env.server.brain.props = {"n_ctx": 6144}
+    assert context_window(jarvis_env.settings)[0] == 6144

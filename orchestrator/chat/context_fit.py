@@ -2,7 +2,8 @@
 
 A model server given a prompt longer than its context either fails inside (HTTP 400 / 500 with its own words) or
 silently drops the start of the prompt (the system text and the tools first). So the window is known here: the
-built-in model's is the `n_ctx` its server is started with, any other's `models.<role>.context_tokens`. History
+built-in model's is the `n_ctx` its server is started with, any other's `models.<role>.context_tokens` or, when that
+is not set, what the server says (llm/server_window.py: vLLM's /v1/models, llama.cpp's /props). History
 folding aims at what the window leaves after the tools' schemas and the answer (never more than
 `planner.history_token_budget`), and a prompt that cannot fit even then is refused before the request, with
 what to change. Counts are estimates (about four characters a token, LangChain's `count_tokens_approximately`),
@@ -17,6 +18,7 @@ from typing import Any
 from orchestrator.core.config import Settings
 from orchestrator.core.errors import ModelEndpointError
 from orchestrator.llm.client import model_config
+from orchestrator.llm.server_window import server_window
 from orchestrator.llm.tool_schema import describe_line
 
 BUILTIN_FORMAT = "jarvis-chatml-tools"  # llm/llama_handler.py's NAME (that module imports llama_cpp)
@@ -25,12 +27,20 @@ ANSWER_TOKENS = 512  # kept free for the answer when models.<role>.max_tokens do
 SPARE = 0.1
 
 
+DEFAULT_WINDOW = 8192  # when neither the config nor the server says
+
+
 def context_window(settings: Settings, role: str = "primary") -> tuple[int, str]:
-    """(tokens, the setting that says so)."""
+    """(tokens, what says so): the config when it is set, else the server (llm/server_window.py), else 8192."""
     used, cfg = model_config(settings, "heavy" if role == "heavy" else "primary")
     if cfg.provider == "embedded":
         return cfg.n_ctx, f"models.{used}.n_ctx"
-    return cfg.context_tokens, f"models.{used}.context_tokens"
+    if cfg.context_tokens is not None:
+        return cfg.context_tokens, f"models.{used}.context_tokens"
+    found = server_window(cfg, used)
+    if found is not None:
+        return found[0], f"the server's {found[1]}; models.{used}.context_tokens overrides it"
+    return DEFAULT_WINDOW, f"models.{used}.context_tokens, unset: the default, as the server does not say"
 
 
 LIST_FRAME_TOKENS = 80  # the built-in format's words around its function list
@@ -59,6 +69,12 @@ def history_budget(settings: Settings, tools_tokens: int) -> int:
     return max(1, min(settings.planner.history_token_budget, room))
 
 
+def window_setting(settings: Settings) -> str:
+    """The setting that sets the primary model's window."""
+    used, cfg = model_config(settings, "primary")
+    return f"models.{used}.{'n_ctx' if cfg.provider == 'embedded' else 'context_tokens'}"
+
+
 def check_fits(settings: Settings, prompt_tokens: int, tools_tokens: int) -> None:
     """Refuse, before the request, a prompt the model's context cannot hold."""
     window, setting = context_window(settings)
@@ -70,4 +86,4 @@ def check_fits(settings: Settings, prompt_tokens: int, tools_tokens: int) -> Non
         f"This turn needs about {needed} tokens (the conversation {prompt_tokens}, the tools' descriptions "
         f"{tools_tokens}, the answer {answer}), more than the model's context window of {window} tokens ({setting}) "
         "holds, so it was not sent. Shorten the message or what it attaches, lower planner.max_bound_tools, or use "
-        f"a model with a larger context and raise {setting}.")
+        f"a model with a larger context and raise {window_setting(settings)}.")

@@ -84,6 +84,11 @@ class ScriptedBrain:
         self.requests: list[dict] = []
         self.embedding_requests: list[dict] = []
         self.embeddings_enabled = True
+        # What GET /props answers (llama.cpp's server; None: 404, as other servers) and the fields each model of
+        # GET /models carries beyond its id (vLLM's max_model_len); a test sets them.
+        self.props: dict | None = None
+        self.model_fields: dict = {}
+        self.gets: list[str] = []
         self.load(script or [], rules or [])
 
     def load(self, script: list, rules: list | None = None) -> None:
@@ -196,11 +201,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         brain = self.server.brain
+        brain.gets.append(self.path)
         if self.path.rstrip("/").endswith("/models"):
             names = getattr(brain, "model_list", None) or [brain.model]  # a test may list several, as Ollama does
             # it answers whatever model name a request gives, as llama.cpp's server does, and says so the same way
-            self._json(200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "llamacpp"}
-                                                        for n in names]})
+            self._json(200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "llamacpp",
+                                                        **brain.model_fields} for n in names]})
+        elif self.path == "/props" and brain.props is not None:
+            self._json(200, brain.props)
         elif self.path == "/_requests":
             self._json(200, brain.requests)
         else:

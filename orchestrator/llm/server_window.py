@@ -1,0 +1,98 @@
+"""A model server's context window, asked of the server when the config does not say ([25] 3).
+
+The planner fits its tools, its history and the answer to the model's window (chat/context_fit.py); a guess of
+8192 tokens is wrong both ways: a llama.cpp server started with `-c 4096` cuts the prompt, one with 32k wastes
+three quarters of it. Two servers say theirs:
+  - vLLM: GET <base_url>/models lists each model with `max_model_len`;
+  - llama.cpp's server: GET <root>/props has `n_ctx` (in `default_generation_settings` in current versions,
+    at the top level in older ones).
+Ollama is not asked: /api/show gives the model's trained `context_length`, not the `num_ctx` Ollama runs it with
+(2048 or 4096 by default, whatever the model could take), so its figure would overstate the window; set
+`models.<role>.context_tokens` for it. Asked once per server and model; an answer is kept for the process, no
+answer (nothing there, another kind of server) for RETRY_AFTER_S.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+import httpx
+
+from orchestrator.core import secrets
+from orchestrator.core.config import ModelConfig
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 2.0
+RETRY_AFTER_S = 300.0
+MAX_BODY = 1 << 20  # /props carries the chat template: a few KB; more is not a window
+MAX_WINDOW = 10_000_000  # tokens; a larger figure is not a context window
+
+_known: dict[tuple[str, str], tuple[tuple[int, str] | None, float]] = {}
+_lock = threading.Lock()
+
+
+def server_window(cfg: ModelConfig, role: str = "primary") -> tuple[int, str] | None:
+    """(tokens, where the server says so), or None when it does not say."""
+    key = (cfg.base_url.rstrip("/"), cfg.model)
+    with _lock:
+        known = _known.get(key)
+        if known is not None and (known[0] is not None or time.monotonic() - known[1] < RETRY_AFTER_S):
+            return known[0]
+        try:
+            api_key = secrets.resolve(cfg.api_key, what=f"models.{role}.api_key")
+        except Exception:  # noqa: BLE001 - a key that cannot be read: the chat request will say so
+            api_key = None
+        found = ask_window(key[0], cfg.model, api_key)
+        _known[key] = (found, time.monotonic())
+        if found:
+            log.info("models.%s: the server says its context window is %d tokens (%s)", role, *found)
+        return found
+
+
+def ask_window(base_url: str, model: str, api_key: str | None = None,
+               timeout_s: float = PROBE_TIMEOUT_S) -> tuple[int, str] | None:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key and api_key != "none" else {}
+    listed = _get_json(f"{base_url}/models", headers, timeout_s)
+    entries = [e for e in (listed or {}).get("data") or [] if isinstance(e, dict)] if isinstance(listed, dict) else []
+    entry = next((e for e in entries if e.get("id") == model), entries[0] if len(entries) == 1 else None)
+    if entry is not None and _window(entry.get("max_model_len")):
+        return entry["max_model_len"], f"max_model_len in GET {base_url}/models"
+    root = base_url[:-3] if base_url.endswith("/v1") else base_url
+    props = _get_json(f"{root}/props", headers, timeout_s)
+    if isinstance(props, dict):
+        settings = props.get("default_generation_settings")
+        for where, value in (("default_generation_settings.n_ctx", (settings or {}).get("n_ctx")
+                              if isinstance(settings, dict) else None), ("n_ctx", props.get("n_ctx"))):
+            if _window(value):
+                return value, f"{where} in GET {root}/props"
+    return None
+
+
+def _window(value: object) -> bool:
+    return type(value) is int and 0 < value <= MAX_WINDOW
+
+
+def _get_json(url: str, headers: dict[str, str], timeout_s: float) -> object:
+    """The JSON a GET answers with, or None (no server, an error status, not JSON, too big)."""
+    try:
+        with httpx.stream("GET", url, headers=headers, timeout=timeout_s, trust_env=False) as resp:
+            if resp.status_code >= 400:
+                return None
+            body = b""
+            for chunk in resp.iter_bytes():
+                body += chunk
+                if len(body) > MAX_BODY:
+                    return None
+        return json.loads(body)
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def forget_windows() -> None:
+    """Ask again (a server restarted with another window)."""
+    with _lock:
+        _known.clear()
