@@ -450,7 +450,10 @@ class MemoryStore:
         if vectors[0].shape[0] != matrix.shape[1]:
             log.warning("memory: the embeddings model changed; facts keep keyword search until re-embedded")
             return []
-        scores = matrix @ vectors[0]
+        # numpy's own loop on one core, not OpenBLAS's product: OpenBLAS's threads spin between calls, and on 2
+        # busy cores they took the CPU from everything else (bench/memory.py at 100,000 facts, hybrid: median
+        # 35-41 ms and 22 ms of CPU a query with them, 18-19 ms and 13 ms of CPU with OpenBLAS held to one thread)
+        scores = np.einsum("ij,j->i", matrix, vectors[0])
         top = min(limit, len(scores))
         best = np.argpartition(-scores, top - 1)[:top]
         # the nearest facts are not always near: below memory.min_similarity a fact is not about the query at all
@@ -459,9 +462,8 @@ class MemoryStore:
 
     def search(self, query: str, k: int = 10, *, include_expired: bool = False) -> list[FactView]:
         # The two rankings at once: SQLite's FTS5 and numpy's product both let go of the GIL. The product reads the
-        # whole vector matrix (150 MB at 100,000 facts of 384 dimensions): 2-5 ms on an idle machine, about as long
-        # as the keyword ranking of a query naming a common name (bm25 over thousands of matches); one after the
-        # other, under load, they made the hybrid median 36 ms (bench/memory.py).
+        # whole vector matrix (150 MB at 100,000 facts of 384 dimensions): about 4 ms on one core, about as long as
+        # the keyword ranking of a query naming a common name (bm25 over thousands of matches).
         vectors = _RANKERS.submit(self.vector_ranking, query) if self.embedder.cfg is not None else None
         keywords = self.keyword_ranking(query)
         fused = fuse(keywords, vectors.result() if vectors is not None else [])
