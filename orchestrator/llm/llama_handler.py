@@ -28,8 +28,8 @@ in the fuzz run of tests/test_real_model.py: 12 tokens reused, 500-1400 read aga
 on 2 cores, so a thread's turns got slower as it grew); placed here, a turn's first call reads the previous
 turn, the list and the request (180-560 tokens in that run, however long the thread), and its call after a tool
 result reads only the call and the result (about 110). From a thread's second request on, while the bound tools stay the same and the server still
-holds the thread's prompt, the list stays where the first request had it and the latest request's best matches
-are named in one line before it (`render_prompt`): then a turn reads only its own messages ([25]: the cached share
+holds the thread's prompt, the list stays where an earlier request put it and the latest request's best matches
+are named in one line before each later request (`render_prompt`): then a turn reads only its own messages ([25]: the cached share
 of the prompt went from 17-85% a turn to above 80% over bench/prompt.py's 10-turn thread). The usage the handler
 reports says how many prompt tokens were found cached (`prompt_tokens_details.cached_tokens`).
 One rule of its own: after tool results the model answers in words (one round of tool calls per user message),
