@@ -211,10 +211,11 @@ def test_drop_a_pdf(open_ui, tmp_path):
     server.env.server.push(answer("A quarterly report."))
     send(page, "what is in it?")
     page.locator(".msg.assistant", has_text="A quarterly report.").wait_for()
-    system = server.env.server.requests[-1]["messages"][0]["content"]
+    # after the user's message (chat/turn_context.py), not in the system prompt
+    system, latest = (server.env.server.requests[-1]["messages"][i]["content"] for i in (0, -1))
     stored = list((server.env.data / "uploads").glob("*/report.pdf"))
     assert len(stored) == 1 and stored[0].read_bytes() == data
-    assert f"- pdf: {stored[0]} (report.pdf)" in system
+    assert f"- pdf: {stored[0]} (report.pdf)" in latest and "- pdf:" not in system
     assert page.locator(".msg.user .chip").inner_text() == "report.pdf"
     assert page.js_errors == []
 
@@ -242,8 +243,9 @@ def test_pasted_youtube_url_becomes_an_attachment(open_ui):
     server.env.server.push(answer("A music video."))
     send(page, "summarize this video")
     page.locator(".msg.assistant", has_text="A music video.").wait_for()
-    system = server.env.server.requests[-1]["messages"][0]["content"]
-    assert "- youtube: https://www.youtube.com/watch?v=dQw4w9WgXcQ" in system
+    # after the user's message (chat/turn_context.py), not in the system prompt
+    system, latest = (server.env.server.requests[-1]["messages"][i]["content"] for i in (0, -1))
+    assert "- youtube: https://www.youtube.com/watch?v=dQw4w9WgXcQ" in latest and "- youtube:" not in system
 
 
 def test_tools_view_lists_static_and_generated_tools(open_ui):
