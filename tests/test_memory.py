@@ -218,6 +218,23 @@ def test_forget_removes_a_fact_from_keyword_and_vector_search(settings):
     assert store.forget_entity("Alice") == ("Alice", 0) and store.entities() == []
 
 
+def test_the_facts_read_for_a_message_follow_every_write(settings):
+    """relevant() keeps its last answer for the planner's later steps of a turn: any write, from this store or
+    another process's, is seen at the next read."""
+    from orchestrator.memory import MemoryStore, Provenance, SourceKind
+
+    store, other = MemoryStore(settings), MemoryStore(settings)
+    user = Provenance(SourceKind.USER, True, "thread t")
+    first = store.remember("Bob's dentist is Dr Lee", user, about="Bob", kind="person")
+    asked = "what about Bob?"
+    assert [v.id for v in store.relevant(asked)] == [first.id]
+    assert [v.id for v in store.relevant(asked)] == [first.id]  # the kept answer
+    second = other.remember("Bob likes chess", user, about="Bob", kind="person")  # written elsewhere
+    assert {v.id for v in store.relevant(asked)} == {first.id, second.id}
+    other.forget(first.id)
+    assert [v.id for v in store.relevant(asked)] == [second.id]
+
+
 def test_search_input_is_words_not_query_syntax(settings):
     from orchestrator.memory import MemoryStore, Provenance, SourceKind
 
