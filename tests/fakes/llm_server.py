@@ -29,8 +29,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.http_json import JsonHandler
 
 Response = dict[str, Any]
 Predicate = Callable[[dict], bool]
@@ -179,20 +181,8 @@ def _split_tokens(text: str) -> list[str]:
     return re.findall(r"\S+\s*|\s+", text) or [""]
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: "FakeLLMServer._HTTPServer"
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt: str, *args: Any) -> None:  # keep test output quiet
-        pass
-
-    def _json(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _body(self) -> dict:
         length = int(self.headers.get("Content-Length") or 0)
@@ -205,35 +195,35 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/").endswith("/models"):
             names = getattr(brain, "model_list", None) or [brain.model]  # a test may list several, as Ollama does
             # it answers whatever model name a request gives, as llama.cpp's server does, and says so the same way
-            self._json(200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "llamacpp",
+            self.send_json(200, {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "llamacpp",
                                                         **brain.model_fields} for n in names]})
         elif self.path == "/props" and brain.props is not None:
-            self._json(200, brain.props)
+            self.send_json(200, brain.props)
         elif self.path == "/_requests":
-            self._json(200, brain.requests)
+            self.send_json(200, brain.requests)
         else:
-            self._json(404, {"error": {"message": f"no route {self.path}"}})
+            self.send_json(404, {"error": {"message": f"no route {self.path}"}})
 
     def do_POST(self) -> None:  # noqa: N802
         brain = self.server.brain
         body = self._body()
         if self.path == "/_script":
             brain.load(body.get("script", []), body.get("rules", []))
-            self._json(200, {"ok": True})
+            self.send_json(200, {"ok": True})
         elif self.path.endswith("/chat/completions"):
             self._chat(brain, body)
         elif self.path.endswith("/embeddings"):
             if not brain.embeddings_enabled:
-                self._json(404, {"error": {"message": "embeddings are not served here"}})
+                self.send_json(404, {"error": {"message": "embeddings are not served here"}})
                 return
             inputs = body.get("input")
             inputs = [inputs] if isinstance(inputs, str) else inputs or []
             brain.embedding_requests.append(body)
             data = [{"object": "embedding", "index": i, "embedding": embed_text(str(t))} for i, t in enumerate(inputs)]
-            self._json(200, {"object": "list", "data": data, "model": body.get("model", brain.model),
+            self.send_json(200, {"object": "list", "data": data, "model": body.get("model", brain.model),
                              "usage": {"prompt_tokens": 0, "total_tokens": 0}})
         else:
-            self._json(404, {"error": {"message": f"no route {self.path}"}})
+            self.send_json(404, {"error": {"message": f"no route {self.path}"}})
 
     def _chat(self, brain: ScriptedBrain, request: dict) -> None:
         resp = brain.next_response(request)
@@ -241,7 +231,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(resp["delay_s"])
         if "error" in resp:
             err = resp["error"]
-            self._json(err.get("status", 500), {"error": {"message": err.get("message", "error"), "type": "server_error"}})
+            self.send_json(err.get("status", 500), {"error": {"message": err.get("message", "error"), "type": "server_error"}})
             return
         calls = _tool_calls(resp)
         usage = _usage(request, resp, calls)
@@ -253,7 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
             message: dict[str, Any] = {"role": "assistant", "content": resp.get("content")}
             if calls:
                 message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in calls]
-            self._json(200, {"id": cid, "object": "chat.completion", "created": created, "model": model,
+            self.send_json(200, {"id": cid, "object": "chat.completion", "created": created, "model": model,
                              "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage})
             return
 

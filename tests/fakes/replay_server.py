@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.fakes.http_json import JsonHandler
 
 FIXTURES = Path(__file__).resolve().parent.parent / "data" / "model_servers"
 
@@ -24,12 +26,8 @@ def load_fixtures() -> dict[str, dict[str, Any]]:
     return {p.stem: json.loads(p.read_text()) for p in sorted(FIXTURES.glob("*.json"))}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: "ReplayServer._HTTPServer"
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt: str, *args: Any) -> None:
-        pass
 
     def _route(self) -> tuple[dict[str, Any], str, str] | None:
         parts = self.path.strip("/").split("/")
@@ -38,37 +36,29 @@ class _Handler(BaseHTTPRequestHandler):
         fixture = self.server.fixtures.get(parts[0])
         return (fixture, parts[0], parts[1]) if fixture else None
 
-    def _send_json(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:  # noqa: N802
         route = self._route()
         if route is None or not self.path.rstrip("/").endswith("/models"):
-            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            self.send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
-        self._send_json(200, route[0]["models"])
+        self.send_json(200, route[0]["models"])
 
     def do_POST(self) -> None:  # noqa: N802
         route = self._route()
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         if route is None or not self.path.endswith("/chat/completions"):
-            self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            self.send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
         fixture, server_name, case_name = route
         case = next((c for c in fixture["cases"] if c["name"] == case_name), None)
         if case is None:
-            self._send_json(404, {"error": {"message": f"no case {case_name}"}})
+            self.send_json(404, {"error": {"message": f"no case {case_name}"}})
             return
         with self.server.lock:
             self.server.requests.setdefault((server_name, case_name), []).append(body)
         if "sse" not in case:
-            self._send_json(case.get("status", 200), case["json"])
+            self.send_json(case.get("status", 200), case["json"])
             return
         self.send_response(case.get("status", 200))
         self.send_header("Content-Type", "text/event-stream")

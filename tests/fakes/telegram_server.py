@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.http_json import JsonHandler
 
 
 class TelegramState:
@@ -83,20 +85,8 @@ def _bad_markup(markup: Any) -> str | None:
     return None
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: "TelegramServer._HTTP"
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _reply(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_POST(self) -> None:  # noqa: N802
         st = self.server.state
@@ -104,12 +94,12 @@ class _Handler(BaseHTTPRequestHandler):
         payload = json.loads(self.rfile.read(length) or b"{}")
         prefix = f"/bot{st.token}/"
         if not self.path.startswith(prefix):
-            self._reply(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+            self.send_json(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
             return
         method = self.path[len(prefix):]
         st.calls.append((method, payload))
         if method == "getMe":
-            self._reply(200, {"ok": True, "result": {"id": 999, "is_bot": True, "username": "jarvis_test_bot"}})
+            self.send_json(200, {"ok": True, "result": {"id": 999, "is_bot": True, "username": "jarvis_test_bot"}})
         elif method == "getUpdates":
             offset = int(payload.get("offset") or 0)
             deadline = time.monotonic() + min(float(payload.get("timeout") or 0), 5)
@@ -120,19 +110,19 @@ class _Handler(BaseHTTPRequestHandler):
                     if ready or time.monotonic() >= deadline:
                         break
                     st.lock.wait(timeout=max(0.01, deadline - time.monotonic()))
-            self._reply(200, {"ok": True, "result": ready})
+            self.send_json(200, {"ok": True, "result": ready})
         elif method == "sendMessage":
             if st.fail_next:
                 status, body = st.fail_next.pop(0)
-                self._reply(status, body)
+                self.send_json(status, body)
                 return
             chat_id = int(payload["chat_id"])
             if chat_id not in st.known_chats:
-                self._reply(400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"})
+                self.send_json(400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"})
                 return
             problem = _bad_markup(payload.get("reply_markup"))
             if problem:
-                self._reply(400, {"ok": False, "error_code": 400, "description": problem})
+                self.send_json(400, {"ok": False, "error_code": 400, "description": problem})
                 return
             with st.lock:
                 st.next_message += 1
@@ -141,17 +131,17 @@ class _Handler(BaseHTTPRequestHandler):
                 if payload.get("reply_markup"):
                     message["reply_markup"] = payload["reply_markup"]
                 st.sent.append(message)
-            self._reply(200, {"ok": True, "result": message})
+            self.send_json(200, {"ok": True, "result": message})
         elif method == "answerCallbackQuery":
             with st.lock:
                 query = st.queries.pop(str(payload.get("callback_query_id")), None)
                 if query is not None:
                     st.answered.append({**payload, "from": query["from"]["id"]})
             if query is None:
-                self._reply(400, {"ok": False, "error_code": 400, "description": "Bad Request: query is too old and "
+                self.send_json(400, {"ok": False, "error_code": 400, "description": "Bad Request: query is too old and "
                                   "response timeout expired or query ID is invalid"})
             else:
-                self._reply(200, {"ok": True, "result": True})
+                self.send_json(200, {"ok": True, "result": True})
         elif method == "editMessageReplyMarkup":
             with st.lock:
                 message = next((m for m in st.sent if m["message_id"] == int(payload.get("message_id") or 0)
@@ -166,9 +156,9 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     message["reply_markup"] = markup
                     status, body = 200, {"ok": True, "result": message}
-            self._reply(status, body)
+            self.send_json(status, body)
         else:
-            self._reply(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+            self.send_json(404, {"ok": False, "error_code": 404, "description": "Not Found"})
 
 
 class TelegramServer:
