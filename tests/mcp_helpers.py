@@ -37,3 +37,18 @@ def shutdown_mcp() -> None:
     from orchestrator.mcp import manager as mcp_manager
 
     mcp_manager.shutdown_all()
+
+
+def pids_with_arg(arg: str) -> list[int]:
+    """The processes one of whose command-line arguments is exactly `arg` (a server's script, a browser's profile)."""
+    wanted, pids = arg.encode(), []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if wanted in argv:
+            pids.append(int(proc.name))
+    return pids

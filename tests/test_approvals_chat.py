@@ -17,6 +17,7 @@ from tests.conftest import answer, tool_call
 from tests.fakes.telegram_server import TelegramServer
 from tests.test_approvals_remote import (FORGED, PRINCIPAL, STRANGER, VERIFIED, _answer_to, _config, _poller, _press,
                                          _sent_with_buttons, _wait)
+from tests.test_approvals_remote import mail  # noqa: F401 - a fixture: the principal's Gmail, set up once
 from tests.test_jorbs import step
 from tests.test_ui_browser import browser, open_ui, send, shot  # noqa: F401 - fixtures
 from tests.ui_server import start_ui
@@ -240,18 +241,6 @@ def test_a_ui_watching_the_thread_holds_it_back_and_a_held_thread_is_not_sent(ja
     with Claims(jarvis_env.settings).held(THREAD):
         assert app.notifier().sweep() == 0
     assert app.notifier().sweep() == 1
-
-
-@pytest.fixture
-def mail(jarvis_env, google_server):
-    from google.oauth2.credentials import Credentials
-
-    from orchestrator.tools import google_auth
-
-    _config(jarvis_env, google=google_server, to=["email"], email="boss@home.example")
-    google_auth.save_credentials(jarvis_env.settings,
-                                 Credentials.from_authorized_user_info(google_server.authorized_user_info()))
-    return google_server
 
 
 def test_an_email_reply_from_a_forged_sender_does_nothing_and_the_verified_one_answers(jarvis_env, mail):

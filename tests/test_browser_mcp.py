@@ -23,7 +23,7 @@ from langgraph.types import Command
 from tests.conftest import REPO, answer, tool_call
 from tests.fakes.app_x import PASSWORD, USER, AppX
 from tests.fakes.llm_server import tool_results
-from tests.mcp_helpers import shutdown_mcp, wait_for
+from tests.mcp_helpers import pids_with_arg, shutdown_mcp, wait_for
 
 NPM = Path(os.environ.get("JARVIS_TEST_NPM") or REPO / ".cache" / "npm") / "node_modules"
 CLI = NPM / "@playwright" / "mcp" / "cli.js"
@@ -105,17 +105,7 @@ def tool_messages(result) -> list:
 
 
 def chromium_pids(profile: Path) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(a == f"--user-data-dir={profile}".encode() for a in argv):
-            pids.append(int(proc.name))
-    return pids
+    return pids_with_arg(f"--user-data-dir={profile}")
 
 
 def _cmdline(pid: int) -> bytes:

@@ -17,7 +17,7 @@ import pytest
 from langgraph.types import Command
 
 from tests.conftest import REPO, answer, tool_call
-from tests.mcp_helpers import shutdown_mcp, wait_for
+from tests.mcp_helpers import pids_with_arg, shutdown_mcp, wait_for
 
 NPM = Path(os.environ.get("JARVIS_TEST_NPM") or REPO / ".cache" / "npm") / "node_modules" / "@modelcontextprotocol"
 FILESYSTEM = NPM / "server-filesystem" / "dist" / "index.js"
@@ -47,16 +47,9 @@ def _claude_file(tmp_path: Path, root: Path, *, memory: bool = True) -> Path:
 
 def _server_pid(script: Path) -> int:
     """The process running `script` (the server's own process, not npm's)."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if str(script).encode() in argv:
-            return int(proc.name)
-    raise AssertionError(f"no process runs {script}")
+    pids = pids_with_arg(str(script))
+    assert pids, f"no process runs {script}"
+    return pids[0]
 
 
 def _approve(graph, config, result):
