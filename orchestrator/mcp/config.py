@@ -179,23 +179,31 @@ def _format_error(path: Path, err: ValidationError) -> str:
 MAX_SERVERS_FILE_BYTES = 1_000_000  # a server's TOML, Claude Desktop's JSON: a few KB; never read more than this
 
 
-def load_server_file(path: Path) -> ServerConfig:
-    """Parse and validate one file. Raises ValueError with the file, the key and what was wrong."""
+def _read_small_text(path: Path, what: str, instead: str) -> str:
+    """The text of a settings file, read no further than MAX_SERVERS_FILE_BYTES. Raises ValueError saying `what`
+    the file is not, and what to do `instead`."""
     try:
         with path.open("rb") as fh:
             data = fh.read(MAX_SERVERS_FILE_BYTES + 1)
-        if len(data) > MAX_SERVERS_FILE_BYTES:
-            raise ValueError(f"{path}: larger than {MAX_SERVERS_FILE_BYTES // 1_000_000} MB, so not an MCP server's "
-                             "settings; remove it from mcp.dir")
-        raw = tomllib.loads(data.decode("utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not text (UTF-8), so not valid TOML") from None
-    except RecursionError:  # tomllib recurses per level of nesting and has no limit of its own
-        raise ValueError(f"{path}: not valid TOML: it nests arrays or tables too deep") from None
     except OSError as exc:
         raise ValueError(f"{path}: cannot be read: {exc}") from None
+    if len(data) > MAX_SERVERS_FILE_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_SERVERS_FILE_BYTES // 1_000_000} MB, so not {what}; {instead}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not text (UTF-8), so not {what}") from None
+
+
+def load_server_file(path: Path) -> ServerConfig:
+    """Parse and validate one file. Raises ValueError with the file, the key and what was wrong."""
+    text = _read_small_text(path, "an MCP server's settings", "remove it from mcp.dir")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per level of nesting and has no limit of its own
+        raise ValueError(f"{path}: not valid TOML: it nests arrays or tables too deep") from None
     try:
         cfg = ServerConfig.model_validate(raw)
     except ValidationError as err:
@@ -253,17 +261,9 @@ _TRANSPORTS = {"stdio": "stdio", "http": "streamable_http", "streamable-http": "
 
 
 def read_mcp_servers_json(path: Path) -> dict[str, Any]:
+    text = _read_small_text(path, "a list of MCP servers", "give the JSON file of Claude Desktop, Cursor or Jan")
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_SERVERS_FILE_BYTES + 1)
-        if len(raw) > MAX_SERVERS_FILE_BYTES:
-            raise ValueError(f"{path}: larger than {MAX_SERVERS_FILE_BYTES // 1_000_000} MB, so not a list of MCP "
-                             "servers; give the JSON file of Claude Desktop, Cursor or Jan")
-        data = json_bounds.loads(raw.decode("utf-8"))
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot be read: {exc}") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not text (UTF-8), so not a list of MCP servers") from None
+        data = json_bounds.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     except json_bounds.TooDeep as exc:
