@@ -239,11 +239,17 @@ _WINDOW_PATTERNS = (re.compile(r"maximum context length is (\d+)"),  # OpenAI, v
                     re.compile(r"context (?:window|length|size)[^.]*?(\d{3,}) tokens"))
 
 
+def _error_of(body: Any) -> Any:
+    """The error inside an error body: {"error": {...}} (OpenAI, llama.cpp, Ollama, newer vLLM), the body itself
+    (older vLLM's top-level {"object": "error", ...}), or LM Studio's {"error": "text"}."""
+    return body.get("error", body) if isinstance(body, dict) else body
+
+
 def context_overflow(body: Any, text: str) -> int | None:
     """The model's window (0 when the server does not say it) when an error says the prompt does not fit, else None.
     Each server says it its own way: llama.cpp's `exceed_context_size_error` with `n_ctx`, OpenAI's
     `context_length_exceeded`, vLLM's "maximum context length is N tokens"."""
-    error = body.get("error", body) if isinstance(body, dict) else {}
+    error = _error_of(body)
     error = error if isinstance(error, dict) else {}
     kind = f"{error.get('type')} {error.get('code')}"
     message = str(error.get("message") or text)
@@ -262,8 +268,7 @@ def context_overflow(body: Any, text: str) -> int | None:
 def _server_message(exc: Any) -> str:
     """The server's own sentence from an error body ({"error": {"message": ...}} or a bare message), else the
     exception's text."""
-    body = getattr(exc, "body", None)
-    error = body.get("error", body) if isinstance(body, dict) else body
+    error = _error_of(getattr(exc, "body", None))
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return error["message"].rstrip(".")
     if isinstance(error, str):
