@@ -174,11 +174,7 @@ class DocsIndex:
 
     def _bump(self, session: Session) -> None:
         """A new generation: other processes' vector caches see the index changed."""
-        row = session.get(Meta, "generation")
-        if row is None:
-            session.add(Meta(key="generation", value="1"))
-        else:
-            row.value = str(int(row.value) + 1)
+        storage.bump_generation(session, Meta)
 
     def generation(self) -> str:
         with self.engine.connect() as conn:

@@ -157,11 +157,7 @@ class MemoryStore:
 
     @staticmethod
     def _bump(s: Session) -> None:
-        row = s.get(MemoryMeta, "generation")
-        if row is None:
-            s.add(MemoryMeta(key="generation", value="1"))
-        else:
-            row.value = str(int(row.value) + 1)
+        storage.bump_generation(s, MemoryMeta)
 
     def generation(self) -> str:
         with self._session() as s:

@@ -75,6 +75,16 @@ _schemas_ready: set[tuple[str, int]] = set()
 _lock = threading.Lock()
 
 
+def bump_generation(session: Any, meta: type) -> None:
+    """One more generation in an index's key/value `meta` table (the document index, memory): other processes'
+    caches of it (vectors, answers) see that it changed."""
+    row = session.get(meta, "generation")
+    if row is None:
+        session.add(meta(key="generation", value="1"))
+    else:
+        row.value = str(int(row.value) + 1)
+
+
 def sqlite_path(settings: Settings, name: str) -> Path:
     return settings.data_path(f"{name}.sqlite")
 
