@@ -18,7 +18,7 @@ from typing import Any
 from orchestrator.core.config import Settings
 from orchestrator.core.errors import ModelEndpointError
 from orchestrator.llm.client import model_config
-from orchestrator.llm.server_window import server_window
+from orchestrator.llm.server_window import ServerWindows
 from orchestrator.llm.tool_schema import describe_line
 
 BUILTIN_FORMAT = "jarvis-chatml-tools"  # llm/llama_handler.py's NAME (that module imports llama_cpp)
@@ -30,14 +30,15 @@ SPARE = 0.1
 DEFAULT_WINDOW = 8192  # when neither the config nor the server says
 
 
-def context_window(settings: Settings, role: str = "primary") -> tuple[int, str]:
-    """(tokens, what says so): the config when it is set, else the server (llm/server_window.py), else 8192."""
+def context_window(settings: Settings, windows: ServerWindows, role: str = "primary") -> tuple[int, str]:
+    """(tokens, what says so): the config when it is set, else the server (llm/server_window.py, asked through the
+    App's `windows`), else 8192."""
     used, cfg = model_config(settings, "heavy" if role == "heavy" else "primary")
     if cfg.provider == "embedded":
         return cfg.n_ctx, f"models.{used}.n_ctx"
     if cfg.context_tokens is not None:
         return cfg.context_tokens, f"models.{used}.context_tokens"
-    found = server_window(cfg, used)
+    found = windows.window(cfg, used)
     if found is not None:
         return found[0], f"the server's {found[1]}; models.{used}.context_tokens overrides it"
     return DEFAULT_WINDOW, f"models.{used}.context_tokens, unset: the default, as the server does not say"
@@ -61,10 +62,10 @@ def answer_tokens(settings: Settings) -> int:
     return model_config(settings, "primary")[1].max_tokens or ANSWER_TOKENS
 
 
-def history_budget(settings: Settings, tools_tokens: int) -> int:
+def history_budget(settings: Settings, windows: ServerWindows, tools_tokens: int) -> int:
     """The token budget of system text and messages: the window less the tools, the answer and the spare part,
     at most planner.history_token_budget."""
-    window, _ = context_window(settings)
+    window, _ = context_window(settings, windows)
     room = int(window * (1 - SPARE)) - tools_tokens - answer_tokens(settings)
     return max(1, min(settings.planner.history_token_budget, room))
 
@@ -75,9 +76,9 @@ def window_setting(settings: Settings) -> str:
     return f"models.{used}.{'n_ctx' if cfg.provider == 'embedded' else 'context_tokens'}"
 
 
-def check_fits(settings: Settings, prompt_tokens: int, tools_tokens: int) -> None:
+def check_fits(settings: Settings, windows: ServerWindows, prompt_tokens: int, tools_tokens: int) -> None:
     """Refuse, before the request, a prompt the model's context cannot hold."""
-    window, setting = context_window(settings)
+    window, setting = context_window(settings, windows)
     answer = answer_tokens(settings)
     needed = prompt_tokens + tools_tokens + answer
     if needed <= int(window * (1 - SPARE)):

@@ -93,7 +93,7 @@ def make_nodes(rt: JarvisRuntime):
         added = turn_context(state, remembered)  # after the latest message, not in the system prompt: the prefix holds
         thread_id = _thread_id(config)
         folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system + (added or ""))]),
-                         history_budget(settings, tools_tokens), config,
+                         history_budget(settings, rt.windows, tools_tokens), config,
                          archive=lambda msgs: rt.threads.archive(thread_id, msgs))
         live = state.messages
         if folded:
@@ -102,7 +102,7 @@ def make_nodes(rt: JarvisRuntime):
             state = state.model_copy(update={"summary": folded["summary"]})
             system = system_prompt(settings, state)
         prompt = [SystemMessage(content=system), *with_context(live, added)]
-        check_fits(settings, estimate_tokens(prompt), tools_tokens)
+        check_fits(settings, rt.windows, estimate_tokens(prompt), tools_tokens)
         ai = call_model(rt.llm, tools, prompt, config, rt.model_base_url())
         new = [*folded.pop("messages", []), ai]
         update = {**folded, "messages": new, "turn_steps": state.turn_steps + 1,

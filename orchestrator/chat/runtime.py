@@ -13,6 +13,7 @@ from orchestrator.tools.catalog import ToolCatalog
 from orchestrator.core.config import Settings
 from orchestrator.tools.executor import ToolExecutor
 from orchestrator.llm.client import model_config
+from orchestrator.llm.server_window import ServerWindows
 from orchestrator.memory import MemoryStore
 from orchestrator.memory.extraction import Extractor
 from .context_fit import context_window, schema_tokens
@@ -36,6 +37,7 @@ class JarvisRuntime:
     tool_index: ToolIndex = field(default_factory=ToolIndex)
     memory: MemoryStore | None = None  # read before each planner step (memory.context), None: no memory
     memory_extractor: Extractor | None = None  # proposes facts after a turn (memory.propose_from_turns)
+    windows: ServerWindows = field(default_factory=ServerWindows)  # what the model servers say their windows are
 
     def model_base_url(self) -> str:
         return getattr(self.llm, "openai_api_base", None) or model_config(self.settings, "primary")[1].base_url
@@ -48,7 +50,7 @@ class JarvisRuntime:
         limit = self.settings.planner.max_bound_tools
         finder = [t for t in tools if t.name == FIND_TOOLS]
         others = [t for t in tools if t.name != FIND_TOOLS]
-        window, _ = context_window(self.settings)
+        window, _ = context_window(self.settings, self.windows)
         budget = int(window * TOOL_SHARE)
 
         def fits(bound: list[BaseTool], extra: list[BaseTool] = finder) -> bool:

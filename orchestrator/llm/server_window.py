@@ -8,8 +8,9 @@ three quarters of it. Two servers say theirs:
     at the top level in older ones).
 Ollama is not asked: /api/show gives the model's trained `context_length`, not the `num_ctx` Ollama runs it with
 (2048 or 4096 by default, whatever the model could take), so its figure would overstate the window; set
-`models.<role>.context_tokens` for it. Asked once per server and model; an answer is kept for the process, no
-answer (nothing there, another kind of server) for RETRY_AFTER_S.
+`models.<role>.context_tokens` for it. Each App keeps what its servers said (ServerWindows) for KEEP_S, then
+asks again: a server restarted on the same address with another `-c` is seen within minutes, and a process-wide
+memory would give one server's window to whatever listens on that port next.
 """
 
 from __future__ import annotations
@@ -27,30 +28,33 @@ from orchestrator.core.config import ModelConfig
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 2.0
-RETRY_AFTER_S = 300.0
+KEEP_S = 300.0  # an answer, or no answer (nothing there, another kind of server), is kept this long
 MAX_BODY = 1 << 20  # /props carries the chat template: a few KB; more is not a window
 MAX_WINDOW = 10_000_000  # tokens; a larger figure is not a context window
 
-_known: dict[tuple[str, str], tuple[tuple[int, str] | None, float]] = {}
-_lock = threading.Lock()
+class ServerWindows:
+    """What each model server said its window is, asked at most once per KEEP_S per server and model."""
 
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str], tuple[tuple[int, str] | None, float]] = {}
+        self._lock = threading.Lock()
 
-def server_window(cfg: ModelConfig, role: str = "primary") -> tuple[int, str] | None:
-    """(tokens, where the server says so), or None when it does not say."""
-    key = (cfg.base_url.rstrip("/"), cfg.model)
-    with _lock:
-        known = _known.get(key)
-        if known is not None and (known[0] is not None or time.monotonic() - known[1] < RETRY_AFTER_S):
-            return known[0]
-        try:
-            api_key = secrets.resolve(cfg.api_key, what=f"models.{role}.api_key")
-        except Exception:  # noqa: BLE001 - a key that cannot be read: the chat request will say so
-            api_key = None
-        found = ask_window(key[0], cfg.model, api_key)
-        _known[key] = (found, time.monotonic())
-        if found:
-            log.info("models.%s: the server says its context window is %d tokens (%s)", role, *found)
-        return found
+    def window(self, cfg: ModelConfig, role: str = "primary") -> tuple[int, str] | None:
+        """(tokens, where the server says so), or None when it does not say."""
+        key = (cfg.base_url.rstrip("/"), cfg.model)
+        with self._lock:
+            known = self._known.get(key)
+            if known is not None and time.monotonic() - known[1] < KEEP_S:
+                return known[0]
+            try:
+                api_key = secrets.resolve(cfg.api_key, what=f"models.{role}.api_key")
+            except Exception:  # noqa: BLE001 - a key that cannot be read: the chat request will say so
+                api_key = None
+            found = ask_window(key[0], cfg.model, api_key)
+            if found and (known is None or known[0] != found):
+                log.info("models.%s: the server says its context window is %d tokens (%s)", role, *found)
+            self._known[key] = (found, time.monotonic())
+            return found
 
 
 def ask_window(base_url: str, model: str, api_key: str | None = None,
@@ -90,9 +94,3 @@ def _get_json(url: str, headers: dict[str, str], timeout_s: float) -> object:
         return json.loads(body)
     except (httpx.HTTPError, ValueError):
         return None
-
-
-def forget_windows() -> None:
-    """Ask again (a server restarted with another window)."""
-    with _lock:
-        _known.clear()
