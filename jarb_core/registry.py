@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -133,6 +135,10 @@ _ready: set[str] = set()
 class ToolRegistry:
     def __init__(self, engine: Engine):
         self.engine = engine
+        self._revision_lock = threading.Lock()
+        self._watch: sqlite3.Connection | None = None  # reads PRAGMA data_version only (revision())
+        self._seen_version: int | None = None
+        self._revision: tuple = ()
         key = str(engine.url)
         if key not in _ready:
             # Tables made here, or migrated when an earlier version made them (sql_schema.py).
@@ -181,10 +187,28 @@ class ToolRegistry:
             return [ToolRecord.from_row(r) for r in rows]
 
     def revision(self) -> tuple:
-        """Changes whenever a row is added, changed or deleted: a cheap check before re-reading everything."""
-        with Session(self.engine) as s:
-            return tuple(s.execute(select(func.count(ToolRow.id), func.max(ToolRow.updated_at),
-                                          func.max(ToolRow.id))).one())
+        """Changes whenever a row is added, changed or deleted: a cheap check before re-reading everything. The
+        catalog asks on every planner step; on SQLite, `PRAGMA data_version` of a connection that never writes
+        says whether any other connection (of any process) committed since, and only then is the table read."""
+        with self._revision_lock:
+            version = self._data_version()
+            if version is not None and version == self._seen_version:
+                return self._revision
+            with Session(self.engine) as s:
+                self._revision = tuple(s.execute(select(func.count(ToolRow.id), func.max(ToolRow.updated_at),
+                                                        func.max(ToolRow.id))).one())
+            self._seen_version = version
+            return self._revision
+
+    def _data_version(self) -> int | None:
+        """SQLite's count of other connections' commits to the file (None on PostgreSQL, or a file not on disk)."""
+        if self._watch is None:
+            database = self.engine.url.database
+            if self.engine.dialect.name != "sqlite" or not database or database == ":memory:" \
+                    or database.startswith("file:"):
+                return None
+            self._watch = sqlite3.connect(database, check_same_thread=False)  # guarded by _revision_lock
+        return self._watch.execute("PRAGMA data_version").fetchone()[0]
 
     def names(self) -> set[str]:
         with Session(self.engine) as s:

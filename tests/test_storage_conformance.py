@@ -88,6 +88,33 @@ def test_threads_and_their_archive(settings):
     assert threads.get("cli-1") is None and threads.archived("cli-1") == []
 
 
+def test_a_thread_deleted_or_renamed_while_its_turn_s_writes_are_queued(settings):
+    # A turn's thread bookkeeping (touch_later: its title and status) is queued on the writer thread. A delete
+    # that came before the queue drained was undone by the queued touch, and a rename of a new thread said
+    # "no such thread". Here the writer is held until both calls are under way.
+    import threading
+
+    from orchestrator.storage import writer
+    from orchestrator.storage.threads import ThreadIndex
+
+    threads = ThreadIndex(settings)
+    threads.touch("gone", title="Old")
+    go = threading.Event()
+    writer.submit(lambda: go.wait(30))
+    threads.touch_later("gone", title="Old", status="running")
+    threads.touch_later("new", title="first words", status="running")
+    releaser = threading.Timer(0.3, go.set)  # lets the writer go on while delete and rename wait for it
+    releaser.start()
+    try:
+        threads.delete("gone")
+        renamed = threads.rename("new", "My title")
+    finally:
+        go.set()
+        releaser.cancel()
+    assert renamed is not None and renamed.title == "My title"
+    assert threads.get("gone") is None and threads.get("new").title == "My title"
+
+
 def test_reminders_are_claimed_once_and_settled(settings):
     from orchestrator.reminders.spec import ReminderRequest
     from orchestrator.reminders.store import ReminderStore
@@ -120,6 +147,27 @@ def test_the_tool_registry_versions_and_trust(settings):
     registry.add(name="wc", version=2, **{**common, "source": "def wc(): return 2"})
     assert registry.next_version("wc") == 3 and registry.names() == {"wc"}
     assert registry.get("wc").version == 2 and registry.get("wc", 1).source == "def wc(): ..."
+
+
+def test_the_registry_revision_changes_with_every_write_of_another_registry(settings):
+    # revision() reads the table only when SQLite's data_version says another connection committed: every write
+    # of another registry (another process's, here another instance's) must still change it, and nothing else.
+    from jarb_core.registry import ToolRegistry
+
+    engine = storage.engine_for(settings, storage.TOOL_REGISTRY_DB)
+    reader, writer_ = ToolRegistry(engine), ToolRegistry(engine)
+    common = dict(path="/tools/wc_v1.py", tests_path="/tools/test_wc_v1.py", source="def wc(): ...",
+                  schema={"type": "object"}, side_effects=[], spec={"name": "wc"}, manifest={}, test_report={},
+                  trust="confirm", network_approved=False)
+    seen = [reader.revision()]
+    for write in (lambda: writer_.add(name="wc", version=1, **common),
+                  lambda: writer_.add(name="wc", version=2, **common),
+                  lambda: writer_.set_status("wc", "disabled", version=2),
+                  lambda: writer_.delete_version("wc", 1)):
+        assert reader.revision() == seen[-1]  # nothing written: the same
+        write()
+        seen.append(reader.revision())
+        assert seen[-1] != seen[-2], f"a write was not seen: {seen}"
 
 
 def test_the_checkpointer_keeps_a_thread_across_instances(settings):

@@ -20,7 +20,7 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
 
-from orchestrator.memory.context import UNTRUSTED_HEADER, memory_context
+from orchestrator.memory.context import UNTRUSTED_HEADER
 from orchestrator.tools.executor import CallContext
 from orchestrator.storage.checkpoints import prune_later
 from .history import compact, estimate_tokens
@@ -71,7 +71,7 @@ def make_nodes(rt: JarvisRuntime):
     def entry(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
         last_human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
         text = last_human.text if last_human is not None else ""
-        rt.threads.touch(_thread_id(config), title=text.strip().splitlines()[0] if text.strip() else None, status=RUNNING)
+        rt.threads.touch_later(_thread_id(config), title=text.strip().splitlines()[0] if text.strip() else None, status=RUNNING)
         known = {a.ref for a in state.attachments}
         new = [a for a in detect_attachments(text) if a.ref not in known]
         return {
@@ -87,7 +87,7 @@ def make_nodes(rt: JarvisRuntime):
             return {"messages": [step_limit_message(settings)], "stop_reason": "step_limit"}
         tools = rt.tools_for_turn(state)
         last_human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
-        remembered = memory_context(rt.memory, last_human.text if last_human is not None else "", settings.memory)
+        remembered = rt.remembered(_thread_id(config), state.turn, last_human.text if last_human is not None else "")
         tools_tokens = schema_tokens(settings, [openai_schema(t) for t in tools])
         system = system_prompt(settings, state)
         added = turn_context(state, remembered)  # after the latest message, not in the system prompt: the prefix holds

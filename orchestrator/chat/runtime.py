@@ -3,6 +3,8 @@ API can name it without importing graph.py."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from langchain_core.language_models import BaseChatModel
@@ -15,6 +17,7 @@ from orchestrator.tools.executor import ToolExecutor
 from orchestrator.llm.client import model_config
 from orchestrator.llm.server_window import ServerWindows
 from orchestrator.memory import MemoryStore
+from orchestrator.memory.context import memory_context
 from orchestrator.memory.extraction import Extractor
 from .context_fit import context_window, schema_tokens
 from .planner import openai_schema
@@ -22,6 +25,9 @@ from .state import ConversationState
 from .tool_binding import TOOL_SHARE, thread_tools
 from orchestrator.storage.threads import ThreadIndex
 from orchestrator.tools.index import FIND_TOOLS, ToolIndex, select_tools
+
+
+REMEMBERED_THREADS = 64  # threads whose turn's memory block is kept (threads running at once, with room)
 
 
 @dataclass
@@ -38,6 +44,29 @@ class JarvisRuntime:
     memory: MemoryStore | None = None  # read before each planner step (memory.context), None: no memory
     memory_extractor: Extractor | None = None  # proposes facts after a turn (memory.propose_from_turns)
     windows: ServerWindows = field(default_factory=ServerWindows)  # what the model servers say their windows are
+
+    def __post_init__(self) -> None:
+        self._remembered: OrderedDict[str, tuple[tuple[int, str], str | None]] = OrderedDict()
+        self._remembered_lock = threading.Lock()
+
+    def remembered(self, thread_id: str, turn: int, message: str) -> str | None:
+        """The memory block of a turn (memory/context.py), read at its first planner step: the steps after its tool
+        calls reuse it, so a turn reads memory once, not once per step; a fact remembered during the turn is in that
+        call's result and in the next turn's block."""
+        if self.memory is None:
+            return None
+        key = (turn, message)
+        with self._remembered_lock:
+            found = self._remembered.get(thread_id)
+            if found is not None and found[0] == key:
+                return found[1]
+        block = memory_context(self.memory, message, self.settings.memory)
+        with self._remembered_lock:
+            self._remembered[thread_id] = (key, block)
+            self._remembered.move_to_end(thread_id)
+            while len(self._remembered) > REMEMBERED_THREADS:
+                self._remembered.popitem(last=False)
+        return block
 
     def model_base_url(self) -> str:
         return getattr(self.llm, "openai_api_base", None) or model_config(self.settings, "primary")[1].base_url

@@ -41,12 +41,12 @@ def prune_thread(settings: Settings, thread_id: str, keep: int) -> PruneReport:
     conn = _connect(settings)
     try:
         with conn:
-            kept = [r[0] for r in conn.execute(
+            newest = [r[0] for r in conn.execute(
                 "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
-                "ORDER BY checkpoint_id DESC LIMIT ?", (thread_id, keep))]
-            if not kept:
+                "ORDER BY checkpoint_id DESC LIMIT ?", (thread_id, keep + 1))]
+            if len(newest) <= keep:  # nothing older: no write, so the next turn's checkpoints never wait for one
                 return PruneReport(thread_id, 0, 0)
-            oldest_kept = kept[-1]
+            oldest_kept = newest[keep - 1]
             size, count = conn.execute(
                 "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0), COUNT(*) FROM checkpoints "
                 "WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept)).fetchone()

@@ -4,6 +4,7 @@ checkpoints, and helpers to read a thread's messages and pending confirmations f
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -72,6 +73,12 @@ def _info(row: ThreadRow) -> ThreadInfo:
     return ThreadInfo(row.thread_id, row.kind, row.title, row.status, row.created_at, row.updated_at)
 
 
+# touch_later's writes not yet made, by database and thread: one map for every ThreadIndex of the process, so
+# that a merged write still carries the last status whichever instance asked for it.
+_pending: dict[tuple[str, str], dict[str, Any]] = {}
+_pending_lock = threading.Lock()
+
+
 class ThreadIndex:
     def __init__(self, settings: Settings):
         self.engine = jarvis_engine(settings)
@@ -95,10 +102,30 @@ class ThreadIndex:
         with self.engine.begin() as conn:
             conn.execute(stmt)
 
+    def touch_later(self, thread_id: str, *, title: str | None = None, status: ThreadStatus | str | None = None,
+                    kind: str = "chat") -> None:
+        """`touch` off the hot path, on the one writer thread (writer.py): the turn neither waits for the write nor
+        for SQLite's lock, which the writer may hold for the last turn's telemetry (a wait of 1 ms or more, the
+        busy handler's first sleep). Readers here flush the writer first; the status is checked now. Touches of a
+        thread still queued are one write: the first title and kind (a title is only ever set once), the last
+        status."""
+        status = ThreadStatus(status) if status else None
+        key = (str(self.engine.url), thread_id)
+        with _pending_lock:
+            queued = _pending.get(key)
+            if queued is not None:
+                queued.update(title=queued["title"] or title, status=status or queued["status"])
+                return
+            _pending[key] = {"title": title, "status": status, "kind": kind}
+        writer.submit(lambda: self._write_pending(key))
+
+    def _write_pending(self, key: tuple[str, str]) -> None:
+        with _pending_lock:
+            touch = _pending.pop(key)
+        self.touch(key[1], **touch)
+
     def set_status_later(self, thread_id: str, status: ThreadStatus) -> None:
-        """Status bookkeeping off the hot path (see writer.py); the status is checked now, not in the writer."""
-        status = ThreadStatus(status)
-        writer.submit(lambda: self.touch(thread_id, status=status))
+        self.touch_later(thread_id, status=status)
 
     def get(self, thread_id: str) -> ThreadInfo | None:
         writer.flush()
@@ -122,6 +149,7 @@ class ThreadIndex:
 
     def rename(self, thread_id: str, title: str) -> ThreadInfo | None:
         """A title the user chose (None when there is no such thread)."""
+        writer.flush()  # the row of a thread whose first turn just ran may still be queued
         with Session(self.engine, expire_on_commit=False) as s, s.begin():
             row = s.get(ThreadRow, thread_id)
             if row is None:
@@ -151,6 +179,7 @@ class ThreadIndex:
 
     def delete(self, thread_id: str) -> None:
         """Forget a thread: its row and the messages folded out of its checkpoint (they were its history too)."""
+        writer.flush()  # a queued touch of its last turn would bring the row back
         with Session(self.engine) as s, s.begin():
             row = s.get(ThreadRow, thread_id)
             if row is not None:
