@@ -269,9 +269,12 @@ def test_the_browser_killed_mid_task_is_reported_and_the_task_goes_on(jarvis_env
                         {"messages": [("user", "log in to X")]}, approve=1)
     steps = tool_messages(result)
     assert killed and len(asked) == 1
-    assert steps[2].name == "browser_snapshot" and steps[2].status == "error", steps[2].content[:500]
+    # Said what happened, either way Playwright MCP meets the dead Chromium: the server has not seen it go (the
+    # call fails: "closed") or it has and starts another on this call (a blank page: Jarvis's note says so).
+    after = steps[2]
+    assert after.name == "browser_snapshot" and "closed" in after.content.lower(), after.content[:500]
+    assert after.status == "error" or "started again" in after.content, after.content[:500]
     assert [m.status for m in steps[3:]] == ["success"] * 3, [m.content[:300] for m in steps]
-    assert "closed" in steps[2].content.lower(), steps[2].content[:500]  # said what happened
 
 
 def test_the_server_killed_mid_task_is_restarted_and_reported(jarvis_env, app_x):

@@ -77,6 +77,19 @@ def test_the_page_a_step_acts_on_comes_from_the_results():
     assert grants.target(back, {}) is None and grants.target(scope, {}) == A
 
 
+def test_a_blank_page_after_a_step_that_went_nowhere_is_said_to_be_a_restarted_browser():
+    # Found in CI: Chromium killed mid-task; Playwright MCP had seen it go and started another on the next call,
+    # whose result was a blank page with no word of the crash. The model must know the page is gone.
+    grants = SiteGrants()
+    scope = SiteScope("pw", page_url=page_url)
+    assert grants.saw(scope, "t", "turn 1", page("about:blank"), ok=True, args={}) is None  # nothing shown before
+    assert grants.saw(scope, "t", "turn 1", page(f"{A}/records"), ok=True, args={"url": f"{A}/records"}) is None
+    note = grants.saw(scope, "t", "turn 1", page("about:blank"), ok=True, args={})
+    assert note is not None and "started again" in note and "gone" in note
+    grants.saw(scope, "t", "turn 1", page(f"{A}/records"), ok=True, args={"url": f"{A}/records"})
+    assert grants.saw(scope, "t", "turn 1", page("about:blank"), ok=True, args={"url": "about:blank"}) is None
+
+
 def test_a_page_cannot_name_the_site_it_is_on():
     """The server writes the page's URL before anything of the page; a title or snapshot repeating the line
     later is not read."""

@@ -47,15 +47,31 @@ def context_window(settings: Settings, windows: ServerWindows, role: str = "prim
 LIST_FRAME_TOKENS = 80  # the built-in format's words around its function list
 
 
+_COUNTED: dict[tuple, tuple[list[dict[str, Any]], int]] = {}  # (format, schema ids) -> (the schemas, tokens)
+_COUNTED_MAX = 256
+
+
 def schema_tokens(settings: Settings, schemas: list[dict[str, Any]]) -> int:
-    """The tools' share of the prompt: their JSON, or the one line each of the built-in model's list."""
+    """The tools' share of the prompt: their JSON, or the one line each of the built-in model's list. A planner
+    step counts the same schemas (planner.openai_schema's dicts, made once per tool) up to three times and every
+    turn again: the count is kept, with the schemas, so an id cannot stand for another dict."""
     if not schemas:
         return 0
     cfg = model_config(settings, "primary")[1]
-    if cfg.provider == "embedded" and cfg.chat_format == BUILTIN_FORMAT:
+    listed = cfg.provider == "embedded" and cfg.chat_format == BUILTIN_FORMAT
+    key = (listed, *map(id, schemas))
+    found = _COUNTED.get(key)
+    if found is not None:
+        return found[1]
+    if listed:
         lines = "\n".join(f"functions.{(s.get('function') or {}).get('name')}: {describe_line(s)}" for s in schemas)
-        return len(lines) // 4 + LIST_FRAME_TOKENS
-    return len(json.dumps(schemas)) // 4
+        tokens = len(lines) // 4 + LIST_FRAME_TOKENS
+    else:
+        tokens = len(json.dumps(schemas)) // 4
+    if len(_COUNTED) >= _COUNTED_MAX:
+        _COUNTED.clear()
+    _COUNTED[key] = (list(schemas), tokens)
+    return tokens
 
 
 def answer_tokens(settings: Settings) -> int:

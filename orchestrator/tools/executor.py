@@ -386,11 +386,12 @@ class ToolExecutor:
         duration = (time.perf_counter() - started) * 1000
         content = to_text(result) if error is None else error
         ok = error is None
-        if prepared.effects:
-            self.ledger.complete(ctx.key, content, ok)
         scope = (prepared.tool.metadata or {}).get("site_scope")
         if scope is not None:
-            self.sites.saw(scope, ctx.thread_id, ctx.task, content, ok)
+            note = self.sites.saw(scope, ctx.thread_id, ctx.task, content, ok, prepared.args)
+            content = f"{content}\n\n{note}" if note else content
+        if prepared.effects:
+            self.ledger.complete(ctx.key, content, ok)
         outcome = CallOutcome(name, content, ok=ok, executed_effect=bool(prepared.effects), untrusted=is_untrusted(prepared.tool),
                               args=prepared.args, duration_ms=duration, raw=result if ok else None)
         if ctx.emit:

@@ -36,6 +36,11 @@ DEFAULT_TTL_S = 3600.0
 GRANTED_EFFECTS = frozenset({"ui_automation"})
 
 
+BLANK_PAGE = "about:blank"
+RESTARTED_NOTE = ("(Note from Jarvis: the browser closed since the last step and was started again: the page it "
+                  "showed, its tabs and anything typed there are gone. Open the page again to go on.)")
+
+
 @dataclass(frozen=True)
 class SiteScope:
     """Tool metadata (`site_scope`) of a browser's tools: which browser, how a call names its site, how a result
@@ -120,18 +125,26 @@ class SiteGrants:
             found.origins.setdefault(scope.browser, set()).add(origin)
             found.touched = self.clock()
 
-    def saw(self, scope: SiteScope, thread_id: str, task: str | None, result_text: str, ok: bool) -> None:
+    def saw(self, scope: SiteScope, thread_id: str, task: str | None, result_text: str, ok: bool,
+            args: Mapping[str, Any] | None = None) -> str | None:
         """After a call of the browser: the page it shows now, as its result says (a result that names no page, as
         after typing into a field, leaves it as it was; a failed call makes it unknown, so the next step asks),
-        and that this task uses the browser."""
+        and that this task uses the browser. Returns a note for the model when the browser shows a blank page
+        after a step that went nowhere while it showed a site: its Chromium died and the server started another
+        (Playwright MCP does so on the next call when it has seen the old one go), so the page is gone."""
         url = scope.page_url(result_text) if ok else None
         with self._lock:
+            before = self._pages.get(scope.browser)
             if not ok or url is not None:
                 self._pages[scope.browser] = origin_of(url)
             if task is not None:
                 found = self._live((thread_id, task)) or self._tasks.setdefault((thread_id, task), _Task())
                 found.browsers[scope.browser] = scope
                 found.touched = self.clock()
+        went_somewhere = bool((args or {}).get(scope.url_arg))
+        if url == BLANK_PAGE and before is not None and not went_somewhere:
+            return RESTARTED_NOTE
+        return None
 
     def end_task(self, thread_id: str, task: str | None = None) -> list[str]:
         """The task ended (the turn answered): its grants go, and each browser it used is closed unless a live task
