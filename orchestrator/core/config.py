@@ -99,6 +99,9 @@ class EmbeddingsConfig(_Section):
     model: str = "text-embedding"
     api_key: SecretValue = "jan"
     timeout_s: float = Field(30.0, gt=0)
+    # 64 texts of 4,096 dimensions are about 6 MB of JSON: a larger answer is not vectors (llm/answer_bounds.py)
+    max_answer_kb: int = Field(32768, gt=0, description="an embeddings answer larger than this on the wire is stopped")
+    answer_timeout_s: float = Field(300.0, gt=0, description="an embeddings answer still arriving after this is stopped")
 
 
 class ModelsConfig(_Section):

@@ -19,12 +19,12 @@ from typing import Any
 
 import httpx
 
-from orchestrator.core.config import ModelConfig
+from orchestrator.core.config import EmbeddingsConfig, ModelConfig
 from orchestrator.core.errors import ModelEndpointError
 
 
 class _Limits:
-    def __init__(self, cfg: ModelConfig, base_url: str, role: str):
+    def __init__(self, cfg: ModelConfig | EmbeddingsConfig, base_url: str, role: str):
         self.max_bytes = cfg.max_answer_kb * 1024
         self.seconds = cfg.answer_timeout_s
         self.base_url = base_url
@@ -32,10 +32,11 @@ class _Limits:
 
     def check(self, seen: int, started: float) -> None:
         if seen > self.max_bytes:
+            why = ("" if self.role == "embeddings" else " The server may be ignoring max_tokens: set a token limit "
+                   "on the server itself, or raise the limit.")
             raise ModelEndpointError(
                 f"The model at {self.base_url} sent more than {self.max_bytes // 1024} KB without finishing its "
-                f"answer (models.{self.role}.max_answer_kb), so it was stopped and nothing of it was kept. The "
-                "server may be ignoring max_tokens: set a token limit on the server itself, or raise the limit.")
+                f"answer (models.{self.role}.max_answer_kb), so it was stopped and nothing of it was kept.{why}")
         if time.monotonic() - started > self.seconds:
             raise ModelEndpointError(
                 f"The model at {self.base_url} was still answering after {self.seconds:g} s "
@@ -97,26 +98,30 @@ def _wrap(response: Any, limits: _Limits, asynchronous: bool) -> None:
     response.stream = cls(response.stream, limits, started)
 
 
+def _mark_start(request: httpx.Request) -> None:
+    request.extensions["jarvis_started"] = time.monotonic()
+
+
+def bound_client(client: httpx.Client, cfg: ModelConfig | EmbeddingsConfig, base_url: str, role: str) -> httpx.Client:
+    """Add the hooks that bound every answer of this client (the embeddings', one side of the chat model's)."""
+    limits = _Limits(cfg, base_url, role)
+    client.event_hooks["request"].append(_mark_start)
+    client.event_hooks["response"].append(lambda response: _wrap(response, limits, asynchronous=False))
+    return client
+
+
 def bound_answers(clients: tuple[httpx.Client, httpx.AsyncClient], cfg: ModelConfig, base_url: str,
                   role: str) -> tuple[httpx.Client, httpx.AsyncClient]:
     """Add the hooks that bound every answer of these clients (the chat model's) to cfg's limits."""
     limits = _Limits(cfg, base_url, role)
     sync_client, async_client = clients
 
-    def on_request(request: httpx.Request) -> None:
-        request.extensions["jarvis_started"] = time.monotonic()
-
     async def on_request_async(request: httpx.Request) -> None:
-        on_request(request)
-
-    def on_response(response: httpx.Response) -> None:
-        _wrap(response, limits, asynchronous=False)
+        _mark_start(request)
 
     async def on_response_async(response: httpx.Response) -> None:
         _wrap(response, limits, asynchronous=True)
 
-    sync_client.event_hooks["request"].append(on_request)
-    sync_client.event_hooks["response"].append(on_response)
     async_client.event_hooks["request"].append(on_request_async)
     async_client.event_hooks["response"].append(on_response_async)
-    return sync_client, async_client
+    return bound_client(sync_client, cfg, base_url, role), async_client

@@ -24,7 +24,8 @@ from pydantic import BaseModel, Field
 
 from integrations.base import set_tool_meta
 
-from orchestrator.core import json_bounds, secrets
+from orchestrator.core import json_bounds
+from orchestrator.llm.embeddings import make_embedder
 
 log = logging.getLogger(__name__)
 
@@ -199,24 +200,17 @@ def find_tools_tool(index: ToolIndex, all_tools: Any) -> StructuredTool:
 
 
 def embedder_from_settings(settings: Any) -> Any:
-    """A callable embedding texts through models.embeddings (OpenAI-compatible /v1/embeddings), or None."""
-    cfg = settings.models.embeddings
-    if cfg is None:
+    """A callable embedding texts through models.embeddings (llm/embeddings.py: the same client, bounds and checks
+    as the document index and memory), raising when it gives none; None when no endpoint is configured."""
+    if settings.models.embeddings is None:
         return None
-    import httpx
-
-    key = secrets.resolve(cfg.api_key) or "none"
-    url = cfg.base_url.rstrip("/") + "/embeddings"
+    embedder = make_embedder(settings)
 
     def embed(texts: list[str]) -> list[list[float]]:
-        out: list[list[float]] = []
-        for i in range(0, len(texts), 128):
-            resp = httpx.post(url, json={"model": cfg.model, "input": texts[i:i + 128]},
-                              headers={"Authorization": f"Bearer {key}"}, timeout=cfg.timeout_s)
-            resp.raise_for_status()
-            data = sorted(resp.json()["data"], key=lambda d: d["index"])
-            out.extend(d["embedding"] for d in data)
-        return out
+        vectors = embedder.embed(texts)
+        if vectors is None:
+            raise RuntimeError(f"the embeddings endpoint {settings.models.embeddings.base_url} gave no vectors")
+        return [v.tolist() for v in vectors]
 
     return embed
 

@@ -86,6 +86,9 @@ class ScriptedBrain:
         self.requests: list[dict] = []
         self.embedding_requests: list[dict] = []
         self.embeddings_enabled = True
+        # A test's own answer to POST /embeddings (a callable given the inputs, returning the body's bytes): the
+        # shapes a broken or hostile server sends. None: deterministic vectors (embed_text).
+        self.embedding_answer: Callable[[list[str]], bytes] | None = None
         # What GET /props answers (llama.cpp's server; None: 404, as other servers) and the fields each model of
         # GET /models carries beyond its id (vLLM's max_model_len); a test sets them.
         self.props: dict | None = None
@@ -219,6 +222,14 @@ class _Handler(JsonHandler):
             inputs = body.get("input")
             inputs = [inputs] if isinstance(inputs, str) else inputs or []
             brain.embedding_requests.append(body)
+            if brain.embedding_answer is not None:
+                raw = brain.embedding_answer([str(t) for t in inputs])
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+                return
             data = [{"object": "embedding", "index": i, "embedding": embed_text(str(t))} for i, t in enumerate(inputs)]
             self.send_json(200, {"object": "list", "data": data, "model": body.get("model", brain.model),
                              "usage": {"prompt_tokens": 0, "total_tokens": 0}})
