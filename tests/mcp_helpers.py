@@ -52,3 +52,34 @@ def pids_with_arg(arg: str) -> list[int]:
         if wanted in argv:
             pids.append(int(proc.name))
     return pids
+
+
+def parent_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process below it (from /proc: a browser server's node and its Chromium)."""
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            ppid = parent_of(int(proc.name))
+            if ppid is not None:
+                children.setdefault(ppid, []).append(int(proc.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -23,7 +23,7 @@ from langgraph.types import Command
 from tests.conftest import REPO, answer, tool_call
 from tests.fakes.app_x import PASSWORD, USER, AppX
 from tests.fakes.llm_server import tool_results
-from tests.mcp_helpers import pids_with_arg, shutdown_mcp, wait_for
+from tests.mcp_helpers import alive, pids_with_arg, process_tree, shutdown_mcp, wait_for
 
 NPM = Path(os.environ.get("JARVIS_TEST_NPM") or REPO / ".cache" / "npm") / "node_modules"
 CLI = NPM / "@playwright" / "mcp" / "cli.js"
@@ -46,8 +46,9 @@ def app_x():
         yield app
 
 
-def install_browser(jarvis_env) -> None:
-    """The shipped mcp/playwright.toml, with the package run from .cache/npm instead of npx (no download here)."""
+def install_browser(jarvis_env, **browser) -> None:
+    """The shipped mcp/playwright.toml, with the package run from .cache/npm instead of npx (no download here);
+    `browser`: settings of its [browser] section changed for the test."""
     shipped = tomllib.loads((REPO / "mcp" / "playwright.toml").read_text())
     args = shipped["args"]
     pinned = next(a for a in args if a.startswith("@playwright/mcp@"))
@@ -55,6 +56,7 @@ def install_browser(jarvis_env) -> None:
     if os.geteuid() == 0:  # Chromium's own sandbox does not run as root (containers)
         table["args"].append("--no-sandbox")
     table["timeout_s"] = 60
+    table["browser"] = {**table["browser"], **browser}
     mcp_dir = jarvis_env.path / "mcp"
     mcp_dir.mkdir(exist_ok=True)
     (mcp_dir / "playwright.toml").write_text(tomli_w.dumps(table), encoding="utf-8")
@@ -104,10 +106,6 @@ def tool_messages(result) -> list:
     return [m for m in result.value["messages"] if m.type == "tool"]
 
 
-def chromium_pids(profile: Path) -> list[int]:
-    return pids_with_arg(f"--user-data-dir={profile}")
-
-
 def _cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -115,7 +113,26 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-def export_script(server, app_x, profile: Path, launched: list[bytes]) -> None:
+def browser_servers(data: Path) -> dict[int, int]:
+    """n -> the pid of the server of each task's browser running now (its folder is data/browser/playwright-<n>)."""
+    found = {}
+    for n in range(1, 9):
+        pids = [p for p in pids_with_arg(str(data / "browser" / f"playwright-{n}" / "output")) if alive(p)]
+        if pids:
+            found[n] = pids[0]
+    return found
+
+
+def chromium_of(server_pid: int) -> list[int]:
+    return [p for p in process_tree(server_pid)[1:] if b"chrom" in _cmdline(p).split(b"\0")[0]]
+
+
+def browser_trees(data: Path) -> list[int]:
+    """Every process of every task's browser running now: servers and their Chromium."""
+    return [p for server in browser_servers(data).values() for p in process_tree(server)]
+
+
+def export_script(server, app_x, data: Path, launched: list[bytes]) -> None:
     """The flow as a strong model acts it; `launched` gets the browser processes' command lines before the end."""
     server.push(
         tool_call("browser_navigate", url=f"{app_x.url}/login"),
@@ -124,7 +141,7 @@ def export_script(server, app_x, profile: Path, launched: list[bytes]) -> None:
         type_into("Password", PASSWORD, submit=True),
         SNAPSHOT,
         click("button", "Export all records"),
-        lambda req: launched.extend(_cmdline(pid) for pid in chromium_pids(profile))
+        lambda req: launched.extend((pid, _cmdline(pid)) for pid in browser_trees(data))
         or answer(f"Exported: {last_result(req)[-400:]}"),
     )
 
@@ -133,8 +150,8 @@ def test_the_planner_exports_every_record_of_app_x_asking_once(jarvis_env, app_x
     install_browser(jarvis_env)
     app = jarvis_env.app()
     config = {"configurable": {"thread_id": "x-1"}}
-    launched: list[bytes] = []
-    export_script(jarvis_env.server, app_x, jarvis_env.data / "browser" / "profile", launched)
+    launched: list[tuple[int, bytes]] = []
+    export_script(jarvis_env.server, app_x, jarvis_env.data, launched)
 
     result, asked = run(app.graph, config, {"messages": [("user", "In app X, export all current records to CSV")]},
                         approve=1)
@@ -153,22 +170,28 @@ def test_the_planner_exports_every_record_of_app_x_asking_once(jarvis_env, app_x
     assert exported.read_text() == app_x.csv_text()
     assert len(list(csv.DictReader(exported.open()))) == len(app_x.records) == 10
     assert f'to "{exported}"' in steps[-1].content
-    assert not list((jarvis_env.data / "browser" / "output").glob("*.csv"))  # moved, not copied
-    # the browser ran with its memory bounds (mcp/playwright.json)
-    profile = jarvis_env.data / "browser" / "profile"
-    assert any(b"--js-flags=--max-old-space-size=512" in line for line in launched)
-    # the turn ended: the browser is closed, the approval is gone (a new turn asks again)
-    wait_for(lambda: not chromium_pids(profile), timeout=20)
-    jarvis_env.server.push(tool_call("browser_navigate", url=f"{app_x.url}/records"), answer("again"))
-    _, asked = run(app.graph, config, {"messages": [("user", "export again")]})
+    assert not list((jarvis_env.data / "browser").glob("*/output/*.csv"))  # moved, not copied
+    # the task's own browser ran with its memory bounds (mcp/playwright.json)
+    assert any(b"--js-flags=--max-old-space-size=512" in line for _pid, line in launched)
+    # the turn ended: the task's browser, server and Chromium, is gone; the approval too (a new turn asks again)
+    assert len(launched) >= 3  # the server, Chromium and its helpers
+    wait_for(lambda: not any(alive(pid) for pid, _line in launched), timeout=30)
+    assert not app.mcp_manager.browsers.runs()
+    # the login made in the task was kept for its approved site: the next task's new browser is logged in
+    state = jarvis_env.data / "browser" / "storage-state.json"
+    assert state.stat().st_mode & 0o777 == 0o600 and app_x.url.split("//")[1].split(":")[0] in state.read_text()
+    jarvis_env.server.push(tool_call("browser_navigate", url=f"{app_x.url}/records"), SNAPSHOT,
+                           lambda req: answer(last_result(req)[-300:]))
+    result, asked = run(app.graph, config, {"messages": [("user", "show the records again")]}, approve=1)
     assert [q["tool"] for q in asked] == ["browser_navigate"]
+    assert 'button "Export all records"' in tool_messages(result)[-1].content and app_x.logins == 1
 
 
 def test_a_second_export_never_replaces_a_file_of_the_root(jarvis_env, app_x):
     install_browser(jarvis_env)
     (jarvis_env.root / "records.csv").write_text("the user's own file\n")
     app = jarvis_env.app()
-    export_script(jarvis_env.server, app_x, jarvis_env.data / "browser" / "profile", [])
+    export_script(jarvis_env.server, app_x, jarvis_env.data, [])
     result, asked = run(app.graph, {"configurable": {"thread_id": "x-2"}},
                         {"messages": [("user", "export the records of X")]}, approve=1)
     assert len(asked) == 1
@@ -248,14 +271,15 @@ def test_a_link_to_another_site_makes_the_next_step_ask(jarvis_env):
 def test_the_browser_killed_mid_task_is_reported_and_the_task_goes_on(jarvis_env, app_x):
     install_browser(jarvis_env)
     app = jarvis_env.app()
-    profile = jarvis_env.data / "browser" / "profile"
     killed: list[int] = []
+    after: list[int] = []
 
     def kill_browser(req):
-        killed.extend(chromium_pids(profile))
+        (server,) = browser_servers(jarvis_env.data).values()
+        killed.extend(chromium_of(server))
         for pid in killed:
             os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not chromium_pids(profile) or all(_state(p) == "Z" for p in chromium_pids(profile)))
+        wait_for(lambda: not any(alive(p) for p in killed))
         return SNAPSHOT
 
     jarvis_env.server.push(
@@ -263,7 +287,8 @@ def test_the_browser_killed_mid_task_is_reported_and_the_task_goes_on(jarvis_env
         kill_browser,
         tool_call("browser_navigate", url=f"{app_x.url}/login"),  # the model tries again, as told
         SNAPSHOT, type_into("User", USER),
-        answer("done"),
+        lambda req: after.extend(p for s in browser_servers(jarvis_env.data).values() for p in chromium_of(s))
+        or answer("done"),
     )
     result, asked = run(app.graph, {"configurable": {"thread_id": "kill"}},
                         {"messages": [("user", "log in to X")]}, approve=1)
@@ -271,48 +296,115 @@ def test_the_browser_killed_mid_task_is_reported_and_the_task_goes_on(jarvis_env
     assert killed and len(asked) == 1
     # Said what happened, either way Playwright MCP meets the dead Chromium: the server has not seen it go (the
     # call fails: "closed") or it has and starts another on this call (a blank page: Jarvis's note says so).
-    after = steps[2]
-    assert after.name == "browser_snapshot" and "closed" in after.content.lower(), after.content[:500]
-    assert after.status == "error" or "started again" in after.content, after.content[:500]
+    step = steps[2]
+    assert step.name == "browser_snapshot" and "closed" in step.content.lower(), step.content[:500]
+    assert step.status == "error" or "started again" in step.content, step.content[:500]
     assert [m.status for m in steps[3:]] == ["success"] * 3, [m.content[:300] for m in steps]
+    assert after and not set(after) & set(killed)  # the task's own browser came back: a new Chromium
 
 
 def test_the_server_killed_mid_task_is_restarted_and_reported(jarvis_env, app_x):
     install_browser(jarvis_env)
     app = jarvis_env.app()
+    pool = app.mcp_manager.browsers
+    killed: list[int] = []
 
     def kill_server(req):
-        os.kill(_pid_running(str(CLI)), signal.SIGKILL)
-        wait_for(lambda: {s.name: s.state for s in app.mcp_manager.status()}["playwright"] != "ready", timeout=20)
+        (server,) = browser_servers(jarvis_env.data).values()
+        killed.append(server)
+        os.kill(server, signal.SIGKILL)
+        wait_for(lambda: pool.runs()[0].runtime.state.value != "ready", timeout=20)
         return SNAPSHOT
 
-    jarvis_env.server.push(tool_call("browser_navigate", url=f"{app_x.url}/login"), kill_server,
-                           answer("the browser failed"))
-    config = {"configurable": {"thread_id": "srv"}}
-    result, asked = run(app.graph, config, {"messages": [("user", "log in")]}, approve=1)
-    failed = tool_messages(result)[-1]
+    def when_restarted(req):
+        wait_for(lambda: pool.runs()[0].runtime.state.value == "ready", timeout=90, interval=0.2)
+        return tool_call("browser_navigate", url=f"{app_x.url}/login")  # approved for this task: no question
+
+    jarvis_env.server.push(tool_call("browser_navigate", url=f"{app_x.url}/login"), kill_server, when_restarted,
+                           answer("back"))
+    result, asked = run(app.graph, {"configurable": {"thread_id": "srv"}}, {"messages": [("user", "log in")]},
+                        approve=1)
+    failed, again = tool_messages(result)[-2:]
     assert failed.status == "error" and "MCP server playwright" in failed.content, failed.content
-    wait_for(lambda: {s.name: s.state for s in app.mcp_manager.status()}["playwright"] == "ready", timeout=90,
-             interval=0.2)
-    assert {s.name: s for s in app.mcp_manager.status()}["playwright"].restarts >= 1
-    jarvis_env.server.push(tool_call("browser_navigate", url=f"{app_x.url}/login"), answer("back"))
-    result, asked = run(app.graph, config, {"messages": [("user", "again")]}, approve=1)
-    assert len(asked) == 1 and tool_messages(result)[-1].status == "success"
+    assert "the server exited" in failed.content
+    assert len(asked) == 1 and again.status == "success", again.content[:300]
+    assert killed and not alive(killed[0]) and list(browser_servers(jarvis_env.data).values()) != killed
 
 
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1]
-    except (OSError, IndexError):
-        return "Z"
+def _park(graph, config, text: str) -> object:
+    """Run a turn whose first question is approved and whose second is left waiting: its task stays live."""
+    result, asked = run(graph, config, {"messages": [("user", text)]}, approve=1)
+    assert len(asked) == 2 and result.interrupts, asked
+    return result
 
 
-def _pid_running(script: str) -> int:
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if script.encode() in (proc / "cmdline").read_bytes().split(b"\0"):
-                    return int(proc.name)
-            except OSError:
-                continue
-    raise AssertionError(f"no process runs {script}")
+def _deny(graph, config, result) -> object:
+    (intr,) = result.interrupts
+    return graph.invoke(Command(resume={intr.id: {"decision": "deny"}}), config, version="v2")
+
+
+def test_two_tasks_at_once_each_drive_their_own_browser(jarvis_env, app_x):
+    install_browser(jarvis_env)
+    app = jarvis_env.app()
+    a, b = {"configurable": {"thread_id": "two-a"}}, {"configurable": {"thread_id": "two-b"}}
+    with AppX(title="Y records") as other:
+        jarvis_env.server.push(
+            tool_call("browser_navigate", url=f"{app_x.url}/login"),  # A: approved
+            tool_call("browser_navigate", url=f"{other.url}/login"),  # A: asks, left waiting
+            tool_call("browser_navigate", url=f"{other.url}/login"),  # B: approved
+            tool_call("browser_navigate", url=f"{app_x.url}/login"),  # B: asks, left waiting
+            SNAPSHOT, lambda req: answer("A done"),
+            SNAPSHOT, lambda req: answer("B done"),
+        )
+        parked_a = _park(app.graph, a, "look at X")
+        parked_b = _park(app.graph, b, "look at Y")
+        # both tasks live: two browsers, each its own server and Chromium
+        servers = browser_servers(jarvis_env.data)
+        assert len(servers) == 2 and len(app.mcp_manager.browsers.runs()) == 2
+        chromiums = [set(chromium_of(pid)) for pid in servers.values()]
+        assert all(chromiums) and not chromiums[0] & chromiums[1]
+        trees = browser_trees(jarvis_env.data)
+        # each task's next step acts on its own page: A on X, B on Y (one shared browser would show B's last page)
+        result_a = _deny(app.graph, a, parked_a)
+        assert f"- Page URL: {app_x.url}/login" in tool_messages(result_a)[-1].content
+        result_b = _deny(app.graph, b, parked_b)
+        assert f"- Page URL: {other.url}/login" in tool_messages(result_b)[-1].content
+    wait_for(lambda: not any(alive(p) for p in trees), timeout=30)
+    assert not app.mcp_manager.browsers.runs()
+
+
+def test_a_browser_left_idle_is_closed(jarvis_env, app_x):
+    """A task that stays open (here: a question never answered) does not keep its browser past idle_timeout_s."""
+    install_browser(jarvis_env, idle_timeout_s=1)
+    app = jarvis_env.app()
+    seen: list[int] = []
+    config = {"configurable": {"thread_id": "idle"}}
+    jarvis_env.server.push(
+        tool_call("browser_navigate", url=f"{app_x.url}/login"),
+        lambda req: seen.extend(browser_trees(jarvis_env.data)) or tool_call("browser_navigate", url="https://y.example/"),
+        answer("done"),
+    )
+    parked = _park(app.graph, config, "look at X")
+    wait_for(lambda: not any(alive(p) for p in seen), timeout=60, interval=0.2)
+    assert len(seen) >= 3 and not app.mcp_manager.browsers.runs()
+    assert _deny(app.graph, config, parked).value["messages"][-1].content == "done"
+
+
+def test_a_task_past_max_browsers_is_told_and_gets_no_shared_browser(jarvis_env, app_x):
+    install_browser(jarvis_env, max_browsers=1)
+    app = jarvis_env.app()
+    a, b = {"configurable": {"thread_id": "cap-a"}}, {"configurable": {"thread_id": "cap-b"}}
+    jarvis_env.server.push(
+        tool_call("browser_navigate", url=f"{app_x.url}/login"),  # A: approved, runs
+        tool_call("browser_navigate", url="https://y.example/"),  # A: asks, left waiting
+        tool_call("browser_navigate", url=f"{app_x.url}/records"),  # B: approved, refused: no browser free
+        answer("B could not"),
+    )
+    _park(app.graph, a, "look at X")
+    servers = browser_servers(jarvis_env.data)
+    result, asked = run(app.graph, b, {"messages": [("user", "look at X too")]}, approve=1)
+    refused = tool_messages(result)[-1]
+    assert refused.status == "error" and "no browser is free for this task" in refused.content
+    assert "max_browsers" in refused.content and "idle_timeout_s" in refused.content
+    assert browser_servers(jarvis_env.data) == servers and len(app.mcp_manager.browsers.runs()) == 1
+    assert app_x.hits.count("/records") == 0  # B's step never ran in A's browser

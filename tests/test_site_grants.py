@@ -62,19 +62,30 @@ def test_a_grant_holds_for_its_task_its_origin_and_its_effects_only():
 def test_the_page_a_step_acts_on_comes_from_the_results():
     grants = SiteGrants()
     scope = SiteScope("pw", page_url=page_url)
-    assert grants.target(scope, {"url": f"{B}/x"}) == B
-    assert grants.target(scope, {}) is None  # nothing seen yet
-    grants.saw(scope, "t", "turn 1", page(f"{A}/records"), ok=True)
-    assert grants.target(scope, {"target": "e5"}) == A
-    grants.saw(scope, "t", "turn 1", "### Ran Playwright code\nawait fill()", ok=True)  # says no page: unchanged
-    assert grants.target(scope, {}) == A
-    grants.saw(scope, "t", "turn 1", page(f"{B}/"), ok=True)  # a link took it elsewhere
-    assert grants.target(scope, {}) == B
-    grants.saw(scope, "t", "turn 1", "Error: Target page, context or browser has been closed", ok=False)
-    assert grants.target(scope, {}) is None
-    grants.saw(scope, "t", "turn 1", page(f"{A}/records"), ok=True)
+    task = ("t", "turn 1")
+    assert grants.target(scope, {"url": f"{B}/x"}, *task) == B
+    assert grants.target(scope, {}, *task) is None  # nothing seen yet
+    grants.saw(scope, *task, page(f"{A}/records"), ok=True)
+    assert grants.target(scope, {"target": "e5"}, *task) == A
+    grants.saw(scope, *task, "### Ran Playwright code\nawait fill()", ok=True)  # says no page: unchanged
+    assert grants.target(scope, {}, *task) == A
+    grants.saw(scope, *task, page(f"{B}/"), ok=True)  # a link took it elsewhere
+    assert grants.target(scope, {}, *task) == B
+    grants.saw(scope, *task, "Error: Target page, context or browser has been closed", ok=False)
+    assert grants.target(scope, {}, *task) is None
+    grants.saw(scope, *task, page(f"{A}/records"), ok=True)
     back = SiteScope("pw", page_url=page_url, unknown_target=True)  # back in the history: wherever that was
-    assert grants.target(back, {}) is None and grants.target(scope, {}) == A
+    assert grants.target(back, {}, *task) is None and grants.target(scope, {}, *task) == A
+
+
+def test_each_task_acts_on_the_page_of_its_own_browser():
+    """Two tasks, two browsers: what one task's browser shows is never the page another task's step acts on."""
+    grants = SiteGrants()
+    scope = SiteScope("pw", page_url=page_url)
+    grants.saw(scope, "t1", "turn 1", page(f"{A}/records"), ok=True)
+    grants.saw(scope, "t2", "turn 1", page(f"{B}/evil"), ok=True)
+    assert grants.target(scope, {}, "t1", "turn 1") == A and grants.target(scope, {}, "t2", "turn 1") == B
+    assert grants.target(scope, {}, "t1", "turn 2") is None  # the thread's next task: a new browser, no page yet
 
 
 def test_a_blank_page_after_a_step_that_went_nowhere_is_said_to_be_a_restarted_browser():
@@ -99,17 +110,18 @@ def test_a_page_cannot_name_the_site_it_is_on():
     assert page_url(f"### Snapshot\n- text: x\n- Page URL: {A}/") is None  # no Page section: not a page URL
 
 
-def test_a_task_that_ends_closes_its_browser_unless_another_task_uses_it():
+def test_a_task_that_ends_closes_its_own_browser_with_the_sites_it_approved():
     closed = []
     grants = SiteGrants()
-    scope = SiteScope("pw", page_url=page_url, close=lambda: closed.append("pw"))
+    scope = SiteScope("pw", page_url=page_url, close=lambda *task: closed.append(task))
     grants.saw(scope, "t1", "turn 1", page(A), ok=True)
     grants.saw(scope, "t2", "turn 4", page(A), ok=True)
     grants.grant(scope, "t1", "turn 1", A)
-    assert grants.end_task("t1") == [] and closed == []  # t2 still uses the browser
+    assert grants.end_task("t1") == ["pw"] and closed == [("t1", "turn 1", {A})]  # t2's browser is another one
     assert not grants.allows(scope, "t1", "turn 1", A, ["ui_automation"])  # the grant went with the task
-    assert grants.end_task("t2") == ["pw"] and closed == ["pw"]
-    assert grants.target(scope, {}) is None  # a closed browser shows no page
+    assert grants.target(scope, {}, "t1", "turn 1") is None  # a closed browser shows no page
+    assert grants.target(scope, {}, "t2", "turn 4") == A
+    assert grants.end_task("t2") == ["pw"] and closed[1] == ("t2", "turn 4", set())  # approved nothing: keeps nothing
 
 
 def _executor(tmp_path, jarvis_env, tools):

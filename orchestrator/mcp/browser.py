@@ -1,7 +1,8 @@
 """A browser MCP server's tools as Jarvis uses them (a server whose TOML has a [browser] section; mcp/playwright.toml).
 
 - Each tool carries a `SiteScope` (tools/site_grants.py): the executor approves its steps per site and task, reads
-  the page the browser shows from each result, and closes the browser when the task ends.
+  the page the task's browser shows from each result, and closes that browser when the task ends (each task has
+  its own: mcp/browser_pool.py).
 - Downloads: the server saves them in its own folder under data/ (`downloads_dir`, with snapshots and logs). Only a
   file the result reports as downloaded ("Downloaded file NAME to ...") and that is really in that folder is
   moved into the first of `fs.roots`, under a plain name (no folders, no leading dot) that never replaces a file
@@ -63,6 +64,15 @@ class Downloads:
         self.staging = staging
         self.root = root
         self.max_bytes = max_bytes
+
+    def at(self, browser_dir: Path | None) -> "Downloads | None":
+        """The mover of one run of the server (mcp/browser_pool.py): `{browser_dir}` in downloads_dir is its folder.
+        None when the folder is not known."""
+        if "{browser_dir}" not in str(self.staging):
+            return self
+        if browser_dir is None:
+            return None
+        return Downloads(Path(str(self.staging).replace("{browser_dir}", str(browser_dir))), self.root, self.max_bytes)
 
     def collect(self, text: str) -> str:
         """The result with each reported download moved into the root and its line saying where it is now."""

@@ -91,6 +91,13 @@ class BrowserSection(_Model):
     max_download_mb: float = Field(200.0, gt=0, description="a bigger download stays in downloads_dir, unmoved")
     unknown_target: list[str] = Field(default_factory=lambda: ["browser_navigate_back"],
                                       description="tools that go where no argument says: they always ask")
+    # One browser (one server process) per task (mcp/browser_pool.py):
+    max_browsers: int = Field(3, ge=1, le=32, description="browsers running at once; a task beyond waits or is told")
+    idle_timeout_s: float = Field(600.0, gt=0, description="a task's browser unused this long is closed")
+    storage_state: str | None = Field(None, description="logins kept between tasks (cookies, local storage), per "
+                                                        "approved site; the server's args load it")
+    save_state_tool: str | None = Field("browser_storage_state", description="the tool that saves a browser's "
+                                                                             "storage state to a file")
 
 
 class ServerConfig(_Model):
@@ -143,10 +150,13 @@ class ServerConfig(_Model):
         return None
 
 
-def expand(value: str, data_dir: Path, mcp_dir: Path | None = None) -> str:
+def expand(value: str, data_dir: Path, mcp_dir: Path | None = None, browser_dir: Path | None = None) -> str:
     """`{data_dir}` in an argument, cwd or env value: Jarvis's data folder (a browser's profile lives there);
-    `{mcp_dir}`: the folder of the server files (a server's own config file next to its TOML)."""
+    `{mcp_dir}`: the folder of the server files (a server's own config file next to its TOML); `{browser_dir}`:
+    the folder of one running browser server (mcp/browser_pool.py), data/browser/<server>[-<n>]."""
     value = value.replace("{data_dir}", str(data_dir))
+    if browser_dir is not None:
+        value = value.replace("{browser_dir}", str(browser_dir))
     return value.replace("{mcp_dir}", str(mcp_dir)) if mcp_dir is not None else value
 
 

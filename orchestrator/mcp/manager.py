@@ -31,6 +31,7 @@ from integrations.base import ToolError
 from orchestrator.core import secrets
 from orchestrator.core.aio import background_loop, run_sync
 from orchestrator.core.config import Settings
+from .browser_pool import BrowserPool
 from .config import LoadedServers, ServerConfig, expand, load_servers
 from .session import ValidatorCachingSession
 from .stdio import bounded_stdio_client, rotate_log
@@ -113,6 +114,7 @@ class McpManager:
         self._checked_at = 0.0
         self._lock = threading.Lock()
         self.listeners: list[Any] = []  # called with the server name when its tools change
+        self.browsers = BrowserPool(self)  # a browser server's runs, one per task
         with _live_lock:
             _live.add(self)
         self.refresh_config(force=True)
@@ -140,6 +142,7 @@ class McpManager:
                 old = self._servers[name]
                 new = loaded.servers.get(name)
                 if new is None or new.model_dump() != old.cfg.model_dump():
+                    self.browsers.stop_server(name)
                     self._stop_server(old)
                     del self._servers[name]
             for name, cfg in loaded.servers.items():
@@ -228,6 +231,7 @@ class McpManager:
         self._stop_servers([srv])
 
     def shutdown(self) -> None:
+        self.browsers.stop_all()
         with self._lock:
             servers = list(self._servers.values())
         self._stop_servers(servers)
@@ -302,7 +306,7 @@ class McpManager:
         cfg = srv.cfg
         if cfg.transport == "stdio":
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            srv.log_path = self.log_dir / f"{cfg.name}.log"
+            srv.log_path = self.log_dir / f"{srv.label or cfg.name}.log"
             limits = self.settings.mcp
             rotate_log(srv.log_path, limits.max_log_mb * 1024 * 1024)
             errlog = stack.enter_context(open(srv.log_path, "a", encoding="utf-8"))  # the server's stderr
@@ -310,12 +314,14 @@ class McpManager:
             errlog.flush()
             srv.log_offset = errlog.tell()
             data, here = self.settings.data_dir, self.mcp_dir
-            env = {k: expand(secrets.resolve(v, what=f"{cfg.name} env {k}") or "", data, here)
+            folder = srv.browser_dir or data / "browser" / cfg.name
+            env = {k: expand(secrets.resolve(v, what=f"{cfg.name} env {k}") or "", data, here, folder)
                    for k, v in cfg.env.items()}
-            cwd = expand(cfg.cwd, data, here) if cfg.cwd else None
+            cwd = expand(cfg.cwd, data, here, folder) if cfg.cwd else None
             if cwd:
                 Path(cwd).mkdir(parents=True, exist_ok=True)
-            params = StdioServerParameters(command=cfg.command or "", args=[expand(a, data, here) for a in cfg.args],
+            params = StdioServerParameters(command=cfg.command or "",
+                                           args=[expand(a, data, here, folder) for a in cfg.args],
                                            env=env or None, cwd=cwd)
             return await stack.enter_async_context(bounded_stdio_client(
                 params, errlog, max_line_bytes=limits.max_message_mb * 1024 * 1024,
@@ -384,16 +390,31 @@ class McpManager:
 
     # -- calls ------------------------------------------------------------------------------------------
     async def call_tool(self, server: str, tool: str, arguments: dict[str, Any] | None,
-                        progress_callback: Any = None) -> mt.CallToolResult:
-        """One tool call on the server's live session (background loop). Failures raise ToolError."""
+                        progress_callback: Any = None, task: tuple[str, str | None] | None = None) -> mt.CallToolResult:
+        """One tool call on the server's live session (background loop). Failures raise ToolError. `task`
+        (thread id, task): on a browser server, the call goes to that task's own browser (mcp/browser_pool.py)."""
         srv = self._servers.get(server)
         if srv is None:
             raise ToolError(f"there is no MCP server named {server!r} (see `jarvis mcp status`)")
+        if task is not None and srv.cfg.browser is not None and srv.state not in (
+                State.DISABLED, State.UNAVAILABLE, State.BROKEN):
+            async with self.browsers.use(srv, task) as run:
+                return await self.call_runtime(run, tool, arguments, progress_callback)
+        return await self.call_runtime(srv, tool, arguments, progress_callback)
+
+    async def call_runtime(self, srv: ServerRuntime, tool: str, arguments: dict[str, Any] | None,
+                           progress_callback: Any = None) -> mt.CallToolResult:
+        """One tool call on this run of a server (the configured one, or a task's browser)."""
+        server = srv.cfg.name
+        if srv.browser_dir is not None and srv.stopping:  # a task's browser closed meanwhile: never started again
+            raise ToolError(f"this task's browser on the MCP server {server} was closed (its task ended, or it was "
+                            "idle too long); call the tool again to get a new browser")
         if srv.state in (State.STOPPED,) and srv.task is None:
             await self._spawn(srv)
         if srv.state in (State.DISABLED, State.UNAVAILABLE, State.BROKEN):
             raise ToolError(f"the MCP server {server} is {srv.state.value}: {self.reason(server)}")
-        if srv.state == State.STARTING and srv.ready is not None:
+        starting = srv.state == State.STARTING or (srv.state == State.STOPPED and srv.task is not None)  # just spawned
+        if starting and srv.ready is not None:
             try:
                 await asyncio.wait_for(srv.ready.wait(), timeout=srv.cfg.startup_timeout_s)
             except asyncio.TimeoutError:

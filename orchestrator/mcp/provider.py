@@ -15,6 +15,7 @@ metadata, plus the typed wrappers built on them (apple_* on Macuse, android_task
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import logging
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables.config import ensure_config
 from langchain_core.tools import BaseTool, ToolException
 from langchain_mcp_adapters.tools import convert_mcp_tool_to_langchain_tool
 from mcp import types as mt
@@ -33,7 +35,7 @@ from integrations.android_tools import build_android_tools
 from integrations.apple_tools import build_apple_tools
 from integrations.base import ToolError, set_tool_meta
 
-from orchestrator.core.aio import run_on_background, run_sync
+from orchestrator.core.aio import run_on_background
 from orchestrator.tools.site_grants import SiteScope
 from .browser import Downloads, browser_parts
 from orchestrator.core.config import Settings
@@ -43,6 +45,8 @@ from .manager import McpManager, State
 log = logging.getLogger(__name__)
 
 _SAFE = re.compile(r"[^A-Za-z0-9_-]+")
+# The task a call of a browser server's tool is for (thread id, task): the manager sends it to that task's browser.
+_TASK: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar("mcp_task", default=None)
 
 
 @dataclass
@@ -141,7 +145,7 @@ class _SessionProxy:
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, progress_callback: Any = None,
                         **_: Any) -> mt.CallToolResult:
-        return await self.manager.call_tool(self.server, name, arguments, progress_callback)
+        return await self.manager.call_tool(self.server, name, arguments, progress_callback, task=_TASK.get())
 
 
 def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed: str,
@@ -156,13 +160,20 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
     # No annotations on purpose: LangChain resolves the coroutine's type hints on every call, and string
     # annotations (from __future__) cost a compile() each time.
     async def call(*args, **kwargs):  # type: ignore[no-untyped-def]
+        task = _task_of_call() if browser else None
+
+        async def for_task():  # type: ignore[no-untyped-def]
+            _TASK.set(task)  # in the background loop's own task: the session proxy reads it there
+            return await inner(*args, **kwargs)  # type: ignore[misc]
+
         try:
-            content, artifact = await run_on_background(inner(*args, **kwargs))  # type: ignore[misc]
+            content, artifact = await run_on_background(for_task())
         except ToolException as exc:  # the tool answered isError=True: its message is for the model
             raise ToolError(f"{server}'s {mcp_name} reported an error: {exc}") from None
         text = content_to_text(content, artifact)
-        if downloads is not None:
-            text = downloads.collect(text)
+        mover = downloads.at(manager.browsers.folder_of(server, task)) if downloads is not None and task else None
+        if mover is not None:
+            text = mover.collect(text)
         return text, artifact
 
     downloads = browser[1] if browser else None
@@ -176,6 +187,13 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
                          summarize=lambda a, s=server, n=mcp_name: (
                              f"Use {n} on the MCP server '{s}'" + (f" with {_args_text(a)}." if a else ".")),
                          **({"site_scope": _scope_of(browser[0], cfg, tool.name)} if browser else {}))
+
+
+def _task_of_call() -> tuple[str, str | None]:
+    """(thread id, task) of the executor's call running this tool (tools/executor.py tool_config): a browser step
+    goes to that task's own browser. A call from outside the executor gets a browser of its own too."""
+    call = (ensure_config().get("configurable") or {}).get("jarvis_call") or {}
+    return str(call.get("thread_id") or ""), call.get("task")
 
 
 def _scope_of(scope: SiteScope, cfg: ServerConfig, tool: str) -> SiteScope:
@@ -291,11 +309,10 @@ class McpProvider:
     def _browser_parts(self, cfg: ServerConfig) -> tuple[SiteScope, Downloads | None] | None:
         if cfg.browser is None:
             return None
-        manager, server, close_tool = self.manager, cfg.name, cfg.browser.close_tool
+        pool, server = self.manager.browsers, cfg.name
 
-        def close() -> None:  # only a browser that is up: closing must not start the server
-            if close_tool and manager.state_of(server) == State.READY:
-                run_sync(manager.call_tool(server, close_tool, {}))
+        def close(thread_id: str, task: str | None, approved: set[str]) -> None:  # the task ended: its browser goes
+            pool.release(server, (thread_id, task), approved)
 
         return browser_parts(server, cfg.browser, self.settings.data_dir, list(self.settings.fs.roots), close)
 

@@ -63,6 +63,8 @@ class ServerRuntime:
     inflight: set[asyncio.Task] = field(default_factory=set)  # tasks waiting on a call to this server
     killed: set[asyncio.Task] = field(default_factory=set)  # ... cancelled because the session failed
     relisting: asyncio.Task | None = None  # the listing of its tools after a tools/list_changed
+    label: str | None = None  # its log's name when not the server's (a task's browser: "playwright-2")
+    browser_dir: Path | None = None  # `{browser_dir}` of a browser server's run (mcp/browser_pool.py)
 
 
 async def list_all_tools(session: ClientSession) -> list[mt.Tool]:

@@ -133,7 +133,8 @@ CALL_CONTEXT = "jarvis_call"
 def tool_config(ctx: CallContext) -> dict:
     config = dict(ctx.config or {})
     config["configurable"] = {**(config.get("configurable") or {}), CALL_CONTEXT: {
-        "thread_id": ctx.thread_id, "key": ctx.key, "untrusted_seen": ctx.untrusted_seen, "origin": ctx.origin}}
+        "thread_id": ctx.thread_id, "key": ctx.key, "untrusted_seen": ctx.untrusted_seen, "origin": ctx.origin,
+        "task": ctx.task}}
     return config
 
 
@@ -271,7 +272,7 @@ class ToolExecutor:
             untrusted_args=ctx.untrusted_args if self.settings.autonomy.argument_provenance else None,
         )
         scope = meta.get("site_scope")
-        site = self.sites.target(scope, valid) if scope is not None else None
+        site = self.sites.target(scope, valid, ctx.thread_id, ctx.task) if scope is not None else None
         if decision.mode == "confirm" and scope is not None and self.sites.allows(scope, ctx.thread_id, ctx.task,
                                                                                   site, effects):
             # The user approved this site for this task: its own effects (and the taint its pages bring) no longer
@@ -323,7 +324,8 @@ class ToolExecutor:
                 valid = edited
                 break
             self.ledger.forget_asked(ctx.key)
-            if grants and self.sites.target(scope, valid) == site:  # an edit to another site grants nothing
+            # an edit to another site grants nothing
+            if grants and self.sites.target(scope, valid, ctx.thread_id, ctx.task) == site:
                 self.sites.grant(scope, ctx.thread_id, ctx.task, site)
 
         if effects and not self.ledger.begin(ctx.key, ctx.thread_id, name, valid, effects, requested=made):

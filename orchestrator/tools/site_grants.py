@@ -17,7 +17,9 @@ on the same origin run without asking. Anything else still asks:
 Pages are untrusted content: reading one taints the thread as usual, so effects of *other* tools ask afterwards
 (an injected "email this file" gets a confirmation). Only the approved site's own steps are spared the taint
 escalation, since they act on that very content by design. The grants live in memory only: a restart asks again.
-When a task ends, the browsers it used are closed unless another live task still uses them.
+Each task has its own browser (mcp/browser_pool.py), so the page a step acts on is the one *its task's* browser
+shows. When a task ends, each browser it used is closed, told which origins the task approved (the only sites
+whose logins it may keep).
 """
 
 from __future__ import annotations
@@ -46,10 +48,10 @@ class SiteScope:
     """Tool metadata (`site_scope`) of a browser's tools: which browser, how a call names its site, how a result
     tells the page the browser shows now, and how to close the browser."""
 
-    browser: str  # the server's name: grants and pages are per browser
+    browser: str  # the server's name: grants are per browser server, pages per browser server and task
     url_arg: str = "url"  # a call with this argument acts on that URL's origin (navigate, a new tab)
     page_url: Callable[[str], str | None] = lambda _text: None
-    close: Callable[[], None] | None = None
+    close: Callable[[str, str | None, set[str]], None] | None = None  # (thread id, task, origins it approved)
     effects: frozenset[str] = GRANTED_EFFECTS
     unknown_target: bool = False  # the tool goes where no argument says (back in the history): it always asks
 
@@ -88,23 +90,26 @@ class SiteGrants:
         self.clock = clock
         self._lock = threading.Lock()
         self._tasks: dict[tuple[str, str], _Task] = {}
-        self._pages: dict[str, str | None] = {}  # browser -> origin of the page it showed after its last call
+        # (browser, thread id, task) -> origin of the page the task's browser showed after its last call
+        self._pages: dict[tuple[str, str, str | None], str | None] = {}
 
     def _live(self, key: tuple[str, str]) -> _Task | None:
         task = self._tasks.get(key)
         if task is not None and self.clock() - task.touched > self.ttl_s:
             self._tasks.pop(key, None)
+            for page in [p for p in self._pages if p[1:] == key]:
+                del self._pages[page]
             return None
         return task
 
-    def target(self, scope: SiteScope, args: Mapping[str, Any]) -> str | None:
-        """The origin a call acts on: the URL it navigates to, else the page its browser shows."""
+    def target(self, scope: SiteScope, args: Mapping[str, Any], thread_id: str, task: str | None) -> str | None:
+        """The origin a call acts on: the URL it navigates to, else the page its task's browser shows."""
         if scope.unknown_target:
             return None
         if scope.url_arg in args and args[scope.url_arg] not in (None, ""):
             return origin_of(args[scope.url_arg])
         with self._lock:
-            return self._pages.get(scope.browser)
+            return self._pages.get((scope.browser, thread_id, task))
 
     def allows(self, scope: SiteScope, thread_id: str, task: str | None, origin: str | None,
                effects: list[str]) -> bool:
@@ -134,9 +139,9 @@ class SiteGrants:
         (Playwright MCP does so on the next call when it has seen the old one go), so the page is gone."""
         url = scope.page_url(result_text) if ok else None
         with self._lock:
-            before = self._pages.get(scope.browser)
+            before = self._pages.get((scope.browser, thread_id, task))
             if not ok or url is not None:
-                self._pages[scope.browser] = origin_of(url)
+                self._pages[(scope.browser, thread_id, task)] = origin_of(url)
             if task is not None:
                 found = self._live((thread_id, task)) or self._tasks.setdefault((thread_id, task), _Task())
                 found.browsers[scope.browser] = scope
@@ -147,28 +152,25 @@ class SiteGrants:
         return None
 
     def end_task(self, thread_id: str, task: str | None = None) -> list[str]:
-        """The task ended (the turn answered): its grants go, and each browser it used is closed unless a live task
-        of another thread uses it too. `task=None` ends every task of the thread. Returns the browsers closed."""
+        """The task ended (the turn answered): its grants go, and each browser it used (its own) is closed.
+        `task=None` ends every task of the thread. Returns the browsers closed."""
         with self._lock:
-            ended = [k for k in self._tasks if k[0] == thread_id and (task is None or k[1] == task)]
-            scopes: dict[str, SiteScope] = {}
-            for key in ended:
-                scopes.update(self._tasks.pop(key).browsers)
+            ended = [(k, self._tasks.pop(k)) for k in list(self._tasks)
+                     if k[0] == thread_id and (task is None or k[1] == task)]
             for key in list(self._tasks):
                 self._live(key)  # drop expired tasks of other threads
-            busy = {b for t in self._tasks.values() for b in t.browsers}
-            closing = [s for name, s in scopes.items() if name not in busy]
-            for scope in closing:
-                self._pages[scope.browser] = None
+            for page in [p for p in self._pages if p[1] == thread_id and (task is None or p[2] == task)]:
+                del self._pages[page]
         closed = []
-        for scope in closing:
-            if scope.close is None:
-                continue
-            try:
-                scope.close()
-                closed.append(scope.browser)
-            except Exception as exc:  # noqa: BLE001 - a browser already gone is closed enough
-                log.info("closing the browser %s at the end of a task: %s", scope.browser, exc)
+        for (_thread, name), found in ended:
+            for scope in found.browsers.values():
+                if scope.close is None:
+                    continue
+                try:
+                    scope.close(thread_id, name, set(found.origins.get(scope.browser, set())))
+                    closed.append(scope.browser)
+                except Exception as exc:  # noqa: BLE001 - a browser already gone is closed enough
+                    log.info("closing the browser %s at the end of a task: %s", scope.browser, exc)
         return closed
 
 

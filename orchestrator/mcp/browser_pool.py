@@ -1,0 +1,268 @@
+"""One browser per task: a browser MCP server (a TOML with a [browser] section) runs once per task, not once for all.
+
+Why: a browser is one process with one set of tabs and one profile. Two tasks driving one browser see each other's
+pages, and the page one task approved is the page the other acts on. So each task (thread id + task, as
+tools/site_grants.py keys its approvals) gets its own server process and its own Chromium, started on its first
+step, stopped when the task ends (SiteGrants.end_task -> `release`) or after `idle_timeout_s` without a step (a
+turn that never reached its end, a jorb). At most `max_browsers` run at once per server: a task beyond that is told
+so, never handed another task's browser.
+
+The server as configured in mcp/ still runs once, only to list the tools: no call goes to it, so it never opens a
+browser. Each task's run is the same ServerConfig run by the manager's own machinery (restart with backoff, failure
+reports) in its own folder, data/browser/<server>-<n> (`{browser_dir}` in its TOML; n = 1..max_browsers, reused,
+so folders and logs stay bounded).
+
+Logins: Chromium locks its profile folder, so tasks cannot share one, and a profile copied per task (tens of MB)
+cannot be merged back. Instead each browser runs `--isolated` (profile in memory) loading `storage_state` (cookies
+and local storage, one JSON file, mode 0600); when a task ends its browser's state is saved (`save_state_tool`)
+and merged into that file for the sites the user approved in that task only: a site the task merely passed
+through (an ad frame, a redirect) leaves nothing behind, and a login made in one task is there for the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from integrations.base import ToolError
+
+from orchestrator.core.aio import run_sync
+from .config import BrowserSection, expand
+from .server_state import ServerRuntime, State, on_background_loop
+
+log = logging.getLogger(__name__)
+
+TaskKey = tuple[str, str | None]  # (thread id, task): tools/site_grants.py's key
+_MAX_STATE_BYTES = 16 * 2**20  # a storage state bigger than this is not read (not a browser's cookies)
+_IDLE_CHECK_S = 5.0  # the idle watcher looks at least this often
+
+
+@dataclass
+class BrowserRun:
+    """One task's browser: its server's runtime and folder."""
+
+    server: str
+    task: TaskKey
+    slot: int
+    runtime: ServerRuntime
+    folder: Path
+    last_used: float
+    busy: int = 0  # calls in flight or starting (never closed for idleness meanwhile)
+
+    def label(self) -> str:
+        return f"{self.runtime.label} (thread {self.task[0]!r}, {self.task[1] or 'no task'})"
+
+
+class BrowserPool:
+    """The per-task runs of every browser server of one McpManager (thread-safe)."""
+
+    def __init__(self, manager: Any):
+        self.manager = manager  # the McpManager that runs the servers (duck-typed: settings, _spawn, _stop_servers)
+        self._runs: dict[tuple[str, TaskKey], BrowserRun] = {}
+        self._lock = threading.Lock()
+        self._state_lock = threading.Lock()  # one merge into a storage state file at a time
+        self._watcher: asyncio.Task | None = None
+
+    def runs(self, server: str | None = None) -> list[BrowserRun]:
+        with self._lock:
+            return [r for r in self._runs.values() if server is None or r.server == server]
+
+    def folder_of(self, server: str, task: TaskKey) -> Path | None:
+        with self._lock:
+            run = self._runs.get((server, task))
+            return run.folder if run is not None else None
+
+    # -- using a task's browser (background loop) ------------------------------------------------------
+    @asynccontextmanager
+    async def use(self, template: ServerRuntime, task: TaskKey) -> AsyncIterator[ServerRuntime]:
+        """The runtime of `task`'s browser on the server `template` runs, started on its first use."""
+        run, new = self._take(template, task)
+        try:
+            if new:
+                self._prepare_state(run.runtime.cfg.browser)
+                await self.manager._spawn(run.runtime)
+                self._watch_idle()
+            yield run.runtime
+        finally:
+            with self._lock:
+                run.busy -= 1
+                run.last_used = time.monotonic()
+
+    def _take(self, template: ServerRuntime, task: TaskKey) -> tuple[BrowserRun, bool]:
+        cfg = template.cfg
+        section = cfg.browser
+        assert section is not None
+        with self._lock:
+            run = self._runs.get((cfg.name, task))
+            new = run is None
+            if run is None:
+                taken = {r.slot for r in self._runs.values() if r.server == cfg.name}
+                if len(taken) >= section.max_browsers:
+                    raise ToolError(
+                        f"no browser is free for this task: the {len(taken)} browsers the MCP server {cfg.name} may run "
+                        f"at once (max_browsers in the [browser] section of {cfg.source or cfg.name + '.toml'}) are "
+                        "all in use by other tasks. Tell the user; a browser is freed when its task ends or after "
+                        f"{section.idle_timeout_s:g} s without a step (idle_timeout_s), or they can raise max_browsers.")
+                slot = next(n for n in itertools.count(1) if n not in taken)
+                folder = Path(self.manager.settings.data_dir) / "browser" / f"{cfg.name}-{slot}"
+                runtime = ServerRuntime(cfg, label=f"{cfg.name}-{slot}", browser_dir=folder)
+                run = self._runs[(cfg.name, task)] = BrowserRun(cfg.name, task, slot, runtime, folder, time.monotonic())
+            run.busy += 1
+            run.last_used = time.monotonic()
+        return run, new
+
+    # -- closing -----------------------------------------------------------------------------------------
+    def release(self, server: str, task: TaskKey, approved: Iterable[str] = ()) -> bool:
+        """The task ended: save what it may keep (the storage of the `approved` origins), close its browser and
+        stop its server. False when the task had no browser there."""
+        with self._lock:
+            run = self._runs.pop((server, task), None)
+        if run is None:
+            return False
+        if on_background_loop():  # cannot wait here for the loop that does the closing
+            asyncio.get_running_loop().create_task(self._close(run, set(approved)))
+        else:
+            run_sync(self._close(run, set(approved)))
+        return True
+
+    def stop_server(self, server: str) -> None:
+        """Its configuration changed or went: every run of it stops (nothing saved)."""
+        with self._lock:
+            gone = [self._runs.pop(k) for k in [k for k in self._runs if k[0] == server]]
+        self.manager._stop_servers([r.runtime for r in gone])
+
+    def stop_all(self) -> None:
+        with self._lock:
+            gone = list(self._runs.values())
+            self._runs.clear()
+        self.manager._stop_servers([r.runtime for r in gone])
+
+    async def _close(self, run: BrowserRun, approved: set[str]) -> None:
+        srv, section = run.runtime, run.runtime.cfg.browser
+        assert section is not None
+        if srv.state == State.READY:
+            if approved and section.storage_state and section.save_state_tool:
+                try:
+                    await self._save_state(run, section, approved)
+                except Exception as exc:  # noqa: BLE001 - the task's logins are lost, nothing else
+                    log.warning("the browser of %s could not save its logins: %s", run.label(), exc)
+            if section.close_tool:  # Chromium exits on its own before its server is stopped
+                try:
+                    await self.manager.call_runtime(srv, section.close_tool, {})
+                except Exception as exc:  # noqa: BLE001 - a browser already gone is closed enough
+                    log.info("closing the browser of %s: %s", run.label(), exc)
+        await asyncio.to_thread(self.manager._stop_servers, [srv])
+        log.info("the browser of %s is closed", run.label())
+
+    def _watch_idle(self) -> None:
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.get_running_loop().create_task(self._close_idle(), name="browser-idle")
+
+    async def _close_idle(self) -> None:
+        """Close every browser no call used for its `idle_timeout_s`; ends when no browser runs."""
+        while True:
+            now, wait, idle = time.monotonic(), _IDLE_CHECK_S, []
+            with self._lock:
+                if not self._runs:
+                    return
+                for key, run in list(self._runs.items()):
+                    limit = run.runtime.cfg.browser.idle_timeout_s  # type: ignore[union-attr]
+                    left = run.last_used + limit - now
+                    if run.busy == 0 and left <= 0:
+                        idle.append(self._runs.pop(key))
+                    else:
+                        wait = min(wait, max(left, 0.05))
+            for run in idle:
+                log.info("the browser of %s was idle for %g s: closing it", run.label(),
+                         run.runtime.cfg.browser.idle_timeout_s)  # type: ignore[union-attr]
+                await self._close(run, set())
+            await asyncio.sleep(wait)
+
+    # -- logins --------------------------------------------------------------------------------------------
+    def _state_file(self, section: BrowserSection | None) -> Path | None:
+        if section is None or not section.storage_state:
+            return None
+        return Path(expand(section.storage_state, self.manager.settings.data_dir))
+
+    def _prepare_state(self, section: BrowserSection | None) -> None:
+        """The server loads the file at start: it must exist (empty at first), readable by the user only."""
+        path = self._state_file(section)
+        if path is None or path.exists():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_private(path, {"cookies": [], "origins": []})
+
+    async def _save_state(self, run: BrowserRun, section: BrowserSection, approved: set[str]) -> None:
+        saved = run.folder / "storage-state.json"  # inside the server's cwd ({browser_dir}): it may write there
+        saved.unlink(missing_ok=True)
+        await self.manager.call_runtime(run.runtime, section.save_state_tool, {"filename": str(saved)})
+        fresh = _read_state(saved)
+        saved.unlink(missing_ok=True)
+        target = self._state_file(section)
+        assert target is not None
+        with self._state_lock:
+            _write_private(target, merge_state(_read_state(target), fresh, approved))
+
+
+def _host_of_cookie(cookie: dict[str, Any]) -> str:
+    return str(cookie.get("domain") or "").lstrip(".").lower()
+
+
+def _belongs(cookie: dict[str, Any], host: str) -> bool:
+    domain = _host_of_cookie(cookie)
+    return bool(domain) and (host == domain or host.endswith("." + domain))
+
+
+def merge_state(kept: dict[str, Any], fresh: dict[str, Any], approved: Iterable[str]) -> dict[str, Any]:
+    """`kept` (the file) updated with what `fresh` (a task's browser) holds for the `approved` origins only.
+
+    A host of an approved origin for which the task's browser has cookies gets exactly those (a new login replaces
+    the old one); a host for which it has none keeps what the file had (a browser that crashed and came back empty
+    logs nobody out). Local storage likewise, per origin."""
+    origins = {o.rstrip("/") for o in approved}
+    hosts = {(urlsplit(o).hostname or "").lower() for o in origins} - {""}
+    new_cookies = [c for c in fresh.get("cookies", []) if isinstance(c, dict) and any(_belongs(c, h) for h in hosts)]
+    renewed = {h for h in hosts if any(_belongs(c, h) for c in new_cookies)}
+    cookies = [c for c in kept.get("cookies", []) if isinstance(c, dict)
+               and not any(_belongs(c, h) for h in renewed)] + new_cookies
+    fresh_origins = {str(e.get("origin", "")).rstrip("/"): e for e in fresh.get("origins", [])
+                     if isinstance(e, dict) and str(e.get("origin", "")).rstrip("/") in origins}
+    stored = [e for e in kept.get("origins", []) if isinstance(e, dict)
+              and str(e.get("origin", "")).rstrip("/") not in fresh_origins] + list(fresh_origins.values())
+    return {"cookies": cookies, "origins": stored}
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    """A storage state file; anything unreadable (missing, too big, not a state) counts as empty."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_MAX_STATE_BYTES + 1)
+        if len(raw) > _MAX_STATE_BYTES:
+            raise ValueError(f"over {_MAX_STATE_BYTES // 2**20} MB")
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
+    except (OSError, ValueError) as exc:
+        log.warning("the browser storage state %s is not usable (%s): starting from none", path, exc)
+        return {"cookies": [], "origins": []}
+
+
+def _write_private(path: Path, data: dict[str, Any]) -> None:
+    """Written whole (a temporary file renamed over it), readable by the user only: it holds session cookies."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    os.replace(tmp, path)
