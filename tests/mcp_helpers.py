@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +85,23 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def playwright_table(cli: Path, **browser: Any) -> dict[str, Any]:
+    """The shipped mcp/playwright.toml with the package run from `cli` (.cache/npm) instead of npx (no download);
+    `browser`: settings of its [browser] section changed (a test's short idle timeout)."""
+    shipped = tomllib.loads((REPO / "mcp" / "playwright.toml").read_text())
+    args = shipped["args"]
+    pinned = next(a for a in args if a.startswith("@playwright/mcp@"))
+    table = {**shipped, "command": "node", "args": [str(cli), *args[args.index(pinned) + 1:]]}
+    if os.geteuid() == 0:  # Chromium's own sandbox does not run as root (containers)
+        table["args"].append("--no-sandbox")
+    table["timeout_s"] = 60
+    table["browser"] = {**table["browser"], **browser}
+    return table
+
+
+def install_playwright(mcp_dir: Path, cli: Path, **browser: Any) -> None:
+    mcp_dir.mkdir(parents=True, exist_ok=True)
+    (mcp_dir / "playwright.toml").write_text(tomli_w.dumps(playwright_table(cli, **browser)), encoding="utf-8")
+    (mcp_dir / "playwright.json").write_text((REPO / "mcp" / "playwright.json").read_text(), encoding="utf-8")

@@ -13,17 +13,15 @@ import csv
 import os
 import re
 import signal
-import tomllib
 from pathlib import Path
 
 import pytest
-import tomli_w
 from langgraph.types import Command
 
 from tests.conftest import REPO, answer, tool_call
 from tests.fakes.app_x import PASSWORD, USER, AppX
 from tests.fakes.llm_server import tool_results
-from tests.mcp_helpers import alive, pids_with_arg, process_tree, shutdown_mcp, wait_for
+from tests.mcp_helpers import alive, install_playwright, pids_with_arg, process_tree, shutdown_mcp, wait_for
 
 NPM = Path(os.environ.get("JARVIS_TEST_NPM") or REPO / ".cache" / "npm") / "node_modules"
 CLI = NPM / "@playwright" / "mcp" / "cli.js"
@@ -47,20 +45,8 @@ def app_x():
 
 
 def install_browser(jarvis_env, **browser) -> None:
-    """The shipped mcp/playwright.toml, with the package run from .cache/npm instead of npx (no download here);
-    `browser`: settings of its [browser] section changed for the test."""
-    shipped = tomllib.loads((REPO / "mcp" / "playwright.toml").read_text())
-    args = shipped["args"]
-    pinned = next(a for a in args if a.startswith("@playwright/mcp@"))
-    table = {**shipped, "command": "node", "args": [str(CLI), *args[args.index(pinned) + 1:]]}
-    if os.geteuid() == 0:  # Chromium's own sandbox does not run as root (containers)
-        table["args"].append("--no-sandbox")
-    table["timeout_s"] = 60
-    table["browser"] = {**table["browser"], **browser}
-    mcp_dir = jarvis_env.path / "mcp"
-    mcp_dir.mkdir(exist_ok=True)
-    (mcp_dir / "playwright.toml").write_text(tomli_w.dumps(table), encoding="utf-8")
-    (mcp_dir / "playwright.json").write_text((REPO / "mcp" / "playwright.json").read_text(), encoding="utf-8")
+    """The shipped mcp/playwright.toml, run from .cache/npm; `browser`: its [browser] settings changed for the test."""
+    install_playwright(jarvis_env.path / "mcp", CLI, **browser)
 
 
 def last_result(request: dict) -> str:

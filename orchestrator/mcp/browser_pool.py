@@ -220,8 +220,8 @@ def _host_of_cookie(cookie: dict[str, Any]) -> str:
 
 
 def _belongs(cookie: dict[str, Any], host: str) -> bool:
-    domain = _host_of_cookie(cookie)
-    return bool(domain) and (host == domain or host.endswith("." + domain))
+    domain = _host_of_cookie(cookie)  # a parent domain counts, never a bare suffix such as "org"
+    return bool(domain) and (host == domain or ("." in domain and host.endswith("." + domain)))
 
 
 def merge_state(kept: dict[str, Any], fresh: dict[str, Any], approved: Iterable[str]) -> dict[str, Any]:
