@@ -13,6 +13,7 @@ import csv
 import os
 import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -161,7 +162,7 @@ def test_the_planner_exports_every_record_of_app_x_asking_once(jarvis_env, app_x
     assert any(b"--js-flags=--max-old-space-size=512" in line for _pid, line in launched)
     # the turn ended: the task's browser, server and Chromium, is gone; the approval too (a new turn asks again)
     assert len(launched) >= 3  # the server, Chromium and its helpers
-    wait_for(lambda: not any(alive(pid) for pid, _line in launched), timeout=30)
+    wait_for(lambda: not any(alive(pid) for pid, _line in launched), timeout=60)
     assert not app.mcp_manager.browsers.runs()
     # the login made in the task was kept for its approved site: the next task's new browser is logged in
     state = jarvis_env.data / "browser" / "storage-state.json"
@@ -355,14 +356,17 @@ def test_two_tasks_at_once_each_drive_their_own_browser(jarvis_env, app_x):
         assert f"- Page URL: {app_x.url}/login" in tool_messages(result_a)[-1].content
         result_b = _deny(app.graph, b, parked_b)
         assert f"- Page URL: {other.url}/login" in tool_messages(result_b)[-1].content
-    wait_for(lambda: not any(alive(p) for p in trees), timeout=30)
+    wait_for(lambda: not any(alive(p) for p in trees), timeout=60)
     assert not app.mcp_manager.browsers.runs()
 
 
 def test_a_browser_left_idle_is_closed(jarvis_env, app_x):
-    """A task that stays open (here: a question never answered) does not keep its browser past idle_timeout_s."""
+    """A task that stays open (here: a question never answered) does not keep its browser past idle_timeout_s. The
+    pool's clock stands still until the test has seen the browser, then jumps past the timeout: no race with it."""
     install_browser(jarvis_env, idle_timeout_s=1)
     app = jarvis_env.app()
+    now = [0.0]
+    app.mcp_manager.browsers.clock = lambda: now[0]
     seen: list[int] = []
     config = {"configurable": {"thread_id": "idle"}}
     jarvis_env.server.push(
@@ -371,8 +375,13 @@ def test_a_browser_left_idle_is_closed(jarvis_env, app_x):
         answer("done"),
     )
     parked = _park(app.graph, config, "look at X")
+    assert len(seen) >= 3 and len(app.mcp_manager.browsers.runs()) == 1  # the server, Chromium and its helpers
+    now[0] = 0.5
+    time.sleep(1.5)  # the watcher looks again meanwhile (at most a timeout apart): half the timeout is not idle
+    assert all(alive(p) for p in seen) and len(app.mcp_manager.browsers.runs()) == 1
+    now[0] = 2.0
     wait_for(lambda: not any(alive(p) for p in seen), timeout=60, interval=0.2)
-    assert len(seen) >= 3 and not app.mcp_manager.browsers.runs()
+    assert not app.mcp_manager.browsers.runs()
     assert _deny(app.graph, config, parked).value["messages"][-1].content == "done"
 
 
