@@ -73,6 +73,7 @@ class BrowserPool:
         self._lock = threading.Lock()
         self._state_lock = threading.Lock()  # one merge into a storage state file at a time
         self._watcher: asyncio.Task | None = None
+        self.clock = time.monotonic  # what idleness is measured with (a test freezes it)
 
     def runs(self, server: str | None = None) -> list[BrowserRun]:
         with self._lock:
@@ -97,7 +98,7 @@ class BrowserPool:
         finally:
             with self._lock:
                 run.busy -= 1
-                run.last_used = time.monotonic()
+                run.last_used = self.clock()
 
     def _take(self, template: ServerRuntime, task: TaskKey) -> tuple[BrowserRun, bool]:
         cfg = template.cfg
@@ -117,9 +118,9 @@ class BrowserPool:
                 slot = next(n for n in itertools.count(1) if n not in taken)
                 folder = Path(self.manager.settings.data_dir) / "browser" / f"{cfg.name}-{slot}"
                 runtime = ServerRuntime(cfg, label=f"{cfg.name}-{slot}", browser_dir=folder)
-                run = self._runs[(cfg.name, task)] = BrowserRun(cfg.name, task, slot, runtime, folder, time.monotonic())
+                run = self._runs[(cfg.name, task)] = BrowserRun(cfg.name, task, slot, runtime, folder, self.clock())
             run.busy += 1
-            run.last_used = time.monotonic()
+            run.last_used = self.clock()
         return run, new
 
     # -- closing -----------------------------------------------------------------------------------------
@@ -172,7 +173,7 @@ class BrowserPool:
     async def _close_idle(self) -> None:
         """Close every browser no call used for its `idle_timeout_s`; ends when no browser runs."""
         while True:
-            now, wait, idle = time.monotonic(), _IDLE_CHECK_S, []
+            now, wait, idle = self.clock(), _IDLE_CHECK_S, []
             with self._lock:
                 if not self._runs:
                     return
