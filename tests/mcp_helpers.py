@@ -79,12 +79,26 @@ def process_tree(root: int) -> list[int]:
     return tree
 
 
+def _stat(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
 def alive(pid: int) -> bool:
     """Running, not a zombie waiting to be reaped."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1] != "Z"
-    except (OSError, IndexError):
-        return False
+    fields = _stat(pid)
+    return bool(fields) and fields[0] != "Z"
+
+
+def identities(pids: list[int]) -> dict[int, str]:
+    """pid -> its start time: a process that ended is told from a new one that got its pid (pids wrap at 32768)."""
+    return {pid: fields[19] for pid in pids if (fields := _stat(pid))}
+
+
+def any_running(ids: dict[int, str]) -> bool:
+    return any((fields := _stat(pid)) and fields[0] != "Z" and fields[19] == start for pid, start in ids.items())
 
 
 def playwright_table(cli: Path, **browser: Any) -> dict[str, Any]:

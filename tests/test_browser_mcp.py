@@ -9,6 +9,7 @@ browser is closed when the turn ends."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import re
@@ -22,7 +23,8 @@ from langgraph.types import Command
 from tests.conftest import REPO, answer, tool_call
 from tests.fakes.app_x import PASSWORD, USER, AppX
 from tests.fakes.llm_server import tool_results
-from tests.mcp_helpers import alive, install_playwright, pids_with_arg, process_tree, shutdown_mcp, wait_for
+from tests.mcp_helpers import (alive, any_running, identities, install_playwright, pids_with_arg, process_tree,
+                               shutdown_mcp, wait_for)
 
 NPM = Path(os.environ.get("JARVIS_TEST_NPM") or REPO / ".cache" / "npm") / "node_modules"
 CLI = NPM / "@playwright" / "mcp" / "cli.js"
@@ -128,7 +130,7 @@ def export_script(server, app_x, data: Path, launched: list[bytes]) -> None:
         type_into("Password", PASSWORD, submit=True),
         SNAPSHOT,
         click("button", "Export all records"),
-        lambda req: launched.extend((pid, _cmdline(pid)) for pid in browser_trees(data))
+        lambda req: launched.extend((pid, _cmdline(pid), identities([pid]).get(pid)) for pid in browser_trees(data))
         or answer(f"Exported: {last_result(req)[-400:]}"),
     )
 
@@ -137,7 +139,7 @@ def test_the_planner_exports_every_record_of_app_x_asking_once(jarvis_env, app_x
     install_browser(jarvis_env)
     app = jarvis_env.app()
     config = {"configurable": {"thread_id": "x-1"}}
-    launched: list[tuple[int, bytes]] = []
+    launched: list[tuple[int, bytes, str | None]] = []
     export_script(jarvis_env.server, app_x, jarvis_env.data, launched)
 
     result, asked = run(app.graph, config, {"messages": [("user", "In app X, export all current records to CSV")]},
@@ -159,10 +161,11 @@ def test_the_planner_exports_every_record_of_app_x_asking_once(jarvis_env, app_x
     assert f'to "{exported}"' in steps[-1].content
     assert not list((jarvis_env.data / "browser").glob("*/output/*.csv"))  # moved, not copied
     # the task's own browser ran with its memory bounds (mcp/playwright.json)
-    assert any(b"--js-flags=--max-old-space-size=512" in line for _pid, line in launched)
+    assert any(b"--js-flags=--max-old-space-size=512" in line for _pid, line, _start in launched)
     # the turn ended: the task's browser, server and Chromium, is gone; the approval too (a new turn asks again)
     assert len(launched) >= 3  # the server, Chromium and its helpers
-    wait_for(lambda: not any(alive(pid) for pid, _line in launched), timeout=60)
+    identities_seen = {pid: start for pid, _line, start in launched if start is not None}
+    wait_for(lambda: not any_running(identities_seen), timeout=60)
     assert not app.mcp_manager.browsers.runs()
     # the login made in the task was kept for its approved site: the next task's new browser is logged in
     state = jarvis_env.data / "browser" / "storage-state.json"
@@ -263,10 +266,12 @@ def test_the_browser_killed_mid_task_is_reported_and_the_task_goes_on(jarvis_env
 
     def kill_browser(req):
         (server,) = browser_servers(jarvis_env.data).values()
-        killed.extend(chromium_of(server))
-        for pid in killed:
-            os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not any(alive(p) for p in killed))
+        ids = identities(chromium_of(server))
+        killed.extend(ids)
+        for pid in ids:
+            with contextlib.suppress(ProcessLookupError):  # a helper that ended meanwhile
+                os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not any_running(ids))
         return SNAPSHOT
 
     jarvis_env.server.push(
@@ -295,10 +300,12 @@ def test_the_server_killed_mid_task_is_restarted_and_reported(jarvis_env, app_x)
     app = jarvis_env.app()
     pool = app.mcp_manager.browsers
     killed: list[int] = []
+    ids: dict[int, str] = {}
 
     def kill_server(req):
         (server,) = browser_servers(jarvis_env.data).values()
         killed.append(server)
+        ids.update(identities([server]))
         os.kill(server, signal.SIGKILL)
         wait_for(lambda: pool.runs()[0].runtime.state.value != "ready", timeout=20)
         return SNAPSHOT
@@ -315,7 +322,7 @@ def test_the_server_killed_mid_task_is_restarted_and_reported(jarvis_env, app_x)
     assert failed.status == "error" and "MCP server playwright" in failed.content, failed.content
     assert "the server exited" in failed.content
     assert len(asked) == 1 and again.status == "success", again.content[:300]
-    assert killed and not alive(killed[0]) and list(browser_servers(jarvis_env.data).values()) != killed
+    assert killed and not any_running(ids) and list(browser_servers(jarvis_env.data).values()) != killed
 
 
 def _park(graph, config, text: str) -> object:
@@ -350,13 +357,13 @@ def test_two_tasks_at_once_each_drive_their_own_browser(jarvis_env, app_x):
         assert len(servers) == 2 and len(app.mcp_manager.browsers.runs()) == 2
         chromiums = [set(chromium_of(pid)) for pid in servers.values()]
         assert all(chromiums) and not chromiums[0] & chromiums[1]
-        trees = browser_trees(jarvis_env.data)
+        trees = identities(browser_trees(jarvis_env.data))
         # each task's next step acts on its own page: A on X, B on Y (one shared browser would show B's last page)
         result_a = _deny(app.graph, a, parked_a)
         assert f"- Page URL: {app_x.url}/login" in tool_messages(result_a)[-1].content
         result_b = _deny(app.graph, b, parked_b)
         assert f"- Page URL: {other.url}/login" in tool_messages(result_b)[-1].content
-    wait_for(lambda: not any(alive(p) for p in trees), timeout=60)
+    wait_for(lambda: not any_running(trees), timeout=60)
     assert not app.mcp_manager.browsers.runs()
 
 
@@ -367,11 +374,12 @@ def test_a_browser_left_idle_is_closed(jarvis_env, app_x):
     app = jarvis_env.app()
     now = [0.0]
     app.mcp_manager.browsers.clock = lambda: now[0]
-    seen: list[int] = []
+    seen: dict[int, str] = {}
     config = {"configurable": {"thread_id": "idle"}}
     jarvis_env.server.push(
         tool_call("browser_navigate", url=f"{app_x.url}/login"),
-        lambda req: seen.extend(browser_trees(jarvis_env.data)) or tool_call("browser_navigate", url="https://y.example/"),
+        lambda req: seen.update(identities(browser_trees(jarvis_env.data)))
+        or tool_call("browser_navigate", url="https://y.example/"),
         answer("done"),
     )
     parked = _park(app.graph, config, "look at X")
@@ -379,10 +387,10 @@ def test_a_browser_left_idle_is_closed(jarvis_env, app_x):
     now[0] = 0.5
     time.sleep(1.5)  # the watcher looks again meanwhile (at most a timeout apart): half the timeout is not idle
     (server,) = browser_servers(jarvis_env.data).values()  # still there (a helper of Chromium may come and go)
-    assert server == seen[0] and alive(server) and chromium_of(server)
+    assert server == next(iter(seen)) and alive(server) and chromium_of(server)
     assert len(app.mcp_manager.browsers.runs()) == 1
     now[0] = 2.0
-    wait_for(lambda: not any(alive(p) for p in seen), timeout=60, interval=0.2)
+    wait_for(lambda: not any_running(seen), timeout=60, interval=0.2)
     assert not app.mcp_manager.browsers.runs()
     assert _deny(app.graph, config, parked).value["messages"][-1].content == "done"
 
