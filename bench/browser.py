@@ -94,6 +94,7 @@ class PeakSampler:
     def __init__(self, manager: McpManager):
         self.manager = manager
         self.peak = 0
+        self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -101,6 +102,7 @@ class PeakSampler:
         while not self._stop.wait(0.05):
             pids = [p for tree in task_trees(self.manager).values() for p in tree]
             self.peak = max(self.peak, tree_memory(pids)[0])
+            self.samples += 1
 
     def __enter__(self) -> "PeakSampler":
         self._thread.start()
@@ -139,6 +141,7 @@ def measure(manager: McpManager, apps: list[AppX], label: str) -> dict[str, floa
     return {f"{label}: browsers": len(tasks), f"{label}: processes": processes,
             f"{label}: PSS after the export, MB": pss / MB, f"{label}: RSS after the export, MB": rss / MB,
             f"{label}: peak PSS during the export, MB": max(sampler.peak, pss) / MB,
+            f"{label}: samples of the peak": sampler.samples,
             f"{label}: export flow, s": took, f"{label}: close, all processes gone, s": closed}
 
 
