@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 
 from integrations.base import ToolError
 
+from orchestrator.core import json_bounds
 from orchestrator.core.aio import run_sync
 from .config import BrowserSection, expand
 from .server_state import ServerRuntime, State, on_background_loop
@@ -251,7 +252,7 @@ def _read_state(path: Path) -> dict[str, Any]:
             raw = fh.read(_MAX_STATE_BYTES + 1)
         if len(raw) > _MAX_STATE_BYTES:
             raise ValueError(f"over {_MAX_STATE_BYTES // 2**20} MB")
-        data = json.loads(raw)
+        data = json_bounds.loads(raw)
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         return data
