@@ -4,6 +4,7 @@ The whole flow through a real browser is tests/test_browser_mcp.py."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -136,6 +137,25 @@ def _tool(name, effects, scope, result=None):
     tool = StructuredTool.from_function(func=run, name=name, description=name,
                                         args_schema={"type": "object", "properties": {"url": {"type": "string"}}})
     return set_tool_meta(tool, side_effects=effects, untrusted_output=True, site_scope=scope)
+
+
+def test_a_jorb_s_browser_is_closed_when_the_jorb_ends_not_before(jarvis_env):
+    # A jorb's calls carry no task (it holds no site grants): its browser was closed only by the idle timeout.
+    from tests.app_helpers import jorb_service
+
+    jarvis_env.server.push({"content": json.dumps({"reasoning": "ask", "await_reply": True,
+                                                   "script": "jarvis.messages.send('local', 'bob', 'hi?')"})})
+    svc = jorb_service(jarvis_env.settings)
+    view = svc.create("Ask Bob", "Ask Bob", autonomy={"message_send": "auto"})
+    assert view.row.status == "awaiting_reply"
+    closed = []
+    scope = SiteScope("pw", page_url=page_url, close=lambda *task: closed.append(task))
+    svc.executor.sites.saw(scope, view.row.thread_id, None, page(f"{A}/records"), ok=True)  # a step used a browser
+    assert svc.executor.sites.allows(scope, view.row.thread_id, None, A, ["ui_automation"]) is False  # no grant
+    assert closed == []  # waiting for Bob, days maybe: its browser is the idle timeout's
+    view = svc.cancel(view.row.id)
+    assert view.row.status == "cancelled"
+    assert closed == [(view.row.thread_id, None, set())]
 
 
 def test_the_executor_asks_once_per_site_and_task_and_never_for_another_effect(tmp_path, jarvis_env):

@@ -182,11 +182,14 @@ class JorbService:
                 self.store.update(row.id, status=JorbStatus.FAILED, error=error)
             except Exception as store_exc:  # noqa: BLE001 - the disk may refuse this write too; the log has it
                 log.error("could not record that jorb %s failed: %s", row.id, store_exc)
+            self.executor.sites.end_task(row.thread_id)  # its browser goes; a retry starts another
             raise
         prune_later(self.settings, row.thread_id)
         view = self.view(row.id)
         if self._sync_status(view):
             view.row = self.store.get(row.id)
+        if view.row.status not in OPEN_STATUSES:  # done or cancelled: the browsers its steps used are closed
+            self.executor.sites.end_task(row.thread_id)
         return view
 
     def submit(self, jorb_id: str, graph_input: Any = None) -> Future:

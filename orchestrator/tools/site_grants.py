@@ -142,10 +142,10 @@ class SiteGrants:
             before = self._pages.get((scope.browser, thread_id, task))
             if not ok or url is not None:
                 self._pages[(scope.browser, thread_id, task)] = origin_of(url)
-            if task is not None:
-                found = self._live((thread_id, task)) or self._tasks.setdefault((thread_id, task), _Task())
-                found.browsers[scope.browser] = scope
-                found.touched = self.clock()
+            # the browsers a task uses, a jorb's (task None: it never holds grants) too, so its end closes them
+            found = self._live((thread_id, task)) or self._tasks.setdefault((thread_id, task), _Task())
+            found.browsers[scope.browser] = scope
+            found.touched = self.clock()
         went_somewhere = bool((args or {}).get(scope.url_arg))
         if url == BLANK_PAGE and before is not None and not went_somewhere:
             return RESTARTED_NOTE
