@@ -11,9 +11,11 @@ older versions stay listed. The version in use is the highest `active` one.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import sqlite3
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -132,12 +134,33 @@ class RegistryError(RuntimeError):
 _ready: set[str] = set()
 
 
+# Connections that only read PRAGMA data_version, one per registry file, the last few used kept open: an open
+# connection per registry would hold three descriptors (the file, its -wal, its -shm) for every App ever made.
+_WATCHES: OrderedDict[str, tuple[int, sqlite3.Connection]] = OrderedDict()
+_WATCHES_KEPT = 4
+_watch_serial = itertools.count(1)
+_watch_lock = threading.Lock()
+
+
+def data_version(database: str) -> tuple[int, int]:
+    """(which watch connection, its PRAGMA data_version): changes whenever another connection, of any process,
+    committed to the file. A watch connection opened anew has another serial, so its first answer always differs."""
+    with _watch_lock:
+        entry = _WATCHES.get(database)
+        if entry is None:
+            entry = _WATCHES[database] = (next(_watch_serial), sqlite3.connect(database, check_same_thread=False))
+            while len(_WATCHES) > _WATCHES_KEPT:
+                _WATCHES.popitem(last=False)[1][1].close()
+        else:
+            _WATCHES.move_to_end(database)
+        return entry[0], entry[1].execute("PRAGMA data_version").fetchone()[0]
+
+
 class ToolRegistry:
     def __init__(self, engine: Engine):
         self.engine = engine
         self._revision_lock = threading.Lock()
-        self._watch: sqlite3.Connection | None = None  # reads PRAGMA data_version only (revision())
-        self._seen_version: int | None = None
+        self._seen_version: tuple[int, int] | None = None  # _data_version() when _revision was read
         self._revision: tuple = ()
         key = str(engine.url)
         if key not in _ready:
@@ -200,15 +223,12 @@ class ToolRegistry:
             self._seen_version = version
             return self._revision
 
-    def _data_version(self) -> int | None:
-        """SQLite's count of other connections' commits to the file (None on PostgreSQL, or a file not on disk)."""
-        if self._watch is None:
-            database = self.engine.url.database
-            if self.engine.dialect.name != "sqlite" or not database or database == ":memory:" \
-                    or database.startswith("file:"):
-                return None
-            self._watch = sqlite3.connect(database, check_same_thread=False)  # guarded by _revision_lock
-        return self._watch.execute("PRAGMA data_version").fetchone()[0]
+    def _data_version(self) -> tuple[int, int] | None:
+        database = self.engine.url.database
+        if self.engine.dialect.name != "sqlite" or not database or database == ":memory:" \
+                or database.startswith("file:"):
+            return None
+        return data_version(database)
 
     def names(self) -> set[str]:
         with Session(self.engine) as s:

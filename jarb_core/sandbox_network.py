@@ -168,8 +168,9 @@ def _read_until(fd: int, deadline: float, done) -> bytes:
         wait = deadline - time.monotonic()
         if wait <= 0:
             raise NetworkSetupError("the sandbox's network did not come up in time")
-        ready, _, _ = select.select([fd], [], [], wait)
-        if not ready:
+        poller = select.poll()  # not select: it refuses a descriptor numbered 1024 or more
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(wait * 1000):
             continue
         chunk = os.read(fd, 4096)
         if not chunk:

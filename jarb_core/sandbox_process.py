@@ -306,8 +306,10 @@ class SandboxProcess:
                 self.kill("output_limit")
                 raise SandboxProtocolError(f"a line longer than the output limit ({self.limits.output_limit_kb} KB)")
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([fd], [], [], wait)
-            if not ready:
+            # poll, not select: select refuses a descriptor numbered 1024 or more (a busy process has them)
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            if not poller.poll(None if wait is None else wait * 1000):
                 raise TimeoutError(f"no line from the sandboxed process within {timeout} s")
             data = os.read(fd, 65536)
             if not data:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,12 +111,35 @@ def _merge(base: dict, overlay: dict) -> dict:
 
 
 @pytest.fixture
-def jarvis_env(tmp_path: Path, llm_server: FakeLLMServer) -> JarvisEnv:
+def jarvis_env(tmp_path: Path, llm_server: FakeLLMServer) -> Iterator[JarvisEnv]:
+    from orchestrator.storage import engines as storage
+
     root = tmp_path / "root"
     root.mkdir()
     env = JarvisEnv(tmp_path, tmp_path / "config.yml", root, tmp_path / "data", llm_server)
     env.write_config()
-    return env
+    yield env
+    # Engines are kept per database URL for the process (one per file in use); each test's files are new, so
+    # without this a worker kept every test's SQLite files open and passed 1,024 descriptors.
+    storage.dispose_all()
+
+
+@pytest.fixture
+def descriptors_past_1024():
+    """This process holds descriptors numbered past 1,024, as a long-running Jarvis (or a test worker) can."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit here is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200) if soft != resource.RLIM_INFINITY else soft, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def tool_call(name: str, **arguments: Any) -> dict[str, Any]:

@@ -295,6 +295,26 @@ def test_an_agent_line_nested_too_deep_is_skipped(jarvis_env, tmp_path):
         sched.stop()
 
 
+def test_a_reminder_reaches_its_agent_when_the_process_holds_descriptors_past_1024(jarvis_env, tmp_path,
+                                                                                    descriptors_past_1024):
+    # select() refused the agent's stdin numbered 1,024 or more ("filedescriptor out of range"): found in CI,
+    # where a worker held that many files, every reminder to an agent failed after 5 attempts.
+    from orchestrator.reminders import SENT, ReminderRequest
+    from orchestrator.reminders.models import utcnow
+    from orchestrator.reminders.scheduler import Scheduler
+    from tests.reminder_helpers import SEED_AGENT, settings_for, wait_for, write_agent
+
+    agent = write_agent(tmp_path / "seed.py", SEED_AGENT)
+    sched = Scheduler(settings_for(jarvis_env))
+    sched.start()
+    try:
+        r = sched.store.create(ReminderRequest(title="late", when=utcnow().isoformat(), process_name=str(agent)))
+        wait_for(lambda: sched.store.get(r.id).status != "pending", timeout=60)
+        assert sched.store.get(r.id).status == SENT, sched.store.get(r.id)
+    finally:
+        sched.stop()
+
+
 def test_a_text_file_too_large_for_the_index_is_not_read_to_hash_it(jarvis_env, tmp_path):
     # `jarvis docs add` hashed a text file by reading all of it into memory before checking its size.
     import tracemalloc

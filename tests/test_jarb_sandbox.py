@@ -172,6 +172,14 @@ def test_json_pipe_for_long_lived_scripts(sandbox):
             proc.read_line(timeout=10)
 
 
+def test_a_process_with_descriptors_past_1024_still_talks_to_its_sandbox(sandbox, descriptors_past_1024):
+    # Found in CI: select() refuses a descriptor numbered 1,024 or more ("filedescriptor out of range"), so a
+    # worker holding many files could no longer read a sandboxed script's line or write to a reminder agent.
+    with sandbox.spawn([sandbox.python, "-I", "-c", "import json; print(json.dumps({'done': 1}), flush=True)"]) as proc:
+        assert proc.stdout.fileno() >= 1024
+        assert proc.read_json(timeout=10) == {"done": 1}
+
+
 def test_refuses_without_a_sandbox_and_explains(monkeypatch):
     if sys.platform.startswith("linux"):
         with pytest.raises(SandboxUnavailable) as err:

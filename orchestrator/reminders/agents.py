@@ -195,8 +195,10 @@ class AgentProcess:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError(f"agent {self.command!r} did not read its stdin for {timeout_s:g} s")
-                _, writable, _ = select.select([], [fd], [], remaining)
-                if not writable:
+                # poll, not select: select refuses a descriptor numbered 1024 or more (a busy process has them)
+                poller = select.poll()
+                poller.register(fd, select.POLLOUT)
+                if not poller.poll(remaining * 1000):
                     continue
                 try:
                     n = os.write(fd, data)
