@@ -326,9 +326,10 @@ def test_an_old_click_does_not_answer_a_new_question_parked_under_the_same_inter
 
 
 @pytest.mark.browser
-def test_the_chat_view_shows_where_it_was_sent_and_a_late_click_is_told(jarvis_env, telegram, open_ui):
-    """The dialog says where the confirmation was also sent; the phone answers while it is open; the click that
-    follows is told "already answered" (the dialog sends the question's ref), and the thread lists the answer."""
+def test_the_chat_view_shows_where_it_was_sent_and_follows_the_phone_s_answer(jarvis_env, telegram, open_ui):
+    """The dialog says where the confirmation was also sent; the phone answers while it is open: the dialog goes
+    by itself and the turn the answer resumed is shown, without a reload (an open view used to show it only after
+    one), and the thread lists where the answer came from."""
     page, server = open_ui()
     app = server.app.state.jarvis.app
     target = jarvis_env.root / "note.txt"
@@ -343,15 +344,34 @@ def test_the_chat_view_shows_where_it_was_sent_and_a_late_click_is_told(jarvis_e
     message, approve, _ = _sent_with_buttons(telegram)
     jarvis_env.server.push(answer("Written from your phone."))
     _press(telegram, _poller(jarvis_env, app), message, approve)
-    _settled(server, page.evaluate("location.hash").split("/", 1)[1])
-    dialog.get_by_role("button", name="Approve").click()
-    page.locator(".problem", has_text="already answered (approve, from telegram").wait_for()
-    page.reload()
     page.locator(".msg.assistant", has_text="Written from your phone.").wait_for()
+    dialog.wait_for(state="detached")
     page.locator(".answered summary").click()
     assert "approve fs_write_text: from telegram" in page.locator(".answered").inner_text()
     shot(page, "chat-answered-from-telegram")
     assert target.read_text() == "from the phone"
+    assert not page.js_errors, page.js_errors
+
+
+@pytest.mark.browser
+def test_a_click_after_the_phone_answered_is_told(jarvis_env, telegram, open_ui):
+    """The click that comes before the view has seen the phone's answer is told "already answered" (the dialog
+    sends the question's ref)."""
+    page, server = open_ui()
+    app = server.app.state.jarvis.app
+    jarvis_env.server.push(tool_call("fs_write_text", path=str(jarvis_env.root / "late.txt"), content="x"))
+    send(page, "write a note")
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for()
+    page.evaluate("document.querySelector('.view-chat').hidden = true")  # the view stops watching meanwhile
+    assert app.notifier().sweep() == 1
+    message, approve, _ = _sent_with_buttons(telegram)
+    jarvis_env.server.push(answer("Written."))
+    _press(telegram, _poller(jarvis_env, app), message, approve)
+    _settled(server, page.evaluate("location.hash").split("/", 1)[1])
+    page.evaluate("document.querySelector('.view-chat').hidden = false")
+    dialog.get_by_role("button", name="Approve").click()
+    page.locator(".problem", has_text="already answered (approve, from telegram").wait_for()
 
 
 def test_the_cli_answering_a_chat_confirmation_first_is_told_to_the_phone(jarvis_env, telegram):

@@ -182,6 +182,8 @@ def get_thread(thread_id: ThreadId, ctx: AppContext = Depends(app_context)) -> d
         "thread_id": thread_id,
         "title": info.title if info else "",
         "status": info.status if info else "idle",
+        # what the chat view compares with the list's to see a turn it did not start (a phone's answer, a reminder)
+        "updated_at": info.updated_at.isoformat() if info else None,
         "messages": [_message(m) for m in messages],
         "attachments": [_attachment_view(a) for a in values.get("attachments", [])],
         "pending": pending,

@@ -20,7 +20,11 @@ export function answeredList(answered) {
     h("ul", {}, answered.map((a) => h("li", { text: `${a.answer} ${a.tool}: from ${a.via}, ${when(a.at)}` }))));
 }
 
-function ask(item, index, total) {
+// `signal` (an AbortSignal): the question was answered elsewhere meanwhile (a phone, the CLI): the dialog goes
+// and askAll resolves to GONE.
+export const GONE = "gone";
+
+function ask(item, index, total, signal) {
   return new Promise((resolve) => {
     const inDoubt = item.kind === "in_doubt";
     const original = json(item.args || {});
@@ -86,6 +90,10 @@ function ask(item, index, total) {
       ev.preventDefault();
       finish(null);
     });
+    if (signal) {
+      if (signal.aborted) return resolve(GONE);
+      signal.addEventListener("abort", () => finish(GONE), { once: true });
+    }
     document.body.append(dialog);
     dialog.showModal();
     // Deny has the focus: a stray Enter must never approve a side effect (approving is a deliberate click)
@@ -93,11 +101,11 @@ function ask(item, index, total) {
   });
 }
 
-export async function askAll(pending) {
+export async function askAll(pending, signal) {
   const answers = {};
   for (let i = 0; i < pending.length; i++) {
-    const answer = await ask(pending[i], i, pending.length);
-    if (answer === null) return null;
+    const answer = await ask(pending[i], i, pending.length, signal);
+    if (answer === null || answer === GONE) return answer;
     // The question shown (`ref`): an answer to it never answers another one asked meanwhile under the same id.
     answers[pending[i].interrupt_id] = { ...answer, ref: pending[i].ref };
   }

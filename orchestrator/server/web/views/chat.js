@@ -1,7 +1,7 @@
 // Chat: the thread list, the conversation with tool steps as they happen, attachments (dropped PDF/text
 // files, pasted YouTube URLs) and confirmations (restored from the checkpoint after a reload or a restart).
 import { api, stream, upload } from "../api.js";
-import { answeredList, askAll, sentTo } from "../confirm.js";
+import { GONE, answeredList, askAll, sentTo } from "../confirm.js";
 import { clear, h, json, ms, problem } from "../dom.js";
 import { micButton, speaker } from "../voice.js";
 
@@ -21,6 +21,12 @@ let current = null; // thread id shown
 let busy = false;
 let staged = []; // attachments for the next message: {upload_id, name, kind} or {kind: "youtube", ref, name}
 let steps = new Map(); // tool call id -> Step, for the thread shown (history and live events share it)
+// Turns this view did not start (a confirmation answered from the phone, a reminder, an inbound message) are
+// seen by watching the thread list: the shown thread running, or changed since it was drawn, is drawn again.
+const WATCH_MS = 3000;
+let shownStamp = null; // updated_at of the shown thread when it was drawn (or when this view's own turn ended)
+let listSignature = "";
+let dialogGone = null; // AbortController of the open confirmation dialog
 
 export function mount(el, shell) {
   ui = shell;
@@ -91,6 +97,19 @@ export function mount(el, shell) {
     addFiles([...(ev.dataTransfer ? ev.dataTransfer.files : [])]);
   });
   refreshThreads();
+  setInterval(() => { if (!el.hidden && !document.hidden) watch(); }, WATCH_MS);
+}
+
+async function watch() {
+  if (busy || !current) return;
+  const id = current;
+  const threads = await refreshThreads();
+  const shown = threads && threads.find((t) => t.thread_id === id);
+  if (!shown || busy || current !== id) return;
+  if (shown.running || (shownStamp && shown.updated_at !== shownStamp)) {
+    if (dialogGone) dialogGone.abort(); // its question was answered elsewhere, or is another one now
+    await openThread(id);
+  }
 }
 
 export async function show(arg) {
@@ -101,14 +120,22 @@ export async function show(arg) {
 }
 
 // -- threads -----------------------------------------------------------------------------------------
-async function refreshThreads() {
+// The threads, most recent first (drawn again only when something shown in the list changed); `adopt`: this
+// view's own turn just ended, so the shown thread's new updated_at is not news to it.
+async function refreshThreads({ adopt = false } = {}) {
   let threads;
   try {
     threads = await api(threadQuery ? `/api/threads?q=${encodeURIComponent(threadQuery)}` : "/api/threads");
   } catch (err) {
+    listSignature = "";
     clear(threadList).append(h("li", { class: "problem", text: err.message }));
-    return;
+    return null;
   }
+  const shown = threads.find((t) => t.thread_id === current);
+  if (adopt && shown) shownStamp = shown.updated_at;
+  const signature = JSON.stringify([current, threadQuery, threads.map((t) => [t.thread_id, t.title, t.running, t.status])]);
+  if (signature === listSignature) return threads;
+  listSignature = signature;
   clear(threadList);
   for (const t of threads) {
     const badges = [];
@@ -123,6 +150,7 @@ async function refreshThreads() {
         onclick: () => deleteThread(t.thread_id, title) }, "×")));
   }
   if (!threads.length && threadQuery) threadList.append(h("li", { class: "muted", text: `No thread matches “${threadQuery}”.` }));
+  return threads;
 }
 
 async function renameThread(id, title) {
@@ -158,6 +186,7 @@ function newThreadId() {
 async function newThread() {
   const thread_id = newThreadId();
   current = thread_id;
+  shownStamp = null;
   steps = new Map();
   history.replaceState(null, "", `#chat/${encodeURIComponent(thread_id)}`);
   clear(log).append(h("p", { class: "empty", text: "Ask Jarvis anything. Drop a PDF or text file on the window to attach it; paste a YouTube link to attach the video." }));
@@ -177,6 +206,7 @@ async function openThread(id) {
     return;
   }
   if (current !== id) return;
+  shownStamp = thread.updated_at;
   let messages = thread.messages;
   if (thread.running) {
     // The running turn's events are replayed from its start: show the history before it only.
@@ -463,7 +493,7 @@ async function runStream(path, body, method = "POST") {
     busy = false;
     sendButton.disabled = false;
   }
-  refreshThreads();
+  await refreshThreads({ adopt: current === id });
   if (current === id && !turn.pending.length) await settleSteps(id);
   if (current === id && turn.pending.length) await confirm(turn.pending);
   return turn;
@@ -475,8 +505,11 @@ async function confirm(pending) {
   const note = h("div", { class: "pending-note", role: "status" },
     h("strong", { text: "Waiting for your confirmation: " }), pending.map((p) => p.summary).join(" · "), " ",
     h("button", { type: "button", onclick: () => { note.remove(); confirm(pending); } }, "Review"), sentTo(pending));
-  const answers = await askAll(pending);
-  if (current !== id) return;
+  const gone = new AbortController();
+  dialogGone = gone;
+  const answers = await askAll(pending, gone.signal);
+  if (dialogGone === gone) dialogGone = null;
+  if (answers === GONE || current !== id) return;
   if (answers === null) {
     log.append(note);
     scroll();
