@@ -415,3 +415,19 @@ def test_an_agents_stderr_line_is_read_in_bounded_pieces(jarvis_env, tmp_path):
         tracemalloc.stop()
         sched.stop()
     assert peak < 30_000_000, peak
+
+
+def test_a_model_list_too_large_is_refused_not_read_whole(jarvis_env):
+    # `jarvis model check` and the local-server probes each read GET /models whole, with their own HTTP code;
+    # now one bounded read (llm/model_list.get_small_json) serves them and the window probe.
+    from orchestrator.llm.client import check_endpoint
+    from orchestrator.llm.discovery import probe
+
+    jarvis_env.server.brain.model_fields = {"pad": "x" * (2 << 20)}
+    ok, message = check_endpoint(jarvis_env.settings)
+    assert not ok and "more than 1024 KB" in message and "not a model list" in message, message
+    assert probe("big", jarvis_env.server.base_url) is None
+    jarvis_env.server.brain.model_fields = {}
+    ok, message = check_endpoint(jarvis_env.settings)
+    assert ok, message
+    assert probe("small", jarvis_env.server.base_url).models == ["scripted-model"]

@@ -18,7 +18,7 @@ from orchestrator.core.config import ModelConfig, Settings
 from .embedded import check_embedded, embedded_server  # a child llama.cpp server, started on first use
 from orchestrator.core.errors import ModelEndpointError
 from .answer_bounds import bound_answers
-from .model_list import read_model_list
+from .model_list import BodyTooLarge, get_small_json, read_model_list
 from .request_shape import adapt_for_server
 
 log = logging.getLogger(__name__)
@@ -278,21 +278,15 @@ def _server_message(exc: Any) -> str:
 
 def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, str]:
     """Health check used by `jarvis run`, the Settings view and `make run`: GET /models."""
-    import httpx
-
     used_role, cfg = model_config(settings, role)
     if cfg.provider == "embedded":
         return check_embedded(used_role, cfg)
     url = cfg.base_url.rstrip("/") + "/models"
     try:
-        api_key = secrets.resolve(cfg.api_key) or ""
-        resp = httpx.get(url, headers={"Authorization": f"Bearer {api_key}"}, timeout=3)
-        if resp.status_code >= 400:
-            return False, f"{cfg.base_url} answered HTTP {resp.status_code}"
-        try:
-            listing = read_model_list(resp.json())
-        except ValueError:
-            listing = None
+        status, body = get_small_json(url, secrets.resolve(cfg.api_key) or "", timeout_s=3)
+        if status >= 400:
+            return False, f"{cfg.base_url} answered HTTP {status}"
+        listing = read_model_list(body)
         if listing is not None and not listing.serves(cfg.model):
             # the server answers, but every chat would fail with "model not found"
             listed = listing.ids
@@ -302,6 +296,8 @@ def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, st
         if listing is not None and cfg.model not in listing.ids and f"{cfg.model}:latest" not in listing.ids:
             return True, f"{cfg.base_url} answers with its one model {listing.ids[0]!r} (asked for {cfg.model!r})"
         return True, f"{cfg.base_url} answers ({cfg.model})"
+    except BodyTooLarge as exc:
+        return False, f"{exc}: not a model list (is this an OpenAI-compatible server?)"
     except Exception as exc:  # noqa: BLE001 - any failure is reported, not raised
         err = describe_endpoint_error(exc, cfg.base_url, used_role)
         return False, str(err or exc)

@@ -18,7 +18,7 @@ import httpx
 
 from orchestrator.core.config import ModelConfig, Settings
 from .embedded import llama_server_installed, packaged_gguf
-from .model_list import ModelList, read_model_list
+from .model_list import ModelList, get_small_json, read_model_list
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +49,12 @@ class FoundServer:
 def probe(name: str, base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> FoundServer | None:
     """The server at `base_url` with the models it lists (GET /models), or None when nothing answers there."""
     try:
-        resp = httpx.get(base_url.rstrip("/") + "/models", timeout=timeout_s, trust_env=False)
-        if resp.status_code >= 400:
-            return None
-        listing = read_model_list(resp.json())
+        status, body = get_small_json(base_url.rstrip("/") + "/models", timeout_s=timeout_s, trust_env=False)
     except (httpx.HTTPError, ValueError):
         return None
+    if status >= 400:
+        return None
+    listing = read_model_list(body)
     if listing is None:
         return FoundServer(name, base_url, [])
     return FoundServer(name, base_url, list(listing.ids), listing.answers_any_name)

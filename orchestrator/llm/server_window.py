@@ -15,7 +15,6 @@ memory would give one server's window to whatever listens on that port next.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -24,12 +23,12 @@ import httpx
 
 from orchestrator.core import secrets
 from orchestrator.core.config import ModelConfig
+from .model_list import get_small_json
 
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 2.0
 KEEP_S = 300.0  # an answer, or no answer (nothing there, another kind of server), is kept this long
-MAX_BODY = 1 << 20  # /props carries the chat template: a few KB; more is not a window
 MAX_WINDOW = 10_000_000  # tokens; a larger figure is not a context window
 
 class ServerWindows:
@@ -59,14 +58,13 @@ class ServerWindows:
 
 def ask_window(base_url: str, model: str, api_key: str | None = None,
                timeout_s: float = PROBE_TIMEOUT_S) -> tuple[int, str] | None:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key and api_key != "none" else {}
-    listed = _get_json(f"{base_url}/models", headers, timeout_s)
+    listed = _get_json(f"{base_url}/models", api_key, timeout_s)
     entries = [e for e in (listed or {}).get("data") or [] if isinstance(e, dict)] if isinstance(listed, dict) else []
     entry = next((e for e in entries if e.get("id") == model), entries[0] if len(entries) == 1 else None)
     if entry is not None and _window(entry.get("max_model_len")):
         return entry["max_model_len"], f"max_model_len in GET {base_url}/models"
     root = base_url[:-3] if base_url.endswith("/v1") else base_url
-    props = _get_json(f"{root}/props", headers, timeout_s)
+    props = _get_json(f"{root}/props", api_key, timeout_s)
     if isinstance(props, dict):
         settings = props.get("default_generation_settings")
         for where, value in (("default_generation_settings.n_ctx", (settings or {}).get("n_ctx")
@@ -80,17 +78,10 @@ def _window(value: object) -> bool:
     return type(value) is int and 0 < value <= MAX_WINDOW
 
 
-def _get_json(url: str, headers: dict[str, str], timeout_s: float) -> object:
+def _get_json(url: str, api_key: str | None, timeout_s: float) -> object:
     """The JSON a GET answers with, or None (no server, an error status, not JSON, too big)."""
     try:
-        with httpx.stream("GET", url, headers=headers, timeout=timeout_s, trust_env=False) as resp:
-            if resp.status_code >= 400:
-                return None
-            body = b""
-            for chunk in resp.iter_bytes():
-                body += chunk
-                if len(body) > MAX_BODY:
-                    return None
-        return json.loads(body)
+        status, body = get_small_json(url, api_key, timeout_s)
     except (httpx.HTTPError, ValueError):
         return None
+    return body if status < 400 else None
