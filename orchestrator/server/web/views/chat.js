@@ -100,15 +100,22 @@ export function mount(el, shell) {
   setInterval(() => { if (!el.hidden && !document.hidden) watch(); }, WATCH_MS);
 }
 
+let watching = false; // a look under way: a slow one is not overlapped by the next (two views of one turn)
+
 async function watch() {
-  if (busy || !current) return;
-  const id = current;
-  const threads = await refreshThreads();
-  const shown = threads && threads.find((t) => t.thread_id === id);
-  if (!shown || busy || current !== id) return;
-  if (shown.running || (shownStamp && shown.updated_at !== shownStamp)) {
-    if (dialogGone) dialogGone.abort(); // its question was answered elsewhere, or is another one now
-    await openThread(id);
+  if (busy || !current || watching) return;
+  watching = true;
+  try {
+    const id = current;
+    const threads = await refreshThreads();
+    const shown = threads && threads.find((t) => t.thread_id === id);
+    if (!shown || busy || current !== id) return;
+    if (shown.running || (shownStamp && shown.updated_at !== shownStamp)) {
+      if (dialogGone) dialogGone.abort(); // its question was answered elsewhere, or is another one now
+      await openThread(id);
+    }
+  } finally {
+    watching = false;
   }
 }
 
