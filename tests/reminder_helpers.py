@@ -68,6 +68,22 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
         time.sleep(interval)
 
 
+def fire_once(jarvis_env: Any, agent: Path, title: str, timeout: float = 60.0) -> Any:
+    """A reminder due now for `agent`, fired by a fast scheduler: the reminder once it is no longer pending."""
+    from orchestrator.reminders import ReminderRequest
+    from orchestrator.reminders.models import utcnow
+    from orchestrator.reminders.scheduler import Scheduler
+
+    sched = Scheduler(settings_for(jarvis_env))
+    sched.start()
+    try:
+        r = sched.store.create(ReminderRequest(title=title, when=utcnow().isoformat(), process_name=str(agent)))
+        wait_for(lambda: sched.store.get(r.id).status != "pending", timeout=timeout)
+        return sched.store.get(r.id)
+    finally:
+        sched.stop()
+
+
 # A recording agent: logs every line it reads to $RECORD (one JSON per line, with its pid), ACKs each fire,
 # then sends the requests listed in the fire's description (a JSON list), so tests steer it through reminders.
 RECORDING_AGENT = r'''

@@ -278,41 +278,22 @@ for line in sys.stdin:
 
 def test_an_agent_line_nested_too_deep_is_skipped(jarvis_env, tmp_path):
     # The agent's reader thread died on the RecursionError: the ACK after it was never read, the reminder failed.
-    from orchestrator.reminders import SENT, ReminderRequest
-    from orchestrator.reminders.models import utcnow
-    from orchestrator.reminders.scheduler import Scheduler
-    from tests.reminder_helpers import settings_for, wait_for, write_agent
+    from orchestrator.reminders import SENT
+    from tests.reminder_helpers import fire_once, write_agent
 
-    settings = settings_for(jarvis_env)
-    agent = write_agent(tmp_path / "deep.py", DEEP_AGENT)
-    sched = Scheduler(settings)
-    sched.start()
-    try:
-        r = sched.store.create(ReminderRequest(title="deep", when=utcnow().isoformat(), process_name=str(agent)))
-        wait_for(lambda: sched.store.get(r.id).status != "pending", timeout=60)
-        assert sched.store.get(r.id).status == SENT, sched.store.get(r.id)
-    finally:
-        sched.stop()
+    fired = fire_once(jarvis_env, write_agent(tmp_path / "deep.py", DEEP_AGENT), "deep")
+    assert fired.status == SENT, fired
 
 
 def test_a_reminder_reaches_its_agent_when_the_process_holds_descriptors_past_1024(jarvis_env, tmp_path,
                                                                                     descriptors_past_1024):
     # select() refused the agent's stdin numbered 1,024 or more ("filedescriptor out of range"): found in CI,
     # where a worker held that many files, every reminder to an agent failed after 5 attempts.
-    from orchestrator.reminders import SENT, ReminderRequest
-    from orchestrator.reminders.models import utcnow
-    from orchestrator.reminders.scheduler import Scheduler
-    from tests.reminder_helpers import SEED_AGENT, settings_for, wait_for, write_agent
+    from orchestrator.reminders import SENT
+    from tests.reminder_helpers import SEED_AGENT, fire_once, write_agent
 
-    agent = write_agent(tmp_path / "seed.py", SEED_AGENT)
-    sched = Scheduler(settings_for(jarvis_env))
-    sched.start()
-    try:
-        r = sched.store.create(ReminderRequest(title="late", when=utcnow().isoformat(), process_name=str(agent)))
-        wait_for(lambda: sched.store.get(r.id).status != "pending", timeout=60)
-        assert sched.store.get(r.id).status == SENT, sched.store.get(r.id)
-    finally:
-        sched.stop()
+    fired = fire_once(jarvis_env, write_agent(tmp_path / "seed.py", SEED_AGENT), "late")
+    assert fired.status == SENT, fired
 
 
 def test_a_text_file_too_large_for_the_index_is_not_read_to_hash_it(jarvis_env, tmp_path):
@@ -397,23 +378,17 @@ def test_an_agents_stderr_line_is_read_in_bounded_pieces(jarvis_env, tmp_path):
     # stdout was read by lines of at most 1 MB; stderr by whole lines, however long (60 MB held at once here).
     import tracemalloc
 
-    from orchestrator.reminders import SENT, ReminderRequest
-    from orchestrator.reminders.models import utcnow
-    from orchestrator.reminders.scheduler import Scheduler
-    from tests.reminder_helpers import settings_for, wait_for, write_agent
+    from orchestrator.reminders import SENT
+    from tests.reminder_helpers import fire_once, write_agent
 
     agent = write_agent(tmp_path / "noisy.py", STDERR_FLOOD_AGENT)
-    sched = Scheduler(settings_for(jarvis_env))
     tracemalloc.start()
-    sched.start()
     try:
-        r = sched.store.create(ReminderRequest(title="noisy", when=utcnow().isoformat(), process_name=str(agent)))
-        wait_for(lambda: sched.store.get(r.id).status != "pending", timeout=60)
-        assert sched.store.get(r.id).status == SENT
+        fired = fire_once(jarvis_env, agent, "noisy")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-        sched.stop()
+    assert fired.status == SENT, fired
     assert peak < 30_000_000, peak
 
 
