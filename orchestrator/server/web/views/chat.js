@@ -107,7 +107,9 @@ async function watch() {
   watching = true;
   try {
     const id = current;
-    const threads = await refreshThreads();
+    // While the list is searched, the look is the plain list: a search reads every thread's messages, and the
+    // shown thread may not match it.
+    const threads = threadQuery ? await listThreads("").catch(() => null) : await refreshThreads();
     const shown = threads && threads.find((t) => t.thread_id === id);
     if (!shown || busy || current !== id) return;
     if (shown.running || (shownStamp && shown.updated_at !== shownStamp)) {
@@ -132,7 +134,7 @@ export async function show(arg) {
 async function refreshThreads({ adopt = false } = {}) {
   let threads;
   try {
-    threads = await api(threadQuery ? `/api/threads?q=${encodeURIComponent(threadQuery)}` : "/api/threads");
+    threads = await listThreads(threadQuery);
   } catch (err) {
     listSignature = "";
     clear(threadList).append(h("li", { class: "problem", text: err.message }));
@@ -158,6 +160,10 @@ async function refreshThreads({ adopt = false } = {}) {
   }
   if (!threads.length && threadQuery) threadList.append(h("li", { class: "muted", text: `No thread matches “${threadQuery}”.` }));
   return threads;
+}
+
+function listThreads(query) {
+  return api(query ? `/api/threads?q=${encodeURIComponent(query)}` : "/api/threads");
 }
 
 async function renameThread(id, title) {
