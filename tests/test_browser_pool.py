@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import os
 
-from orchestrator.mcp.browser_pool import _read_state, _write_private, merge_state
+from orchestrator.core.private_file import write_private
+from orchestrator.mcp.browser_pool import _read_state, merge_state
 
 X, Y = "http://127.0.0.1:8080", "https://y.example"
 
@@ -58,7 +59,7 @@ def test_the_state_file_is_private_and_replaces_a_planted_symlink(tmp_path):
     target = tmp_path / "elsewhere.txt"
     target.write_text("the user's file")
     os.symlink(target, tmp_path / "state.json")
-    _write_private(tmp_path / "state.json", {"cookies": [cookie("s", "x")]})
+    write_private(tmp_path / "state.json", json.dumps({"cookies": [cookie("s", "x")]}))
     assert target.read_text() == "the user's file"  # not written through the link
     assert not (tmp_path / "state.json").is_symlink()
     assert (tmp_path / "state.json").stat().st_mode & 0o777 == 0o600

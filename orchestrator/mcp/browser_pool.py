@@ -25,7 +25,6 @@ import asyncio
 import itertools
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -39,6 +38,7 @@ from integrations.base import ToolError
 
 from orchestrator.core import json_bounds
 from orchestrator.core.aio import run_sync
+from orchestrator.core.private_file import write_private
 from .config import BrowserSection, expand
 from .server_state import ServerRuntime, State, on_background_loop
 
@@ -203,7 +203,7 @@ class BrowserPool:
         if path is None or path.exists():
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_private(path, {"cookies": [], "origins": []})
+        write_private(path, json.dumps({"cookies": [], "origins": []}))
 
     async def _save_state(self, run: BrowserRun, section: BrowserSection, approved: set[str]) -> None:
         saved = run.folder / "storage-state.json"  # inside the server's cwd ({browser_dir}): it may write there
@@ -214,7 +214,7 @@ class BrowserPool:
         target = self._state_file(section)
         assert target is not None
         with self._state_lock:
-            _write_private(target, merge_state(_read_state(target), fresh, approved))
+            write_private(target, json.dumps(merge_state(_read_state(target), fresh, approved)))
 
 
 def _host_of_cookie(cookie: dict[str, Any]) -> str:
@@ -259,12 +259,3 @@ def _read_state(path: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         log.warning("the browser storage state %s is not usable (%s): starting from none", path, exc)
         return {"cookies": [], "origins": []}
-
-
-def _write_private(path: Path, data: dict[str, Any]) -> None:
-    """Written whole (a temporary file renamed over it), readable by the user only: it holds session cookies."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)

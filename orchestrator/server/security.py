@@ -20,11 +20,11 @@ import re
 import secrets
 from html import escape as html_escape
 from http.cookies import SimpleCookie
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from orchestrator.core.config import Settings
+from orchestrator.core.private_file import write_private
 
 log = logging.getLogger(__name__)
 
@@ -56,17 +56,8 @@ def load_or_create_token(settings: Settings) -> str:
             return token
         log.warning("%s holds no usable token; writing a new one", path)
     token = secrets.token_urlsafe(32)
-    _write_private(path, token + "\n")
+    write_private(path, token + "\n")
     return token
-
-
-def _write_private(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
 
 
 def is_loopback(host: str) -> bool:
