@@ -219,8 +219,8 @@ def test_forget_removes_a_fact_from_keyword_and_vector_search(settings):
 
 
 def test_the_facts_read_for_a_message_follow_every_write(settings):
-    """relevant() keeps its last answer for the planner's later steps of a turn: any write, from this store or
-    another process's, is seen at the next read."""
+    """Any write, from this store or another process's, is seen at the next relevant() (a turn reads it once:
+    chat/runtime.JarvisRuntime.remembered)."""
     from orchestrator.memory import MemoryStore, Provenance, SourceKind
 
     store, other = MemoryStore(settings), MemoryStore(settings)
@@ -228,7 +228,7 @@ def test_the_facts_read_for_a_message_follow_every_write(settings):
     first = store.remember("Bob's dentist is Dr Lee", user, about="Bob", kind="person")
     asked = "what about Bob?"
     assert [v.id for v in store.relevant(asked)] == [first.id]
-    assert [v.id for v in store.relevant(asked)] == [first.id]  # the kept answer
+    assert [v.id for v in store.relevant(asked)] == [first.id]  # asked again, the same
     second = other.remember("Bob likes chess", user, about="Bob", kind="person")  # written elsewhere
     assert {v.id for v in store.relevant(asked)} == {first.id, second.id}
     other.forget(first.id)

@@ -125,7 +125,6 @@ class MemoryStore:
         self._ready = False
         self._lock = threading.Lock()
         self._matrix: tuple[str, Any, Any] | None = None  # (generation, ids, vectors)
-        self._relevant_memo: tuple[tuple[str, int, str], list[FactView]] | None = None  # the last relevant() asked
 
     # -- schema ------------------------------------------------------------------------------------
     def ensure(self) -> None:
@@ -486,10 +485,6 @@ class MemoryStore:
         """The facts a turn should see: those about the entities it names (most recently confirmed first), then
         the best matches of the search, without expired ones."""
         now = storage.utcnow()
-        key = (message, k, self.generation())
-        memo = self._relevant_memo
-        if memo is not None and memo[0] == key:  # the planner's later steps of a turn ask again for the same message
-            return [v for v in memo[1] if v.expires_at is None or v.expires_at > now]
         picked: dict[int, FactView] = {}
         entity_ids = self.named_entities(message)
         if entity_ids:
@@ -504,9 +499,7 @@ class MemoryStore:
         if len(picked) < k:
             for view in self.search(message, k):
                 picked.setdefault(view.id, view)
-        found = list(picked.values())[:k]
-        self._relevant_memo = (key, found)  # any write bumps the generation, so a changed memory is read again
-        return found
+        return list(picked.values())[:k]
 
     def stats(self) -> dict[str, int]:
         with self._session() as s:
