@@ -54,6 +54,7 @@ from .jorbs.schema import JorbStatus
 from .jorbs.store import JorbStore
 from .jorbs.tools import build_jorb_tools
 from .llm.client import make_chat_model
+from .llm.embeddings import Embedder, make_embedder
 from .mcp.manager import McpManager
 from .memory import MemoryStore, build_memory_tools
 from .memory.extraction import Extractor
@@ -68,7 +69,7 @@ from .tools.answers import resume_values, with_ref
 from .tools.catalog import StaticProvider, ToolCatalog, ToolProvider
 from .tools.executor import ToolExecutor
 from .tools.google_auth import google_api, load_credentials
-from .tools.index import ToolIndex, embedder_from_settings, find_tools_tool
+from .tools.index import ToolIndex, find_tools_tool, tool_embedding
 from .tools.ledger import EffectsLedger
 from .tools.switches import ToolSwitches
 
@@ -100,13 +101,20 @@ class App:
 
     # -- the parts ----------------------------------------------------------------------------------------
     @property
+    def embedder(self) -> Embedder:
+        """models.embeddings' client, one for the document index, memory and tool ranking (one endpoint that
+        failed is left alone by all three for a while, and said once)."""
+        return self._part("embedder", lambda: make_embedder(self.settings))
+
+    @property
     def docs_index(self) -> DocsIndex:
-        return self._part("docs_index", lambda: DocsIndex(self.settings))
+        return self._part("docs_index", lambda: DocsIndex(self.settings, self.embedder))
 
     @property
     def memory(self) -> MemoryStore | None:
         """What Jarvis remembers about the user (None when memory.enabled is false: no tools, nothing read)."""
-        return self._part("memory", lambda: MemoryStore(self.settings) if self.settings.memory.enabled else None)
+        return self._part("memory", lambda: MemoryStore(self.settings, self.embedder)
+                          if self.settings.memory.enabled else None)
 
     @property
     def memory_extractor(self) -> Extractor | None:
@@ -152,7 +160,7 @@ class App:
     def _chat_runtime(self) -> JarvisRuntime:
         settings = self.settings
         llm = self._llm if self._llm is not None else make_chat_model(settings, "primary")
-        index = ToolIndex(embedder_from_settings(settings))
+        index = ToolIndex(tool_embedding(self.embedder))
         # find_tools searches the whole catalog; the chat binds it, the jorbs and phone tasks do not.
         chat_catalog = ToolCatalog(self.catalog.providers, switches=self.catalog.switches)
         chat_catalog.add_provider(StaticProvider("find_tools", [find_tools_tool(index, chat_catalog.all)]))

@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from orchestrator.llm.embeddings import Embedder
-from orchestrator.tools.index import embedder_from_settings
+from orchestrator.llm.embeddings import Embedder, make_embedder
+from orchestrator.tools.index import tool_embedding
 
 
 def _body(vectors: list, indexes: list | None = None) -> bytes:
@@ -73,9 +73,9 @@ def test_an_answer_past_its_size_is_stopped_not_kept(embeddings_env, caplog):
 
 def test_the_tool_index_uses_the_same_checks(embeddings_env):
     embeddings_env.server.brain.embedding_answer = BROKEN["NaN"]
-    embed = embedder_from_settings(embeddings_env.settings)
+    embed = tool_embedding(make_embedder(embeddings_env.settings))
     with pytest.raises(RuntimeError, match="gave no vectors"):
         embed(["find files", "send a message"])
     embeddings_env.server.brain.embedding_answer = None  # the scripted server's own vectors
-    embed = embedder_from_settings(embeddings_env.settings)
+    embed = tool_embedding(make_embedder(embeddings_env.settings))
     assert [len(v) for v in embed(["find files", "send a message"])] == [64, 64]

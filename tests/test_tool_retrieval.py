@@ -68,9 +68,10 @@ def test_small_catalogs_bind_everything_without_find_tools(jarvis_env):
 
 def test_hybrid_ranking_with_embeddings(jarvis_env):
     jarvis_env.write_config(models={"embeddings": {"base_url": jarvis_env.server.base_url, "model": "emb"}})
-    from orchestrator.tools.index import embedder_from_settings
+    from orchestrator.llm.embeddings import make_embedder
+    from orchestrator.tools.index import tool_embedding
 
-    embed = embedder_from_settings(jarvis_env.settings)
+    embed = tool_embedding(make_embedder(jarvis_env.settings))
     index = ToolIndex(embed)
     catalog = build_catalog(App(jarvis_env.settings).static_tools())
     chosen = [t.name for t in select_tools(index, catalog, "add buy milk to my todoist inbox", [], 12)]

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from integrations.base import set_tool_meta
 
 from orchestrator.core import json_bounds
-from orchestrator.llm.embeddings import make_embedder
+from orchestrator.llm.embeddings import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -199,17 +199,16 @@ def find_tools_tool(index: ToolIndex, all_tools: Any) -> StructuredTool:
     return set_tool_meta(tool, source="meta")
 
 
-def embedder_from_settings(settings: Any) -> Any:
-    """A callable embedding texts through models.embeddings (llm/embeddings.py: the same client, bounds and checks
-    as the document index and memory), raising when it gives none; None when no endpoint is configured."""
-    if settings.models.embeddings is None:
+def tool_embedding(embedder: Embedder) -> Any:
+    """A callable embedding texts through `embedder` (the App's one: llm/embeddings.py, the same client, bounds and
+    checks as the document index and memory), raising when it gives none; None when no endpoint is configured."""
+    if embedder.cfg is None:
         return None
-    embedder = make_embedder(settings)
 
     def embed(texts: list[str]) -> list[list[float]]:
         vectors = embedder.embed(texts)
         if vectors is None:
-            raise RuntimeError(f"the embeddings endpoint {settings.models.embeddings.base_url} gave no vectors")
+            raise RuntimeError(f"the embeddings endpoint {embedder.cfg.base_url} gave no vectors")
         return [v.tolist() for v in vectors]
 
     return embed
