@@ -4,6 +4,7 @@ README's shape."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, answer, tool_call
+from orchestrator.storage import writer
 
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
 
@@ -101,5 +103,18 @@ def test_langgraph_dev_serves_the_graph_to_the_sdk(jarvis_env, dev_server):
     assert target.read_text() == "hi" and out["messages"][-1]["content"] == "Written."
 
     log = log_path.read_text()
-    for bad in ("Blocking call", "BlockingError", "Deserializing unregistered type", "Traceback"):
+    for bad in ("Blocking call", "BlockingError", "Deserializing unregistered type", "Traceback", "could not prune"):
         assert bad not in log, re.findall(rf".*{bad}.*", log)[:3]
+
+
+def test_the_platform_graph_leaves_checkpoint_pruning_to_the_platform(jarvis_env, caplog):
+    """Built without a checkpointer of its own (platform_graph.py), the graph must not trim Jarvis's checkpoint
+    tables after a turn: the platform keeps its threads elsewhere (each turn logged "could not prune checkpoints
+    ...: no such table: checkpoints")."""
+    jarvis_env.server.push(answer("Hello."))
+    graph = jarvis_env.app(checkpointer=False).graph
+    with caplog.at_level(logging.WARNING):
+        out = graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "platform-1"}})
+        writer.flush()
+    assert out["messages"][-1].content == "Hello."
+    assert not [r for r in caplog.records if "prune" in r.getMessage()], caplog.text

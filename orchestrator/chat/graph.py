@@ -65,7 +65,9 @@ def _writer():
         return None
 
 
-def make_nodes(rt: JarvisRuntime):
+def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
+    """The graph's nodes over `rt`; `prunes`: the graph has Jarvis's own checkpointer, whose old checkpoints
+    `respond` trims (under LangGraph's server the platform keeps them, in tables Jarvis must not touch)."""
     settings = rt.settings
 
     def entry(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
@@ -179,7 +181,8 @@ def make_nodes(rt: JarvisRuntime):
     def respond(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
         rt.threads.set_status_later(_thread_id(config), IDLE)
         rt.executor.sites.end_task(_thread_id(config))  # the turn's site approvals end, its browser is closed
-        prune_later(settings, _thread_id(config))
+        if prunes:
+            prune_later(settings, _thread_id(config))
         last = state.messages[-1] if state.messages else None
         if isinstance(last, AIMessage) and not last.tool_calls and not (last.text or "").strip():
             return {"messages": [AIMessage(content="(The model returned an empty answer. Try rephrasing the request.)")]}
@@ -199,7 +202,7 @@ def make_nodes(rt: JarvisRuntime):
 def compile_chat_graph(rt: JarvisRuntime, checkpointer: Any = None, *, telemetry: bool = True):
     """Compile the chat graph over `rt` (the App builds it: orchestrator/app.py); `checkpointer=None` compiles
     without one."""
-    entry, planner, route, tool_node, respond = make_nodes(rt)
+    entry, planner, route, tool_node, respond = make_nodes(rt, prunes=checkpointer is not None)
     g = StateGraph(ConversationState)
     g.add_node("entry", entry)
     g.add_node("planner", planner)
