@@ -181,7 +181,8 @@ class App:
     def turn_hub(self, decorate: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> TurnHub:
         """The chat turns running in this process (the web UI's, the phone's answers'), one at a time per thread
         across workers (claims). Built once; `decorate`: the server's additions to events (create_app's)."""
-        hub = self._part("turns", lambda: TurnHub(self.graph, claims=Claims(self.settings)))
+        hub = self._part("turns", lambda: TurnHub(self.graph, claims=Claims(self.settings),
+                                                  end_task=self.runtime.executor.sites.end_task))
         if decorate is not None:
             hub.decorate = decorate
         return hub

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from langgraph.types import Command
 
+from orchestrator.chat.turns import user_input
 from tests.conftest import REPO, answer, tool_call
-from tests.fakes.app_x import PASSWORD, USER, AppX
+from tests.fakes.app_x import PAGE_SIZE, PASSWORD, USER, AppX
 from tests.fakes.llm_server import tool_results
 from tests.mcp_helpers import (alive, any_running, identities, install_playwright, pids_with_arg, process_tree,
                                shutdown_mcp, wait_for)
@@ -175,6 +176,35 @@ def test_the_planner_exports_every_record_of_app_x_asking_once(jarvis_env, app_x
     result, asked = run(app.graph, config, {"messages": [("user", "show the records again")]}, approve=1)
     assert [q["tool"] for q in asked] == ["browser_navigate"]
     assert 'button "Export all records"' in tool_messages(result)[-1].content and app_x.logins == 1
+
+
+def test_the_planner_pages_through_the_records(jarvis_env, app_x):
+    """Page 1 shows records 1-4; the model clicks "Next page" (a link on the approved site: no question) and the
+    page it is shown has records 5-8, page 2 of 3, with a way back."""
+    install_browser(jarvis_env)
+    app = jarvis_env.app()
+    jarvis_env.server.push(
+        tool_call("browser_navigate", url=f"{app_x.url}/login"), SNAPSHOT,
+        type_into("User", USER), type_into("Password", PASSWORD, submit=True), SNAPSHOT,
+        click("link", "Next page"), SNAPSHOT,
+        lambda req: answer(last_result(req)[-300:]),
+    )
+    result, asked = run(app.graph, {"configurable": {"thread_id": "pages"}},
+                        {"messages": [("user", "show me the second page of records in X")]}, approve=1)
+    assert [q["tool"] for q in asked] == ["browser_navigate"]
+    steps = tool_messages(result)
+    assert [m.name for m in steps][-2:] == ["browser_click", "browser_snapshot"]
+    assert all(m.status == "success" for m in steps), [m.content[:300] for m in steps]
+    first, second = steps[4].content, steps[-1].content  # the snapshots before and after the click
+
+    def names(snapshot: str) -> set[str]:
+        return {r["name"] for r in app_x.records if re.search(rf"\b{r['name']}\b", snapshot)}
+
+    assert "Page 1 of 3" in first and names(first) == {r["name"] for r in app_x.records[:PAGE_SIZE]}
+    assert "Page 2 of 3" in second and f"{app_x.url}/records?page=2" in second
+    assert names(second) == {r["name"] for r in app_x.records[PAGE_SIZE:2 * PAGE_SIZE]}  # records 5-8
+    assert [r["id"] for r in app_x.records[PAGE_SIZE:2 * PAGE_SIZE]] == ["5", "6", "7", "8"]
+    assert 'link "Previous page"' in second and 'link "Next page"' in second
 
 
 def test_a_second_export_never_replaces_a_file_of_the_root(jarvis_env, app_x):
@@ -413,3 +443,32 @@ def test_a_task_past_max_browsers_is_told_and_gets_no_shared_browser(jarvis_env,
     assert "max_browsers" in refused.content and "idle_timeout_s" in refused.content
     assert browser_servers(jarvis_env.data) == servers and len(app.mcp_manager.browsers.runs()) == 1
     assert app_x.hits.count("/records") == 0  # B's step never ran in A's browser
+
+
+@pytest.mark.parametrize("ending", ["error", "stopped"])
+def test_a_turn_that_fails_or_is_stopped_closes_its_browser_at_once(jarvis_env, app_x, ending):
+    """Only an answered turn reaches the graph's respond, which ends its task. A turn whose model server answers 500
+    after a browser step, or that the user stops, ends its task where turns are run (chat/turns.py, through the
+    App's TurnHub as the web UI runs them): its browser, server and Chromium, is gone well before idle_timeout_s."""
+    install_browser(jarvis_env)  # idle_timeout_s stays 600
+    jarvis_env.write_config(autonomy={"effects": {"ui_automation": "auto"}})
+    app = jarvis_env.app()
+    hub = app.turn_hub()
+    seen: dict[int, str] = {}
+
+    def after_the_step(req):
+        seen.update(identities(browser_trees(jarvis_env.data)))
+        if ending == "stopped":
+            hub.stop("ends")  # the user presses Stop while the model answers
+            return answer("Looking at the records of X now, one moment please")
+        return {"error": {"status": 500, "message": "the model server broke"}}
+
+    jarvis_env.server.push(tool_call("browser_navigate", url=f"{app_x.url}/login"), after_the_step)
+    turn = hub.start("ends", user_input("look at X"))
+    assert turn.wait(180)
+    kinds = [e["event"] for e in turn.events]
+    assert ending in kinds and "done" not in kinds, turn.events
+    assert [e["ok"] for e in turn.events if e["event"] == "tool_end"] == [True]  # the browser step ran
+    assert len(seen) >= 3  # the server, Chromium and its helpers
+    wait_for(lambda: not any_running(seen), timeout=60, interval=0.2)
+    assert not app.mcp_manager.browsers.runs()

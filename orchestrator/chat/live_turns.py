@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .turns import stream_turn
+from .turns import end_abandoned_task, stream_turn
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +91,11 @@ class LiveTurn:
 
 class TurnHub:
     def __init__(self, graph: Any, decorate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                 claims: Any = None):
+                 claims: Any = None, end_task: Callable[[str], Any] | None = None):
         self.graph = graph
         self.decorate = decorate or (lambda ev: ev)
         self.claims = claims  # claims.Claims: other workers on the same database see the thread as busy
+        self.end_task = end_task  # a turn stopped or failed: its task's browser closed (chat/turns.py)
         self._lock = threading.Lock()
         self._running: dict[str, LiveTurn] = {}
 
@@ -124,10 +125,11 @@ class TurnHub:
     def _work(self, turn: LiveTurn, graph_input: Any, on_end: Callable[[], None] | None = None) -> None:
         renewing = self.claims.keep_alive(turn.thread_id) if self.claims is not None else None
         try:
-            for event in stream_turn(self.graph, turn.thread_id, graph_input, stop=turn.stop):
+            for event in stream_turn(self.graph, turn.thread_id, graph_input, stop=turn.stop, end_task=self.end_task):
                 turn.publish(self.decorate(event))
         except Exception as exc:  # noqa: BLE001 - stream_turn reports its own errors; this is a last resort
             log.exception("turn on %s failed", turn.thread_id)
+            end_abandoned_task(self.end_task, turn.thread_id)
             turn.publish({"event": "error", "message": f"{type(exc).__name__}: {exc}", "kind": "internal"})
         finally:
             if renewing is not None:

@@ -10,13 +10,18 @@ Events (dicts with "event"):
   done         {"content", "message_id"}          the final answer
   stopped      {"content", "message_id"}          the user stopped the turn (then no done)
   error        {"message"}                         the turn failed; the thread is intact
+
+A turn that is stopped or fails never reaches the graph's `respond`, where a turn that is answered ends its task
+(the sites approved for it, the browser it drove: tools/site_grants.py). `end_task` (the executor's
+`sites.end_task`, given by whoever runs the turn: the TurnHub, the CLI) ends it here instead, so its browser is
+closed now rather than after `idle_timeout_s`. A turn waiting for a confirmation has not ended: its task stays.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -93,10 +98,21 @@ def _close_stopped_turn(graph: Any, config: dict[str, Any], said: str = "") -> A
     return note
 
 
-def stream_turn(graph: Any, thread_id: str, graph_input: Any,
-                stop: threading.Event | None = None) -> Iterator[dict[str, Any]]:
+def end_abandoned_task(end_task: Callable[[str], Any] | None, thread_id: str) -> None:
+    """A turn ended without an answer (stopped, failed): its task ends, its browser is closed (see the top)."""
+    if end_task is None:
+        return
+    try:
+        end_task(thread_id)
+    except Exception:  # noqa: BLE001 - the turn is over either way; the idle timeout closes what is left
+        log.exception("ending the task of the turn on %s", thread_id)
+
+
+def stream_turn(graph: Any, thread_id: str, graph_input: Any, stop: threading.Event | None = None,
+                end_task: Callable[[str], Any] | None = None) -> Iterator[dict[str, Any]]:
     """The turn's events. `stop`, once set, ends the turn at the next token or step: what ran stays done (a tool
-    already running finishes), nothing new starts, and the thread is left ready for the next message."""
+    already running finishes), nothing new starts, and the thread is left ready for the next message.
+    `end_task(thread_id)` runs when the turn is stopped or fails (its browser closed)."""
     config: dict[str, Any] = thread_config(thread_id)
     if stop is not None:
         config["callbacks"] = [_StopWhenAsked(stop)]
@@ -130,13 +146,16 @@ def stream_turn(graph: Any, thread_id: str, graph_input: Any,
                                 for c in m.tool_calls:
                                     yield {"event": "tool_call", "tool": c["name"], "args": c["args"], "id": c.get("id")}
     except TurnStopped:
+        end_abandoned_task(end_task, thread_id)
         note = _close_stopped_turn(graph, thread_config(thread_id), "".join(said))
         yield {"event": "stopped", "content": note.text, "message_id": note.id}
         return
     except ModelEndpointError as exc:
+        end_abandoned_task(end_task, thread_id)
         yield {"event": "error", "message": str(exc), "kind": "model_endpoint"}
         return
     except Exception as exc:  # noqa: BLE001 - reported as an event; the checkpoint keeps the thread
+        end_abandoned_task(end_task, thread_id)
         if is_disk_full(exc):
             log.error("turn on %s stopped: the disk is full (%s)", thread_id, exc)
             yield {"event": "error", "message": disk_full_message("this turn could not be saved"), "kind": "disk_full"}

@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -104,21 +104,24 @@ def ctrl_c_stops(stop: threading.Event) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool) -> int:
-    """Stream a turn to the terminal, asking confirmations inline when possible. Returns the exit code."""
+def run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool,
+             end_task: Callable[[str], Any] | None = None) -> int:
+    """Stream a turn to the terminal, asking confirmations inline when possible. Returns the exit code.
+    `end_task`: the executor's `sites.end_task`, run when the turn is stopped or fails (chat/turns.py)."""
     stop = threading.Event()
     with ctrl_c_stops(stop):
-        return _run_turn(graph, thread_id, graph_input, interactive=interactive, stop=stop)
+        return _run_turn(graph, thread_id, graph_input, interactive=interactive, stop=stop, end_task=end_task)
 
 
-def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool, stop: threading.Event) -> int:
+def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool, stop: threading.Event,
+              end_task: Callable[[str], Any] | None) -> int:
     from orchestrator.chat.turns import STOPPED_TEXT, resume_command, stream_turn
 
     while True:
         pending: list[dict[str, Any]] = []
         answered_with_tokens = False
         streamed = ""  # the model's words since the last tool call
-        for ev in stream_turn(graph, thread_id, graph_input, stop=stop):
+        for ev in stream_turn(graph, thread_id, graph_input, stop=stop, end_task=end_task):
             kind = ev["event"]
             if kind == "token":
                 sys.stdout.write(ev["text"])
@@ -170,14 +173,15 @@ def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool
         graph_input = resume_command(decisions)
 
 
-def claimed_turn(settings: Any, graph: Any, thread_id: str, graph_input: Any, *, interactive: bool) -> int:
+def claimed_turn(settings: Any, graph: Any, thread_id: str, graph_input: Any, *, interactive: bool,
+                 end_task: Callable[[str], Any] | None = None) -> int:
     """run_turn while this process holds the thread's claim, so the UI or another `jarvis chat` (on this machine
     or, with a shared database, another one) cannot run a turn on the same thread at the same time."""
     from orchestrator.storage.claims import ClaimBusy, Claims
 
     try:
         with Claims(settings).held(thread_id):
-            return run_turn(graph, thread_id, graph_input, interactive=interactive)
+            return run_turn(graph, thread_id, graph_input, interactive=interactive, end_task=end_task)
     except ClaimBusy as busy:
         typer.secho(f"error: thread {thread_id} is running a turn in {busy.holder or 'another worker'} (the web UI or another "
                     "`jarvis chat`). Wait for it to finish and try again, or start a new thread.",
@@ -216,6 +220,7 @@ def register(app: typer.Typer) -> None:
         if audio:
             message = [voice_cmd.heard_from_file(st.settings, audio)]
         graph = st.graph()
+        end_task = st.app().runtime.executor.sites.end_task  # a turn stopped or failed: its browser closed
         notice = st.settings.models.primary.notice  # e.g. the demo model's "do not trust its answers"
         if notice:
             typer.secho(notice, err=True, fg=typer.colors.YELLOW, bold=True)
@@ -228,7 +233,7 @@ def register(app: typer.Typer) -> None:
         interactive = _can_ask()
         if message:
             code = claimed_turn(st.settings, graph, thread_id, user_input(" ".join(message), attachments),
-                                interactive=interactive)
+                                interactive=interactive, end_task=end_task)
             if code == 0 and not thread:
                 typer.secho(f"(thread {thread_id})", err=True, dim=True)
             raise typer.Exit(code)
@@ -247,7 +252,8 @@ def register(app: typer.Typer) -> None:
                 text = voice_cmd.heard_from_microphone(st.settings, microphone) or ""
             if not text:
                 continue
-            claimed_turn(st.settings, graph, thread_id, user_input(text, attachments), interactive=True)
+            claimed_turn(st.settings, graph, thread_id, user_input(text, attachments), interactive=True,
+                         end_task=end_task)
             attachments = []
             if microphone:
                 voice_cmd.say_aloud(st.settings, last_answer(graph, thread_id))

@@ -3,8 +3,8 @@
 Why: a browser is one process with one set of tabs and one profile. Two tasks driving one browser see each other's
 pages, and the page one task approved is the page the other acts on. So each task (thread id + task, as
 tools/site_grants.py keys its approvals) gets its own server process and its own Chromium, started on its first
-step, stopped when the task ends (SiteGrants.end_task -> `release`: a turn answered, a jorb done, cancelled or
-failed) or after `idle_timeout_s` without a step (a turn that never reached its end, a jorb waiting for a reply). At most `max_browsers` run at once per server: a task beyond that is told
+step, stopped when the task ends (SiteGrants.end_task -> `release`: a turn answered, stopped or failed, a jorb
+done, cancelled or failed) or after `idle_timeout_s` without a step (a turn that never reached its end, a jorb waiting for a reply). At most `max_browsers` run at once per server: a task beyond that is told
 so, never handed another task's browser.
 
 The server as configured in mcp/ still runs once, only to list the tools: no call goes to it, so it never opens a

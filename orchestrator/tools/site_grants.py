@@ -152,7 +152,8 @@ class SiteGrants:
         return None
 
     def end_task(self, thread_id: str, task: str | None = None) -> list[str]:
-        """The task ended (the turn answered): its grants go, and each browser it used (its own) is closed.
+        """The task ended (the turn answered, stopped or failed: chat/graph.py, chat/turns.py): its grants go, and
+        each browser it used (its own) is closed.
         `task=None` ends every task of the thread. Returns the browsers closed."""
         with self._lock:
             ended = [(k, self._tasks.pop(k)) for k in list(self._tasks)
