@@ -32,8 +32,12 @@ install-system:
 # With no model server answering, `jarvis run` uses the built-in demo model: install-local and demo-model put it
 # in place (llama-cpp-python is built from source the first time: a few minutes, then cached by pip).
 # Without it (no C++ compiler to build llama-cpp-python, say) Jarvis still runs, with a model server you start.
+# The browser Jarvis drives (mcp/playwright.toml, on by default) needs chromium and npm (npx), and its pinned
+# package is fetched into npx's cache now rather than at its first step; without them Jarvis runs, without it.
 run: install
-	@scripts/install-system-deps.sh bubblewrap slirp4netns espeak-ng ffmpeg
+	@scripts/install-system-deps.sh bubblewrap slirp4netns espeak-ng ffmpeg chromium npm
+	@$(PY) scripts/fetch_npm_servers.py --npx || echo "Note: the browser's package (mcp/playwright.toml) could not \
+	be fetched (see above); npx tries again when Jarvis first starts the browser." >&2
 	@$(MAKE) --no-print-directory install-local demo-model || echo "Note: the built-in demo model could not be \
 	installed (see above); Jarvis runs with a model server you start (Jan, Ollama, LM Studio...)." >&2
 	$(VENV)/bin/jarvis run

@@ -33,9 +33,20 @@ why() {
   esac
 }
 
+# mcp/playwright.toml runs Chromium at /usr/bin/chromium (Debian's package); one found elsewhere (Ubuntu's
+# chromium-browser, a snap) serves the tests but not Jarvis's browser until the file names it.
+browser_path_note() {
+  case " ${wanted[*]} " in *" chromium "*) ;; *) return 0 ;; esac
+  [ -x /usr/bin/chromium ] && return 0
+  local found
+  found=$(command -v chromium || command -v chromium-browser) || return 0
+  echo "Note: Chromium is at $found, not /usr/bin/chromium where Jarvis's browser (mcp/playwright.toml) looks for it:" \
+    "put $found in its --executable-path and requires." >&2
+}
+
 missing=()
 for p in "${wanted[@]}"; do have "$p" || missing+=("$p"); done
-[ ${#missing[@]} -eq 0 ] && exit 0
+[ ${#missing[@]} -eq 0 ] && { browser_path_note; exit 0; }
 
 sudo=""
 [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && sudo="sudo -n"
@@ -51,4 +62,5 @@ fi
 for p in "${missing[@]}"; do
   have "$p" || echo "Note: $p is not installed ($(why "$p")); install it with your package manager (e.g. 'apt-get install $p' or 'brew install $p')." >&2
 done
+browser_path_note
 exit 0

@@ -146,7 +146,8 @@ class ServerConfig(_Model):
         for program in dict.fromkeys(needed):
             if not program_exists(program):
                 hint = f"; {self.install_hint}" if self.install_hint else ""
-                return f"{program} is not installed (not found on PATH){hint}"
+                where = "no such file" if "/" in program else "not found on PATH"
+                return f"{program} is not installed ({where}){hint}"
         return None
 
 
