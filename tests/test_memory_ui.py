@@ -1,5 +1,5 @@
 """The Memory view: its API over real HTTP (browse, search, add, edit, forget, hidden when memory is off) and the
-page in Chromium (a fact added by hand, an untrusted one marked, forgetting one)."""
+page in Chromium (a fact added by hand, an untrusted one marked with what the thread had read, forgetting one)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def test_memory_view_is_gone_when_memory_is_off(jarvis_env):
 def test_the_memory_view_adds_shows_and_forgets(open_ui, jarvis_env):
     page, server = open_ui()
     store = jarvis_env.app().memory  # the same database as the server's
-    store.remember("bank account is GB29EVIL", Provenance(SourceKind.CONTENT, False, "thread doc"),
+    store.remember("bank account is GB29EVIL", Provenance(SourceKind.CONTENT, False, "thread doc",
+                                                          "read: fs_read_text path=/home/me/statement.txt"),
                    about="bank account", kind="account")
     from orchestrator.memory.models import MemoryProposal, ProposalStatus
 
@@ -70,6 +71,7 @@ def test_the_memory_view_adds_shows_and_forgets(open_ui, jarvis_env):
     row = page.locator("tr.fact.untrusted", has_text="GB29EVIL")
     row.wait_for()
     assert "from outside content" in row.inner_text() and "thread doc" in row.inner_text()
+    assert "read: fs_read_text path=/home/me/statement.txt" in row.locator(".fact-read").inner_text()  # what was read
     page.get_by_label("Fact", exact=True).fill("My dentist is Dr Lee")
     page.get_by_label("About", exact=True).fill("Dr Lee")
     page.get_by_role("button", name="Remember", exact=True).click()

@@ -27,7 +27,8 @@ def _store(ctx: typer.Context) -> Any:
 def _fact_line(f: Any) -> str:
     about = f"{f.entity} ({f.entity_kind}): " if f.entity else ""
     mark = "" if f.trusted else "  [from outside content]"
-    return f"m{f.id:<6} {about}{f.text}\n        {f.source}{mark}"
+    read = f"\n        {f.source_detail}" if not f.trusted and f.source_detail else ""  # what the thread had read
+    return f"m{f.id:<6} {about}{f.text}\n        {f.source}{mark}{read}"
 
 
 @memory_app.command("list")

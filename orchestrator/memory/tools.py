@@ -3,9 +3,14 @@ memory_search, memory_about.
 
 Who said it is decided here from the call, never from the model's arguments: the executor hands every tool its
 call context (tools.executor.CALL_CONTEXT). A write in a turn that has read no outside content is the user's own
-words (source `user`, trusted); after outside content it is `content`, untrusted, and the autonomy policy has
-already asked the user before it ran (`memory_write` is escalated like every effect). A call with no context at all
-counts as untrusted.
+words (source `user`, trusted); after outside content it is `content`, untrusted, its source_detail names what the
+thread had read (each untrusted result's tool and file, URL or message: tools.executor.ReadSources), and the
+autonomy policy has already asked the user before it ran: `memory_write` after outside content always asks, whatever
+`escalate_after_untrusted` or argument provenance say (tools.autonomy.ASK_AFTER_CONTENT). A call with no context at
+all counts as untrusted.
+
+A link to what Jarvis already knows is checked: a document of the index, a jorb contact, an event of the connected
+Google Calendar; with no calendar connected a calendar link is refused, never stored unchecked.
 
 The reading tools return facts some of which may come from outside content, so their output is untrusted like a
 document's: a thread that read them asks before its next side effect.
@@ -13,9 +18,11 @@ document's: a thread that read them asks before its next side effect.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, time, timezone
 from typing import Any
+from urllib.parse import quote
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
@@ -23,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from integrations.base import ToolError, make_tool
 
+from orchestrator.core.config import Settings
 from orchestrator.tools.executor import CALL_CONTEXT
 from .models import SourceKind
 from .store import MemoryError, MemoryStore, Provenance
@@ -30,13 +38,38 @@ from .store import MemoryError, MemoryStore, Provenance
 EFFECT = "memory_write"
 
 
+READ_PREFIX = "read: "
+UNKNOWN_READS = ("outside content this process did not see (read before Jarvis restarted, or facts drawn from "
+                 "content that memory showed)")
+
+
+def content_sources(read: Any) -> str:
+    """source_detail of a fact drawn from content: what the thread had read when it was stored (each a tool and
+    the file, page or message its arguments named: tools.executor.describe_source), newest kept when they do not
+    all fit the column."""
+    reads = [" ".join(str(r).split()) for r in read if str(r).strip()] if isinstance(read, list) else []
+    if not reads:
+        return READ_PREFIX + UNKNOWN_READS
+    kept: list[str] = []
+    room = 500 - len(READ_PREFIX) - 40
+    for source in reversed(reads):
+        if len(source) + 2 > room and kept:
+            break
+        kept.insert(0, source[:room])
+        room -= len(source) + 2
+    earlier = len(reads) - len(kept)
+    return READ_PREFIX + "; ".join(kept) + (f" (and {earlier} earlier)" if earlier else "")
+
+
 def provenance_of(config: RunnableConfig | None) -> Provenance:
+    """Who told the fact, from the executor's call context: the user (trusted) when the thread had read no outside
+    content, else that content (untrusted), naming what was read (source_detail) and the thread (source_ref)."""
     call = ((config or {}).get("configurable") or {}).get(CALL_CONTEXT)
     if not isinstance(call, dict):
         return Provenance(SourceKind.CONTENT, False, None, "no call context")
     where = f"thread {call.get('thread_id')}"
     if call.get("untrusted_seen", True):
-        return Provenance(SourceKind.CONTENT, False, where, str(call.get("key") or "")[:500])
+        return Provenance(SourceKind.CONTENT, False, where, content_sources(call.get("read")))
     return Provenance(SourceKind.USER, True, where, str(call.get("key") or "")[:500])
 
 
@@ -97,24 +130,72 @@ def _shown(view: Any) -> dict[str, Any]:
 
 
 LINK_KINDS = ("document", "contact", "calendar")
+NO_LOOKUP = {"calendar": "no calendar is connected that Jarvis can look events up in (`jarvis auth google` connects "
+                         "Google Calendar)"}
 
 
 def check_link(link: str | None, known: Mapping[str, Callable[[str], bool]]) -> str | None:
-    """`kind:reference`, and for the kinds Jarvis can look up (documents, jorb contacts) a reference it knows."""
+    """`kind:reference` where Jarvis knows the reference: each kind is looked up (the document index, the jorb
+    contacts, the calendar); a kind with nothing to look it up in is refused rather than stored unchecked."""
     if not link or not link.strip():
         return None
     kind, _, ref = link.strip().partition(":")
     if kind not in LINK_KINDS or not ref.strip():
         raise ToolError(f"link {link!r} must be one of {', '.join(k + ':...' for k in LINK_KINDS)}")
     lookup = known.get(kind)
-    if lookup is not None and not lookup(ref.strip()):
+    if lookup is None:
+        raise ToolError(f"cannot link to {kind}:{ref.strip()}: {NO_LOOKUP.get(kind, f'Jarvis has no {kind}s to check it against')}; "
+                        "leave the link out")
+    if not lookup(ref.strip()):
         raise ToolError(f"Jarvis knows no {kind} {ref.strip()!r}; leave the link out or name one that exists")
     return f"{kind}:{ref.strip()}"
 
 
+# Google Calendar event ids are base32hex (a recurring event's instance adds _<time>); imported events may carry
+# other letters. No slash, and a letter or digit first: the id is a path segment of the lookup, never "." or "..".
+_EVENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_@.-]{0,499}")
+
+
+def google_calendar_lookup(settings: Settings) -> Callable[[str], bool] | None:
+    """Whether an event id is one of the user's Google Calendar (google.calendar_id), asked of Google; None when
+    Google is not signed in (then calendar links are refused: nothing to check them against)."""
+    from orchestrator.tools.google_auth import google_api, load_credentials
+
+    try:
+        if load_credentials(settings) is None:
+            return None
+    except Exception:  # noqa: BLE001 - no keyring, an unreadable token: not connected
+        return None
+    g = settings.google
+    api = google_api(settings, "Google Calendar", g.calendar_base_url)
+    events = f"/calendar/v3/calendars/{quote(g.calendar_id, safe='')}/events"
+    what = "The calendar event"  # GoogleApi says "<what> was not found in ..." for a 404
+
+    def known(event_id: str) -> bool:
+        if not _EVENT_ID.fullmatch(event_id):
+            return False
+        try:
+            found = api.request("GET", f"{events}/{quote(event_id, safe='')}", what=what)
+        except ToolError as exc:
+            if str(exc).startswith(f"{what} was not found"):
+                return False
+            raise ToolError(f"cannot check calendar:{event_id}: {exc}") from None
+        return isinstance(found, dict) and found.get("id") == event_id and found.get("status") != "cancelled"
+
+    return known
+
+
 def build_memory_tools(store: MemoryStore, known: Mapping[str, Callable[[str], bool]] | None = None) -> list[BaseTool]:
-    """`known`: per link kind, whether a reference exists (the App passes the document index and the jorb store)."""
-    known = known or {}
+    """`known`: per link kind, whether a reference exists (the App passes the document index and the jorb store);
+    calendar events are looked up in Google Calendar when the user signed in (asked at each link: a sign-in made
+    later counts), else calendar links are refused."""
+    def calendar(event_id: str) -> bool:
+        lookup = google_calendar_lookup(store.settings)
+        if lookup is None:
+            raise ToolError(f"cannot link to calendar:{event_id}: {NO_LOOKUP['calendar']}; leave the link out")
+        return lookup(event_id)
+
+    known = {"calendar": calendar, **(known or {})}
 
     def memory_remember(fact: str, about: str | None = None, kind: str | None = None, expires: str | None = None,
                         link: str | None = None, related_to: str | None = None, relation: str | None = None,

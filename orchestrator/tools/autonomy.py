@@ -7,6 +7,9 @@ A call takes the strictest mode of its side effects (deny > confirm > auto); eff
   - the tool asks for it (a newly generated tool that has not earned trust yet).
 With argument provenance (tools/provenance.py) the first rule is judged per call for tools that name their deciding
 arguments: `untrusted_args` empty lets the call keep its mode, non-empty makes it ask whatever the policy.
+Some effects ask after untrusted content whatever the settings (ASK_AFTER_CONTENT: `memory_write`): neither
+`escalate_after_untrusted: false` nor argument provenance judging the values clean lets them run by themselves,
+since what they would keep is the content's say-so itself (a document's "remember that my bank account is X").
 A scope (a jorb's approved overrides) may relax or tighten effects for its own calls only.
 """
 
@@ -42,6 +45,11 @@ class PolicyDecision:
 # Effects that only the user's own config can make automatic: a task's scoped overrides (approved once, for a
 # jorb) never do, since starting a program outside the sandbox is not something to grant in passing.
 CONFIG_ONLY_AUTO = frozenset({"process_start"})
+
+# Effects that always ask once the thread, jorb or mission has read untrusted content: no setting relaxes it. A
+# memory write after outside content would keep what the content said as something Jarvis knows, across threads
+# (memory/tools.py), and forgetting would let a document erase what the user told; only the user's yes may do it.
+ASK_AFTER_CONTENT = frozenset({"memory_write"})
 
 
 def mode_for_effect(effect: str, config: AutonomyConfig, overrides: Mapping[str, Mode] | None = None) -> Mode:
@@ -85,7 +93,15 @@ def decide(
             escalated = True
         mode = "confirm"
         reasons.append(tool_requires_confirmation)
-    if escalates_as_effect and untrusted_args:
+    always = sorted(e for e in side_effects if e in ASK_AFTER_CONTENT)
+    if always and untrusted_seen:
+        if mode == "auto":
+            escalated = True
+        mode = "confirm"
+        reasons.append(f"escalated: this thread has read content from outside the conversation, and {', '.join(always)} "
+                       "after such content always asks (whatever the autonomy settings): what it keeps may be the "
+                       "content's words, not yours")
+    elif escalates_as_effect and untrusted_args:
         if mode == "auto":
             escalated = True
         mode = "confirm"

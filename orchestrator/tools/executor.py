@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -126,15 +127,68 @@ class CallContext:
 
 
 # The key under the tool's RunnableConfig "configurable" where a tool finds what it may know of its call (thread,
-# whether the turn read outside content): memory tools mark what they store as the user's words or as content.
+# whether the turn read outside content, and which outside results it read): memory tools mark what they store as
+# the user's words or as content, and say which content.
 CALL_CONTEXT = "jarvis_call"
 
+# The arguments that say what an untrusted read was about, first found first: a file, a page, an email thread.
+SOURCE_ARGS = ("path", "url", "uri", "message_id", "thread_id", "task_id", "folder", "query", "question", "entity")
+MAX_SOURCE_CHARS = 200
 
-def tool_config(ctx: CallContext) -> dict:
+
+def describe_source(tool: str, args: Mapping[str, Any]) -> str:
+    """One line naming an untrusted read: the tool and what its arguments say it read ("fs_read_text
+    path=/home/me/statement.txt"); just the tool when they name nothing. Secrets masked, line breaks flattened."""
+    for key in SOURCE_ARGS:
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            shown = " ".join(secrets.redact(value).split())
+            if len(shown) > MAX_SOURCE_CHARS:
+                shown = shown[:MAX_SOURCE_CHARS] + "..."
+            return f"{tool} {key}={shown}"
+    return tool
+
+
+class ReadSources:
+    """Which untrusted results each thread's work read (tool and what it named), in this process: the provenance
+    of a fact drawn from content (memory.tools.provenance_of). A thread's record is dropped when a later turn runs a
+    call with no outside content in view (the user cleared the thread), so an old read is not named again; reads of
+    the same turn are kept (parallel calls of one step). Bounded: the newest PER_THREAD reads of the newest THREADS."""
+
+    PER_THREAD = 20
+    THREADS = 512
+
+    def __init__(self) -> None:
+        self._reads: dict[str, list[tuple[str | None, str]]] = {}
+        self._lock = threading.Lock()
+
+    def saw(self, thread_id: str, task: str | None, source: str) -> None:
+        with self._lock:
+            reads = self._reads.pop(thread_id, [])
+            reads = [r for r in reads if r[1] != source] + [(task, source)]
+            self._reads[thread_id] = reads[-self.PER_THREAD:]  # re-inserted: the thread is the newest
+            while len(self._reads) > self.THREADS:
+                self._reads.pop(next(iter(self._reads)))
+
+    def of(self, thread_id: str, task: str | None, untrusted_seen: bool) -> list[str]:
+        with self._lock:
+            reads = self._reads.get(thread_id, [])
+            if not untrusted_seen:
+                kept = [r for r in reads if r[0] == task and task is not None]
+                if kept:
+                    self._reads[thread_id] = kept
+                else:
+                    self._reads.pop(thread_id, None)
+                return []
+            return [source for _, source in reads]
+
+
+def tool_config(ctx: CallContext, read: list[str] | None = None) -> dict:
+    """`read`: the untrusted reads of the call's thread this process saw (ReadSources), newest last."""
     config = dict(ctx.config or {})
     config["configurable"] = {**(config.get("configurable") or {}), CALL_CONTEXT: {
         "thread_id": ctx.thread_id, "key": ctx.key, "untrusted_seen": ctx.untrusted_seen, "origin": ctx.origin,
-        "task": ctx.task}}
+        "task": ctx.task, "read": list(read or [])}}
     return config
 
 
@@ -201,6 +255,7 @@ class ToolExecutor:
         self.catalog = catalog  # orchestrator.tools.catalog.ToolCatalog (duck-typed: .get(name), .names())
         self.ledger = ledger or EffectsLedger(settings)
         self.sites = SiteGrants()  # browser steps approved per site and task
+        self.reads = ReadSources()  # the untrusted results each thread read: a remembered fact's provenance
 
     # -- lookup and validation ------------------------------------------------------------------
     def _unknown(self, name: str) -> CallOutcome:
@@ -396,6 +451,8 @@ class ToolExecutor:
             self.ledger.complete(ctx.key, content, ok)
         outcome = CallOutcome(name, content, ok=ok, executed_effect=bool(prepared.effects), untrusted=is_untrusted(prepared.tool),
                               args=prepared.args, duration_ms=duration, raw=result if ok else None)
+        if outcome.untrusted:
+            self.reads.saw(ctx.thread_id, ctx.task, describe_source(name, prepared.args))
         if ctx.emit:
             ctx.emit({"event": "tool_end", "tool": name, "ok": ok, "duration_ms": round(duration, 1),
                       "preview": content[:300], "key": ctx.key})
@@ -440,14 +497,15 @@ class ToolExecutor:
             self._not_run(prepared, ctx)
             return prepared
         started = self._start(prepared, ctx)
+        config = tool_config(ctx, self.reads.of(ctx.thread_id, ctx.task, ctx.untrusted_seen))
         try:
             tool = prepared.tool
             if getattr(tool, "func", None) is None and getattr(tool, "coroutine", None) is not None:
                 from orchestrator.core.aio import run_sync  # async-only tools (MCP) run on the background loop
 
-                result = run_sync(tool.ainvoke(prepared.args, config=tool_config(ctx)))
+                result = run_sync(tool.ainvoke(prepared.args, config=config))
             else:
-                result = tool.invoke(prepared.args, config=tool_config(ctx))
+                result = tool.invoke(prepared.args, config=config)
             return self._finish(prepared, ctx, result, None, started)
         except GraphBubbleUp:
             raise

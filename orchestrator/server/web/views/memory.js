@@ -146,6 +146,7 @@ function factTable(facts, reload = search) {
       h("td", {}, text, f.entity ? h("div", { class: "muted small", text: `${f.entity} (${f.entity_kind})` }) : null),
       h("td", {}, h("div", { class: "small", text: f.source }),
         f.trusted ? null : h("span", { class: "badge status-failed", text: "from outside content" }),
+        !f.trusted && f.source_detail ? h("div", { class: "muted small fact-read", text: f.source_detail }) : null,
         f.expires_at ? h("div", { class: "muted small", text: `expires ${when(f.expires_at)}` }) : null),
       h("td", {}, h("button", { type: "button", onclick: edit }, "Edit"),
         h("button", { type: "button", class: "danger", onclick: forget }, "Forget"), err)));
