@@ -69,8 +69,10 @@ Act = Callable[[str, dict[str, Any], int, int], tuple[bool, str]]  # (tool, args
 
 def run_phone_loop(goal: str, model: BaseChatModel, tool_schemas: list[dict[str, Any]], act: Act, *,
                    max_steps: int = 30, on_step: Callable[[LoopOutcome], None] | None = None,
-                   should_stop: Callable[[], bool] | None = None) -> LoopOutcome:
-    """Model -> tool calls -> results -> model ... until the model answers without a tool call."""
+                   should_stop: Callable[[], bool] | None = None,
+                   check_reply: Callable[[Any], Any] | None = None) -> LoopOutcome:
+    """Model -> tool calls -> results -> model ... until the model answers without a tool call. `check_reply`
+    sees each answer first and raises when it must not be used (the caller's llm/answer_end.checked_reply)."""
     messages: list[BaseMessage] = [SystemMessage(content=PHONE_PROMPT.format(goal=goal)), HumanMessage(content=goal)]
     bound = model.bind_tools(tool_schemas) if tool_schemas else model
     outcome = LoopOutcome(status="running")
@@ -79,6 +81,8 @@ def run_phone_loop(goal: str, model: BaseChatModel, tool_schemas: list[dict[str,
             outcome.status, outcome.error = "interrupted", "stopped before the goal was reached"
             return outcome
         ai = bound.invoke(messages)
+        if check_reply is not None:  # the caller's check of how the answer ended: a call cut short is not run
+            ai = check_reply(ai)
         if not isinstance(ai, AIMessage):
             ai = AIMessage(content=str(getattr(ai, "content", ai)))
         messages.append(ai)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import re
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -144,19 +146,105 @@ def test_model_check_says_when_the_server_has_no_such_model(tmp_path, llm_server
     assert ok and "answers" in message
 
 
+def _waiting(events):
+    return [e for e in events if e["event"] == "progress" and e.get("key") == "model_wait"]
+
+
 def test_a_slow_model_is_said_to_be_tried_again(jarvis_env):
     # [17] finding 7: a server that does not answer in time was tried three times, a minute each, with nothing
-    # shown; each new try is now a progress event the UI and CLI show.
+    # shown; each new try is now a progress event the UI and CLI show, and so is the wait within a try.
     from orchestrator.chat.turns import stream_turn, user_input
 
-    jarvis_env.write_config(models={"primary": {"timeout_s": 1, "max_retries": 2}})
-    jarvis_env.server.push({"content": "too late", "delay_s": 3}, answer("There you are."))
+    jarvis_env.write_config(models={"primary": {"timeout_s": 2, "max_retries": 2, "progress_every_s": 0.1}})
+    jarvis_env.server.push({"content": "too late", "delay_s": 4}, {"content": "There you are.", "delay_s": 1})
     events = list(stream_turn(jarvis_env.graph(), "slow", user_input("hi")))
-    progress = [e for e in events if e["event"] == "progress"]
-    assert progress and progress[0]["stage"] == "waiting for the model", events
-    assert "try 2 of 3" in progress[0]["message"]
+    again = [e for e in events if e["event"] == "progress" and "trying again" in (e.get("message") or "")]
+    assert again and again[0]["stage"] == "waiting for the model", events
+    assert "try 2 of 3" in again[0]["message"]
+    waiting = _waiting(events)
+    assert {e["try"] for e in waiting} == {1, 2}, waiting  # the first try is waited for too
+    assert all(e["tries"] == 3 and e["message"] == f"waiting for the model ({e['waited_s']} s, try {e['try']} of 3)"
+               for e in waiting)
+    assert waiting[-1]["waited_s"] >= 2  # the whole wait, across tries
     assert events[-1] == {"event": "done", "content": "There you are.", "message_id": events[-1]["message_id"]}
     # the CLI prints it
-    jarvis_env.server.push({"content": "too late", "delay_s": 3}, answer("Here."))
+    jarvis_env.server.push({"content": "too late", "delay_s": 4}, {"content": "Here.", "delay_s": 1})
     proc = jarvis_env.cli("chat", "--thread", "slow-cli", "hi")
     assert proc.returncode == 0 and "try 2 of 3" in proc.stderr, proc.stderr
+    assert re.search(r"waiting for the model \(\d+ s, try 1 of 3\)", proc.stderr), proc.stderr
+
+
+def test_the_wait_for_a_model_is_shown_until_its_first_token_and_no_longer(jarvis_env):
+    """Progress every `progress_every_s` from the first try on, with the seconds waited; none after the first token
+    (the answer's words keep coming slowly), and no ticking thread left when the call is over."""
+    from orchestrator.chat.turns import stream_turn, user_input
+
+    jarvis_env.write_config(models={"primary": {"progress_every_s": 0.1, "max_retries": 1}})
+    jarvis_env.server.push({"content": "Here is the answer, word by word.", "delay_s": 1.5, "token_delay_s": 0.15})
+    events = list(stream_turn(jarvis_env.graph(), "wait", user_input("hi")))
+    first_token = next(i for i, e in enumerate(events) if e["event"] == "token")
+    waiting = [i for i, e in enumerate(events) if e["event"] == "progress" and e.get("key") == "model_wait"]
+    assert waiting and max(waiting) < first_token, events
+    seconds = [events[i]["waited_s"] for i in waiting]
+    assert seconds == sorted(seconds) and seconds[-1] >= 1
+    assert {events[i]["message"] for i in waiting} >= {"waiting for the model (1 s, try 1 of 2)"}
+    assert events[-1]["event"] == "done" and events[-1]["content"] == "Here is the answer, word by word."
+    assert not [t for t in threading.enumerate() if t.name == "model-wait"]
+    # off: progress_every_s 0
+    jarvis_env.write_config(models={"primary": {"progress_every_s": 0}})
+    jarvis_env.server.push({"content": "Quiet.", "delay_s": 0.5})
+    assert not _waiting(list(stream_turn(jarvis_env.graph(), "quiet", user_input("hi"))))
+
+
+def test_the_wait_for_a_model_reaches_the_ui_stream(jarvis_env):
+    """The UI gets the same waiting events on its turn stream (server-sent events), each with the key chat.js
+    shows in place of the one before."""
+    from tests.ui_server import start_ui
+
+    jarvis_env.write_config(models={"primary": {"progress_every_s": 0.1}})
+    with start_ui(jarvis_env) as ui:
+        ui.env.server.push({"content": "Hello.", "delay_s": 1})
+        events = ui.stream("/api/threads/web-wait/messages", {"text": "hi"})
+    kinds = [e["event"] for e in events]
+    waiting = _waiting(events)
+    assert waiting and kinds.index("progress") < kinds.index("token") and kinds[-1] == "end", kinds
+    assert waiting[0]["message"].startswith("waiting for the model (")
+    assert waiting[0]["stage"] == "waiting for the model"
+
+
+def test_every_model_caller_refuses_a_cut_answer(tmp_path, llm_server):
+    """[17] finding 3 beyond the planner: the history summary, a jorb's step, the switchboard and memory
+    extraction used a cut stream or a token-limit stop as if whole (a summary missing facts for good, a step's
+    script half written)."""
+    import asyncio
+
+    from orchestrator.channels.switchboard import judge
+    from orchestrator.chat.history import summarize
+    from orchestrator.jorbs.policies import PolicyContext, llm_policy
+
+    folded = [HumanMessage("My dentist is Ana, on Tuesdays."), AIMessage("Noted.")]
+    llm_server.push({"content": "The user's dentist is", "cut_stream": True})
+    with pytest.raises(ModelEndpointError, match="stopped in the middle of the summary of the earlier conversation"):
+        summarize(_model(tmp_path, llm_server.base_url), None, folded, None)
+    llm_server.push({"content": "The user's dentist is", "finish_reason": "length"})
+    with pytest.raises(ModelEndpointError, match=r"token limit \(models.primary.max_tokens = 5\) while writing the "
+                                                 "summary"):
+        summarize(_model(tmp_path, llm_server.base_url, max_tokens=5), None, folded, None)
+    llm_server.push({"content": "The user's dentist is Ana, on Tuesdays."})
+    summary = summarize(_model(tmp_path, llm_server.base_url), None, folded, None)
+    assert summary == "The user's dentist is Ana, on Tuesdays."
+
+    settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")},
+                                   "models": {"primary": {"base_url": llm_server.base_url}}}, tmp_path)
+    ctx = PolicyContext(settings=settings, jorb={"id": "j1"}, capabilities="",
+                        llm=_model(tmp_path, llm_server.base_url))
+    llm_server.push({"content": '{"reasoning": "send it", "script": "jarvis.messages_send(', "cut_stream": True})
+    with pytest.raises(ModelEndpointError, match="stopped in the middle of the jorb's next step"):
+        asyncio.run(llm_policy(ctx, [HumanMessage("next step?")]))
+    llm_server.push({"content": '{"reasoning": "send it", "script": "jarvis.messages_send(', "finish_reason": "length"})
+    with pytest.raises(ModelEndpointError, match="cut off at its token limit"):
+        asyncio.run(llm_policy(ctx, [HumanMessage("next step?")]))
+
+    llm_server.push({"content": '{"jorb_id": "j1", "confidence": 0.9', "cut_stream": True})
+    decision = judge(_model(tmp_path, llm_server.base_url), "email", "ana@example.com", "see you", [])
+    assert decision.jorb_id is None and "stopped in the middle of the switchboard's routing" in decision.reasoning

@@ -41,6 +41,7 @@ from orchestrator.core.aio import run_sync
 from orchestrator.core.config import Settings
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
 from orchestrator.tools.executor import CallContext, ConfirmationRequest, Decision, ToolExecutor
+from orchestrator.llm.answer_end import checked_reply
 from orchestrator.llm.client import make_chat_model
 from orchestrator.mcp.config import ServerConfig
 from orchestrator.mcp.provider import McpProvider, result_text
@@ -242,5 +243,6 @@ class AndroidTaskService:
         def on_step(progress: LoopOutcome) -> None:
             self._update(task_id, steps=progress.steps, actions_json=json.dumps(progress.actions, ensure_ascii=False))
 
-        return run_phone_loop(goal, self._model_for_loop(), schemas, act,
-                              max_steps=self.settings.mcp.android_max_steps, on_step=on_step)
+        model = self._model_for_loop()
+        return run_phone_loop(goal, model, schemas, act, max_steps=self.settings.mcp.android_max_steps, on_step=on_step,
+                              check_reply=lambda reply: checked_reply(reply, model, "the phone task's next step"))

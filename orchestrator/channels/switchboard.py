@@ -11,6 +11,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, ValidationError
 
 from orchestrator.core import json_bounds
+from orchestrator.core.errors import ModelEndpointError
+from orchestrator.llm.answer_end import checked_reply
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +44,13 @@ def judge(llm: Any, channel: str, sender: str, text: str, candidates: list[Any])
     listed = "\n".join(summarize_jorb(r) for r in candidates[:MAX_CANDIDATES]) or "(no open jorbs)"
     human = (f"Message on {channel} from {sender}:\n\"\"\"{text[:2000]}\"\"\"\n\nOpen jorbs:\n{listed}")
     try:
-        reply = llm.invoke([SystemMessage(content=SYSTEM), HumanMessage(content=human)])
+        reply = checked_reply(llm.invoke([SystemMessage(content=SYSTEM), HumanMessage(content=human)]), llm,
+                              "the switchboard's routing of a message")
     except Exception as exc:  # noqa: BLE001 - without the model the message waits in the inbox
         log.warning("switchboard model call failed: %s", exc)
-        return SwitchboardDecision(reasoning=f"the switchboard model could not be asked ({type(exc).__name__}); "
-                                             "the message waits for you in the inbox")
+        why = (str(exc) if isinstance(exc, ModelEndpointError)
+               else f"the switchboard model could not be asked ({type(exc).__name__})")
+        return SwitchboardDecision(reasoning=f"{why}; the message waits for you in the inbox")
     content = reply.content if isinstance(reply.content, str) else str(reply.content)
     start, end = content.find("{"), content.rfind("}")
     try:

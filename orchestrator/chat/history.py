@@ -18,6 +18,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
+from orchestrator.llm.answer_end import checked_reply
+
 log = logging.getLogger(__name__)
 
 INTERNAL_TAG = "jarvis:internal"  # model calls whose tokens are not the answer (the UI and CLI skip them)
@@ -72,7 +74,8 @@ def summarize(llm: BaseChatModel, previous: str | None, messages: list[AnyMessag
     ]
     cfg = dict(config or {})
     cfg["tags"] = [*(cfg.get("tags") or []), INTERNAL_TAG]
-    reply = llm.invoke(prompt, config=cfg)
+    # a summary cut off would drop facts for good (the folded messages leave the state): it is refused, not kept
+    reply = checked_reply(llm.invoke(prompt, config=cfg), llm, "the summary of the earlier conversation")
     text = reply.text if hasattr(reply, "text") else str(reply.content)
     return text.strip() or (previous or "")
 

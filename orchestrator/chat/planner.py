@@ -13,7 +13,8 @@ from langchain_core.tools import BaseTool
 
 from orchestrator.core import json_bounds
 from orchestrator.core.config import Settings
-from orchestrator.llm.client import ModelEndpointError, counting_tries, describe_endpoint_error
+from orchestrator.llm.answer_end import cut_message, ending, limit_text
+from orchestrator.llm.client import ModelEndpointError, describe_endpoint_error, waiting_for_model
 from orchestrator.llm.model_output import restates_call, sanitize_message
 from orchestrator.llm.tool_schema import compact_tool
 from .state import ConversationState
@@ -133,10 +134,13 @@ def call_model(
     """Stream one model call (so the UI and CLI see tokens) and return the strictly parsed message."""
     model = llm.bind_tools([openai_schema(t) for t in tools]) if tools else llm
     merged: Any = None
+    every_s = float((getattr(llm, "metadata", None) or {}).get("jarvis_progress_every_s") or 0)
     try:
-        with counting_tries(1 + int(getattr(llm, "max_retries", 0) or 0)):
+        with waiting_for_model(1 + int(getattr(llm, "max_retries", 0) or 0), every_s) as answered:
             for chunk in model.stream(messages, config=config):
                 merged = chunk if merged is None else merged + chunk
+                if _says_something(chunk):
+                    answered()
     except ModelEndpointError:
         raise
     except Exception as exc:
@@ -146,17 +150,14 @@ def call_model(
         raise
     if merged is None:
         return AIMessage(content="")
-    finish = (merged.response_metadata or {}).get("finish_reason")
-    if finish is None and isinstance(merged, AIMessageChunk):
+    end = ending(merged)
+    if end == "cut":
         # A stream that ended without a finish_reason was cut (the connection closed mid-answer): what arrived is
         # not the model's answer, and a call in it may be half written. Nothing of it is kept or run.
-        raise ModelEndpointError(
-            f"The answer from the model at {base_url} was cut off: the connection closed before the model said it "
-            "was done, so nothing of it was kept. Ask again; if it keeps happening, look at the model server's log.")
+        raise ModelEndpointError(cut_message(base_url))
     message = finalize_message(merged, tool_names(tools))
-    if finish == "length":
-        limit = getattr(llm, "max_tokens", None)
-        where = f"models.{role}.max_tokens = {limit}" if limit else "the model server's own limit"
+    if end == "length":
+        where = limit_text(role, getattr(llm, "max_tokens", None))
         cut_calls = sorted({c.get("name") or "a tool" for c in getattr(merged, "tool_call_chunks", None) or []})
         if cut_calls:
             # A call cut off may still parse (a path cut short is a valid, wrong path): none of it is run.
@@ -167,6 +168,13 @@ def call_model(
             message.content += (f"\n\n[This answer was cut off at the model's token limit ({where}): it is not "
                                 "complete. Raise the limit, or ask for a shorter answer.]")
     return message
+
+
+def _says_something(chunk: Any) -> bool:
+    """Whether a streamed chunk carries the answer's first token (words, a call, or the end), not only the empty
+    opening some servers send at once, before the model has read the prompt."""
+    return bool(getattr(chunk, "content", None) or getattr(chunk, "tool_call_chunks", None)
+                or (getattr(chunk, "response_metadata", None) or {}).get("finish_reason"))
 
 
 RESULT_SHOWN_CHARS = 2000

@@ -61,6 +61,8 @@ class ModelConfig(_Section):
                                "that ignores max_tokens streams forever)")
     answer_timeout_s: float = Field(1800.0, gt=0, description="an answer still streaming after this is stopped "
                                     "(timeout_s bounds each read, not the whole answer)")
+    progress_every_s: float = Field(5.0, ge=0, description="while a chat answer has not begun, say every this many "
+                                    "seconds how long Jarvis has waited and which try it is on (0: never)")
     context_tokens: int | None = Field(None, gt=0, description="the model's context window, for budgets; unset: "
                                        "what the server says (vLLM, llama.cpp: llm/server_window.py), else 8192")
     # provider: embedded (llama.cpp server started as a child process)

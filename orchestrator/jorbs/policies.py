@@ -16,6 +16,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from orchestrator.llm.answer_end import checked_reply
 from orchestrator.llm.client import describe_endpoint_error, model_config
 
 Message = BaseMessage
@@ -38,6 +39,7 @@ async def llm_policy(ctx: PolicyContext, observations: list[Message], options: l
     """The primary model decides (the default of every jorb)."""
     try:
         reply = await ctx.llm.ainvoke(observations)
+        reply = checked_reply(reply, ctx.llm, "the jorb's next step")  # a step cut short is not run
     except Exception as exc:
         err = describe_endpoint_error(exc, model_config(ctx.settings, "primary")[1].base_url)
         if err is not None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import re
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any, Literal
 
 import httpx
@@ -94,18 +96,65 @@ def endpoint_url(settings: Settings, role: Role, cfg: ModelConfig) -> str:
 
 
 # A model call's tries, counted by the HTTP client's request hook. The openai SDK retries a call that timed out or
-# got a 5xx / 429 by itself, silently: a slow server showed nothing for three tries of a minute each. From the
-# second try on, the turn now says so ("trying again, try 2 of 3"), as a progress event the UI and CLI show.
-_call_tries: ContextVar[list[int] | None] = ContextVar("jarvis_model_call_tries", default=None)
+# got a 5xx / 429 by itself, silently: a slow server showed nothing for three tries of a minute each. While a call
+# has not answered, the turn now says so every few seconds ("waiting for the model (35 s, try 2 of 3)"), and when a
+# new try starts ("trying again, try 2 of 3"), as progress events the UI and CLI show.
+_call_tries: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("jarvis_model_call_tries", default=None)
+WAITING_KEY = "model_wait"  # the key of the waiting events: the UI shows the latest in place of the one before
+
+
+def _stream_writer() -> Callable[[Any], None] | None:
+    """The graph run's stream writer, or None outside a graph run (nobody to tell)."""
+    from langgraph.config import get_stream_writer
+
+    try:
+        return get_stream_writer()
+    except RuntimeError:
+        return None
 
 
 @contextmanager
-def counting_tries(total: int) -> Iterator[None]:
-    """Count the HTTP tries of the model call made inside (see _call_tries); `total` is 1 + its retries."""
-    token = _call_tries.set([0, total])
+def waiting_for_model(total: int, every_s: float = 0.0) -> Iterator[Callable[[], None]]:
+    """Count the HTTP tries of the model call made inside (see _call_tries; `total` is 1 + its retries) and, when
+    `every_s` > 0 inside a graph run, say every `every_s` seconds how long the call has waited and which try it is
+    on, until the first token. Yields `answered`, to be called when the first token arrives: no waiting event is
+    written after it returns. The ticking thread ends with the block, whatever happens inside."""
+    tries = [0, total]
+    token = _call_tries.set(tries)
+    writer = _stream_writer() if every_s > 0 else None
+    done = threading.Event()
+    lock = threading.Lock()  # answered() waits for a tick being written, so none comes after it
+    started = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(every_s):
+            with lock:
+                if done.is_set():
+                    return
+                waited, now_on = round(time.monotonic() - started), max(1, tries[0])
+                try:
+                    writer({"event": "progress", "stage": "waiting for the model", "key": WAITING_KEY,
+                            "waited_s": waited, "try": now_on, "tries": total,
+                            "message": f"waiting for the model ({waited} s, try {now_on} of {total})"})
+                except Exception:  # noqa: BLE001 - the run ended under us: nobody listens any more
+                    log.debug("a waiting event could not be written", exc_info=True)
+                    return
+
+    def answered() -> None:
+        with lock:
+            done.set()
+
+    # run in a copy of the caller's context: the graph's writer finds its run there
+    ticker = threading.Thread(target=contextvars.copy_context().run, args=(tick,), name="model-wait",
+                              daemon=True) if writer is not None else None
+    if ticker is not None:
+        ticker.start()
     try:
-        yield
+        yield answered
     finally:
+        answered()
+        if ticker is not None:
+            ticker.join()
         _call_tries.reset(token)
 
 
@@ -116,14 +165,10 @@ def _count_try(request: httpx.Request) -> None:
     tries[0] += 1
     if tries[0] < 2:
         return
-    from langgraph.config import get_stream_writer
-
-    try:
-        writer = get_stream_writer()
-    except RuntimeError:  # not inside a graph run: nobody to tell
-        return
-    writer({"event": "progress", "stage": "waiting for the model",
-            "message": f"The model has not answered; trying again (try {tries[0]} of {tries[1]})."})
+    writer = _stream_writer()
+    if writer is not None:
+        writer({"event": "progress", "stage": "waiting for the model",
+                "message": f"The model has not answered; trying again (try {tries[0]} of {tries[1]})."})
 
 
 async def _count_try_async(request: httpx.Request) -> None:
@@ -165,7 +210,8 @@ def make_chat_model(settings: Settings, role: Role = "primary", *, streaming: bo
         **kwargs,
     )
     # Remembered for error messages: which URL and which config key to change.
-    model.metadata = {**(model.metadata or {}), "jarvis_role": used_role}
+    model.metadata = {**(model.metadata or {}), "jarvis_role": used_role,
+                      "jarvis_progress_every_s": cfg.progress_every_s}  # read by chat.planner.call_model
     return model
 
 

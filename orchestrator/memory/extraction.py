@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import select
 
 from orchestrator.core import json_bounds
+from orchestrator.llm.answer_end import checked_reply
 from orchestrator.storage import engines as storage
 from .models import MemoryFact, MemoryProposal, ProposalStatus, SourceKind
 from .store import MemoryError, MemoryStore, Provenance
@@ -84,6 +85,7 @@ class Extractor:
 
     def propose(self, thread_id: str, message: str, model: BaseChatModel) -> list[int]:
         reply = model.invoke([SystemMessage(content=EXTRACT_SYSTEM), HumanMessage(content=message[:8000])])
+        reply = checked_reply(reply, model, "the facts proposed from a message")  # a cut list proposes half a fact
         text = reply.text if hasattr(reply, "text") else str(reply.content)
         made: list[int] = []
         with self.store._session() as s, s.begin():

@@ -348,6 +348,7 @@ class Turn {
     this.text = "";
     this.pending = [];
     this.failed = false;
+    this.live = new Map(); // keyed progress lines, updated in place until the step they describe is over
     // What Jarvis is doing now and for how long, so a slow model is not mistaken for a hung one.
     this.stage = "thinking";
     this.started = Date.now();
@@ -393,6 +394,7 @@ class Turn {
   handle(ev) {
     switch (ev.event) {
       case "token":
+        this.live.clear(); // the model answered: the next wait gets a line of its own
         if (this.stage !== "writing the answer") this.setStage("writing the answer");
         if (!this.bubble) {
           this.bubble = h("div", { class: "msg assistant streaming" });
@@ -405,6 +407,7 @@ class Turn {
         scroll();
         break;
       case "tool_call": {
+        this.live.clear();
         this.bubble = null;
         speaker.finish("");
         let step = steps.get(ev.id);
@@ -424,10 +427,20 @@ class Turn {
         this.step(ev).finish(ev.ok, ev.preview, ev.duration_ms);
         scroll();
         break;
-      case "progress":
+      case "progress": {
         if (ev.stage) this.setStage(String(ev.stage).replaceAll("_", " "));
-        this.place(h("div", { class: "progress", text: ev.message || [ev.stage, ev.attempt && `attempt ${ev.attempt}`].filter(Boolean).join(" · ") || json(ev, 0) }));
+        const text = ev.message || [ev.stage, ev.attempt && `attempt ${ev.attempt}`].filter(Boolean).join(" · ") || json(ev, 0);
+        // A keyed event ("waiting for the model (35 s, try 2 of 3)" every few seconds) replaces the line before it.
+        const shown = ev.key && this.live.get(ev.key);
+        if (shown) {
+          shown.textContent = text;
+        } else {
+          const line = h("div", { class: "progress", text });
+          if (ev.key) this.live.set(ev.key, line);
+          this.place(line);
+        }
         break;
+      }
       case "confirmation":
         this.setStage("waiting for your confirmation");
         this.pending.push(ev);
