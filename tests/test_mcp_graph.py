@@ -91,3 +91,28 @@ def test_a_tool_of_a_restarting_server_says_so_not_that_it_does_not_exist(jarvis
     assert err.status == "error" and "there is no tool named" not in err.content, err.content
     assert "write_note is a tool of the MCP server 'notes', which is not available right now" in err.content
     assert "it restarts in" in err.content
+
+
+def test_a_tool_of_a_server_added_while_running_says_it_is_starting_not_that_it_does_not_exist(jarvis_env):
+    """[17] finding 9, second case: on the first turn after a new TOML file is added to a running Jarvis, before
+    its server is ready, a call to its tool was told "there is no tool named 'git_status'" (the provider lists
+    only ready servers, and the folder is re-read at most once a second)."""
+    _time_toml(jarvis_env.path / "mcp")
+    graph = jarvis_env.graph()
+    jarvis_env.server.push(tool_call("get_current_time", timezone="UTC"), answer("It is noon."))
+    graph.invoke({"messages": [("user", "time?")]}, {"configurable": {"thread_id": "new-1"}})
+    # a server that takes its time to come up (it never answers MCP's initialize: it stays "starting")
+    (jarvis_env.path / "mcp" / "git.toml").write_text(
+        'command = "sleep"\nargs = ["60"]\nstartup_timeout_s = 60\n', encoding="utf-8")
+    jarvis_env.server.push(tool_call("git_status", repo_path=str(jarvis_env.root)), answer("Not yet."))
+    out = graph.invoke({"messages": [("user", "git status?")]}, {"configurable": {"thread_id": "new-2"}})
+    err = next(m for m in out["messages"] if m.type == "tool")
+    assert err.status == "error" and "there is no tool named" not in err.content, err.content
+    assert "git_status is not available yet: it may be a tool of the MCP server(s) 'git' (still starting)" \
+        in err.content
+    # a name no server can have, once every server has listed its tools, is still "no tool named"
+    (jarvis_env.path / "mcp" / "git.toml").unlink()
+    jarvis_env.server.push(tool_call("no_such_tool"), answer("No."))
+    out = graph.invoke({"messages": [("user", "do it")]}, {"configurable": {"thread_id": "new-3"}})
+    err = next(m for m in out["messages"] if m.type == "tool")
+    assert "there is no tool named 'no_such_tool'" in err.content, err.content

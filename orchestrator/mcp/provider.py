@@ -348,17 +348,24 @@ class McpProvider:
 
     def unavailable_message(self, name: str) -> str | None:
         """What a call to a tool of a server that is down, restarting or still starting gets back, instead of
-        "there is no tool named ..." (the tool exists; its server will be back). None when `name` is no such tool."""
+        "there is no tool named ..." (the tool exists; its server will be back). A server whose tools are not known
+        yet (its TOML file was just added, or it never came up) may be the one that has it: the call is told so.
+        None when `name` is no such tool and every server has listed its tools."""
+        self.manager.refresh_config(force=True)  # a TOML file added a moment ago counts at once
+        self.manager.ensure_started()  # ... and its server starts now, not at the next turn
         known = self._known_names(self.manager.ready_servers())
         names = exposed_names(known, self.reserved())
         server = next((srv for (srv, mcp_name), exposed in names.items() if exposed == name), None)
+        statuses = self.manager.status()
         if server is None:
-            starting = [s.name for s in self.manager.status() if s.state == "starting"]
-            if not starting:
+            pending = [s for s in statuses if s.name not in known and s.state in ("stopped", "starting", "unhealthy")]
+            if not pending:
                 return None
-            return (f"Error: there is no tool named {name!r} yet: the MCP server(s) {', '.join(starting)} are still "
-                    "starting and their tools are not known yet. Try again in a moment.")
-        status = next((s for s in self.manager.status() if s.name == server), None)
+            said = ", ".join(f"'{s.name}' ({_when_back(s)})" for s in pending)
+            return (f"Error: {name} is not available yet: it may be a tool of the MCP server(s) {said}, whose tools "
+                    "are not known until the server is ready. Try again in a moment; `jarvis mcp status` shows the "
+                    "details.")
+        status = next((s for s in statuses if s.name == server), None)
         if status is None or status.state == "ready":
             return None
         when = f"; it restarts in {status.next_restart_in_s:.0f} s" if status.next_restart_in_s is not None else ""
@@ -370,6 +377,13 @@ class McpProvider:
         self.list_tools()
         with self._lock:
             return list(self._infos)
+
+
+def _when_back(status: Any) -> str:
+    if status.state == "unhealthy":
+        again = f", it restarts in {status.next_restart_in_s:.0f} s" if status.next_restart_in_s is not None else ""
+        return f"not available: {status.last_error or 'it stopped'}{again}"
+    return "still starting"
 
 
 def mcp_provider(settings: Settings, manager: McpManager, reserved: Callable[[], set[str]] | None = None,
