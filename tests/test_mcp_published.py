@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -58,6 +59,8 @@ def _approve(graph, config, result):
 
 
 def test_filesystem_and_memory_servers_through_the_planner(jarvis_env, tmp_path):
+    # a restart waits long enough for a call to be made while the server is down
+    jarvis_env.write_config(mcp={"restart_backoff_s": 12, "max_restart_backoff_s": 12})
     root = jarvis_env.root
     proc = jarvis_env.cli("mcp", "import", str(_claude_file(tmp_path, root)))
     assert proc.returncode == 0, proc.stderr
@@ -99,9 +102,17 @@ def test_filesystem_and_memory_servers_through_the_planner(jarvis_env, tmp_path)
     found = [m for m in result.value["messages"] if m.type == "tool"][-1]
     assert found.status == "success" and "dentist on Tuesdays" in found.content
 
-    # killed mid-session: the next call says so, the manager starts it again, and it answers once more
+    # killed mid-session: a call while it is down is told so (not "no tool named"), with when it restarts; the
+    # manager starts it again, and it answers once more
     os.kill(_server_pid(MEMORY), signal.SIGKILL)
-    wait_for(lambda: {s.name: s.state for s in app.mcp_manager.status()}["memory"] != "ready", timeout=20)
+    wait_for(lambda: {s.name: s.state for s in app.mcp_manager.status()}["memory"] == "unhealthy", timeout=20)
+    server.push(tool_call("search_nodes", query="Ana"), answer("It is down."))
+    result = graph.invoke({"messages": [("user", "who is Ana now?")]}, {"configurable": {"thread_id": "npm-down"}},
+                          version="v2")
+    down = [m for m in result.value["messages"] if m.type == "tool"][-1]
+    assert down.status == "error" and "there is no tool named" not in down.content, down.content
+    assert "search_nodes is a tool of the MCP server 'memory', which is not available right now" in down.content
+    assert re.search(r"it restarts in \d+ s", down.content), down.content
     wait_for(lambda: {s.name: s.state for s in app.mcp_manager.status()}["memory"] == "ready", timeout=60,
              interval=0.2)
     assert {s.name: s for s in app.mcp_manager.status()}["memory"].restarts >= 1
