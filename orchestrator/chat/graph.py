@@ -165,7 +165,8 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
         outcome = rt.executor.execute(name, call.get("args") or {}, ctx, confirm=ask)
         recent = [name] if outcome.ok else []
         if name == FIND_TOOLS and outcome.ok:
-            # bound on the planner's next step, which keeps the most recent names first: the best ranked goes last
+            # all bound on the planner's next step (tools_for_turn reads them from this result); as recent tools,
+            # of which later steps keep the newest first, the best ranked goes last
             recent = list(reversed(found_names(outcome.content)))
         update: dict[str, Any] = {
             "messages": [ToolMessage(content=outcome.content, tool_call_id=call_id, name=name,

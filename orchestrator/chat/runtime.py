@@ -22,9 +22,9 @@ from orchestrator.memory.extraction import Extractor
 from .context_fit import context_window, schema_tokens
 from .planner import openai_schema
 from .state import ConversationState
-from .tool_binding import TOOL_SHARE, thread_tools
+from .tool_binding import TOOL_SHARE, first_found, thread_tools
 from orchestrator.storage.threads import ThreadIndex
-from orchestrator.tools.index import FIND_TOOLS, ToolIndex, select_tools
+from orchestrator.tools.index import FIND_TOOLS, ToolIndex, found_on_last_step, select_tools
 
 
 REMEMBERED_THREADS = 64  # threads whose turn's memory block is kept (threads running at once, with room)
@@ -94,4 +94,8 @@ class JarvisRuntime:
         if len(others) <= limit:  # all of them, which did not fit the window: the best first, so the rest go
             best = select_tools(self.tool_index, others, query, state.recent_tools, max(1, len(others) - 1))
             chosen = best + [t for t in others if t.name not in {b.name for b in best}]
+        found = found_on_last_step(state.messages)  # all of them on this step, as find_tools promised
+        if found:
+            chosen = first_found(others, chosen, found)
+            cap = max(cap, len(found))
         return thread_tools(others, chosen, state.bound_tools, cap, fits) + finder + self.meta_tools

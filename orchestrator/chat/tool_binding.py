@@ -42,3 +42,12 @@ def thread_tools(others: Sequence[BaseTool], chosen: Sequence[BaseTool], bound_b
         return merged
     fresh = {t.name for t in fit(list(chosen)[:cap], fits)}
     return [t for t in others if t.name in fresh]
+
+
+def first_found(others: Sequence[BaseTool], chosen: Sequence[BaseTool], found: Sequence[str]) -> list[BaseTool]:
+    """`chosen` with the tools find_tools just found (best first) ahead of it: find_tools promises the planner
+    every tool it found on its next step, so they come before the request's own picks when not all fit."""
+    by_name = {t.name: t for t in others}
+    picked = [by_name[n] for n in dict.fromkeys(found) if n in by_name]
+    names = {t.name for t in picked}
+    return picked + [t for t in chosen if t.name not in names]

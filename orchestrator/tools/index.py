@@ -194,8 +194,9 @@ def find_tools_tool(index: ToolIndex, all_tools: Any) -> StructuredTool:
 
     tool = StructuredTool.from_function(
         func=find_tools, name=FIND_TOOLS, args_schema=FindToolsArgs, infer_schema=False,
-        description=("Search all of Jarvis's tools (there are more than you were given) by what they do. The tools "
-                     "found are given to you on your next step, so you can call them right after."))
+        description=("Search all of Jarvis's tools (there are more than you were given) by what they do. Every tool "
+                     "found is given to you on your next step (as many as fit the model's context window), so you "
+                     "can call them right after."))
     return set_tool_meta(tool, source="meta")
 
 
@@ -220,3 +221,15 @@ def found_names(content: str) -> list[str]:
         return [item["name"] for item in json_bounds.loads(content) if isinstance(item, dict) and "name" in item]
     except (ValueError, TypeError):
         return []
+
+
+def found_on_last_step(messages: list[Any]) -> list[str]:
+    """The tool names the planner's last step found with find_tools (its results after the latest model message),
+    best first: the next step binds them all (chat/runtime.py, chat/tool_binding.first_found)."""
+    names: list[str] = []
+    for message in reversed(messages):
+        if getattr(message, "type", None) != "tool":
+            break
+        if getattr(message, "name", None) == FIND_TOOLS and getattr(message, "status", "success") != "error":
+            names = found_names(str(message.content)) + names
+    return list(dict.fromkeys(names))
