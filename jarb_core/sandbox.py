@@ -32,8 +32,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import cgroups
-from .cgroups import CgroupLimits, RunCgroup
+from orchestrator.core import cgroups
+from orchestrator.core.cgroups import CgroupLimits, RunCgroup
 from .sandbox_backends import (
     INSTALL_HINT,
     Bind,

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.core.cgroups import join_argv
+
 if TYPE_CHECKING:
     from .sandbox_network import NetworkHelper
 
@@ -259,7 +261,7 @@ class BubblewrapBackend:
             inner += _setpriv(self.setpriv, drop_uid)
         full = [*_idmap_prefix(binds, drop_uid), *args, *inner, *argv]
         if cgroup_procs:
-            full = _join_cgroup(cgroup_procs, full)
+            full = join_argv(cgroup_procs, full)
         plan = LaunchPlan(argv=full, cwd="/", env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
                           workdir=inside_wd)
         if netns is not None:
@@ -329,14 +331,6 @@ def _target(b: Bind, inside_wd: str) -> str:
 
 def _prlimit_args(values: Mapping[str, tuple[int, int]]) -> list[str]:
     return [f"--{k}={soft}:{hard}" for k, (soft, hard) in values.items()]
-
-
-def _join_cgroup(procs_files: Sequence[Path], argv: list[str]) -> list[str]:
-    """Enter the run's cgroups before anything else runs, then become the command (no window to fork outside).
-    One procs file per hierarchy (cgroup v1 has one per controller; v2 one in all)."""
-    joins = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(procs_files)))
-    script = f'{joins} && shift {len(procs_files)} && exec "$@"'
-    return ["/bin/sh", "-c", script, "sh", *(str(p) for p in procs_files), *argv]
 
 
 # -- macOS sandbox-exec ----------------------------------------------------------------------------
@@ -418,7 +412,7 @@ class HostDirBackend:
         drop = [] if self.drop_uid is None else _setpriv(self.setpriv, self.drop_uid)
         full = [*_idmap_prefix(binds, self.drop_uid), *self._limits_prefix(limits), *drop, *argv]
         if cgroup_procs:
-            full = _join_cgroup(cgroup_procs, full)
+            full = join_argv(cgroup_procs, full)
         e = base_env(wd, env)
         e["TMPDIR"] = tmp
         warning = ("NOT ISOLATED: no sandbox is available (sandbox.required is false), so this ran with resource "

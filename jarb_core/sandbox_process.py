@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .cgroups import RunCgroup
+from orchestrator.core.cgroups import RunCgroup
 from .sandbox_network import NetworkSetupError
 from .sandbox_backends import LaunchPlan, Limits
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from jarb_core import cgroups
+from orchestrator.core import cgroups
 from jarb_core.sandbox import NOBODY, Sandbox
 from orchestrator.core.config import settings_from_dict
 from orchestrator.jarb.tools import make_factory, make_sandbox

@@ -62,7 +62,7 @@ def _userns_note() -> str:
 def cgroup_check(settings: Settings) -> Check:
     if not sys.platform.startswith("linux"):
         return Check("cgroups", None, "only used on Linux")
-    from jarb_core import cgroups
+    from orchestrator.core import cgroups
 
     missing = cgroups.missing()
     if not missing:

@@ -1,4 +1,6 @@
-"""A cgroup per sandboxed run: one bound on the whole process tree (memory, processes, CPU) that holds for root.
+"""A cgroup per sandboxed run or per task's browser: one bound on a whole process tree (memory, processes, CPU)
+that holds for root. Used by the sandbox (jarb_core/sandbox.py: memory, pids, cpu) and by each task's browser
+(mcp/browser_pool.py: memory only).
 
 Per-process limits (RLIMIT_AS, RLIMIT_NPROC) do not bound a tree: eight children of 700 MB each stay under a
 1 GB RLIMIT_AS, and uid 0 ignores RLIMIT_NPROC. A cgroup does: `memory.max` counts every page the run's
@@ -8,7 +10,9 @@ and threads; `cpu.max` keeps it to its share of the cores. It also lets the run 
 Each controller is taken where this process may make a child cgroup: a cgroup v1 hierarchy of that controller,
 or cgroup v2 where the controller is enabled (or can be) below this process's own cgroup. `RunCgroup.create`
 returns None when none of them can be had; `missing()` says which controllers are not available and why, so
-that the sandbox can say so at start-up and fall back to per-process limits.
+that the sandbox and the browsers can say so at start-up and fall back to per-process or soft limits.
+A process joins its cgroups before it runs anything (`join_argv`: a shell that writes its own pid, then
+becomes the command), so no child is ever started outside.
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-PREFIX = "jarvis-sbx-"
+PREFIX = "jarvis-"  # jarvis-<kind>-<pid>-<random>: sbx (a sandboxed run), browser (a task's browser)
 CONTROLLERS = ("pids", "memory", "cpu")
 CPU_PERIOD_US = 100_000
 _lock = threading.Lock()
@@ -34,9 +39,14 @@ _parents: dict[str, tuple[Path, str] | str] | None = None  # controller -> (pare
 
 @dataclass(frozen=True)
 class CgroupLimits:
-    max_pids: int
+    """The bounds of one cgroup; a controller whose bound is None is not used (a browser's has memory only)."""
+
     memory_bytes: int
-    cpu_cores: float
+    max_pids: int | None = None
+    cpu_cores: float | None = None
+
+    def wanted(self, controller: str) -> bool:
+        return {"memory": self.memory_bytes, "pids": self.max_pids, "cpu": self.cpu_cores}[controller] is not None
 
 
 def _own_cgroups() -> tuple[dict[str, str], str | None]:
@@ -141,12 +151,12 @@ class RunCgroup:
         return self.dirs.get(controller)
 
     @classmethod
-    def create(cls, limits: CgroupLimits) -> "RunCgroup | None":
-        name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    def create(cls, limits: CgroupLimits, kind: str = "sbx") -> "RunCgroup | None":
+        name = f"{PREFIX}{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         dirs: dict[str, tuple[Path, str]] = {}
         made: list[Path] = []
         for controller, where in parents().items():
-            if isinstance(where, str):
+            if isinstance(where, str) or not limits.wanted(controller):
                 continue
             parent, version = where
             path = parent / name
@@ -158,7 +168,7 @@ class RunCgroup:
                     (parent / "cgroup.subtree_control").write_text(f"+{controller}")
                 _set_limit(path, version, controller, limits)
             except OSError as exc:
-                log.info("no %s cgroup for the sandbox under %s: %s", controller, parent, exc.strerror or exc)
+                log.info("no %s cgroup for a %s under %s: %s", controller, kind, parent, exc.strerror or exc)
                 with _lock:
                     assert _parents is not None
                     _parents[controller] = f"cannot use the {controller} controller under {parent}: " \
@@ -169,6 +179,10 @@ class RunCgroup:
         for p in unused:
             _rmdir_quietly(p)
         return cls(dirs, limits) if dirs else None
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """`argv` run inside this cgroup from its first instruction (see join_argv)."""
+        return join_argv(self.procs_files, argv)
 
     def members(self) -> list[int]:
         pids: set[int] = set()
@@ -242,8 +256,17 @@ class RunCgroup:
                 log.warning("could not remove %s: still busy", path)
 
 
+def join_argv(procs_files: Sequence[Path], argv: Sequence[str]) -> list[str]:
+    """Enter the cgroups before anything else runs, then become the command (no window to fork outside).
+    One procs file per hierarchy (cgroup v1 has one per controller; v2 one in all)."""
+    joins = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(procs_files)))
+    script = f'{joins} && shift {len(procs_files)} && exec "$@"'
+    return ["/bin/sh", "-c", script, "sh", *(str(p) for p in procs_files), *argv]
+
+
 def _set_limit(path: Path, version: str, controller: str, limits: CgroupLimits) -> None:
     if controller == "pids":
+        assert limits.max_pids is not None
         (path / "pids.max").write_text(str(limits.max_pids))
     elif controller == "memory" and version == "v2":
         (path / "memory.max").write_text(str(limits.memory_bytes))
@@ -254,6 +277,7 @@ def _set_limit(path: Path, version: str, controller: str, limits: CgroupLimits) 
         if (path / "memory.memsw.limit_in_bytes").exists():  # with swap accounting: no swap beyond the limit
             (path / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
     elif controller == "cpu":
+        assert limits.cpu_cores is not None
         quota = max(1000, int(limits.cpu_cores * CPU_PERIOD_US))
         if version == "v2":
             (path / "cpu.max").write_text(f"{quota} {CPU_PERIOD_US}")
@@ -277,8 +301,8 @@ def _sweep_stale(parent: Path, version: str) -> None:
         return
     for entry in entries:
         try:
-            owner = int(entry.name[len(PREFIX):].split("-", 1)[0])
-        except ValueError:
+            owner = int(entry.name[len(PREFIX):].split("-", 2)[1])
+        except (IndexError, ValueError):
             continue
         if owner == os.getpid() or _alive(owner):
             continue
