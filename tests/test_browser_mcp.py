@@ -14,13 +14,16 @@ import csv
 import os
 import re
 import signal
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from langgraph.types import Command
 
 from orchestrator.chat.turns import user_input
+from orchestrator.core import cgroups
 from tests.conftest import REPO, answer, tool_call
 from tests.fakes.app_x import PAGE_SIZE, PASSWORD, USER, AppX
 from tests.fakes.llm_server import tool_results
@@ -115,6 +118,11 @@ def browser_servers(data: Path) -> dict[int, int]:
 
 def chromium_of(server_pid: int) -> list[int]:
     return [p for p in process_tree(server_pid)[1:] if b"chrom" in _cmdline(p).split(b"\0")[0]]
+
+
+def cgroup_dirs_of(run) -> list[Path]:
+    """The folders of a task's browser's memory cgroup (none where no cgroup can be made here)."""
+    return [d for d, _version in run.cgroup.dirs.values()] if run.cgroup is not None else []
 
 
 def browser_trees(data: Path) -> list[int]:
@@ -414,6 +422,7 @@ def test_a_browser_left_idle_is_closed(jarvis_env, app_x):
     )
     parked = _park(app.graph, config, "look at X")
     assert len(seen) >= 3 and len(app.mcp_manager.browsers.runs()) == 1  # the server, Chromium and its helpers
+    cgroup_dirs = cgroup_dirs_of(app.mcp_manager.browsers.runs()[0])
     now[0] = 0.5
     time.sleep(1.5)  # the watcher looks again meanwhile (at most a timeout apart): half the timeout is not idle
     (server,) = browser_servers(jarvis_env.data).values()  # still there (a helper of Chromium may come and go)
@@ -422,6 +431,7 @@ def test_a_browser_left_idle_is_closed(jarvis_env, app_x):
     now[0] = 2.0
     wait_for(lambda: not any_running(seen), timeout=60, interval=0.2)
     assert not app.mcp_manager.browsers.runs()
+    wait_for(lambda: not any(d.exists() for d in cgroup_dirs))  # its memory cgroup went with it
     assert _deny(app.graph, config, parked).value["messages"][-1].content == "done"
 
 
@@ -455,9 +465,11 @@ def test_a_turn_that_fails_or_is_stopped_closes_its_browser_at_once(jarvis_env, 
     app = jarvis_env.app()
     hub = app.turn_hub()
     seen: dict[int, str] = {}
+    dirs: list[Path] = []
 
     def after_the_step(req):
         seen.update(identities(browser_trees(jarvis_env.data)))
+        dirs.extend(cgroup_dirs_of(app.mcp_manager.browsers.runs()[0]))
         if ending == "stopped":
             hub.stop("ends")  # the user presses Stop while the model answers
             return answer("Looking at the records of X now, one moment please")
@@ -472,3 +484,90 @@ def test_a_turn_that_fails_or_is_stopped_closes_its_browser_at_once(jarvis_env, 
     assert len(seen) >= 3  # the server, Chromium and its helpers
     wait_for(lambda: not any_running(seen), timeout=60, interval=0.2)
     assert not app.mcp_manager.browsers.runs()
+    assert dirs or "memory" in cgroups.missing()
+    wait_for(lambda: not any(d.exists() for d in dirs))  # its memory cgroup went with it
+
+
+HOG_PAGE = b"""<!doctype html><title>Hog</title><p>Taking memory until the browser is stopped</p>
+<script>
+const kept = [];
+for (;;) { const block = new Uint8Array(8 * 1024 * 1024); block.fill(7); kept.push(block); }
+</script>"""
+
+
+@contextlib.contextmanager
+def hog_site():
+    """A site whose page takes memory (outside the JavaScript heap) until its renderer is killed."""
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(HOG_PAGE)))
+            self.end_headers()
+            self.wfile.write(HOG_PAGE)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _require_memory_cgroup() -> None:
+    why = cgroups.missing().get("memory")
+    if why is not None:
+        if os.environ.get("JARVIS_REQUIRE_CGROUPS") == "1":
+            pytest.fail(f"no memory cgroup can be made here: {why} (JARVIS_REQUIRE_CGROUPS=1)")
+        pytest.skip(f"no memory cgroup can be made here, so a browser has soft memory bounds only: {why}")
+
+
+def test_a_page_past_the_memory_bound_restarts_the_browser_and_the_task_goes_on(jarvis_env, app_x):
+    """The task's browser (server and Chromium) runs in its own memory cgroup (memory_mb); a page that takes memory
+    without end gets a process of it killed by the kernel: the step says so, the whole browser and its cgroup are
+    gone, and the next step gets a new browser."""
+    _require_memory_cgroup()
+    install_browser(jarvis_env, memory_mb=300)
+    app = jarvis_env.app()
+    pool = app.mcp_manager.browsers
+    seen: dict = {}
+
+    def look(req):
+        (run,) = pool.runs()
+        seen["cgroup"] = run.cgroup
+        seen["tree"] = identities(browser_trees(jarvis_env.data))
+        seen["members"] = set(run.cgroup.members())
+        (path, version), = run.cgroup.dirs.values()
+        seen["limit"] = (path / ("memory.limit_in_bytes" if version == "v1" else "memory.max")).read_text().strip()
+        return tool_call("browser_navigate", url=f"{hog}/")
+
+    def after(req):
+        seen["after"] = identities(browser_trees(jarvis_env.data))
+        return answer("done")
+
+    with hog_site() as hog:
+        jarvis_env.server.push(
+            tool_call("browser_navigate", url=f"{app_x.url}/login"), look,
+            tool_call("browser_navigate", url=f"{app_x.url}/login"), SNAPSHOT, after)
+        result, asked = run(app.graph, {"configurable": {"thread_id": "oom"}},
+                            {"messages": [("user", "look at X")]}, approve=2)
+    steps = tool_messages(result)
+    assert len(asked) == 2 and len(steps) == 4, [m.content[:300] for m in steps]
+    # while it ran: every process of the task's browser was in its cgroup, bounded to 300 MB
+    cgroup = seen["cgroup"]
+    assert cgroup is not None and len(seen["tree"]) >= 3  # the server, Chromium and its helpers
+    assert set(seen["tree"]) <= seen["members"], (seen["tree"], seen["members"])
+    assert seen["limit"] == str(300 * 2**20)
+    (path, _version), = cgroup.dirs.values()
+    # the page went over: the step says so, and no process of that browser nor its cgroup is left
+    hogged = steps[1]
+    assert hogged.status == "error" and "the browser ran out of its memory bound (300 MB" in hogged.content, \
+        hogged.content[:500]
+    assert not any_running(seen["tree"]) and not path.exists()
+    # the task goes on in a new browser
+    assert [m.status for m in steps[2:]] == ["success"] * 2, [m.content[:300] for m in steps]
+    assert seen["after"] and not set(seen["after"]) & set(seen["tree"])

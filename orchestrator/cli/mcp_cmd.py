@@ -40,6 +40,8 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
         typer.secho(f"{r.name:<16} {r.state:<12} {r.tools:>3} tools", fg=color, nl=False)
         extra = f"  restarts {r.restarts}" if r.restarts else ""
         typer.echo(f"{extra}  {r.last_error or r.description}")
+        if r.note:
+            typer.echo(f"{'':<34}{r.note}")
 
 
 @mcp_app.command("tools")

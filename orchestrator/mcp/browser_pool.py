@@ -17,6 +17,14 @@ cannot be merged back. Instead each browser runs `--isolated` (profile in memory
 and local storage, one JSON file, mode 0600); when a task ends its browser's state is saved (`save_state_tool`)
 and merged into that file for the sites the user approved in that task only: a site the task merely passed
 through (an ad frame, a redirect) leaves nothing behind, and a login made in one task is there for the next.
+
+Memory: each run's process tree (the server and the Chromium it starts) is in its own memory cgroup
+(core/cgroups.py, `memory_mb` in [browser]) from the server's first instruction, so no process of it is outside.
+When the kernel kills a process of it for going over (a page allocating without end), the whole run is killed and
+dropped, the step is told "the browser ran out of its memory bound (N MB) and was restarted", and the task's next
+step gets a new browser, as after a crash. The cgroup is removed with its run (task ended, idle, out of memory,
+server stopped). Where no memory cgroup can be made (not Linux, not delegated), the browsers keep the soft bounds
+of mcp/playwright.json (V8 heap, renderer count), said once in the log and in `jarvis mcp status`.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import asyncio
 import itertools
 import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -36,10 +45,11 @@ from urllib.parse import urlsplit
 
 from integrations.base import ToolError
 
-from orchestrator.core import json_bounds
+from orchestrator.core import cgroups, json_bounds
 from orchestrator.core.aio import run_sync
+from orchestrator.core.cgroups import CgroupLimits, RunCgroup
 from orchestrator.core.private_file import write_private
-from .config import BrowserSection, expand
+from .config import BrowserSection, ServerConfig, expand
 from .server_state import ServerRuntime, State, on_background_loop
 
 log = logging.getLogger(__name__)
@@ -60,6 +70,8 @@ class BrowserRun:
     folder: Path
     last_used: float
     busy: int = 0  # calls in flight or starting (never closed for idleness meanwhile)
+    cgroup: RunCgroup | None = None  # its memory bound (None: soft bounds only)
+    oom_kills: int = 0  # the kernel's kills in its cgroup already reported
 
     def label(self) -> str:
         return f"{self.runtime.label} (thread {self.task[0]!r}, {self.task[1] or 'no task'})"
@@ -75,6 +87,7 @@ class BrowserPool:
         self._state_lock = threading.Lock()  # one merge into a storage state file at a time
         self._watcher: asyncio.Task | None = None
         self.clock = time.monotonic  # what idleness is measured with (a test freezes it)
+        self._told_unbounded = False  # "soft memory bounds only" is logged once
 
     def runs(self, server: str | None = None) -> list[BrowserRun]:
         with self._lock:
@@ -93,9 +106,16 @@ class BrowserPool:
         try:
             if new:
                 self._prepare_state(run.runtime.cfg.browser)
+                run.cgroup = run.runtime.cgroup = self._memory_cgroup(run.runtime.cfg)
                 await self.manager._spawn(run.runtime)
                 self._watch_idle()
-            yield run.runtime
+            await self._check_memory(run)  # killed between two steps
+            try:
+                yield run.runtime
+            except Exception:
+                await self._check_memory(run)  # the step failed because its browser was killed
+                raise
+            await self._check_memory(run)  # killed as the step ended: what it returned is gone
         finally:
             with self._lock:
                 run.busy -= 1
@@ -124,6 +144,52 @@ class BrowserPool:
             run.last_used = self.clock()
         return run, new
 
+    # -- memory -----------------------------------------------------------------------------------------
+    def _memory_cgroup(self, cfg: ServerConfig) -> RunCgroup | None:
+        mb = cfg.browser.memory_mb  # type: ignore[union-attr]
+        cgroup = None
+        if mb and sys.platform.startswith("linux"):
+            cgroup = RunCgroup.create(CgroupLimits(memory_bytes=mb * 2**20), kind="browser")
+        if cgroup is None and not self._told_unbounded:
+            self._told_unbounded = True
+            log.warning("the browsers of the MCP server %s: %s", cfg.name, self.memory_note(cfg))
+        return cgroup
+
+    def memory_note(self, cfg: ServerConfig) -> str:
+        """How a task's browser of this server is bounded in memory here (`jarvis mcp status`)."""
+        mb = cfg.browser.memory_mb  # type: ignore[union-attr]
+        soft = "soft memory bounds only (V8 heap, renderer count: mcp/playwright.json)"
+        if not mb:
+            return f"each task's browser: {soft}; memory_mb = 0 in [browser]"
+        if not sys.platform.startswith("linux"):
+            why = "cgroups are Linux only"
+        else:
+            why = cgroups.missing().get("memory")
+        if why is None:
+            return f"each task's browser is bounded to {mb} MB (a memory cgroup)"
+        return f"each task's browser: {soft}; no memory cgroup can be made here: {why}"
+
+    async def _check_memory(self, run: BrowserRun) -> None:
+        """The kernel killed a process of the run for memory: the run is killed and dropped (the task's next step
+        gets a new browser), and the step is told so."""
+        if run.cgroup is None or (kills := run.cgroup.oom_kills()) <= run.oom_kills:
+            return
+        run.oom_kills = kills
+        with self._lock:
+            if self._runs.get((run.server, run.task)) is run:
+                del self._runs[(run.server, run.task)]
+        cfg = run.runtime.cfg
+        mb = cfg.browser.memory_mb  # type: ignore[union-attr]
+        log.warning("the browser of %s went over its memory bound (%d MB): restarting it", run.label(), mb)
+        run.runtime.stopping = True  # its end is no crash to restart from
+        await asyncio.to_thread(run.cgroup.kill_all)
+        await self._stop(run)
+        raise ToolError(
+            f"the browser ran out of its memory bound ({mb} MB, memory_mb in the [browser] section of "
+            f"{cfg.source.name if cfg.source else cfg.name + '.toml'}) and was restarted: the pages it showed are "
+            "gone and the next step gets a new browser. The page took more memory than that; tell the user if it "
+            "is needed.")
+
     # -- closing -----------------------------------------------------------------------------------------
     def release(self, server: str, task: TaskKey, approved: Iterable[str] = ()) -> bool:
         """The task ended: save what it may keep (the storage of the `approved` origins), close its browser and
@@ -142,13 +208,19 @@ class BrowserPool:
         """Its configuration changed or went: every run of it stops (nothing saved)."""
         with self._lock:
             gone = [self._runs.pop(k) for k in [k for k in self._runs if k[0] == server]]
-        self.manager._stop_servers([r.runtime for r in gone])
+        self._stop_now(gone)
 
     def stop_all(self) -> None:
         with self._lock:
             gone = list(self._runs.values())
             self._runs.clear()
-        self.manager._stop_servers([r.runtime for r in gone])
+        self._stop_now(gone)
+
+    def _stop_now(self, runs: list[BrowserRun]) -> None:
+        self.manager._stop_servers([r.runtime for r in runs])
+        for run in runs:
+            if run.cgroup is not None:
+                run.cgroup.remove()  # a Chromium its stopped server left behind goes with it
 
     async def _close(self, run: BrowserRun, approved: set[str]) -> None:
         srv, section = run.runtime, run.runtime.cfg.browser
@@ -164,8 +236,11 @@ class BrowserPool:
                     await self.manager.call_runtime(srv, section.close_tool, {})
                 except Exception as exc:  # noqa: BLE001 - a browser already gone is closed enough
                     log.info("closing the browser of %s: %s", run.label(), exc)
-        await asyncio.to_thread(self.manager._stop_servers, [srv])
+        await self._stop(run)
         log.info("the browser of %s is closed", run.label())
+
+    async def _stop(self, run: BrowserRun) -> None:
+        await asyncio.to_thread(self._stop_now, [run])
 
     def _watch_idle(self) -> None:
         if self._watcher is None or self._watcher.done():

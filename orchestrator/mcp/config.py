@@ -98,6 +98,9 @@ class BrowserSection(_Model):
                                                         "approved site; the server's args load it")
     save_state_tool: str | None = Field("browser_storage_state", description="the tool that saves a browser's "
                                                                              "storage state to a file")
+    memory_mb: int = Field(1536, ge=0, description="a task's browser (its server and every process it starts) is "
+                                                   "bounded to this much memory by a cgroup where one can be made "
+                                                   "(0: none); past it the browser is restarted")
 
 
 class ServerConfig(_Model):

@@ -320,9 +320,10 @@ class McpManager:
             cwd = expand(cfg.cwd, data, here, folder) if cfg.cwd else None
             if cwd:
                 Path(cwd).mkdir(parents=True, exist_ok=True)
-            params = StdioServerParameters(command=cfg.command or "",
-                                           args=[expand(a, data, here, folder) for a in cfg.args],
-                                           env=env or None, cwd=cwd)
+            argv = [cfg.command or "", *(expand(a, data, here, folder) for a in cfg.args)]
+            if srv.cgroup is not None:  # in its cgroup before it runs, so no child of it starts outside
+                argv = srv.cgroup.wrap(argv)
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=env or None, cwd=cwd)
             return await stack.enter_async_context(bounded_stdio_client(
                 params, errlog, max_line_bytes=limits.max_message_mb * 1024 * 1024,
                 max_log_bytes=limits.max_log_mb * 1024 * 1024))
@@ -497,6 +498,7 @@ class McpManager:
                 description=srv.cfg.description, source=str(srv.cfg.source) if srv.cfg.source else None,
                 next_restart_in_s=round(max(0.0, nxt - time.monotonic()), 1) if nxt is not None else None,
                 log_file=str(srv.log_path) if srv.log_path else None,
+                note=self.browsers.memory_note(srv.cfg) if srv.cfg.browser is not None else None,
             ))
         for name, error in self._config_errors.items():
             out.append(ServerStatus(name=name, state=State.BROKEN.value, tools=0, last_error=error, restarts=0))

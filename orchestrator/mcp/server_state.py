@@ -13,6 +13,7 @@ from mcp import ClientSession, McpError
 from mcp import types as mt
 
 from orchestrator.core.aio import background_loop
+from orchestrator.core.cgroups import RunCgroup
 from .config import ServerConfig
 
 
@@ -37,6 +38,7 @@ class ServerStatus:
     source: str | None = None
     next_restart_in_s: float | None = None
     log_file: str | None = None
+    note: str | None = None  # what else to know (a browser server: how its browsers' memory is bounded)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -65,6 +67,7 @@ class ServerRuntime:
     relisting: asyncio.Task | None = None  # the listing of its tools after a tools/list_changed
     label: str | None = None  # its log's name when not the server's (a task's browser: "playwright-2")
     browser_dir: Path | None = None  # `{browser_dir}` of a browser server's run (mcp/browser_pool.py)
+    cgroup: RunCgroup | None = None  # the cgroup its process runs in from its first instruction (a browser's)
 
 
 async def list_all_tools(session: ClientSession) -> list[mt.Tool]:
