@@ -1,31 +1,37 @@
-"""Reading PDFs page by page with pypdf, within a time budget, with one clear sentence for every failure.
+"""Reading PDFs page by page with pypdf, within a time and memory budget, with one clear sentence for every failure.
 
-pypdf runs in a worker thread that hands pages over a small queue: the caller gets pages as they are read
-(memory stays flat however long the file), and a file that makes pypdf spin (a malformed page) costs at most
-the time budget: the caller stops waiting and says so, and the worker is told to stop at the next page.
+pypdf runs in a child process (pdf_child.py: one per read, started ahead of time so that a read does not wait
+for Python and pypdf to load) whose pages are relayed over a small queue: the caller gets pages as they are read (memory stays flat however long the file), and a file that
+makes pypdf spin (a crafted page whose content takes minutes to parse) costs at most the time budget: the
+caller stops waiting, the child is killed wherever it is, inside a page too, and the answer says which pages
+were read, which page it stopped in and which pages to ask for instead. The child's address space is capped
+(`memory_mb`, plus the file's size), and it gets none of Jarvis's environment.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
-import mmap
-import logging
+import json
+import os
 import queue
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .base import ToolError
+from .pdf_child import MAX_LINE_BYTES
 
-log = logging.getLogger(__name__)
 
+_CHILD = Path(__file__).with_name("pdf_child.py")
 _SNIFF_BYTES = 1024
 _QUEUE_PAGES = 4
-_FORGET_EVERY = 64  # pages between two clearings of pypdf's object cache
+MEMORY_MB = 1024  # the child's address space, beyond the (memory-mapped) file
 
 
 @dataclass
@@ -42,6 +48,7 @@ class ReadStats:
     pages_read: int = 0
     empty_pages: list[int] = field(default_factory=list)
     failed_pages: list[int] = field(default_factory=list)
+    cut_pages: list[int] = field(default_factory=list)  # text longer than pdf_child.MAX_PAGE_CHARS, cut there
 
 
 def sha256_file(path: Path) -> str:
@@ -88,7 +95,7 @@ def parse_pages(spec: str | list[int] | None, count: int, shown: str) -> list[in
     """'1-3,7' / [1, 2] / None (all) -> sorted 1-based page numbers, checked against the page count.
 
     A range's ends are checked before it is expanded: '1-999999999' would otherwise be a set of a billion numbers
-    built in the reader's thread (gigabytes, and the thread is not stopped by the time budget) before the check."""
+    (gigabytes, built outside any time budget) before the check."""
     if spec is None or (isinstance(spec, str) and not spec.strip()):
         return list(range(1, count + 1))
     wanted: set[int] = set()
@@ -124,37 +131,116 @@ def _check_in_range(pages: Iterable[int], count: int, shown: str) -> None:
         raise ToolError(f"Page {bad[0]} is out of range: {shown} has {count} page{'s' if count != 1 else ''}.")
 
 
-def _describe_read_error(exc: BaseException, shown: str) -> str:
-    from pypdf.errors import DependencyError, EmptyFileError, FileNotDecryptedError
+def _failure(kind: str, detail: str, shown: str, memory_mb: int) -> str:
+    """The child's error kind (pdf_child.py) as one sentence."""
+    sentences = {
+        "empty": f"{shown} is empty, so there is no PDF to read.",
+        "needs_password": f"{shown} is password-protected: ask the user for its password and call again with password=...",
+        "wrong_password": f"The password given for {shown} is wrong; ask the user for the right one.",
+        "dependency": f"{shown} uses encryption that needs the 'cryptography' package: install it (pip install cryptography).",
+        "unsupported_encryption": f"{shown} uses an encryption method pypdf cannot open ({detail}).",
+        "unreadable": f"{shown} cannot be opened: {detail}.",
+        "memory": (f"Opening {shown} needs more than {memory_mb} MB of memory, so it was stopped (the file may be "
+                   "crafted or damaged); ask for an intact copy."),
+    }
+    return sentences.get(kind, f"{shown} is damaged and cannot be read as a PDF ({detail or kind}); ask for an intact copy.")
 
-    if isinstance(exc, EmptyFileError):
-        return f"{shown} is empty, so there is no PDF to read."
-    if isinstance(exc, FileNotDecryptedError):
-        return f"{shown} is password-protected: ask the user for its password and call again with password=..."
-    if isinstance(exc, DependencyError):
-        return f"{shown} uses encryption that needs the 'cryptography' package: install it (pip install cryptography)."
-    detail = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
-    return f"{shown} is damaged and cannot be read as a PDF ({detail}); ask for an intact copy."
+
+def _child_environment() -> dict[str, str]:
+    """Nothing of Jarvis's environment (keys, tokens) reaches the process that parses an outside file."""
+    return {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C.UTF-8"}
+
+
+_spare_lock = threading.Lock()
+_spare: list[tuple[int, subprocess.Popen[bytes]]] = []  # (the pid that started it, the child)
+
+
+def _new_child() -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen([sys.executable, "-I", str(_CHILD)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, close_fds=True, env=_child_environment())
+    except OSError as exc:
+        raise ToolError(f"The PDF reader could not be started ({exc.strerror or exc}).") from None
+
+
+def _take_child() -> subprocess.Popen[bytes]:
+    """The spare child (pypdf imported, waiting for its file on stdin), else a new one.
+
+    Starting Python and importing pypdf takes 0.15-0.3 s of CPU; a spare started when the previous read ended
+    (`_keep_spare`, while the model reads what it got) makes a read cost a few ms. Each child reads one file and
+    is killed; the spare (one a process: the process's own shared state, like a database engine) ends when this
+    process ends (its stdin closes) or at exit."""
+    with _spare_lock:
+        taken = _spare.pop() if _spare else None
+    if taken is not None and taken[0] == os.getpid() and taken[1].poll() is None:
+        return taken[1]
+    if taken is not None and taken[0] == os.getpid():
+        taken[1].wait()  # a spare that died (killed from outside): reaped, and a new child started
+    return _new_child()  # (a spare of the process this one was forked from is that process's own)
+
+
+def _keep_spare() -> None:
+    """A spare child started after a read, not beside it: on two cores its import would slow the read down."""
+    with _spare_lock:
+        if _spare and _spare[-1][0] == os.getpid():
+            return
+        try:
+            _spare[:] = [(os.getpid(), _new_child())]
+        except ToolError:
+            pass  # the next read starts its own, and says so if it cannot
+
+
+@atexit.register
+def _end_spare() -> None:
+    with _spare_lock:
+        for pid, proc in _spare:
+            if pid == os.getpid() and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        _spare.clear()
 
 
 class PdfPages:
-    """`with PdfPages(path, shown, password, pages, budget) as doc:` then `doc.info`, and `for n, text in doc:`."""
+    """`with PdfPages(path, shown, password, pages, budget) as doc:` then `doc.info`, and `for n, text in doc:`.
+
+    pypdf runs in a child process (pdf_child.py) that is killed when the budget is spent, inside a page too; a
+    thread of this process relays its JSON lines over a small queue, so pages come as they are read and the
+    child waits (on its pipe) while the caller is busy with them."""
 
     def __init__(self, path: Path, shown: str, *, password: str | None = None, pages: str | list[int] | None = None,
-                 budget_s: float = 120.0):
+                 budget_s: float = 120.0, memory_mb: int = MEMORY_MB):
         self.path = path
         self.shown = shown
         self.password = password
         self.pages_spec = pages
         self.budget_s = budget_s
+        self.memory_mb = memory_mb
         self.stats = ReadStats()
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=_QUEUE_PAGES)
         self._stop = threading.Event()
         self._waited = 0.0
         self._info: PdfInfo | None = None
-        self._thread: threading.Thread | None = None
+        self._handed = 0  # selected pages handed to the caller (read or failed)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._relay: threading.Thread | None = None
 
-    # -- the worker ------------------------------------------------------------------------------
+    # -- the child and its relay -------------------------------------------------------------------
+    def _start(self) -> None:
+        self._proc = _take_child()
+        request = {"path": str(self.path), "password": self.password, "memory_mb": self.memory_mb}
+        self._tell(request)
+        self._relay = threading.Thread(target=self._relay_lines, args=(self._proc,), name=f"pdf-{self.path.name}",
+                                       daemon=True)
+        self._relay.start()
+
+    def _tell(self, message: dict[str, Any]) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(json.dumps(message).encode() + b"\n")
+            self._proc.stdin.flush()
+        except OSError:  # the child is gone: its relay says how
+            pass
+
     def _put(self, item: tuple[str, Any]) -> bool:
         while not self._stop.is_set():
             try:
@@ -164,66 +250,44 @@ class PdfPages:
                 continue
         return False
 
-    def _work(self) -> None:
+    def _relay_lines(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
         try:
-            import warnings
-
-            from pypdf import PdfReader
-
-            with self.path.open("rb") as fh, _mapped(fh) as data, warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                try:
-                    reader = PdfReader(data)
-                    encrypted = reader.is_encrypted
-                    if encrypted:
-                        self._decrypt(reader)
-                    count = len(reader.pages)
-                except ToolError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - every pypdf failure becomes one sentence
-                    raise ToolError(_describe_read_error(exc, self.shown)) from None
-                if count == 0:
-                    raise ToolError(f"{self.shown} has no pages.")
-                selected = parse_pages(self.pages_spec, count, self.shown)
-                if not self._put(("info", PdfInfo(self.path, count, _title(reader), encrypted, selected))):
+            while not self._stop.is_set():
+                line = proc.stdout.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    break
+                if not line.endswith(b"\n"):
+                    self._put(("error", ToolError(f"The PDF reader sent more than {MAX_LINE_BYTES // 1_000_000} MB "
+                                                  f"for one page of {self.shown}, so it was stopped.")))
                     return
-                for i, number in enumerate(selected, 1):
-                    if self._stop.is_set():
-                        return
-                    if i % _FORGET_EVERY == 0:
-                        _forget_parsed_objects(reader)
-                    try:
-                        text = reader.pages[number - 1].extract_text() or ""
-                        item: tuple[str, Any] = ("page", (number, text))
-                    except Exception as exc:  # noqa: BLE001 - one bad page does not sink the document
-                        log.debug("page %s of %s failed: %s", number, self.path, exc)
-                        item = ("bad_page", number)
-                    if not self._put(item):
-                        return
-            self._put(("end", None))
-        except ToolError as exc:
-            self._put(("error", exc))
-        except Exception as exc:  # noqa: BLE001
-            self._put(("error", ToolError(_describe_read_error(exc, self.shown))))
+                message = json.loads(line)
+                item = _item(message)
+                if not self._put(item) or item[0] in ("end", "failed", "memory"):
+                    return
+        except (OSError, ValueError):  # the pipe closed under us, or a line that is not JSON: the child is gone
+            pass
+        if not self._stop.is_set():
+            self._put(("died", proc.wait()))
 
-    def _decrypt(self, reader: Any) -> None:
-        from pypdf.errors import DependencyError
-
-        try:
-            if not self.password:
-                if reader.decrypt(""):
-                    return  # only an owner password: readable by anyone
-                raise ToolError(
-                    f"{self.shown} is password-protected: ask the user for its password and call again with password=..."
-                )
-            if not reader.decrypt(self.password):
-                raise ToolError(f"The password given for {self.shown} is wrong; ask the user for the right one.")
-        except DependencyError:
-            raise ToolError(_describe_read_error(DependencyError(), self.shown)) from None
-        except ToolError:
-            raise
-        except NotImplementedError as exc:
-            raise ToolError(f"{self.shown} uses an encryption method pypdf cannot open ({exc}).") from None
+    def _kill(self) -> None:
+        self._stop.set()
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if self._relay is not None:
+            self._relay.join(timeout=5)
+        for pipe in (proc.stdin, proc.stdout):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+        self._proc = None
+        _keep_spare()
 
     # -- the caller's side -------------------------------------------------------------------------
     def _get(self) -> tuple[str, Any]:
@@ -234,29 +298,61 @@ class PdfPages:
                 raise queue.Empty
             item = self._queue.get(timeout=remaining)
         except queue.Empty:
-            self._stop.set()
-            raise ToolError(
-                f"Reading {self.shown} took longer than {self.budget_s:g} s, so it was stopped (the file may be damaged "
-                "or very large); try a smaller page range with pages=..."
-            ) from None
+            self._kill()
+            raise ToolError(self._stopped(f"took longer than {self.budget_s:g} s")) from None
         finally:
             self._waited += time.monotonic() - started
-        if item[0] == "error":
-            self._stop.set()
-            raise item[1]
+        kind, value = item
+        if kind in ("error", "failed", "memory", "died"):
+            self._kill()
+        if kind == "error":
+            raise value
+        if kind == "failed":
+            raise ToolError(_failure(*value, self.shown, self.memory_mb))
+        if kind == "memory":
+            raise ToolError(self._stopped(f"needed more than {self.memory_mb} MB of memory"))
+        if kind == "died":
+            raise ToolError(self._stopped(f"failed (the reader process ended with code {value})"))
         return item
 
+    def _stopped(self, why: str) -> str:
+        """What was read, the page the reading stopped in, and what to ask for next: one sentence."""
+        if self._info is None:
+            return (f"Reading {self.shown} {why}, so it was stopped while opening the file, before any page was "
+                    "read (the file may be damaged, crafted or very large); ask for an intact or smaller copy.")
+        selected = self._info.selected
+        stuck = selected[self._handed] if self._handed < len(selected) else selected[-1]
+        done, rest = selected[: self._handed], selected[self._handed + 1:]
+        read = ((f"page {done[0]} was read" if len(done) == 1 else f"pages {_ranges(done)} were read") if done
+                else "no page was read before it")
+        if rest:
+            todo = f"call again with pages='{_ranges(rest)}' to skip that page"
+            if done:
+                todo += f", or pages='{_ranges(done)}' for what was read"
+        elif done:
+            todo = f"call again with pages='{_ranges(done)}' for what was read"
+        else:
+            todo = "that page cannot be read within the limits (it may be crafted to be slow)"
+        return f"Reading {self.shown} {why}, so it was stopped inside page {stuck} ({read}); {todo}."
+
     def __enter__(self) -> "PdfPages":
-        self._thread = threading.Thread(target=self._work, name=f"pdf-{self.path.name}", daemon=True)
-        self._thread.start()
-        kind, value = self._get()
-        if kind == "end":  # cannot happen before info, but be safe
-            raise ToolError(f"{self.shown} has no pages.")
-        self._info = value
+        try:
+            self._start()
+            kind, value = self._get()
+            if kind != "info":  # cannot happen before info, but be safe
+                raise ToolError(f"{self.shown} has no pages.")
+            if value["count"] == 0:
+                raise ToolError(f"{self.shown} has no pages.")
+            selected = parse_pages(self.pages_spec, value["count"], self.shown)
+        except BaseException:
+            self._kill()
+            raise
+        self._info = PdfInfo(self.path, value["count"], value["title"], value["encrypted"], selected)
+        self._tell({"pages": _spans(selected)})
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
+        self._kill()
 
     @property
     def info(self) -> PdfInfo:
@@ -268,47 +364,43 @@ class PdfPages:
             kind, value = self._get()
             if kind == "end":
                 return
+            self._handed += 1
             if kind == "bad_page":
                 self.stats.failed_pages.append(value)
                 continue
-            number, text = value
+            number, text, cut = value
             self.stats.pages_read += 1
+            if cut:
+                self.stats.cut_pages.append(number)
             if not text.strip():
                 self.stats.empty_pages.append(number)
             yield number, text
 
 
-def _forget_parsed_objects(reader: Any) -> None:
-    """pypdf keeps every object it has parsed (decoded page contents included) for the reader's lifetime:
-    ~20 KB a page. Pages already read will not be read again, so the cache is dropped now and then (shared
-    objects such as fonts are parsed again when the next page needs them); memory stays flat in page count."""
-    cache = getattr(reader, "resolved_objects", None)
-    if isinstance(cache, dict):
-        cache.clear()
+def _item(message: dict[str, Any]) -> tuple[str, Any]:
+    """A line of the child (data only) -> a queue item."""
+    if "info" in message:
+        info = message["info"]
+        return "info", {"count": int(info["count"]), "title": info.get("title"), "encrypted": bool(info["encrypted"])}
+    if "page" in message:
+        return "page", (int(message["page"]), str(message["text"]), bool(message.get("cut")))
+    if "bad_page" in message:
+        return "bad_page", int(message["bad_page"])
+    if "memory" in message:
+        return "memory", int(message["memory"])
+    if "error" in message:
+        return "failed", (str(message["error"]), str(message.get("detail") or ""))
+    return "end", None
 
 
-@contextmanager
-def _mapped(fh: Any) -> Iterator[Any]:
-    """The file memory-mapped: read at memory speed like pypdf's own in-memory copy, without copying it (a
-    scanned PDF can be hundreds of MB); the OS pages it in and out. A plain file handle where mmap fails."""
-    try:
-        data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        yield fh
-        return
-    try:
-        yield data
-    finally:
-        data.close()
-
-
-def _title(reader: Any) -> str | None:
-    try:
-        meta = reader.metadata
-        title = (meta.title if meta else None) or None
-        return str(title).strip() or None if title else None
-    except Exception:  # noqa: BLE001 - metadata is optional and often broken
-        return None
+def _spans(numbers: list[int]) -> list[list[int]]:
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and spans[-1][1] == n - 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return spans
 
 
 def no_text_message(shown: str, info: PdfInfo, stats: ReadStats) -> str:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from .base import ToolError, make_tool
 from .documents import DocumentSink, ReadDocument, Segment, offer
 from .fs_tools import FsRoots
+from .pdf_child import MAX_PAGE_CHARS
 from .pdf_reader import PdfInfo, PdfPages, ReadStats, _ranges, check_is_pdf, no_text_message, sha256_file
 from .progress import Progress
 from .summarize import (
@@ -240,6 +241,9 @@ def _notes_for(stats: ReadStats) -> list[str]:
         notes.append(f"[Pages {_ranges(stats.empty_pages)} have no text layer (scanned images?); they were skipped.]")
     if stats.failed_pages:
         notes.append(f"[Pages {_ranges(stats.failed_pages)} are damaged and could not be read.]")
+    if stats.cut_pages:
+        notes.append(f"[The text of pages {_ranges(stats.cut_pages)} is longer than {MAX_PAGE_CHARS:,} characters "
+                     "a page; only that much of each was read.]")
     return notes
 
 

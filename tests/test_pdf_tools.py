@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import resource
+import threading
+import time
 import types
+import zlib
 from pathlib import Path
 
 import pytest
@@ -124,6 +129,143 @@ def test_a_spent_budget_stops_the_read_however_fast_the_pages_come(sample_pdfs, 
         with pdf_reader.PdfPages(sample_pdfs.fifty, "fifty.pdf", budget_s=3.5) as doc:
             pages.extend(number for number, _ in doc)
     assert pages == [1, 2, 3]
+
+
+# -- hostile PDFs: work stops when the budget ends, inside a page too ------------------------------------
+def write_crafted_pdf(path: Path, page_streams: list[bytes]) -> Path:
+    """A PDF whose pages have these content streams (text operators), each flate-compressed: a stream of tens of
+    MB of operators compresses to a few KB, under pypdf's own decompression limit (75 MB), and takes pypdf
+    seconds to minutes to parse on one page."""
+    count = len(page_streams)
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % (4 + 2 * i) for i in range(count)) + b"] /Count %d >>"
+            % count,
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
+    for i, stream in enumerate(page_streams):
+        data = zlib.compress(stream, 9)
+        objs.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >>"
+                    b" /Contents %d 0 R >>" % (5 + 2 * i))
+        objs.append(b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data) + data + b"\nendstream")
+    out = bytearray(b"%PDF-1.7\n")
+    offsets = []
+    for n, body in enumerate(objs, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objs) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
+    path.write_bytes(bytes(out))
+    return path
+
+
+def _quick_page(n: int) -> bytes:
+    return b"BT /F1 12 Tf 72 720 Td (Page %d reads quickly.) Tj ET\n" % n
+
+
+SLOW_OP = b"BT /F1 9 Tf 20 700 Td (slow) Tj ET\n"
+
+
+@pytest.fixture(scope="module")
+def crafted_pdf(tmp_path_factory) -> Path:
+    """Page 2's stream inflates to 8 MB of text operators (about 10 s of pypdf here, 20 KB on disk)."""
+    slow = SLOW_OP * (8_000_000 // len(SLOW_OP))
+    return write_crafted_pdf(tmp_path_factory.mktemp("crafted") / "crafted.pdf", [_quick_page(1), slow, _quick_page(3)])
+
+
+def _pdf_children() -> dict[int, str]:
+    """This process's children running the PDF reader's child (pdf_child.py): pid -> state (R, S, Z...)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == os.getpid() and b"pdf_child.py" in cmdline:
+            found[int(entry.name)] = state
+    return found
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_crafted_slow_page_is_stopped_inside_the_page_and_no_work_is_left(crafted_pdf):
+    """The reader's thread used to stop only at the next page: the caller got its answer after the budget, and
+    pypdf kept a core busy on page 2 for as long as it took. Now the child reading it is killed at the deadline."""
+    budget = 1.5
+    tools = {t.name: t for t in build_pdf_tools([crafted_pdf.parent], time_budget_s=budget)}
+    readers: set[int] = set()
+    calling = threading.Event()
+
+    def watch() -> None:  # the children seen while the read is certainly under way (the spare comes after it)
+        until = time.monotonic() + budget * 0.8
+        while calling.is_set() and time.monotonic() < until:
+            readers.update(_pdf_children())
+            time.sleep(0.05)
+
+    calling.set()
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    started = time.monotonic()
+    try:
+        message = error_of(tools["pdf_extract_text"], path=str(crafted_pdf))
+    finally:
+        elapsed = time.monotonic() - started
+        calling.clear()
+        watcher.join()
+    assert elapsed < budget + 8, elapsed  # generous: a loaded 2-core machine
+    assert f"took longer than {budget:g} s" in message and "inside page 2" in message, message
+    assert "page 1 was read" in message and "pages='3'" in message and "pages='1'" in message, message
+    # the child that was reading page 2 is gone (killed and reaped, not a zombie) ...
+    assert readers, "no reader child was seen"
+    left = _pdf_children()
+    assert not readers & set(left), (readers, left)
+    assert len(left) <= 1  # at most the spare, waiting for the next read
+    # ... and nothing in this process parses on: over 2 s it uses almost no CPU (pypdf alone used a core)
+    before = _cpu_s()
+    time.sleep(2)
+    assert _cpu_s() - before < 0.3
+
+
+def test_a_page_needing_more_memory_than_allowed_is_stopped_there(crafted_pdf):
+    with pytest.raises(ToolError) as info:
+        with pdf_reader.PdfPages(crafted_pdf, "crafted.pdf", budget_s=120, memory_mb=150) as doc:
+            list(doc)
+    message = str(info.value)
+    assert one_sentence(message), message
+    assert "needed more than 150 MB of memory" in message and "inside page 2" in message, message
+
+
+def test_a_page_is_read_up_to_its_bound_and_says_so(tmp_path):
+    from integrations.pdf_child import MAX_PAGE_CHARS
+
+    long_string = b"(" + b"w" * 2000 + b") Tj\n"
+    stream = b"BT /F1 9 Tf 20 700 Td\n" + long_string * (MAX_PAGE_CHARS // 2000 + 50) + b"ET\n"
+    path = write_crafted_pdf(tmp_path / "wordy.pdf", [stream, _quick_page(2)])
+    with pdf_reader.PdfPages(path, "wordy.pdf") as doc:
+        texts = dict(doc)
+        assert doc.stats.cut_pages == [1]
+    assert len(texts[1]) == MAX_PAGE_CHARS and "Page 2 reads quickly." in texts[2]
+    out = build_pdf_tools([tmp_path], max_extract_chars=10**7)[0].func(str(path))
+    assert f"The text of pages 1 is longer than {MAX_PAGE_CHARS:,} characters" in out
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
+def test_the_child_that_parses_the_pdf_gets_none_of_jarviss_environment(sample_pdfs, monkeypatch):
+    monkeypatch.setenv("JARVIS_TEST_SECRET", "s3cret-token")
+    for _ in range(2):  # the spare started after the first read was started with the secret in the environment
+        build_pdf_tools([sample_pdfs.folder])[0].func(str(sample_pdfs.one))
+    children = _pdf_children()
+    assert children
+    for pid in children:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        assert b"s3cret-token" not in environ and b"JARVIS_TEST_SECRET" not in environ
 
 
 def _corpus_files() -> list[Path]:
