@@ -3,8 +3,11 @@
 Who may answer: on Telegram only `confirmations.notify.telegram_user_id` (the id Telegram authenticates; anyone
 else's press is dropped without a word, so a stranger learns nothing); by email only a reply from
 `confirmations.notify.email` whose From: Gmail verified (channels.email.sender_verified), whose first word is
-approve or deny and which quotes the code. What is answered: the token names one question (tools.answers.item_ref: the
-call's key, tool and arguments hash); it is good while that question is still pending, once. The first answer of
+approve or deny and which quotes the code (one code: a reply quoting two known codes answers neither). What is
+answered: the token names one question (tools.answers.item_ref: the call's key, tool and arguments hash); it is good
+while that question is still pending, once, and only from the message it was sent in (the Telegram chat and message
+whose button was pressed, the email thread replied in): its data pressed under another message, or its code quoted
+in the reply to another email, answers nothing. The first answer of
 any surface wins (JorbService, chat.answering record it); the later ones are told "already answered". A jorb's
 and a chat thread's confirmations alike: the answer goes the way the UI's does (App.answer_item).
 """
@@ -29,6 +32,9 @@ log = logging.getLogger(__name__)
 CODE = re.compile(r"\b[A-Z2-7]{24}\b")  # store.new_token: 15 bytes in base32
 # (thread_id, interrupt_id, "approve"|"deny", via, the question's ref) -> applies it
 Answer = Callable[[str, str, str, str, str], Any]
+
+
+UNKNOWN = "That code is not known (it may be for another message); nothing was done."
 
 
 class Busy(Exception):
@@ -57,10 +63,13 @@ class RemoteAnswers:
         self.store = store or ApprovalStore(settings)
 
     # -- one token, from any channel ----------------------------------------------------------------------------
-    def use(self, token: str, channel: str, answer: str) -> Outcome:
+    def use(self, token: str, channel: str, answer: str, *, sent_to: str | None = None,
+            message: str | None = None) -> Outcome:
+        """`sent_to`, `message`: where the answer came from (the Telegram chat and message pressed, the email
+        thread replied in): a token answers only from the message it was sent in."""
         row = self.store.token(token)
-        if row is None or row.channel != channel:
-            return Outcome("That code is not known (it may be for another message); nothing was done.")
+        if row is None or row.channel != channel or not self._from_its_message(row, sent_to, message):
+            return Outcome(UNKNOWN)
         if row.used_at is not None:
             return Outcome(self._already(row), closed=True)
         item = next((p for p in self.pending(row.thread_id) if p.get("interrupt_id") == row.interrupt_id
@@ -80,6 +89,14 @@ class RemoteAnswers:
         done = "Approved" if answer == "approve" else "Denied"
         return Outcome(f"{done}: {item.get('summary') or item.get('tool')}", applied=True, closed=True)
 
+    @staticmethod
+    def _from_its_message(row: ApprovalTokenRow, sent_to: str | None, message: str | None) -> bool:
+        """The token's own message: its chat (Telegram) and its message id or email thread. A row whose message id
+        was never stored (the process died between sending and storing it) is matched by its chat alone."""
+        if sent_to is not None and sent_to != row.sent_to:
+            return False
+        return row.message_id is None or row.message_id == message
+
     def _already(self, row: ApprovalTokenRow) -> str:
         first = self.store.answered(row.ref)
         return first.describe() if first else "already answered, or no longer waiting; nothing was done"
@@ -96,7 +113,11 @@ class RemoteAnswers:
         if action not in (APPROVE, DENY) or not token:
             outcome = Outcome("That button is not one of Jarvis's; nothing was done.")
         else:
-            outcome = self.use(token, "telegram", "approve" if action == APPROVE else "deny")
+            message = query.get("message") or {}  # absent for an inline message: not one Jarvis sent
+            chat = (message.get("chat") or {}).get("id") if isinstance(message, dict) else None
+            outcome = self.use(token, "telegram", "approve" if action == APPROVE else "deny",
+                               sent_to="" if chat is None else str(chat),
+                               message=str(message.get("message_id")) if isinstance(message, dict) else None)
         self.telegram.call("answerCallbackQuery", {"callback_query_id": query.get("id"), "text": outcome.text[:190],
                                                    "show_alert": not outcome.applied})
         message = query.get("message") or {}
@@ -120,12 +141,16 @@ class RemoteAnswers:
             return None
         words = text.split()
         first = re.sub(r"[^a-z]", "", words[0].lower()) if words else ""
-        codes = CODE.findall(text.upper())
+        codes = list(dict.fromkeys(CODE.findall(text.upper())))
+        known = [c for c in codes if self.store.token(c) is not None] or codes[:1]
         if first not in ("approve", "deny") or not codes:
             outcome = Outcome('Not understood: reply with "approve" or "deny" as the first word, keeping the code '
                               "in the reply. Nothing was done.")
+        elif len(known) > 1:  # which one the first word is for cannot be told: none is answered
+            outcome = Outcome("The reply quotes more than one code: answer each message by replying to it, with its "
+                              "own code only. Nothing was done.")
         else:
-            outcome = self.use(codes[0], "email", first)
+            outcome = self.use(known[0], "email", first, message=str(meta.get("thread_key")))
         try:
             EmailChannel(self.settings).send(self.cfg.email, outcome.text, thread_key=meta.get("thread_key"))
         except Exception as exc:  # noqa: BLE001 - the answer stands without the acknowledgement
