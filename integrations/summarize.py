@@ -22,7 +22,41 @@ from .base import ToolError
 
 log = logging.getLogger(__name__)
 
-ChatModelSource = BaseChatModel | Callable[[], BaseChatModel]
+# (reply, model) -> the reply, or an exception saying why it must not be used: the caller's judgement of how the
+# answer ended (orchestrator/llm/answer_end.checked_reply), passed in because integrations never import the
+# orchestrator. A summary cut off (a stream closed mid-answer, a stop at the token limit) is not a summary.
+ReplyCheck = Callable[[Any, Any], Any]
+
+
+class CheckedModel:
+    """A chat model whose every answer is judged by `check_reply` before a summary uses it."""
+
+    def __init__(self, model: BaseChatModel, check_reply: ReplyCheck):
+        self.model = model
+        self.check_reply = check_reply
+
+    def invoke(self, messages: Any, config: Any = None, **kwargs: Any) -> Any:
+        reply = self.model.invoke(messages, config=config, **kwargs)
+        try:
+            return self.check_reply(reply, self.model)
+        except ToolError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the check's own sentence, as the tool's answer
+            raise ToolError(str(exc)) from None
+
+
+ChatModel = BaseChatModel | CheckedModel
+ChatModelSource = ChatModel | Callable[[], ChatModel]
+
+
+def checked_model(source: ChatModelSource, check_reply: ReplyCheck) -> Callable[[], CheckedModel]:
+    """`source` (a model, or a factory called on first use as before) with its answers judged by `check_reply`:
+    what the orchestrator hands the summary tools (PDF, YouTube, the document index)."""
+    def build() -> CheckedModel:
+        model = source() if callable(source) and not isinstance(source, (BaseChatModel, CheckedModel)) else source
+        return model if isinstance(model, CheckedModel) else CheckedModel(model, check_reply)
+
+    return build
 
 # Room left in each call for the instructions around the text.
 PROMPT_OVERHEAD_TOKENS = 300
@@ -43,17 +77,17 @@ class ModelSource:
 
     def __init__(self, source: ChatModelSource | None):
         self._source = source
-        self._model: BaseChatModel | None = None
+        self._model: ChatModel | None = None
 
-    def get(self) -> BaseChatModel:
+    def get(self) -> ChatModel:
         if self._model is None:
             if self._source is None:
                 raise ToolError("No chat model is configured for summaries: set models.primary in the config.")
-            self._model = self._source if isinstance(self._source, BaseChatModel) else self._source()
+            self._model = self._source if isinstance(self._source, (BaseChatModel, CheckedModel)) else self._source()
         return self._model
 
 
-def ask_model(model: BaseChatModel, system: str, user: str) -> str:
+def ask_model(model: ChatModel, system: str, user: str) -> str:
     try:
         reply = model.invoke([SystemMessage(content=system), HumanMessage(content=user)])
     except ToolError:
@@ -170,7 +204,7 @@ def _peek(it: Iterator[Chunk]) -> tuple[Chunk | None, Chunk | None, Iterator[Chu
 
 
 def map_reduce(
-    model: BaseChatModel,
+    model: ChatModel,
     chunks: Iterable[Chunk],
     prompts: SummaryPrompts,
     *,
@@ -232,7 +266,7 @@ def _groups(notes: list[Partial], chunk_tokens: int) -> list[list[Partial]]:
     return groups
 
 
-def _merge(model: BaseChatModel, prompts: SummaryPrompts, group: list[Partial], note_budget: int) -> Partial:
+def _merge(model: ChatModel, prompts: SummaryPrompts, group: list[Partial], note_budget: int) -> Partial:
     if len(group) == 1:
         return group[0]
     text = _clip(ask_model(model, prompts.system, prompts.merge(group)), note_budget)

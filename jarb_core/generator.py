@@ -1,10 +1,18 @@
-"""Asking a chat model for a tool's code, its tests, and repairs (any LangChain chat model, passed in)."""
+"""Asking a chat model for a tool's code, its tests, and repairs (any LangChain chat model, passed in).
+
+An answer cut off (a stream closed before the model said it was done, or a stop at its token limit) may hold
+code that parses and passes a weak test while missing its end: it is never tested, registered or run. The
+caller passes the judgement in (`check_reply(reply, what)`, orchestrator/llm/answer_end.checked_reply: jarb_core
+does not import the orchestrator), which raises with a sentence saying what to do (raise max_tokens).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -56,11 +64,14 @@ class Draft:
 
 
 class CodeGenerator:
-    def __init__(self, llm: BaseChatModel):
+    def __init__(self, llm: BaseChatModel, check_reply: Callable[[Any, str], Any] | None = None):
         self.llm = llm
+        self.check_reply = check_reply  # (reply, what it is) -> the reply, or raises: a cut answer is not code
 
-    def _ask(self, system: str, user: str, config: dict | None, marker: str | None) -> Draft:
+    def _ask(self, system: str, user: str, config: dict | None, marker: str | None, what: str) -> Draft:
         reply = self.llm.invoke([SystemMessage(content=system), HumanMessage(content=user)], config=config)
+        if self.check_reply is not None:
+            reply = self.check_reply(reply, f"{what} (none of that answer was tested, registered or run)")
         text = reply.text if hasattr(reply, "text") and isinstance(reply.text, str) else str(reply.content)
         code = extract_code(text, marker)
         problems = [] if code else ["the reply contained no Python code"]
@@ -69,24 +80,24 @@ class CodeGenerator:
     def write_module(self, spec: ToolSpec, config: dict | None = None) -> Draft:
         system = CODE_SYSTEM.format(signature=spec.signature(), effects=_effects(spec))
         user = f"Tool spec:\n{spec_text(spec)}\n\nWrite the module `{spec.name}.py`."
-        return self._ask(system, user, config, f"def {spec.name}(")
+        return self._ask(system, user, config, f"def {spec.name}(", f"the code of the new tool {spec.name}")
 
     def write_tests(self, spec: ToolSpec, config: dict | None = None) -> Draft:
         system = TESTS_SYSTEM.format(name=spec.name)
         user = (f"Tool spec:\n{spec_text(spec)}\n\nThe entry point is `{spec.signature()}` in module `{spec.name}`.\n"
                 f"Write `test_{spec.name}.py`.")
-        return self._ask(system, user, config, "def test")
+        return self._ask(system, user, config, "def test", f"the tests of the new tool {spec.name}")
 
     def repair_module(self, spec: ToolSpec, code: str, tests: str, failure: str, config: dict | None = None) -> Draft:
         system = REPAIR_SYSTEM.format(signature=spec.signature(), effects=_effects(spec))
         user = (f"Tool spec:\n{spec_text(spec)}\n\nCurrent module `{spec.name}.py`:\n```python\n{code}```\n\n"
                 f"Tests:\n```python\n{tests}```\n\nWhat went wrong:\n{trim_output(failure, 6000)}\n\n"
                 "Return the corrected module.")
-        return self._ask(system, user, config, f"def {spec.name}(")
+        return self._ask(system, user, config, f"def {spec.name}(", f"the repaired code of the new tool {spec.name}")
 
     def rewrite_tests(self, spec: ToolSpec, tests: str, problems: list[str], config: dict | None = None) -> Draft:
         system = TESTS_SYSTEM.format(name=spec.name)
         user = (f"Tool spec:\n{spec_text(spec)}\n\nThese tests cannot be used:\n```python\n{tests}```\n"
                 f"Problems: {'; '.join(problems)}\nWrite `test_{spec.name}.py` again.")
-        return self._ask(system, user, config, "def test")
+        return self._ask(system, user, config, "def test", f"the tests of the new tool {spec.name}")
 

@@ -32,6 +32,7 @@ from integrations.fs_tools import build_fs_tools
 from integrations.gcal_tools import build_gcal_tools
 from integrations.gmail_tools import build_gmail_tools
 from integrations.pdf_tools import build_pdf_tools
+from integrations.summarize import checked_model
 from integrations.time_tools import build_time_tools
 from integrations.yt_tools import build_yt_tools
 
@@ -53,6 +54,7 @@ from .jorbs.service import JorbBusy, JorbError, JorbService
 from .jorbs.schema import JorbStatus
 from .jorbs.store import JorbStore
 from .jorbs.tools import build_jorb_tools
+from .llm.answer_end import checked_reply
 from .llm.client import make_chat_model
 from .llm.embeddings import Embedder, make_embedder
 from .mcp.manager import McpManager
@@ -236,8 +238,10 @@ class App:
     def document_tools(self) -> list[BaseTool]:
         """PDF and YouTube tools. Their heavy libraries (pypdf, youtube-transcript-api) load on first use."""
         settings = self.settings
-        # Built on the first summary, not at start: long documents go to the heavy model when one is set.
-        model = lambda: make_chat_model(settings, "heavy", streaming=False)  # noqa: E731
+        # Built on the first summary, not at start: long documents go to the heavy model when one is set. An
+        # answer cut off (at the token limit, or a closed connection) is refused, not summarized from.
+        model = checked_model(lambda: make_chat_model(settings, "heavy", streaming=False),
+                              lambda reply, llm: checked_reply(reply, llm, "a summary or an answer from a document"))
         pdf, yt = settings.pdf, settings.youtube
         roots = [*settings.fs.roots, settings.data_dir / "uploads"]
         sink = IndexSink(self.docs_index, auto_index=settings.docs.auto_index)  # what the tools read becomes searchable

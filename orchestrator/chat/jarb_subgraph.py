@@ -41,6 +41,7 @@ from jarb_core.testing import TestReport
 
 from orchestrator.tools.executor import CallContext, ConfirmationRequest
 from orchestrator.jarb.tools import make_factory
+from orchestrator.llm.answer_end import checked_reply
 from orchestrator.llm.client import make_chat_model
 from orchestrator.chat.runtime import JarvisRuntime
 from orchestrator.chat.state import JarbTask, tainted
@@ -109,9 +110,9 @@ class JarbServices:
 
     @cached_property
     def generator(self) -> CodeGenerator:
-        if self.settings.models.heavy is not None:
-            return CodeGenerator(make_chat_model(self.settings, "heavy"))
-        return CodeGenerator(self.rt.llm)
+        llm = make_chat_model(self.settings, "heavy") if self.settings.models.heavy is not None else self.rt.llm
+        # how each answer ended is judged here (jarb_core does not import the orchestrator): a cut answer is not code
+        return CodeGenerator(llm, check_reply=lambda reply, what: checked_reply(reply, llm, what))
 
 
 def build_jarb_subgraph(services: JarbServices):
