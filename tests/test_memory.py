@@ -513,6 +513,15 @@ def test_the_planner_asks_before_remembering_a_fact_the_user_states(jarvis_env):
     off.graph.invoke({"messages": [("user", told)]}, _cfg("U"), version="v2")
     assert "ask whether to remember it" not in _system(jarvis_env.server.requests[-1])
 
+    # Memory on, but memory_remember not among the tools this thread is given (a small model's few bound tools): a
+    # line about a tool it cannot call is left out (with it, the 135M model read file.txt for "Read notes.txt.").
+    jarvis_env.write_config(planner={"max_bound_tools": 2, "max_thread_tools": 2})
+    few = jarvis_env.app()
+    few.graph.invoke({"messages": [("user", "Read notes.txt.")]}, _cfg("V"), version="v2")
+    request = jarvis_env.server.requests[-1]
+    assert "memory_remember" not in {t["function"]["name"] for t in request.get("tools") or []}
+    assert "ask whether to remember it" not in _system(request)
+
 
 # -- expiry, re-telling, kinds (existing behaviour) ----------------------------------------------------------------
 
