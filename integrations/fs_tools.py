@@ -31,9 +31,13 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 class FsRoots:
     """The folders the file tools may touch, resolved once."""
 
-    def __init__(self, roots: Sequence[Path | str], protected: Sequence[Path | str] = ()):
+    def __init__(self, roots: Sequence[Path | str], protected: Sequence[Path | str] = (), *,
+                 name_root_when_outside: bool = False):
         """protected: places inside the roots that are never written (Jarvis's own config, data, tools and code,
-        key stores): a document must not be able to talk Jarvis into rewriting its own policy."""
+        key stores): a document must not be able to talk Jarvis into rewriting its own policy.
+        name_root_when_outside: a path outside every root is refused with what the first root holds (the file
+        tools, which a small model reaches for with a made-up path; the PDF tools keep their one-line errors)."""
+        self.name_root_when_outside = name_root_when_outside
         resolved = [Path(os.path.realpath(os.path.expanduser(str(r)))) for r in roots]
         if not resolved:
             raise ValueError("fs.roots is empty: list at least one folder Jarvis may use")
@@ -65,20 +69,27 @@ class FsRoots:
             raise ToolError(f"{path} cannot be resolved ({exc}).") from None
         if not self._inside(real):
             raise ToolError(
-                f"{path} is outside the folders Jarvis may use ({self.describe()}); "
+                f"{path} is outside the folders Jarvis may use ({self.describe()})"
+                f"{self._listing(self.roots[0]) if self.name_root_when_outside else ''}; "
                 "add its folder to fs.roots in the config to allow it."
             )
         if must_exist and not real.exists():
             raise ToolError(f"{path} does not exist{self._what_is_there(real)}.")
         return real
 
-    def _what_is_there(self, missing: Path, shown: int = 25) -> str:
+    def _what_is_there(self, missing: Path) -> str:
         """What the nearest existing folder holds, so a wrong name can be put right (a small model asked for "my
         folder" calls fs_list_dir("myfolder.txt"), then repeats the error to the user). The names are what fs_list_dir would show: the
         tools that resolve paths mark their output, errors included, as outside content."""
         folder = missing.parent
         while not folder.is_dir() and self._inside(folder.parent):
             folder = folder.parent
+        return self._listing(folder)
+
+    def _listing(self, folder: Path, shown: int = 25) -> str:
+        """", there are a, b in FOLDER (...)": the first names in a folder Jarvis may use, or "" (none to show).
+        Also said for a path outside every root (the 135M model asked for "my folder" writes
+        "/home/user/my-folder.txt" at some hours of its prompt's clock line): the user's own folder is what it meant."""
         if not (folder.is_dir() and self._inside(folder)):
             return ""
         try:
@@ -157,7 +168,7 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
     """max_listed: entries fs_list_dir shows (a folder of a million files was read, stat'ed and sent whole);
     search_budget_s: how long fs_search walks before answering with what it found (a search for a name that is
     nowhere walked the whole tree, however large, reading every file when content was given)."""
-    allowed = FsRoots(roots, protected)
+    allowed = FsRoots(roots, protected, name_root_when_outside=True)
 
     def fs_list_dir(path: str) -> list[dict]:
         """List a folder: each entry's name, type (file/dir/link) and size in bytes."""

@@ -77,4 +77,20 @@ def test_a_missing_path_says_what_the_nearest_folder_holds(fs):
     assert f"there are a.txt in {root / 'sub'} (use" in str(err.value)
     with pytest.raises(ToolError) as err:  # nothing outside the roots is shown, a symlink's target included
         tools["fs_read_text"].invoke({"path": "escape/none.txt"})
-    assert "secret" not in str(err.value) and "there are" not in str(err.value)
+    assert "secret.txt" not in str(err.value) and "outside the folders" in str(err.value)
+    assert f"there are b.md, escape, secret-link.txt, sub/ in {root} (use" in str(err.value)  # the root's own names
+
+
+def test_a_path_outside_the_roots_says_what_the_users_folder_holds(fs):
+    """At some hours of its prompt's clock line the 135M model, asked to "list the files in my folder", writes
+    "/home/user/my-folder.txt": outside every root. The refusal names what the first root holds, as for a missing
+    path, and never what is outside."""
+    root, outside, tools = fs
+    for path in ("/home/user/my-folder.txt", "../outside", "/etc/passwd"):
+        with pytest.raises(ToolError) as err:
+            tools["fs_list_dir"].invoke({"path": path})
+        text = str(err.value)
+        assert text.startswith(f"{path} is outside the folders Jarvis may use ({root}); there are b.md, escape, "
+                               f"secret-link.txt, sub/ in {root} (use one of these, or that folder itself); add its "
+                               "folder to fs.roots"), text
+        assert "secret.txt" not in text and "passwd" not in text.split(";", 1)[1]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import sys
 import time
+from datetime import datetime, timezone
 
 import pytest
 
+from orchestrator.chat import planner
 from orchestrator.llm.embedded import embedded_server
 from tests.real_model_fuzz import (
     ANCHOR_S, BUDGET_S, MAX_SLOWDOWN, MIN_VALID_SHARE, PLAIN_TURNS, SIMPLE_REQUESTS, SIMPLE_ROUNDS, TURNS,
@@ -69,14 +71,35 @@ def test_fifty_turns_against_a_real_tiny_model(jarvis_env):
         assert shown["thread_id"] == thread_id and shown["messages"][0]["type"] == "human"
 
 
+# The system prompt says the date and the hour (chat/planner.py), and greedy decoding makes the 135M model's calls a
+# function of the whole prompt: over the 12 even hours of 2026-11-26, "Read notes.txt." read file.txt at 00:00 and
+# 02:00, and "List the files in my folder." wrote /home/user/my-folder.txt at 16:00 (refused, then, without the names the
+# refusal now gives). With the wall clock the check below passed or failed by the hour CI ran at. The prompt's clock is pinned to one instant (in UTC, whatever the
+# machine's zone), so the floor is checked on the same prompt every run; the 50-turn fuzz keeps the wall clock.
+PINNED_PROMPT_TIME = datetime(2026, 11, 26, 19, 30, tzinfo=timezone.utc)
+
+
+def pin_prompt_clock(monkeypatch) -> None:
+    class PinnedClock(datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls.fromtimestamp(PINNED_PROMPT_TIME.timestamp(), tz or timezone.utc)
+
+        def astimezone(self, tz=None):  # the prompt shows local time: UTC here, on every machine
+            return datetime.astimezone(self, tz or timezone.utc)
+
+    monkeypatch.setattr(planner, "datetime", PinnedClock)
+
+
 @pytest.mark.slow
 @pytest.mark.solo  # the real model on both cores; no time bound, only a hang guard
 @pytest.mark.timeout(900)
-def test_the_tiny_model_really_calls_tools_for_simple_requests(jarvis_env):
+def test_the_tiny_model_really_calls_tools_for_simple_requests(jarvis_env, monkeypatch):
     """Issue [18]'s floor for the built-in model, through the real graph and executor: most calls valid (a tool it
     was given, arguments that fit), nothing written without an approval, every turn answered in words, never a
     traceback."""
     gguf = require_real_model()
+    pin_prompt_clock(monkeypatch)
     canary = make_files(jarvis_env.root)
     overrides = fuzz_overrides(jarvis_env.root, gguf)
     overrides["models"]["primary"]["temperature"] = 0  # greedy: the same prompt gives the same calls
