@@ -226,10 +226,11 @@ def test_every_model_caller_refuses_a_cut_answer(tmp_path, llm_server):
     llm_server.push({"content": "The user's dentist is", "cut_stream": True})
     with pytest.raises(ModelEndpointError, match="stopped in the middle of the summary of the earlier conversation"):
         summarize(_model(tmp_path, llm_server.base_url), None, folded, None)
+    # Stopped at the token limit, the summary is kept and says it was cut: refused, every later turn of the thread
+    # failed (each needs the fold; the 50-turn fuzz on the 135M model, max_tokens 64, showed it).
     llm_server.push({"content": "The user's dentist is", "finish_reason": "length"})
-    with pytest.raises(ModelEndpointError, match=r"token limit \(models.primary.max_tokens = 5\) while writing the "
-                                                 "summary"):
-        summarize(_model(tmp_path, llm_server.base_url, max_tokens=5), None, folded, None)
+    assert summarize(_model(tmp_path, llm_server.base_url, max_tokens=5), None, folded, None) == (
+        "The user's dentist is (This summary was cut off at the model's token limit; older details may be missing.)")
     llm_server.push({"content": "The user's dentist is Ana, on Tuesdays."})
     summary = summarize(_model(tmp_path, llm_server.base_url), None, folded, None)
     assert summary == "The user's dentist is Ana, on Tuesdays."

@@ -18,10 +18,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
-from orchestrator.llm.answer_end import checked_reply
+from orchestrator.llm.answer_end import checked_reply, ending
 
 log = logging.getLogger(__name__)
 
+CUT_SUMMARY_NOTE = "(This summary was cut off at the model's token limit; older details may be missing.)"
 INTERNAL_TAG = "jarvis:internal"  # model calls whose tokens are not the answer (the UI and CLI skip them)
 
 SUMMARY_PROMPT = """You keep the memory of a long conversation between a user and their assistant, Jarvis.
@@ -74,8 +75,15 @@ def summarize(llm: BaseChatModel, previous: str | None, messages: list[AnyMessag
     ]
     cfg = dict(config or {})
     cfg["tags"] = [*(cfg.get("tags") or []), INTERNAL_TAG]
-    # a summary cut off would drop facts for good (the folded messages leave the state): it is refused, not kept
-    reply = checked_reply(llm.invoke(prompt, config=cfg), llm, "the summary of the earlier conversation")
+    reply = llm.invoke(prompt, config=cfg)
+    if ending(reply) == "length":
+        # Stopped at the token limit: kept, and said to be cut. Refused, it failed every later turn of the thread
+        # (each needs the fold, and a model with a small max_tokens writes the summary too long again); the folded
+        # messages stay in the thread's archive.
+        text = reply.text if hasattr(reply, "text") else str(reply.content)
+        return f"{text.strip()} {CUT_SUMMARY_NOTE}".strip()
+    # a stream cut mid-answer is refused: what arrived is not the model's summary (the next turn folds again)
+    reply = checked_reply(reply, llm, "the summary of the earlier conversation")
     text = reply.text if hasattr(reply, "text") else str(reply.content)
     return text.strip() or (previous or "")
 
