@@ -14,24 +14,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import answer, tool_call
-from tests.fakes.telegram_server import TelegramServer
 from tests.test_approvals_remote import (FORGED, PRINCIPAL, STRANGER, VERIFIED, _answer_to, _config, _poller, _press,
                                          _sent_with_buttons, _wait)
 from tests.test_approvals_remote import mail  # noqa: F401 - a fixture: the principal's Gmail, set up once
+from tests.test_approvals_remote import telegram  # noqa: F401 - a fixture: the local Telegram, the principal known
 from tests.test_jorbs import step
 from tests.test_ui_browser import browser, open_ui, send, shot  # noqa: F401 - fixtures
 from tests.ui_server import start_ui
 
 THREAD = "web-phone"
-
-
-@pytest.fixture
-def telegram(jarvis_env, monkeypatch):
-    with TelegramServer(token="123:TEST") as fake:
-        monkeypatch.setenv("JARVIS_SECRET_TELEGRAM_TOKEN", "123:TEST")
-        fake.state.known_chats.add(PRINCIPAL)
-        _config(jarvis_env, fake, to=["telegram"], telegram_user_id=PRINCIPAL)
-        yield fake
 
 
 def _ask_to_write(ui, thread: str = THREAD, *names: str) -> list[dict[str, Any]]:

@@ -14,23 +14,14 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.telegram_server import TelegramServer
-from tests.test_approvals_remote import (FORGED, PRINCIPAL, VERIFIED, _answer_to, _config, _paused_jorb, _poller,
+from tests.test_approvals_remote import (FORGED, PRINCIPAL, VERIFIED, _answer_to, _paused_jorb, _poller,
                                          _press, _sent_with_buttons, _wait)
 from tests.test_approvals_remote import mail  # noqa: F401 - a fixture: the principal's Gmail
+from tests.test_approvals_remote import telegram  # noqa: F401 - a fixture: the local Telegram, the principal known
 from tests.test_jorbs import step
 from tests.ui_server import start_ui
 
 GONE = "no longer waiting"
-
-
-@pytest.fixture
-def telegram(jarvis_env, monkeypatch):
-    with TelegramServer(token="123:TEST") as fake:
-        monkeypatch.setenv("JARVIS_SECRET_TELEGRAM_TOKEN", "123:TEST")
-        fake.state.known_chats.add(PRINCIPAL)
-        _config(jarvis_env, fake, to=["telegram"], telegram_user_id=PRINCIPAL)
-        yield fake
 
 
 def _ledger(jarvis_env, thread_id: str) -> int:
