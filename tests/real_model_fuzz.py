@@ -113,6 +113,10 @@ def fuzz_overrides(root: Path, gguf: Path) -> dict[str, Any]:
         "models": {"primary": {
             "provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "chat_format": "jarvis-chatml-tools",
             "n_ctx": 8192, "max_tokens": MAX_TOKENS, "timeout_s": 180, "max_retries": 1, "api_key": "none",
+            # Greedy: the same prompt gives the same answer, so a run's work is the same every run. Sampled (the
+            # server's default, with a new seed each start), the 50 turns took 235 s on one run and 315 s on the
+            # next at the same machine speed (anchor 3.6-4.1 s), and the time bound failed by chance.
+            "temperature": 0,
         }},
         # A small model loops and rambles; a short step budget, short answers and short reads keep 50 turns
         # within minutes on 2 cores.

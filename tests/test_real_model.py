@@ -3,7 +3,8 @@ with the real tools bound and fs_write on confirm (tests/real_model_fuzz.py has 
 
 The run is bounded to 5 minutes at this machine's speed, measured by an anchor request (a turn's worth of model
 work, tests/real_model_fuzz.py); when the machine is slower, the bound is scaled by the anchor's time, taken
-before and after the run, at most 3 times."""
+before and after the run, at most 3 times. The model decodes greedily and the prompt's clock is pinned, so every run
+asks the model for the same work: the bound compares Jarvis with itself, not one run's luck with another's."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ from tests.real_model_fuzz import (
 @pytest.mark.slow
 @pytest.mark.solo  # its bound is timed: it runs after the parallel tests, alone on the machine
 @pytest.mark.timeout(1200)  # a hang guard; the real bound is the run's own deadline below
-def test_fifty_turns_against_a_real_tiny_model(jarvis_env):
+def test_fifty_turns_against_a_real_tiny_model(jarvis_env, monkeypatch):
     gguf = require_real_model()
+    pin_prompt_clock(monkeypatch)  # with greedy decoding, every run does the same work: its time bound is fair
     canary = make_files(jarvis_env.root)
     jarvis_env.write_config(**fuzz_overrides(jarvis_env.root, gguf))
     settings = jarvis_env.settings
@@ -75,7 +77,8 @@ def test_fifty_turns_against_a_real_tiny_model(jarvis_env):
 # function of the whole prompt: over the 12 even hours of 2026-11-26, "Read notes.txt." read file.txt at 00:00 and
 # 02:00, and "List the files in my folder." wrote /home/user/my-folder.txt at 16:00 (refused, then, without the names the
 # refusal now gives). With the wall clock the check below passed or failed by the hour CI ran at. The prompt's clock is pinned to one instant (in UTC, whatever the
-# machine's zone), so the floor is checked on the same prompt every run; the 50-turn fuzz keeps the wall clock.
+# machine's zone), so the floor is checked on the same prompt every run. The 50-turn fuzz pins it too: its time bound then measures the
+# same work every run (on the wall clock it took 235 s at one hour and 315 s at another, at the same machine speed).
 PINNED_PROMPT_TIME = datetime(2026, 11, 26, 19, 30, tzinfo=timezone.utc)
 
 
@@ -101,9 +104,7 @@ def test_the_tiny_model_really_calls_tools_for_simple_requests(jarvis_env, monke
     gguf = require_real_model()
     pin_prompt_clock(monkeypatch)
     canary = make_files(jarvis_env.root)
-    overrides = fuzz_overrides(jarvis_env.root, gguf)
-    overrides["models"]["primary"]["temperature"] = 0  # greedy: the same prompt gives the same calls
-    jarvis_env.write_config(**overrides)
+    jarvis_env.write_config(**fuzz_overrides(jarvis_env.root, gguf))  # greedy: the same prompt gives the same calls
     requests = [text for text, _ in SIMPLE_REQUESTS]
     # Each request in a thread of its own, as a new user's first message: a 135M model copies the calls it sees
     # earlier in its thread, whatever is asked next.
