@@ -235,6 +235,36 @@ def test_the_facts_read_for_a_message_follow_every_write(settings):
     assert [v.id for v in store.relevant(asked)] == [second.id]
 
 
+def test_an_empty_memory_costs_a_turn_one_statement(settings):
+    """Every turn reads memory before it plans (memory.enabled is on by default): with nothing remembered that read
+    is one probe, not the three searches (named entities, keywords, the found facts) a full memory needs; a fact
+    written by another process is found at the next read, and forgetting the last one empties it again."""
+    from sqlalchemy import event
+
+    from orchestrator.memory import MemoryStore, Provenance, SourceKind
+
+    store, other = MemoryStore(settings), MemoryStore(settings)
+    store.ensure()
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *rest):
+        statements.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", seen)
+    try:
+        assert store.relevant("what did I tell you about Carol's dentist?") == []
+        assert len(statements) == 1, statements
+        fact = other.remember("Carol's dentist is Dr Kim", Provenance(SourceKind.USER, True, "thread t"),
+                              about="Carol", kind="person")
+        statements.clear()
+        assert [v.id for v in store.relevant("what about Carol?")] == [fact.id]
+        assert len(statements) > 1
+        other.forget(fact.id)
+        assert store.relevant("what about Carol?") == []
+    finally:
+        event.remove(store.engine, "before_cursor_execute", seen)
+
+
 def test_search_input_is_words_not_query_syntax(settings):
     from orchestrator.memory import MemoryStore, Provenance, SourceKind
 
