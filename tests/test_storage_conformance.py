@@ -82,6 +82,15 @@ def test_threads_and_their_archive(settings):
     threads.touch("cli-2", title="Other", status="waiting")
     assert threads.get("cli-1").title == "Budget ✓"
     assert {t.thread_id for t in threads.list(statuses=("waiting",))} == {"cli-2"}
+    # a later touch moves updated_at, keeps the status it does not name and the title once there is one
+    before = threads.get("cli-2")
+    threads.touch("cli-2", title="A later request")
+    after = threads.get("cli-2")
+    assert (after.title, after.status, after.created_at) == ("Other", "waiting", before.created_at)
+    assert after.updated_at >= before.updated_at
+    threads.touch("cli-3", status="running")  # a row made without a title takes the first one given
+    threads.touch("cli-3", title="first words", status="idle")
+    assert (threads.get("cli-3").title, threads.get("cli-3").status) == ("first words", "idle")
     threads.archive("cli-1", [HumanMessage("hello", id="m1"), AIMessage("hi there", id="m2")])
     assert [m.content for m in threads.archived("cli-1")] == ["hello", "hi there"]
     threads.delete("cli-1")

@@ -3,6 +3,7 @@ checkpoints, and helpers to read a thread's messages and pending confirmations f
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, messages_from_dict, messages_to_dict
-from sqlalchemy import DateTime, Integer, String, Text, case, delete, desc, func, select
+from sqlalchemy import DateTime, Integer, String, Text, bindparam, case, delete, desc, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, Session, mapped_column
@@ -73,6 +74,21 @@ def _info(row: ThreadRow) -> ThreadInfo:
     return ThreadInfo(row.thread_id, row.kind, row.title, row.status, row.created_at, row.updated_at)
 
 
+@functools.cache
+def _upsert(dialect: str) -> Any:
+    """touch's statement, built once per dialect so that SQLAlchemy compiles it once: an update keeps the row's
+    status when none is given (new_status NULL) and its title once it has one (a title is only ever set once)."""
+    table = ThreadRow.__table__
+    stmt = (sqlite_insert if dialect == "sqlite" else pg_insert)(table).values(
+        thread_id=bindparam("thread_id"), kind=bindparam("kind"), title=bindparam("title"), status=bindparam("status"),
+        created_at=bindparam("now"), updated_at=bindparam("now"))
+    return stmt.on_conflict_do_update(index_elements=["thread_id"], set_={
+        "updated_at": stmt.excluded.updated_at,
+        "status": func.coalesce(bindparam("new_status", type_=String), table.c.status),
+        "title": case((table.c.title == "", stmt.excluded.title), else_=table.c.title),
+    })
+
+
 # touch_later's writes not yet made, by database and thread: one map for every ThreadIndex of the process, so
 # that a merged write still carries the last status whichever instance asked for it.
 _pending: dict[tuple[str, str], dict[str, Any]] = {}
@@ -88,19 +104,11 @@ class ThreadIndex:
         """Create the thread's row or update it: one upsert statement (this runs on every turn). A status that is
         not a ThreadStatus is refused (ValueError)."""
         now = utcnow()
-        table = ThreadRow.__table__
         status = ThreadStatus(status).value if status else None
-        values = {"thread_id": thread_id, "kind": kind, "title": (title or "")[:200], "status": status or IDLE.value,
-                  "created_at": now, "updated_at": now}
-        changes: dict[str, Any] = {"updated_at": now}
-        if status:
-            changes["status"] = status
-        if title:
-            changes["title"] = case((table.c.title == "", title[:200]), else_=table.c.title)
-        insert = sqlite_insert if self.engine.dialect.name == "sqlite" else pg_insert
-        stmt = insert(table).values(**values).on_conflict_do_update(index_elements=["thread_id"], set_=changes)
         with self.engine.begin() as conn:
-            conn.execute(stmt)
+            conn.execute(_upsert(self.engine.dialect.name), {
+                "thread_id": thread_id, "kind": kind, "title": (title or "")[:200], "status": status or IDLE.value,
+                "now": now, "new_status": status})
 
     def touch_later(self, thread_id: str, *, title: str | None = None, status: ThreadStatus | str | None = None,
                     kind: str = "chat") -> None:
