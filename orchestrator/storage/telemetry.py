@@ -240,7 +240,7 @@ class TelemetryHandler(BaseCallbackHandler):
         tools = [e for e in run.events if e["kind"] == "tool"]
         try:
             with jarvis_engine(self.settings).begin() as conn:
-                conn.execute(insert(RunRow.__table__).values(
+                conn.execute(insert(RunRow.__table__), dict(  # parameters, not .values(): compiled once
                     id=run.id, thread_id=run.thread_id, graph=run.graph, started_at=run.started_at,
                     duration_ms=duration, status=status, error=error, prompt_tokens=run.prompt_tokens,
                     completion_tokens=run.completion_tokens, model_calls=run.model_calls, model_ms=run.model_ms,
