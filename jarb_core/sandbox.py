@@ -160,7 +160,8 @@ class Sandbox:
                 "Install util-linux's setpriv, or run Jarvis as an ordinary user.")
         try:
             plan = self._backend.plan(list(argv), binds=binds, workdir=workdir, env=env, network=network, limits=limits,
-                                      cgroup_procs=cgroup.procs_files if cgroup else (), hide=hide)
+                                      cgroup_procs=cgroup.procs_files if cgroup else (), hide=hide,
+                                      pids_capped=cgroup is not None and "pids" in cgroup.dirs)
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()

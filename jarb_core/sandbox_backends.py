@@ -187,7 +187,8 @@ class BubblewrapBackend:
         self.network = network
 
     def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
-             network: bool, limits: Limits, cgroup_procs: Sequence[Path] = (), hide: Sequence[Path] = ()) -> LaunchPlan:
+             network: bool, limits: Limits, cgroup_procs: Sequence[Path] = (), hide: Sequence[Path] = (),
+             pids_capped: bool = False) -> LaunchPlan:
         """hide: host folders or files kept out of sight where a bind would show them (Jarvis' own config, data,
         checkout and keyring, for instance): a folder is covered by an empty read-only tmpfs, a file by /dev/null."""
         drop_uid = self.drop_uid
@@ -253,10 +254,13 @@ class BubblewrapBackend:
         args += ["--remount-ro", "/", "--chdir", inside_wd, "--"]
 
         inner: list[str] = []
+        # RLIMIT_NPROC counts every process of the uid, other runs' too: with a pids cgroup capping this run's
+        # tree it is left off, or one run's fork bomb keeps the next run from starting at all
+        rlimits = limits.rlimits(nproc=not pids_capped)
         if self.prlimit:
-            inner += [self.prlimit, *_prlimit_args(limits.rlimits(nproc=True)), "--"]
+            inner += [self.prlimit, *_prlimit_args(rlimits), "--"]
         else:
-            inner += [sys.executable, "-I", "-S", str(LIMITS_EXEC), json.dumps(limits.rlimits(nproc=True)), "--"]
+            inner += [sys.executable, "-I", "-S", str(LIMITS_EXEC), json.dumps(rlimits), "--"]
         if drop_uid is not None:
             inner += _setpriv(self.setpriv, drop_uid)
         full = [*_idmap_prefix(binds, drop_uid), *args, *inner, *argv]
@@ -397,20 +401,22 @@ class HostDirBackend:
             os.chown(wd, self.drop_uid, self.drop_uid)
         return wd, tmp
 
-    def _limits_prefix(self, limits: Limits) -> list[str]:
+    def _limits_prefix(self, limits: Limits, pids_capped: bool = False) -> list[str]:
         # Without a user namespace RLIMIT_NPROC counts all of a user's processes, not the sandbox's: only set
-        # it for the dedicated unprivileged uid.
-        nproc = self.drop_uid is not None
+        # it for the dedicated unprivileged uid, and only where no pids cgroup caps the run (the uid is shared
+        # by every run, so the limit is too)
+        nproc = self.drop_uid is not None and not pids_capped
         if self.prlimit:
             return [self.prlimit, *_prlimit_args(limits.rlimits(nproc=nproc)), "--"]
         return [sys.executable, "-I", "-S", str(LIMITS_EXEC), json.dumps(limits.rlimits(nproc=nproc)), "--"]
 
     def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
-             network: bool, limits: Limits, cgroup_procs: Sequence[Path] = (), hide: Sequence[Path] = ()) -> LaunchPlan:
+             network: bool, limits: Limits, cgroup_procs: Sequence[Path] = (), hide: Sequence[Path] = (),
+             pids_capped: bool = False) -> LaunchPlan:
         cleanup: list[Callable[[], None]] = []
         wd, tmp = self._workdir(workdir, binds, cleanup)
         drop = [] if self.drop_uid is None else _setpriv(self.setpriv, self.drop_uid)
-        full = [*_idmap_prefix(binds, self.drop_uid), *self._limits_prefix(limits), *drop, *argv]
+        full = [*_idmap_prefix(binds, self.drop_uid), *self._limits_prefix(limits, pids_capped), *drop, *argv]
         if cgroup_procs:
             full = join_argv(cgroup_procs, full)
         e = base_env(wd, env)
@@ -428,7 +434,8 @@ class SeatbeltBackend(HostDirBackend):
         self.sandbox_exec = sandbox_exec
 
     def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
-             network: bool, limits: Limits, cgroup_procs: Sequence[Path] = (), hide: Sequence[Path] = ()) -> LaunchPlan:
+             network: bool, limits: Limits, cgroup_procs: Sequence[Path] = (), hide: Sequence[Path] = (),
+             pids_capped: bool = False) -> LaunchPlan:
         cleanup: list[Callable[[], None]] = []
         wd, tmp = self._workdir(workdir, binds, cleanup)
         readable = [*python_dirs(), *(str(b.source) for b in binds if b.target is None or b.target.startswith("/")),

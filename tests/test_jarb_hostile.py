@@ -242,6 +242,48 @@ def test_process_cap_holds_on_a_harmless_case(env):
     assert _sandbox_processes() == []
 
 
+def test_one_run_s_processes_do_not_count_against_another_s(env):
+    """Runs share the sandbox uid; the process cap is each run's own (its pids cgroup). With RLIMIT_NPROC also set,
+    the uid's processes were counted together: while one run held 12 sleeping children, the next could not start
+    more than 3 (with -n 2 in make test, a fork bomb in one worker failed the other worker's sandbox tests)."""
+    settings, _, _ = env
+    sandbox = make_sandbox(settings)
+    if os.geteuid() != 0 or "pids" in cgroups.missing():
+        pytest.skip("runs share a uid only when Jarvis runs as root; without a pids cgroup RLIMIT_NPROC is the cap")
+    hold = textwrap.dedent("""
+        import os, sys, time
+        for _ in range(12):
+            if os.fork() == 0:
+                time.sleep(4)
+                os._exit(0)
+        print("holding", flush=True)
+        time.sleep(4)
+    """)
+    holder = sandbox.spawn([sandbox.python, "-I", "-c", hold])
+    try:
+        deadline = time.monotonic() + 20
+        while len(_sandbox_processes()) < 12 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_sandbox_processes()) >= 12
+        code = textwrap.dedent("""
+            import os, time
+            started = 0
+            try:
+                for _ in range(8):
+                    if os.fork() == 0:
+                        time.sleep(1)
+                        os._exit(0)
+                    started += 1
+            except OSError as exc:
+                print("refused after", started, exc.errno)
+            print("started", started)
+        """)
+        result = sandbox.run([sandbox.python, "-I", "-c", code])
+        assert "started 8" in result.stdout_text, (result.stdout_text, result.stderr_text)
+    finally:
+        holder.wait(30)
+
+
 @pytest.mark.parametrize("case_id", CASE_IDS)
 def test_hostile_tool_is_contained(env, case_id):
     settings, factory, host = env

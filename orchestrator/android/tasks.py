@@ -39,6 +39,7 @@ from integrations.base import ToolError
 from orchestrator.core import json_bounds
 from orchestrator.core.aio import run_sync
 from orchestrator.core.config import Settings
+from orchestrator.core.supervisor import pid_alive
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
 from orchestrator.tools.executor import CallContext, ConfirmationRequest, Decision, ToolExecutor
 from orchestrator.llm.answer_end import checked_reply
@@ -76,16 +77,6 @@ class AndroidTaskRow(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _refuse(request: ConfirmationRequest) -> Decision:
     return Decision(decision="deny", reason="a phone task runs in the background and cannot ask for confirmation; "
                                             f"allow {', '.join(request.side_effects)} in autonomy.effects to let it run")
@@ -107,7 +98,7 @@ class AndroidTaskService:
     def _mark_orphans(self) -> None:
         with Session(self.engine) as s:
             for row in s.scalars(select(AndroidTaskRow).where(AndroidTaskRow.status.in_([AndroidTaskStatus.QUEUED, AndroidTaskStatus.RUNNING]))):
-                if not _pid_alive(row.pid):
+                if not pid_alive(row.pid):
                     row.status = AndroidTaskStatus.INTERRUPTED
                     row.error = "Jarvis stopped while this task was running; start it again with android_task_do"
                     row.updated_at = utcnow()

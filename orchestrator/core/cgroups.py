@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from pathlib import Path
 
+from orchestrator.core.supervisor import pid_alive
+
 log = logging.getLogger(__name__)
 
 PREFIX = "jarvis-"  # jarvis-<kind>-<pid>-<random>: sbx (a sandboxed run), browser (a task's browser)
@@ -304,16 +306,8 @@ def _sweep_stale(parent: Path, version: str) -> None:
             owner = int(entry.name[len(PREFIX):].split("-", 2)[1])
         except (IndexError, ValueError):
             continue
-        if owner == os.getpid() or _alive(owner):
+        if owner == os.getpid() or pid_alive(owner):
             continue
         RunCgroup({"pids": (entry, version)}).remove()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -57,6 +57,17 @@ def _pdeathsig() -> Callable[[], None] | None:
 _die_with_parent = _pdeathsig()
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (signal 0 checks without sending; one we may not signal exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def describe_exit(returncode: int) -> str:
     if returncode < 0:
         try:
