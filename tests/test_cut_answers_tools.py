@@ -9,6 +9,7 @@ import pytest
 
 from integrations.base import ToolError
 from orchestrator.chat.turns import stream_turn
+from tests.conftest import answer
 from tests.fakes.pdfs import write_pdf
 from tests.jarb_helpers import (
     FIXED_WORD_COUNT, WORD_COUNT_SPEC, WORD_COUNT_TESTS, fenced, is_code_request, is_jarb_request, is_repair_request,
@@ -28,25 +29,58 @@ def _jarb_turn(jarvis_env, thread: str) -> list[dict]:
 
 def test_code_stopped_at_the_token_limit_is_never_tested_registered_or_run(jarvis_env):
     """The module below is whole-looking Python (it would pass its tests), but the model said it was stopped at
-    its token limit: it used to be tested in the sandbox and registered."""
+    its token limit: it used to be tested in the sandbox and registered. It is not; and since the endpoint works,
+    the turn goes on: create_new_tool fails with the reason (it used to end the turn with a model error), and the
+    planner tells the user."""
     jarvis_env.write_config(models={"primary": {"max_tokens": 64}}, autonomy={"effects": {"tool_create": "auto"}})
     server = jarvis_env.server
     server.add_rule(is_code_request, {**fenced(FIXED_WORD_COUNT), "finish_reason": "length"})
     server.add_rule(is_tests_request, fenced(WORD_COUNT_TESTS))
     server.add_rule(is_repair_request, fenced(FIXED_WORD_COUNT))
     server.push(spec_call(WORD_COUNT_SPEC))
+    server.push(answer("I could not build word_count: my token limit cut its code off. Raise max_tokens."))
 
     events = _jarb_turn(jarvis_env, "cut-code")
-    error = next(e for e in events if e["event"] == "error")
-    assert error["kind"] == "model_endpoint"
-    message = error["message"]
-    assert "cut off at its token limit (models.primary.max_tokens = 64)" in message, message
-    assert "the code of the new tool word_count" in message and "tested, registered or run" in message
-    assert "Raise the limit" in message
+    assert not [e for e in events if e["event"] == "error"], events
+    assert events[-1]["event"] == "done" and "could not build word_count" in events[-1]["content"]
+    told = _tool_result(server, "create_new_tool")
+    assert told.startswith("Nothing was registered: could not build word_count"), told
+    assert "cut off at its token limit (models.primary.max_tokens = 64)" in told, told
+    assert "the code of the new tool word_count" in told and "tested, registered or run" in told
+    assert "Raise the limit" in told
     assert not any(e["event"] == "progress" and e.get("stage") in ("run_tests", "register") for e in events)
     assert [r for r in server.requests if is_tests_request(r)] == []  # nothing after the cut answer
     assert "word_count" not in _registered(jarvis_env)
     assert not (jarvis_env.path / "tools" / "word_count_v1.py").exists()
+
+
+def test_a_repair_stopped_at_the_token_limit_ends_the_attempt_not_the_turn(jarvis_env):
+    """The first module fails its tests; the repair is stopped at the token limit: nothing more is tested, the
+    planner hears why, the turn ends with its answer."""
+    jarvis_env.write_config(models={"primary": {"max_tokens": 64}}, autonomy={"effects": {"tool_create": "auto"}})
+    server = jarvis_env.server
+    server.add_rule(is_code_request, fenced(FIXED_WORD_COUNT.replace("len(", "1 + len(")))
+    server.add_rule(is_tests_request, fenced(WORD_COUNT_TESTS))
+    server.add_rule(is_repair_request, {**fenced(FIXED_WORD_COUNT), "finish_reason": "length"})
+    server.push(spec_call(WORD_COUNT_SPEC))
+    server.push(answer("I could not build word_count."))
+
+    events = _jarb_turn(jarvis_env, "cut-repair")
+    assert not [e for e in events if e["event"] == "error"], events
+    told = _tool_result(server, "create_new_tool")
+    assert "cut off at its token limit" in told and "Attempts: attempt 1:" in told, told
+    assert len([e for e in events if e["event"] == "progress" and e.get("stage") == "run_tests"
+                and e.get("ok") is not None]) == 1  # the first module's tests only: the cut repair is not run
+    assert "word_count" not in _registered(jarvis_env)
+
+
+def _tool_result(server, name: str) -> str:
+    """The last result of tool `name` the planner was shown (the scripted server's requests)."""
+    for request in reversed(server.requests):
+        for message in reversed(request.get("messages") or []):
+            if message.get("role") == "tool" and message.get("name", name) == name:
+                return message.get("content") or ""
+    raise AssertionError(f"the planner was never shown a result of {name}")
 
 
 def test_tests_cut_mid_stream_are_never_run(jarvis_env):

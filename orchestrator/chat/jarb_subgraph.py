@@ -41,7 +41,7 @@ from jarb_core.testing import TestReport
 
 from orchestrator.tools.executor import CallContext, ConfirmationRequest
 from orchestrator.jarb.tools import make_factory
-from orchestrator.llm.answer_end import checked_reply
+from orchestrator.llm.answer_end import AnswerAtTokenLimit, checked_reply
 from orchestrator.llm.client import make_chat_model
 from orchestrator.chat.runtime import JarvisRuntime
 from orchestrator.chat.state import JarbTask, tainted
@@ -130,13 +130,19 @@ def build_jarb_subgraph(services: JarbServices):
             return {"stage": "failed", "error": str(exc)}
         emit(progress_event("spec_to_code", 0, f"writing {spec.name} with the {services.model_role} model",
                             tool=spec.name))
-        draft = services.generator.write_module(spec, config)
+        try:
+            draft = services.generator.write_module(spec, config)
+        except AnswerAtTokenLimit as exc:  # nothing cut off is tested or run; the planner is told why, and the turn goes on
+            return {"stage": "failed", "error": str(exc)}
         return {"spec": spec.model_dump(), "code": draft.code, "stage": "generate_tests"}
 
     def generate_tests(task: JarbTask, config: RunnableConfig) -> dict[str, Any]:
         spec = spec_of(task)
         _writer()(progress_event("generate_tests", 0, f"writing tests for {spec.name}", tool=spec.name))
-        draft = services.generator.write_tests(spec, config)
+        try:
+            draft = services.generator.write_tests(spec, config)
+        except AnswerAtTokenLimit as exc:
+            return {"stage": "failed", "error": str(exc)}
         return {"tests": draft.code, "stage": "run_tests"}
 
     def run_tests(task: JarbTask) -> dict[str, Any]:
@@ -168,19 +174,22 @@ def build_jarb_subgraph(services: JarbServices):
         attempt = task.attempt + 1
         _writer()(progress_event("repair", attempt, f"repairing {spec.name} (repair {attempt} of {max_repairs})",
                                  tool=spec.name))
-        update: dict[str, Any] = {"attempt": attempt}
+        update: dict[str, Any] = {"attempt": attempt, "stage": "run_tests"}
         tests_problems = check_tests(task.tests, spec) if task.tests else ["there are no tests"]
         report = TestReport.from_dict(task.report)
         module_ok = bool(task.code) and not check_module(task.code, spec) and not \
             derive_manifest(task.code).contradictions(spec.effects())
-        if tests_problems:
-            draft = (services.generator.rewrite_tests(spec, task.tests, tests_problems, config) if task.tests
-                     else services.generator.write_tests(spec, config))
-            update["tests"] = draft.code
-        if not (tests_problems and module_ok and report is not None and report.static):
-            failure = task.test_output or (report.failure_text() if report else "the tests failed")
-            draft = services.generator.repair_module(spec, task.code or "", task.tests or "", failure, config)
-            update["code"] = draft.code
+        try:
+            if tests_problems:
+                draft = (services.generator.rewrite_tests(spec, task.tests, tests_problems, config) if task.tests
+                         else services.generator.write_tests(spec, config))
+                update["tests"] = draft.code
+            if not (tests_problems and module_ok and report is not None and report.static):
+                failure = task.test_output or (report.failure_text() if report else "the tests failed")
+                draft = services.generator.repair_module(spec, task.code or "", task.tests or "", failure, config)
+                update["code"] = draft.code
+        except AnswerAtTokenLimit as exc:
+            return {"attempt": attempt, "stage": "failed", "error": str(exc)}
         return update
 
     def register(task: JarbTask, config: RunnableConfig) -> dict[str, Any]:
@@ -236,10 +245,10 @@ def build_jarb_subgraph(services: JarbServices):
     g.add_node("give_up", give_up)
     g.add_edge(START, "spec_to_code")
     g.add_conditional_edges("spec_to_code", after({"generate_tests": "generate_tests"}), ["generate_tests", "give_up"])
-    g.add_edge("generate_tests", "run_tests")
+    g.add_conditional_edges("generate_tests", after({"run_tests": "run_tests"}), ["run_tests", "give_up"])
     g.add_conditional_edges("run_tests", after({"register": "register", "repair": "repair"}),
                             ["register", "repair", "give_up"])
-    g.add_edge("repair", "run_tests")
+    g.add_conditional_edges("repair", after({"run_tests": "run_tests"}), ["run_tests", "give_up"])
     g.add_conditional_edges("register", after({"registered": END}), [END, "give_up"])
     g.add_edge("give_up", END)
     return g.compile()

@@ -21,6 +21,11 @@ from orchestrator.core.errors import ModelEndpointError
 Ending = Literal["complete", "cut", "length"]
 
 
+class AnswerAtTokenLimit(ModelEndpointError):
+    """An answer stopped at the model's token limit: the endpoint works, the limit is too low for this answer. A
+    caller that can go on without the answer (JARB gives up on the tool and tells the planner) catches this one."""
+
+
 def ending(message: Any) -> Ending:
     """How `message` (an AIMessage or a merged AIMessageChunk) ended."""
     meta = getattr(message, "response_metadata", None) or {}
@@ -69,6 +74,6 @@ def checked_reply(reply: Any, llm: Any, what: str) -> Any:
         raise ModelEndpointError(
             f"The model at {base_url} stopped in the middle of {what}: the connection closed before the model said "
             "it was done, so none of it was used. Try again; if it keeps happening, look at the model server's log.")
-    raise ModelEndpointError(
+    raise AnswerAtTokenLimit(
         f"The model at {base_url} was cut off at its token limit ({limit_text(role, max_tokens)}) while writing "
         f"{what}, so the unfinished answer was not used. Raise the limit, or try again.")
