@@ -77,8 +77,10 @@ class JarvisRuntime:
         recently used ones and the best ranked) and find_tools (tool_binding.py, tools/index.py)."""
         tools = self.catalog.all()
         limit = self.settings.planner.max_bound_tools
-        finder = [t for t in tools if t.name == FIND_TOOLS]
-        others = [t for t in tools if t.name != FIND_TOOLS]
+        finder: list[BaseTool] = []
+        others: list[BaseTool] = []
+        for t in tools:
+            (finder if t.name == FIND_TOOLS else others).append(t)
         window, _ = context_window(self.settings, self.windows)
         budget = int(window * TOOL_SHARE)
 

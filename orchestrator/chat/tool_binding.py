@@ -32,11 +32,19 @@ def thread_tools(others: Sequence[BaseTool], chosen: Sequence[BaseTool], bound_b
     """The tools to bind: those bound earlier in the thread (still in the catalog) in their order, then the
     request's `chosen` ones (best first) not among them, in the catalog's order; when that is more than `cap` tools
     or does not fit, the request's choice alone (as many of the best as fit), in the catalog's order."""
-    by_name = {t.name: t for t in others}
-    kept = [by_name[n] for n in dict.fromkeys(bound_before) if n in by_name]
-    held = {t.name for t in kept}
-    order = {t.name: i for i, t in enumerate(others)}
-    new = sorted((t for t in chosen if t.name not in held), key=lambda t: order.get(t.name, len(order)))
+    # one pass over the catalog (it can hold a thousand tools; this runs at every planner step)
+    bound = dict.fromkeys(bound_before)
+    picked = {t.name for t in chosen}
+    found: dict[str, BaseTool] = {}
+    new: list[BaseTool] = []
+    for t in others:
+        if t.name in bound:
+            found[t.name] = t
+        elif t.name in picked:
+            new.append(t)
+    kept = [found[n] for n in bound if n in found]
+    listed = {t.name for t in new}
+    new += [t for t in chosen if t.name not in found and t.name not in listed]  # not in the catalog: last
     merged = kept + new
     if len(merged) <= cap and fits(merged):
         return merged

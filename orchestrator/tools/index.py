@@ -72,7 +72,7 @@ class ToolIndex:
     @staticmethod
     def fingerprint(tools: list[BaseTool]) -> int:
         """Changes when a tool is added, removed or rebuilt (providers rebuild a tool when it changes)."""
-        return hash(tuple((t.name, id(t)) for t in tools))
+        return hash(tuple(map(id, tools)))  # a renamed or changed tool is a new object
 
     def _rebuild(self, tools: list[BaseTool]) -> None:
         conn = sqlite3.connect(":memory:", check_same_thread=False)
