@@ -217,23 +217,29 @@ def _cases():
 CASE_IDS = [c[0] for c in _cases()]
 
 
-def test_process_cap_holds_on_a_harmless_case(env):
-    """Before any fork bomb: the cap stops a plain loop of sleeping children well short of a machine's worth."""
-    settings, _, _ = env
-    sandbox = make_sandbox(settings)
-    code = textwrap.dedent("""
+def _forking(children: int, sleep_s: float) -> str:
+    """Code that starts `children` sleeping children and prints how many it started ("refused after N errno" first
+    when a fork was refused)."""
+    return textwrap.dedent(f"""
         import os, time
         started = 0
         try:
-            for _ in range(40):
+            for _ in range({children}):
                 if os.fork() == 0:
-                    time.sleep(3)
+                    time.sleep({sleep_s})
                     os._exit(0)
                 started += 1
         except OSError as exc:
             print("refused after", started, exc.errno)
+        print("started", started)
     """)
-    result = sandbox.run([sandbox.python, "-I", "-c", code])
+
+
+def test_process_cap_holds_on_a_harmless_case(env):
+    """Before any fork bomb: the cap stops a plain loop of sleeping children well short of a machine's worth."""
+    settings, _, _ = env
+    sandbox = make_sandbox(settings)
+    result = sandbox.run([sandbox.python, "-I", "-c", _forking(40, sleep_s=3)])
     assert "refused after" in result.stdout_text, result.stderr_text
     started = int(result.stdout_text.split()[2])
     assert started < LIMITS["max_processes"]
@@ -265,20 +271,7 @@ def test_one_run_s_processes_do_not_count_against_another_s(env):
         while len(_sandbox_processes()) < 12 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(_sandbox_processes()) >= 12
-        code = textwrap.dedent("""
-            import os, time
-            started = 0
-            try:
-                for _ in range(8):
-                    if os.fork() == 0:
-                        time.sleep(1)
-                        os._exit(0)
-                    started += 1
-            except OSError as exc:
-                print("refused after", started, exc.errno)
-            print("started", started)
-        """)
-        result = sandbox.run([sandbox.python, "-I", "-c", code])
+        result = sandbox.run([sandbox.python, "-I", "-c", _forking(8, sleep_s=1)])
         assert "started 8" in result.stdout_text, (result.stdout_text, result.stderr_text)
     finally:
         holder.wait(30)
