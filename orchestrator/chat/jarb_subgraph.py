@@ -132,7 +132,7 @@ def build_jarb_subgraph(services: JarbServices):
                             tool=spec.name))
         try:
             draft = services.generator.write_module(spec, config)
-        except AnswerAtTokenLimit as exc:  # nothing cut off is tested or run; the planner is told why, and the turn goes on
+        except AnswerAtTokenLimit as exc:  # nothing cut off is tested or run; the planner is told why, the turn goes on
             return {"stage": "failed", "error": str(exc)}
         return {"spec": spec.model_dump(), "code": draft.code, "stage": "generate_tests"}
 

@@ -309,5 +309,3 @@ def _sweep_stale(parent: Path, version: str) -> None:
         if owner == os.getpid() or pid_alive(owner):
             continue
         RunCgroup({"pids": (entry, version)}).remove()
-
-
