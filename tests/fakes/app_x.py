@@ -15,8 +15,10 @@ import html
 import io
 import secrets
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.http_json import LocalServer
 
 USER, PASSWORD = "ana", "s3cret"
 PAGE_SIZE = 4
@@ -38,7 +40,7 @@ class AppX:
         self.exports = 0
         self.logins = 0
         self.hits: list[str] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = LocalServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -150,7 +152,7 @@ def main() -> None:
     args = parser.parse_args()
     app = AppX()
     app._server.server_close()
-    app._server = ThreadingHTTPServer(("127.0.0.1", args.port), app._handler())
+    app._server = LocalServer(("127.0.0.1", args.port), app._handler())
     print(f"App X on {app.url} (user {USER}, password {PASSWORD})")
     app._server.serve_forever()
 

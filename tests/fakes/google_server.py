@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email import message_from_bytes
 from email.utils import format_datetime, getaddresses
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
+
+from tests.fakes.http_json import LocalServer
 
 CLIENT_ID = "jarvis-test-client.apps.example"
 CLIENT_SECRET = "test-client-secret"
@@ -64,7 +66,7 @@ class GoogleState:
 
 
 class FakeGoogle:
-    class _HTTPServer(ThreadingHTTPServer):
+    class _HTTPServer(LocalServer):
         daemon_threads = True
         allow_reuse_address = True
         fake: "FakeGoogle"

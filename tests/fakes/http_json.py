@@ -1,10 +1,22 @@
-"""The part the local protocol servers share: a quiet HTTP/1.1 request handler that answers JSON."""
+"""The parts the local protocol servers share: a quiet threading HTTP server, and a quiet HTTP/1.1 request handler
+that answers JSON."""
 
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+class LocalServer(ThreadingHTTPServer):
+    """A local protocol server: a client that drops its connection (a browser a test killed, an idle keep-alive
+    connection closed with a reset) is no error worth a traceback in the test output."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class JsonHandler(BaseHTTPRequestHandler):

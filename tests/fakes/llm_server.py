@@ -29,10 +29,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from http.server import ThreadingHTTPServer
 from typing import Any
 
-from tests.fakes.http_json import JsonHandler
+from tests.fakes.http_json import JsonHandler, LocalServer
 
 Response = dict[str, Any]
 Predicate = Callable[[dict], bool]
@@ -315,7 +314,7 @@ class _Handler(JsonHandler):
 class FakeLLMServer:
     """`with FakeLLMServer(script=[...]) as srv:` serves on srv.base_url (http://127.0.0.1:PORT/v1)."""
 
-    class _HTTPServer(ThreadingHTTPServer):
+    class _HTTPServer(LocalServer):
         daemon_threads = True
         allow_reuse_address = True
         brain: ScriptedBrain

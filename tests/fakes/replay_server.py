@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.http_json import JsonHandler
+from tests.fakes.http_json import JsonHandler, LocalServer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "data" / "model_servers"
 
@@ -74,7 +73,7 @@ class _Handler(JsonHandler):
 class ReplayServer:
     """`with ReplayServer() as srv:` serves every fixture; `srv.base_url(server, case)` is the endpoint to use."""
 
-    class _HTTPServer(ThreadingHTTPServer):
+    class _HTTPServer(LocalServer):
         daemon_threads = True
         fixtures: dict[str, dict[str, Any]]
         requests: dict[tuple[str, str], list[dict]]

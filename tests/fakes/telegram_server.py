@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import ThreadingHTTPServer
 from typing import Any
 
-from tests.fakes.http_json import JsonHandler
+from tests.fakes.http_json import JsonHandler, LocalServer
 
 
 class TelegramState:
@@ -162,7 +161,7 @@ class _Handler(JsonHandler):
 
 
 class TelegramServer:
-    class _HTTP(ThreadingHTTPServer):
+    class _HTTP(LocalServer):
         daemon_threads = True
         state: TelegramState
 
