@@ -515,15 +515,13 @@ def test_read_sources_are_bounded_masked_and_cleared_with_the_taint():
 # -- the planner offers to remember what the user states -----------------------------------------------------------
 
 def test_the_planner_asks_before_remembering_a_fact_the_user_states(jarvis_env):
-    """The scripted model offers to remember only when its prompt tells it to (after the latest message, with the
-    step's context: never in the system prompt, whose text must not change with the tools a step binds); the user's
-    yes stores the fact as the user's own words, without a confirmation."""
+    """The scripted model offers to remember only when its system prompt tells it to; the user's yes stores the
+    fact as the user's own words, without a confirmation."""
     offered = "Shall I remember that your dentist is Dr Lee?"
     told = "By the way, my dentist is Dr Lee."
 
     def prompted(req: dict) -> bool:
-        assert "ask whether to remember it" not in _system(req)
-        return "ask whether to remember it" in _context(req)
+        return "ask whether to remember it" in _system(req)
 
     jarvis_env.server.add_rule(lambda req: prompted(req) and _asks(told)(req), answer(offered))
     jarvis_env.server.add_rule(lambda req: prompted(req) and _asks("Yes please")(req),
@@ -543,7 +541,7 @@ def test_the_planner_asks_before_remembering_a_fact_the_user_states(jarvis_env):
     jarvis_env.write_config(memory={"enabled": False})  # no memory tools: the planner is not told to offer
     off = jarvis_env.app()
     off.graph.invoke({"messages": [("user", told)]}, _cfg("U"), version="v2")
-    assert "ask whether to remember it" not in _context(jarvis_env.server.requests[-1])
+    assert "ask whether to remember it" not in _system(jarvis_env.server.requests[-1])
 
     # Memory on, but memory_remember not among the tools this thread is given (a small model's few bound tools): a
     # line about a tool it cannot call is left out (with it, the 135M model read file.txt for "Read notes.txt.").
@@ -552,24 +550,7 @@ def test_the_planner_asks_before_remembering_a_fact_the_user_states(jarvis_env):
     few.graph.invoke({"messages": [("user", "Read notes.txt.")]}, _cfg("V"), version="v2")
     request = jarvis_env.server.requests[-1]
     assert "memory_remember" not in {t["function"]["name"] for t in request.get("tools") or []}
-    assert "ask whether to remember it" not in _system(request) + _context(request)
-
-
-def test_the_system_prompt_is_the_same_whichever_tools_a_step_binds(jarvis_env):
-    """[25]: a model server reuses its evaluated prompt up to the first token that differs, and the system prompt
-    comes first. With the offer to remember in it whenever memory_remember was bound, a small model's few tools
-    (they change from turn to turn) changed it, and the built-in model read each turn's whole conversation again."""
-    jarvis_env.write_config(planner={"max_bound_tools": 2, "max_thread_tools": 4})
-    jarvis_env.server.add_rule(lambda req: True, answer("OK."))
-    app = jarvis_env.app()
-    for text in ["Read notes.txt.", "Remember that my dentist is Dr Lee.", "What time is it?", "List my folder."]:
-        app.graph.invoke({"messages": [("user", text)]}, _cfg("S"), version="v2")
-    requests = jarvis_env.server.requests
-    offered = ["memory_remember" in {t["function"]["name"] for t in r.get("tools") or []} for r in requests]
-    assert any(offered) and not all(offered), offered
-    assert [("ask whether to remember it" in _context(r)) for r in requests] == offered
-    # one system text for the whole thread (its clock line aside: it changes on the hour)
-    assert len({re.sub(r"(?m)^Today is .*$", "", _system(r)) for r in requests}) == 1
+    assert "ask whether to remember it" not in _system(request)
 
 
 # -- expiry, re-telling, kinds (existing behaviour) ----------------------------------------------------------------

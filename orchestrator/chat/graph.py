@@ -92,9 +92,8 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
         remembered = rt.remembered(_thread_id(config), state.turn, last_human.text if last_human is not None else "")
         tools_tokens = schema_tokens(settings, [openai_schema(t) for t in tools])
         bound = {t.name for t in tools}
-        system = system_prompt(settings, state)
-        # after the latest message, not in the system prompt: the prefix holds
-        added = turn_context(state, remembered, offer_memory=settings.memory.enabled and "memory_remember" in bound)
+        system = system_prompt(settings, state, bound)
+        added = turn_context(state, remembered)  # after the latest message, not in the system prompt: the prefix holds
         thread_id = _thread_id(config)
         folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system + (added or ""))]),
                          history_budget(settings, rt.windows, tools_tokens), config,
@@ -104,7 +103,7 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
             gone = {r.id for r in folded["messages"]}
             live = [m for m in state.messages if m.id not in gone]
             state = state.model_copy(update={"summary": folded["summary"]})
-            system = system_prompt(settings, state)
+            system = system_prompt(settings, state, bound)
         prompt = [SystemMessage(content=system), *with_context(live, added)]
         check_fits(settings, rt.windows, estimate_tokens(prompt), tools_tokens)
         ai = call_model(rt.llm, tools, prompt, config, rt.model_base_url())
