@@ -284,14 +284,16 @@ def test_runs_and_settings_views(open_ui):
     page.locator(".msg.assistant", has_text="Hi there.").wait_for()
     page.get_by_role("link", name="Runs").click()
     page.locator("table.runs tbody tr").first.get_by_role("link").first.click()
+    from playwright.sync_api import expect
+
+    # each view fills in after it is shown (the run's events, the endpoint's check): waited for, not read at once
     timeline = page.locator(".timeline")
-    timeline.wait_for()
-    assert "planner" in timeline.inner_text() and "entry" in timeline.inner_text()
+    expect(timeline).to_contain_text("planner")
+    expect(timeline).to_contain_text("entry")
     shot(page, "runs")
     page.get_by_role("link", name="Settings").click()
-    page.locator('.endpoint[data-role="primary"]').wait_for()
-    assert "answers" in page.locator('.endpoint[data-role="primary"]').inner_text()
-    assert str(server.env.config_path) in page.locator(".settings-info").inner_text()
+    expect(page.locator('.endpoint[data-role="primary"]')).to_contain_text("answers")
+    expect(page.locator(".settings-info")).to_contain_text(str(server.env.config_path))
     shot(page, "settings")
     assert page.js_errors == []
 
