@@ -26,6 +26,12 @@ def _system(request: dict) -> str:
     return next((m.get("content") or "") for m in request["messages"] if m.get("role") == "system")
 
 
+def _tool_description(request: dict, name: str) -> str:
+    """The description of tool `name` as the model was sent it ("" when it was not given the tool)."""
+    return next(((t["function"].get("description") or "") for t in request.get("tools") or []
+                 if t["function"]["name"] == name), "")
+
+
 def _context(request: dict) -> str:
     """What Jarvis added after the user's latest message (chat/turn_context.py): the attachments and the memory."""
     from orchestrator.llm.context_block import CONTEXT_MARKER
@@ -515,13 +521,15 @@ def test_read_sources_are_bounded_masked_and_cleared_with_the_taint():
 # -- the planner offers to remember what the user states -----------------------------------------------------------
 
 def test_the_planner_asks_before_remembering_a_fact_the_user_states(jarvis_env):
-    """The scripted model offers to remember only when its system prompt tells it to; the user's yes stores the
-    fact as the user's own words, without a confirmation."""
+    """The scripted model offers to remember only when its prompt tells it to: memory_remember's description, sent
+    only with the tool (never the system prompt, whose text must not change with the tools a step binds); the
+    user's yes stores the fact as the user's own words, without a confirmation."""
     offered = "Shall I remember that your dentist is Dr Lee?"
     told = "By the way, my dentist is Dr Lee."
 
     def prompted(req: dict) -> bool:
-        return "ask whether to remember it" in _system(req)
+        assert "remember" not in _system(req).lower()
+        return "ask whether to remember it" in _tool_description(req, "memory_remember")
 
     jarvis_env.server.add_rule(lambda req: prompted(req) and _asks(told)(req), answer(offered))
     jarvis_env.server.add_rule(lambda req: prompted(req) and _asks("Yes please")(req),
@@ -541,7 +549,7 @@ def test_the_planner_asks_before_remembering_a_fact_the_user_states(jarvis_env):
     jarvis_env.write_config(memory={"enabled": False})  # no memory tools: the planner is not told to offer
     off = jarvis_env.app()
     off.graph.invoke({"messages": [("user", told)]}, _cfg("U"), version="v2")
-    assert "ask whether to remember it" not in _system(jarvis_env.server.requests[-1])
+    assert not _tool_description(jarvis_env.server.requests[-1], "memory_remember")
 
     # Memory on, but memory_remember not among the tools this thread is given (a small model's few bound tools): a
     # line about a tool it cannot call is left out (with it, the 135M model read file.txt for "Read notes.txt.").
@@ -550,7 +558,23 @@ def test_the_planner_asks_before_remembering_a_fact_the_user_states(jarvis_env):
     few.graph.invoke({"messages": [("user", "Read notes.txt.")]}, _cfg("V"), version="v2")
     request = jarvis_env.server.requests[-1]
     assert "memory_remember" not in {t["function"]["name"] for t in request.get("tools") or []}
-    assert "ask whether to remember it" not in _system(request)
+    assert "remember" not in _system(request).lower()
+
+
+def test_the_system_prompt_is_the_same_whichever_tools_a_step_binds(jarvis_env):
+    """[25]: a model server reuses its evaluated prompt up to the first token that differs, and the system prompt
+    comes first. With the offer to remember in it whenever memory_remember was bound, a small model's few tools
+    (they change from turn to turn) changed it, and the built-in model read each turn's whole conversation again."""
+    jarvis_env.write_config(planner={"max_bound_tools": 2, "max_thread_tools": 4})
+    jarvis_env.server.add_rule(lambda req: True, answer("OK."))
+    app = jarvis_env.app()
+    for text in ["Read notes.txt.", "Remember that my dentist is Dr Lee.", "What time is it?", "List my folder."]:
+        app.graph.invoke({"messages": [("user", text)]}, _cfg("S"), version="v2")
+    requests = jarvis_env.server.requests
+    offered = [bool(_tool_description(r, "memory_remember")) for r in requests]
+    assert any(offered) and not all(offered), offered
+    # one system text for the whole thread (its clock line aside: it changes on the hour)
+    assert len({re.sub(r"(?m)^Today is .*$", "", _system(r)) for r in requests}) == 1
 
 
 # -- expiry, re-telling, kinds (existing behaviour) ----------------------------------------------------------------

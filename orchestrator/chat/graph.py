@@ -91,8 +91,7 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
         last_human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
         remembered = rt.remembered(_thread_id(config), state.turn, last_human.text if last_human is not None else "")
         tools_tokens = schema_tokens(settings, [openai_schema(t) for t in tools])
-        bound = {t.name for t in tools}
-        system = system_prompt(settings, state, bound)
+        system = system_prompt(settings, state)
         added = turn_context(state, remembered)  # after the latest message, not in the system prompt: the prefix holds
         thread_id = _thread_id(config)
         folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system + (added or ""))]),
@@ -103,7 +102,7 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
             gone = {r.id for r in folded["messages"]}
             live = [m for m in state.messages if m.id not in gone]
             state = state.model_copy(update={"summary": folded["summary"]})
-            system = system_prompt(settings, state, bound)
+            system = system_prompt(settings, state)
         prompt = [SystemMessage(content=system), *with_context(live, added)]
         check_fits(settings, rt.windows, estimate_tokens(prompt), tools_tokens)
         ai = call_model(rt.llm, tools, prompt, config, rt.model_base_url())
