@@ -75,10 +75,11 @@ def test_fifty_turns_against_a_real_tiny_model(jarvis_env, monkeypatch):
 
 # The system prompt says the date and the hour (chat/planner.py), and greedy decoding makes the 135M model's calls a
 # function of the whole prompt: over the 12 even hours of 2026-11-26, "Read notes.txt." read file.txt at 00:00 and
-# 02:00, and "List the files in my folder." wrote /home/user/my-folder.txt at 16:00 (refused, then, without the names the
-# refusal now gives). With the wall clock the check below passed or failed by the hour CI ran at. The prompt's clock is pinned to one instant (in UTC, whatever the
-# machine's zone), so the floor is checked on the same prompt every run. The 50-turn fuzz pins it too: its time bound then measures the
-# same work every run (on the wall clock it took 235 s at one hour and 315 s at another, at the same machine speed).
+# 02:00, and "List the files in my folder." wrote /home/user/my-folder.txt at 16:00 (refused, then, without the names
+# the refusal now gives). With the wall clock the check below passed or failed by the hour CI ran at. The prompt's
+# clock is pinned to one instant (in UTC, whatever the machine's zone), so the floor is checked on the same prompt
+# every run. The 50-turn fuzz pins it too: its time bound then measures the same work every run (on the wall clock it
+# took 235 s at one hour and 315 s at another, at the same machine speed).
 PINNED_PROMPT_TIME = datetime(2026, 11, 26, 19, 30, tzinfo=timezone.utc)
 
 

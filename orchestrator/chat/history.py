@@ -76,16 +76,17 @@ def summarize(llm: BaseChatModel, previous: str | None, messages: list[AnyMessag
     cfg = dict(config or {})
     cfg["tags"] = [*(cfg.get("tags") or []), INTERNAL_TAG]
     reply = llm.invoke(prompt, config=cfg)
-    if ending(reply) == "length":
-        # Stopped at the token limit: kept, and said to be cut. Refused, it failed every later turn of the thread
-        # (each needs the fold, and a model with a small max_tokens writes the summary too long again); the folded
-        # messages stay in the thread's archive.
-        text = reply.text if hasattr(reply, "text") else str(reply.content)
-        return f"{text.strip()} {CUT_SUMMARY_NOTE}".strip()
-    # a stream cut mid-answer is refused: what arrived is not the model's summary (the next turn folds again)
-    reply = checked_reply(reply, llm, "the summary of the earlier conversation")
-    text = reply.text if hasattr(reply, "text") else str(reply.content)
-    return text.strip() or (previous or "")
+    # Stopped at the token limit: kept, and said to be cut. Refused, it failed every later turn of the thread (each
+    # needs the fold, and a model with a small max_tokens writes the summary too long again); the folded messages
+    # stay in the thread's archive. A stream cut mid-answer is refused: what arrived is not the model's summary (the
+    # next turn folds again).
+    at_limit = ending(reply) == "length"
+    if not at_limit:
+        reply = checked_reply(reply, llm, "the summary of the earlier conversation")
+    text = (reply.text if hasattr(reply, "text") else str(reply.content)).strip()
+    if at_limit:
+        return f"{text} {CUT_SUMMARY_NOTE}".strip()
+    return text or (previous or "")
 
 
 def compact(llm: BaseChatModel, state: Any, system_tokens: int, budget: int, config: dict | None,

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from orchestrator.storage.claims import WORKER_ID
 from orchestrator.core.config import Settings
+from orchestrator.core.supervisor import pid_alive
 from orchestrator.storage.engines import Base, jarvis_engine, utcnow
 from orchestrator.storage.workers import ensure_heartbeat, seems_alive
 
@@ -98,13 +99,7 @@ class LedgerEntry:
         worker's heartbeat on another."""
         if self.host != socket.gethostname():
             return self.remote_alive
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid_alive(self.pid)
 
 
 def _entry(row: LedgerRow, settings: Settings) -> LedgerEntry:
