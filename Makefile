@@ -42,8 +42,8 @@ run: install
 	installed (see above); Jarvis runs with a model server you start (Jan, Ollama, LM Studio...)." >&2
 	$(VENV)/bin/jarvis run
 
-# The tests run in parallel (pytest-xdist, TEST_WORKERS processes), then those marked `solo` (timed against a
-# budget) alone, with their output shown (the fuzz prints its figures and its bound). Both phases always run;
+# The tests run in parallel (pytest-xdist, TEST_WORKERS processes), then those marked `solo` (the real model on
+# both cores) alone, with their output shown (the fuzz prints its figures). Both phases always run;
 # pytest's exit code 5 (nothing selected, e.g. when PYTEST_ARGS names one file) is not a failure.
 TEST_WORKERS ?= auto
 # Real-world test data (pypdf's PDFs, recorded YouTube responses; by pinned version and sha256, into .cache/corpus)

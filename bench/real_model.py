@@ -74,7 +74,7 @@ def main() -> int:
     for line in summary_lines(report):
         print(line)
     budget = anchored_budget(anchor_s, after_s) * opts.turns / 50
-    print(f"wall {report.wall_s:.0f} s against the test's bound of {budget:.0f} s "
+    print(f"wall {report.wall_s:.0f} s against the target of {budget:.0f} s "
           f"(5 minutes for 50 turns, scaled by the anchor ratio): ratio {report.wall_s / budget:.2f}")
     repairs = sorted({note.split(" -> ")[0][:60] for r in report.records for note in r.repairs})
     if repairs:

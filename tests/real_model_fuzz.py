@@ -175,6 +175,11 @@ class TurnRecord:
     confirmations: int = 0
     model_ms: float = 0.0
     duration_ms: float = 0.0
+    plain: bool = False  # on the GGUF's own template, which shows no tools and reports no cache figures
+    model_calls: int = 0
+    prompt_tokens: int = 0  # what the model's requests held, as its server counted them
+    cached_tokens: int = 0  # of those, what the server found in its prefix cache and did not read again
+    completion_tokens: int = 0
 
 
 @dataclass
@@ -259,7 +264,7 @@ def run_fuzz(graph: Any, settings: Any, root: Path, canary: Path, *, turns: int 
         thread_id = f"fuzz-{i // turns_per_thread:02d}"
         if thread_id not in report.threads:
             report.threads.append(thread_id)
-        rec = TurnRecord(thread_id, request)
+        rec = TurnRecord(thread_id, request, plain=plain_graph is not None and i >= turns - plain_turns)
         turn_start = datetime.now(timezone.utc)
         seen_before = len((graph.get_state(thread_config(thread_id)).values or {}).get("messages", []))
         graph_input: Any = user_input(request)
@@ -304,6 +309,11 @@ def run_fuzz(graph: Any, settings: Any, root: Path, canary: Path, *, turns: int 
             for m in messages[seen_before:]:
                 message_view(m)
                 if isinstance(m, AIMessage):
+                    usage = m.usage_metadata or {}
+                    rec.model_calls += 1
+                    rec.prompt_tokens += int(usage.get("input_tokens") or 0)
+                    rec.cached_tokens += int((usage.get("input_token_details") or {}).get("cache_read") or 0)
+                    rec.completion_tokens += int(usage.get("output_tokens") or 0)
                     rec.tool_calls += len(m.tool_calls) + len(m.invalid_tool_calls)
                     rec.called += [c.get("name") or "?" for c in [*m.tool_calls, *m.invalid_tool_calls]]
                     rec.repairs += list(m.additional_kwargs.get("jarvis_repairs") or [])
@@ -367,9 +377,26 @@ def summary_lines(report: FuzzReport) -> list[str]:
         f"confirmations {c['confirmations']} ({c['approved']} approved, {c['denied']} denied); "
         f"violations {c['violations']}",
         f"turn latency: mean {total / n:.0f} ms = model {model / n:.0f} ms + Jarvis {(total - model) / n:.0f} ms "
-        f"(Jarvis share {100 * (total - model) / max(total, 1):.1f}%); wall {report.wall_s:.1f} s",
+        f"(Jarvis share {100 * jarvis_share(report):.1f}%); wall {report.wall_s:.1f} s",
+        f"model work: {report.total('model_calls')} requests, {report.total('prompt_tokens')} prompt tokens "
+        f"({report.total('cached_tokens')} found cached, {100 * cached_share(report):.0f}%), "
+        f"{report.total('completion_tokens')} written",
     ]
     return lines
+
+
+def jarvis_share(report: FuzzReport) -> float:
+    """Jarvis's share of the turns' time: what is not the model's (telemetry's model_ms against duration_ms)."""
+    total = sum(r.duration_ms for r in report.records)
+    return (total - sum(r.model_ms for r in report.records)) / total if total else 0.0
+
+
+def cached_share(report: FuzzReport) -> float:
+    """The share of the prompt tokens the server did not read again, over the turns on Jarvis's own template (the
+    plain turns' template reports no cache figures)."""
+    records = [r for r in report.records if not r.plain]
+    prompt = sum(r.prompt_tokens for r in records)
+    return sum(r.cached_tokens for r in records) / prompt if prompt else 0.0
 
 
 def require_real_model() -> Path:
@@ -401,8 +428,15 @@ def require_real_model() -> Path:
 ANCHOR_S = 4.0  # measured on this machine, idle: 604 tokens in, 18 out (3.6-4.8 s within a minute)
 ANCHOR_WORDS = ("the quick brown fox jumps over a lazy dog while seven tired sailors read their maps under "
                 "a grey sky and the wind turns cold near the old harbour wall").split()
-BUDGET_S = 300.0  # the whole run, at the anchor's speed
+BUDGET_S = 300.0  # bench/real_model.py's target for the whole run, at the anchor's speed
 MAX_SLOWDOWN = 3.0  # a machine this much slower than the anchor is not one to judge Jarvis's speed on
+
+# What the test holds the run to (tests/test_real_model.py says why these and not its wall time). Measured here: Jarvis
+# 0.5-0.7% of the turns' time, 64% of the prompt tokens cached; a prompt that broke the prefix cache after the system
+# text would leave about a third cached (the system text is about a third of a request).
+MAX_JARVIS_SHARE = 0.10
+MIN_CACHED_SHARE = 0.50
+HANG_GUARD_S = BUDGET_S * MAX_SLOWDOWN
 
 
 def anchor_request(base_url: str) -> tuple[float, dict[str, Any]]:

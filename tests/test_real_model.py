@@ -1,10 +1,12 @@
 """The graph fuzzed by a real model: 50 varied turns against SmolLM2-135M through the embedded llama.cpp server,
 with the real tools bound and fs_write on confirm (tests/real_model_fuzz.py has the turns and the checks).
 
-The run is bounded to 5 minutes at this machine's speed, measured by an anchor request (a turn's worth of model
-work, tests/real_model_fuzz.py); when the machine is slower, the bound is scaled by the anchor's time, taken
-before and after the run, at most 3 times. The model decodes greedily and the prompt's clock is pinned, so every run
-asks the model for the same work: the bound compares Jarvis with itself, not one run's luck with another's."""
+The run's wall time is not checked here: it is mostly the model's, and how much the model writes changes from machine
+to machine even when it decodes greedily (the same commit took 201 s here, 278 s here a day later and 318 s in CI,
+against a 300 s bound: the time_now results in its threads differ, and float sums differ between CPUs). The 5-minute
+target is bench/real_model.py's, scaled by the anchor request. Here the run is held to what Jarvis decides: its share
+of each turn's time, and how much of each prompt the model server found in its cache (a prompt that breaks the
+prefix cache makes the model read every turn's whole conversation again). A hang guard stops the run at 15 minutes."""
 
 from __future__ import annotations
 
@@ -15,47 +17,41 @@ from datetime import datetime, timezone
 import pytest
 
 from orchestrator.chat import planner
-from orchestrator.llm.embedded import embedded_server
 from tests.real_model_fuzz import (
-    ANCHOR_S, BUDGET_S, MAX_SLOWDOWN, MIN_VALID_SHARE, PLAIN_TURNS, SIMPLE_REQUESTS, SIMPLE_ROUNDS, TURNS,
-    anchor_request, anchored_budget, fuzz_overrides, make_files, plain_overrides, require_real_model, run_fuzz,
+    HANG_GUARD_S, MAX_JARVIS_SHARE, MIN_CACHED_SHARE, MIN_VALID_SHARE, PLAIN_TURNS, SIMPLE_REQUESTS, SIMPLE_ROUNDS,
+    TURNS, cached_share, fuzz_overrides, jarvis_share, make_files, plain_overrides, require_real_model, run_fuzz,
     summary_lines,
 )
 
 
 @pytest.mark.slow
-@pytest.mark.solo  # its bound is timed: it runs after the parallel tests, alone on the machine
-@pytest.mark.timeout(1200)  # a hang guard; the real bound is the run's own deadline below
+@pytest.mark.solo  # the real model on both cores: alone, so Jarvis's share of the time is measured, not the load's
+@pytest.mark.timeout(1200)  # a hang guard; the run's own deadline below comes first
 def test_fifty_turns_against_a_real_tiny_model(jarvis_env, monkeypatch):
     gguf = require_real_model()
-    pin_prompt_clock(monkeypatch)  # with greedy decoding, every run does the same work: its time bound is fair
+    pin_prompt_clock(monkeypatch)
     canary = make_files(jarvis_env.root)
     jarvis_env.write_config(**fuzz_overrides(jarvis_env.root, gguf))
-    settings = jarvis_env.settings
     graph = jarvis_env.graph()
-    server = embedded_server(settings, "primary", settings.models.primary)
-    server.ensure_running()
-    before_s, _ = anchor_request(server.base_url)
 
     def plain_graph():
         jarvis_env.write_config(**plain_overrides(jarvis_env.root, gguf))
         return jarvis_env.graph()
 
     def progress(i, rec):
-        print(f"  turn {i:2d} {rec.outcome:<10} {rec.duration_ms:6.0f} ms  {rec.request[:40]!r}", file=sys.stderr)
+        print(f"  turn {i:2d} {rec.outcome:<10} {rec.duration_ms:6.0f} ms  {rec.model_calls} requests, "
+              f"{rec.prompt_tokens} prompt tokens ({rec.cached_tokens} cached), {rec.completion_tokens} written  "
+              f"{rec.request[:40]!r}", file=sys.stderr)
 
-    # The deadline is the most any anchor allows (a hang guard); the bound itself is checked after the run.
-    report = run_fuzz(graph, settings, jarvis_env.root, canary, progress=progress, plain_graph=plain_graph,
-                      plain_turns=PLAIN_TURNS, deadline=time.monotonic() + BUDGET_S * MAX_SLOWDOWN)
-    after = jarvis_env.settings
-    server = embedded_server(after, "primary", after.models.primary)  # the plain turns' model server
-    server.ensure_running()
-    after_s, _ = anchor_request(server.base_url)
-    budget = anchored_budget(before_s, after_s)
-    print("\n".join(summary_lines(report)) + f"\n(bound {budget:.0f} s; anchor request {before_s:.2f} s before the "
-          f"run, {after_s:.2f} s after, {ANCHOR_S} s idle)", file=sys.stderr)
-    if report.wall_s > budget:
-        report.violations.append(f"the run took {report.wall_s:.0f} s, over its bound of {budget:.0f} s")
+    report = run_fuzz(graph, jarvis_env.settings, jarvis_env.root, canary, progress=progress, plain_graph=plain_graph,
+                      plain_turns=PLAIN_TURNS, deadline=time.monotonic() + HANG_GUARD_S)
+    print("\n".join(summary_lines(report)), file=sys.stderr)
+    if jarvis_share(report) > MAX_JARVIS_SHARE:
+        report.violations.append(f"Jarvis took {jarvis_share(report):.1%} of the turns' time (at most "
+                                 f"{MAX_JARVIS_SHARE:.0%}; the rest is the model's)")
+    if cached_share(report) < MIN_CACHED_SHARE:
+        report.violations.append(f"the model server found {cached_share(report):.0%} of the prompt tokens in its cache "
+                                 f"(at least {MIN_CACHED_SHARE:.0%}): the prompt's prefix changes from request to request")
 
     assert not report.violations, "\n".join(report.violations)
     assert len(report.records) == TURNS
@@ -78,8 +74,7 @@ def test_fifty_turns_against_a_real_tiny_model(jarvis_env, monkeypatch):
 # 02:00, and "List the files in my folder." wrote /home/user/my-folder.txt at 16:00 (refused, then, without the names
 # the refusal now gives). With the wall clock the check below passed or failed by the hour CI ran at. The prompt's
 # clock is pinned to one instant (in UTC, whatever the machine's zone), so the floor is checked on the same prompt
-# every run. The 50-turn fuzz pins it too: its time bound then measures the same work every run (on the wall clock it
-# took 235 s at one hour and 315 s at another, at the same machine speed).
+# every run. The 50-turn fuzz pins it too, so its figures move less from run to run.
 PINNED_PROMPT_TIME = datetime(2026, 11, 26, 19, 30, tzinfo=timezone.utc)
 
 
