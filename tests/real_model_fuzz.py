@@ -266,7 +266,8 @@ def run_fuzz(graph: Any, settings: Any, root: Path, canary: Path, *, turns: int 
             report.threads.append(thread_id)
         rec = TurnRecord(thread_id, request, plain=plain_graph is not None and i >= turns - plain_turns)
         turn_start = datetime.now(timezone.utc)
-        seen_before = len((graph.get_state(thread_config(thread_id)).values or {}).get("messages", []))
+        # by id: a turn that folds the history (chat/history.py) leaves fewer messages than it found
+        seen_before = {m.id for m in (graph.get_state(thread_config(thread_id)).values or {}).get("messages", [])}
         graph_input: Any = user_input(request)
         try:
             for _round in range(20):  # a turn may ask several confirmations in a row
@@ -306,7 +307,7 @@ def run_fuzz(graph: Any, settings: Any, root: Path, canary: Path, *, turns: int 
         # What the turn did, read back from the checkpoint (this also proves the thread is readable).
         try:
             messages = (graph.get_state(thread_config(thread_id)).values or {}).get("messages", [])
-            for m in messages[seen_before:]:
+            for m in (m for m in messages if m.id not in seen_before):
                 message_view(m)
                 if isinstance(m, AIMessage):
                     usage = m.usage_metadata or {}

@@ -67,3 +67,32 @@ def test_the_second_request_of_a_thread_is_read_from_the_cache(jarvis_env):
     # the function list and the first turn come from the cache: only the new messages are read
     cached = second["prompt_tokens_details"]["cached_tokens"]
     assert cached >= 0.8 * second["prompt_tokens"], (first, second)
+
+
+@pytest.mark.slow
+def test_a_request_that_binds_more_tools_reads_only_them_and_itself(jarvis_env):
+    """A thread binds a new tool (chat/tool_binding.py): the first request's prompt, its list included, still comes
+    from the cache; the new tool is listed next to the request. Before, the whole list moved there and the
+    conversation after its old place was read again."""
+    gguf = require_real_model()
+    from orchestrator.llm.embedded import embedded_server
+
+    jarvis_env.write_config(models={"primary": {
+        "provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "chat_format": "jarvis-chatml-tools",
+        "n_ctx": 4096, "api_key": "none"}})
+    server = embedded_server(jarvis_env.settings, "primary", jarvis_env.settings.models.primary)
+    server.ensure_running()
+    fs = [openai_schema(t) for t in build_fs_tools([jarvis_env.root])]
+    clock = [openai_schema(t) for t in build_time_tools("UTC")]
+    messages = [{"role": "system", "content": "You are Jarvis, a helpful assistant."},
+                {"role": "user", "content": "Say hello."}]
+    with httpx.Client(base_url=server.base_url, timeout=120, trust_env=False) as client:
+        body = {"model": "smollm2-135m", "temperature": 0, "max_tokens": 16, "messages": messages, "stream": True}
+        first, said = _streamed(client, {**body, "tools": fs})
+        messages = [*messages, {"role": "assistant", "content": said.get("content") or "",
+                                **({"tool_calls": said["tool_calls"]} if said.get("tool_calls") else {})}]
+        if said.get("tool_calls"):
+            messages.append({"role": "tool", "tool_call_id": said["tool_calls"][0]["id"], "content": "done"})
+        messages.append({"role": "user", "content": "What time is it?"})
+        second, _ = _streamed(client, {**body, "messages": messages, "tools": fs + clock})
+    assert second["prompt_tokens_details"]["cached_tokens"] >= first["prompt_tokens"] - 1, (first, second)

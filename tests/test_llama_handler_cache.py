@@ -1,7 +1,7 @@
-"""The built-in model's prompt reuses the server's cache ([25] 2): with the same tools bound turn after turn, a
-turn reads again only its new messages (the function list stays where the first request had it); when the tools
-change every turn, the list goes next to the request as before. The server's cache is modelled as the previous
-call's prompt and what it generated, as llama.cpp keeps it."""
+"""The built-in model's prompt reuses the server's cache ([25] 2): a turn reads again only its new messages. The
+function list stays where the first request had it; tools bound since are listed next to the request that first
+has them, and the lists stay where they are. The server's cache is modelled as the previous call's prompt and what
+it generated, as llama.cpp keeps it, and the handler's memory of the last layout as the handler keeps it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from orchestrator.llm.llama_handler import cached_prefix, render_prompt, with_cached  # noqa: E402
+from orchestrator.llm.llama_handler import (  # noqa: E402
+    cached_prefix, plan_layout, render_layout, render_prompt, with_cached,
+)
 
 
 def _tool(name: str, description: str) -> dict:
@@ -26,17 +28,30 @@ CHANGING = [[_tool("fs_read_text", "Read a text file."), _tool("fs_list_dir", "L
             [_tool("gmail_search", "Search Gmail."), _tool("time_now", "The time.")]]
 
 
-def _thread(turns: int, tools_of_turn) -> list[tuple[str, str]]:
+class _Server:
+    """What the handler sees of llama.cpp: the text it evaluated last (the previous call's prompt and its output),
+    and the last request's layout, which the handler keeps."""
+
+    def __init__(self) -> None:
+        self.evaluated = ""
+        self.layout = None
+
+    def call(self, messages: list[dict], tools: list[dict], output: str) -> tuple[str, str]:
+        """(prompt, the part of it read again)."""
+        self.layout = plan_layout(messages, tools, cached=self.evaluated.startswith, previous=self.layout)
+        prompt = render_layout(messages, self.layout, bool(tools))
+        read = prompt[len(os.path.commonprefix([self.evaluated, prompt])):]
+        self.evaluated = prompt + output
+        return prompt, read
+
+
+def _thread(turns: int, tools_of_turn, server: _Server | None = None) -> list[tuple[str, str]]:
     """(prompt, text the call reads again) for each model call of a thread whose every turn calls a tool."""
     messages: list[dict] = [{"role": "system", "content": "You are Jarvis."}]
-    server = ""  # what the server evaluated last: the previous call's prompt and its output
+    server = server or _Server()
 
     def call(output: str) -> tuple[str, str]:
-        nonlocal server
-        prompt = render_prompt(messages, tools_of_turn(turn), cached=lambda head: server.startswith(head))
-        read = prompt[len(os.path.commonprefix([server, prompt])):]
-        server = prompt + output
-        return prompt, read
+        return server.call(messages, tools_of_turn(turn), output)
 
     out = []
     for turn in range(turns):
@@ -62,26 +77,68 @@ def test_with_the_same_tools_a_turn_reads_again_only_its_new_messages():
     assert "Functions for this request: functions.fs_read_text" in last_read
 
 
-def test_with_tools_changing_every_turn_the_list_goes_next_to_the_request():
+def test_with_tools_changing_every_turn_the_lists_stay_and_only_new_tools_are_listed_again():
     calls = _thread(8, lambda turn: CHANGING[turn % 2])
-    prompt, read = calls[-2]
-    assert prompt.index("please read file 6") < prompt.index("You can call these functions") \
-        < prompt.index("please read file 7")
-    assert "please read file 5" not in read  # the earlier turns are reused, not read again
+    for prompt, read in calls[4:]:  # from the third turn on, every tool has been listed once
+        assert "functions:" not in read, read
+        assert len(read) < 0.25 * len(prompt), (len(read), len(prompt))
+    prompt, read = calls[2]  # turn 1 binds two tools the list does not hold: only they are listed, next to it
+    assert "please read file 0" not in read and "You can call these functions" not in read, read
+    assert "You can also call these functions:\nfunctions." in read and "functions.gmail_search: Search Gmail." in read
+    last = calls[-2][0]
+    assert last.count("You can call these functions") == 1 and last.count("You can also call these functions") == 1
+    assert last.index("please read file 0") < last.index("You can also call these functions") \
+        < last.index("please read file 1")
+    assert "Functions for this request: functions.gmail_search" not in calls[-2][1]  # named only where they fit
 
 
-def test_after_the_tools_grow_the_list_stays_where_that_turn_put_it():
-    """A thread binds a new tool (chat/tool_binding.py): that turn reads the list again next to its request, and
-    the turns after it find the list there and read again only their own messages."""
+def test_after_the_tools_grow_only_the_new_tools_are_read():
+    """A thread binds new tools (chat/tool_binding.py): that turn reads only them and its own messages, and the
+    turns after it read again only their own messages."""
     calls = _thread(8, lambda turn: STABLE[:2] if turn < 3 else STABLE)
     grown_prompt, grown_read = calls[6]  # turn 3's first call
-    assert "You can call these functions" in grown_read
-    for prompt, read in calls[8:]:
-        assert "You can call these functions" not in read, read
+    assert "You can call these functions" not in grown_read and "please read file 2" not in grown_read
+    assert "functions.time_now" in grown_read and "functions.gmail_search" in grown_read
+    assert "functions.fs_read_text:" not in grown_read.split("Functions for this request")[0]  # listed once, before
+    for prompt, read in calls[2:]:
         assert len(read) < 0.25 * len(prompt), (len(read), len(prompt))
-    last = calls[-2][0]
-    assert last.count("You can call these functions") == 1
-    assert last.index("please read file 2") < last.index("You can call these functions") < last.index("please read file 3")
+
+
+def test_when_the_server_holds_another_threads_prompt_the_list_goes_before_the_first_request():
+    server = _Server()
+    a = [{"role": "system", "content": "You are Jarvis."}, {"role": "user", "content": "please read file 0"}]
+    server.call(a, STABLE, 'functions.fs_read_text:\n{"path": "f0"}')
+    a += [{"role": "assistant", "content": "Read."}, {"role": "user", "content": "please read file 1"}]
+    b = [{"role": "system", "content": "You are Jarvis. Earlier: a summary."}, {"role": "user", "content": "time?"}]
+    server.call(b, STABLE[:2], "message:\nnoon")  # another thread in between: the server holds its prompt now
+    prompt, read = server.call(a, STABLE, "message:\nok")
+    assert "You can also call" not in prompt and prompt.count("You can call these functions") == 1
+    assert prompt.index("You can call these functions") < prompt.index("please read file 0")
+
+
+def test_a_new_thread_gets_its_own_list_not_the_one_another_thread_left():
+    """The server holds another thread's list (the same system text): ordered for another request, it is not kept."""
+    server = _Server()
+    b = [{"role": "system", "content": "You are Jarvis."}, {"role": "user", "content": "what time is it"}]
+    server.call(b, STABLE[:2], "message:\nnoon")
+    a = [{"role": "system", "content": "You are Jarvis."}, {"role": "user", "content": "please read file 0"}]
+    prompt, read = server.call(a, STABLE, "message:\nok")
+    assert "You can also call" not in prompt and prompt.count("You can call these functions") == 1
+    listed = prompt[prompt.index("You can call these functions"):]
+    assert listed.index("functions.fs_read_text") < listed.index("functions.time_now")
+
+
+def test_a_later_step_that_binds_a_new_tool_lists_it_after_the_newest_message():
+    server = _Server()
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "read file a"}]
+    server.call(messages, STABLE[:1], 'functions.fs_read_text:\n{"path": "a"}')
+    messages += [{"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
+                  "function": {"name": "fs_read_text", "arguments": '{"path": "a"}'}}]},
+                 {"role": "tool", "tool_call_id": "c", "content": "text of a"}]
+    prompt, read = server.call(messages, STABLE[:2], "message:\nok")
+    assert "You can call these functions" not in read and "text of a" in read, read  # the first list is kept
+    assert prompt.index("text of a") < prompt.index("You can also call these functions:\nfunctions.fs_list_dir")
+    assert prompt.endswith("<|im_start|>assistant\n")
 
 
 def test_the_list_is_ordered_by_the_users_words_not_by_the_context_jarvis_adds():

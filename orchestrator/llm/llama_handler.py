@@ -27,10 +27,11 @@ best matches). With the list first in the system prompt, every turn read the who
 in the fuzz run of tests/test_real_model.py: 12 tokens reused, 500-1400 read again at about 150 tokens a second
 on 2 cores, so a thread's turns got slower as it grew); placed here, a turn's first call reads the previous
 turn, the list and the request (180-560 tokens in that run, however long the thread), and its call after a tool
-result reads only the call and the result (about 110). From a thread's second request on, while the bound tools stay the same and the server still
-holds the thread's prompt, the list stays where an earlier request put it and the latest request's best matches
-are named in one line before each later request (`render_prompt`): then a turn reads only its own messages ([25]: the cached share
-of the prompt went from 17-85% a turn to above 80% over bench/prompt.py's 10-turn thread). The usage the handler
+result reads only the call and the result (about 110). Then, while the server still holds the thread's prompt,
+the list stays where the first request put it, the latest request's best matches are named in one line before
+it, and tools bound since are listed there too, as more functions (`plan_layout`): a turn reads only its own
+messages ([25]: the cached share of the prompt went from 17-85% a turn to above 80% over bench/prompt.py's 10-turn
+thread with every tool bound). The usage the handler
 reports says how many prompt tokens were found cached (`prompt_tokens_details.cached_tokens`).
 One rule of its own: after tool results the model answers in words (one round of tool calls per user message),
 because a small model asked to choose again calls a tool again, every time.
@@ -43,6 +44,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2.sandbox
@@ -53,22 +55,18 @@ from orchestrator.llm.tool_schema import describe_line as _describe, first_sente
 
 NAME = "jarvis-chatml-tools"
 
-_LIST_START = "<|im_start|>system\nYou can call these functions:"
+_LIST_HEAD = "You can call these functions:"
+_LIST_START = "<|im_start|>system\n" + _LIST_HEAD
+_LIST_TAIL = ("To answer the user in words, write 'message:' and then your answer. To call a function, write\n"
+              "'functions.<name>:' and then its arguments as JSON on the next line. After a function's result, answer "
+              "the user.")
+_MORE_HEAD = "You can also call these functions:"
 _TEMPLATE = """\
 {%- for message in messages -%}
-{%- if tools and loop.index0 == tools_at -%}
+{%- for block in blocks.get(loop.index0, ()) -%}
 <|im_start|>system
-You can call these functions:
-{% for tool in tools -%}
-functions.{{ tool.function.name }}: {{ describe(tool) }}
-{% endfor %}
-To answer the user in words, write 'message:' and then your answer. To call a function, write
-'functions.<name>:' and then its arguments as JSON on the next line. After a function's result, answer the user.<|im_end|>
-{% endif -%}
-{%- if hints and hints.get(loop.index0) -%}
-<|im_start|>system
-{{ hints[loop.index0] }}<|im_end|>
-{% endif -%}
+{{ block }}<|im_end|>
+{% endfor -%}
 {%- if message.role == 'system' -%}
 <|im_start|>system
 {{ text(message.content) }}<|im_end|>
@@ -90,8 +88,13 @@ To answer the user in words, write 'message:' and then your answer. To call a fu
 {{ text(message.content) }}<|im_end|>
 {% endif -%}
 {%- endfor -%}
+{%- for block in blocks.get(messages|length, ()) -%}
+<|im_start|>system
+{{ block }}<|im_end|>
+{% endfor -%}
+{%- if end -%}
 <|im_start|>assistant
-"""
+{% endif -%}"""
 
 
 def _text(content: Any) -> str:
@@ -107,48 +110,119 @@ _env = jinja2.sandbox.ImmutableSandboxedEnvironment(autoescape=False, trim_block
 _template = _env.from_string(_TEMPLATE)
 
 
-def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                  cached: Callable[[str], bool] | None = None) -> str:
-    """The prompt, its function list placed where the server's cache is reused most.
+@dataclass(frozen=True)
+class Layout:
+    """Where a prompt puts its system blocks (function lists, lines naming a request's best matches): `blocks[i]`
+    go just before message i (`i == len(messages)`: after the last one). `listed` names the functions its lists
+    describe. The handler keeps the last request's layout, to keep it where the server still holds it."""
+    blocks: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    listed: frozenset[str] = frozenset()
 
-    Without `cached` (a function saying whether the server's evaluated tokens start with a text) the list sits
-    just before the latest user message, ordered for that request (see the module's docstring). With it, from a
-    thread's second request on, the list stays where an earlier request of the thread put it (before that request,
-    ordered for it) when the server still holds the prompt up to there: the bound tools have not changed since, and
-    the whole conversation before the new request is reused instead of read again (the share of the prompt found
-    cached went from 17-85% to above 80% over bench/prompt.py's thread). It goes before the first request when
-    nothing past the system text is cached anyway. Each later request's best matches are then named in one short
-    line just before it (where the list used to put them first), kept in later turns. When the bound tools change
-    (a thread binds a new tool: chat/tool_binding.py), no earlier place matches, and the list moves next to the
-    latest request, where the next turns find it: such a turn reads again only its own messages and the list."""
+
+def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                  cached: Callable[[str], bool] | None = None, previous: Layout | None = None) -> str:
+    """The prompt, its function list placed where the server's cache is reused most (`plan_layout`)."""
+    return render_layout(messages, plan_layout(messages, tools, cached, previous), bool(tools))
+
+
+def render_layout(messages: list[dict[str, Any]], layout: Layout, tools: bool, *, end: bool = True) -> str:
+    """The prompt text: the messages with the layout's blocks; `end`: then the assistant's turn, which the model
+    writes."""
+    return _template.render(messages=messages, blocks=layout.blocks, tools=tools, text=_text, end=end)
+
+
+def plan_layout(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                cached: Callable[[str], bool] | None = None, previous: Layout | None = None) -> Layout:
+    """Where the function list goes. Without `cached` (a function saying whether the server's evaluated tokens
+    start with a text) it sits just before the latest user message, ordered for that request (see the module's
+    docstring).
+
+    With it, what the server still holds stays as it is:
+    - `previous` (the last request's layout), when the server holds the prompt up to its last block: later steps
+      and requests keep it, and the functions its lists do not describe yet (a thread binds a new tool: chat/tool_binding.py)
+      are listed just before the latest request, as more functions. Moving the whole list there instead made the
+      server read the conversation since its old place again ([25]: with planner.max_bound_tools 4, the demo
+      profile, the tools grow on many turns).
+    - else, from a thread's second request on, an earlier request's place for the list, when the server holds the prompt up to there and the tools
+      are the same (a layout made before this process held one);
+    - else before the first request, when nothing past the system text is cached anyway (the next turns gain).
+    Each later request's best matches are named in one short line just before it (where the list used to put
+    them first), kept in later turns. Otherwise the list goes next to the latest request."""
+    if not tools:
+        return Layout()
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-    if tools and cached is not None and len(users) > 1:
+    if cached is not None and previous is not None:
+        kept = _keep_layout(messages, tools, users, cached, previous)
+        if kept is not None:
+            return kept
+    if cached is not None and len(users) > 1:
         for at in reversed(users[:-1][-_PLACES:]):  # where an earlier request of this thread put the list
-            if cached(_render(messages[:at + 1], tools, at).rsplit("<|im_start|>user", 1)[0]):  # up to the list's end
-                return _render(messages, tools, at)
+            layout = _list_at(messages, tools, at)
+            if cached(_through_blocks(messages, layout, at)):
+                return layout
         # When the server holds neither the conversation without a list before the first request nor a list
         # there (another thread's call came in between, or the summary changed), the list's place costs nothing
         # now, and before the first request it saves the next turns.
         first = users[0]
-        plain = _render(messages[:first + 1], [], -1)
-        head = _render(messages[:first + 1], tools, first)
+        plain = render_layout(messages[:first + 1], Layout(), False)
+        head = render_layout(messages[:first], _list_at(messages, tools, first), True, end=False)
         if not (cached(plain) or cached(head[:head.index(_LIST_START) + len(_LIST_START)])):
-            return _render(messages, tools, first)
-    return _render(messages, tools or [], users[-1] if users else 0)
+            return _list_at(messages, tools, first)
+    return _list_at(messages, tools, users[-1] if users else 0)
 
 
 _PLACES = 32  # earlier requests looked at for the list's place (each look tokenizes the prompt up to it)
 
 
-def _render(messages: list[dict[str, Any]], tools: list[dict[str, Any]], at: int) -> str:
-    """The prompt with the function list just before message `at`, ordered for that request, and the best
-    matches of each later request named before it."""
+def _through_blocks(messages: list[dict[str, Any]], layout: Layout, at: int) -> str:
+    """The prompt up to the end of the blocks before message `at`."""
+    upto = Layout({i: b for i, b in layout.blocks.items() if i <= at}, layout.listed)
+    return render_layout(messages[:at], upto, True, end=False)
+
+
+def _keep_layout(messages: list[dict[str, Any]], tools: list[dict[str, Any]], users: list[int],
+                 cached: Callable[[str], bool], previous: Layout) -> Layout | None:
+    """`previous` with what the latest request adds (see `plan_layout`), or None when the server no longer holds
+    the prompt up to its last block and the thread's first request (another thread's list, ordered for another
+    request, is not one to keep: a small model mostly calls the first function listed)."""
+    if not previous.blocks or not users or max(previous.blocks) > len(messages):
+        return None
+    last, latest = max(previous.blocks), users[-1]
+    if not cached(_through_blocks(messages, previous, max(last, users[0] + 1))):
+        return None
+    blocks = dict(previous.blocks)
+    new = [t for t in tools if t["function"]["name"] not in previous.listed]
+    listed = previous.listed | {t["function"]["name"] for t in new}
+    # After the last block: before the latest request when the server has not read it yet (a new request), else
+    # after the newest message (a later step of the same request).
+    same_request = latest <= last and cached(render_layout(messages[:latest + 1], previous, True, end=False))
+    at = len(messages) if same_request else latest
+    added: list[str] = []
+    request = own_words(_text(messages[latest].get("content")))
+    if new:
+        added.append(_MORE_HEAD + "\n" + "".join(f"functions.{t['function']['name']}: {_describe(t)}\n"
+                                                for t in rank_for_request(new, request)).rstrip("\n"))
+    hint = _hint(tools, request) if at == latest else None
+    if hint:
+        added.append(hint)
+    if added:
+        blocks[at] = blocks.get(at, ()) + tuple(added)
+    return Layout(blocks, listed)
+
+
+def _list_at(messages: list[dict[str, Any]], tools: list[dict[str, Any]], at: int) -> Layout:
+    """The function list just before message `at`, ordered for that request, and the best matches of each later
+    request named before it."""
     # ranked by the user's own words: the context Jarvis adds after them (llm/context_block.py) names tools too
     request = own_words(_text(messages[at].get("content"))) if 0 <= at < len(messages) else ""
-    hints = {i: _hint(tools, own_words(_text(m.get("content")))) for i, m in enumerate(messages)
-             if i > at and m.get("role") == "user"} if tools else None
-    return _template.render(messages=messages, tools=rank_for_request(tools, request), tools_at=at,
-                            describe=_describe, text=_text, hints=hints)
+    listing = "".join(f"functions.{t['function']['name']}: {_describe(t)}\n" for t in rank_for_request(tools, request))
+    blocks: dict[int, tuple[str, ...]] = {at: (f"{_LIST_HEAD}\n{listing}\n{_LIST_TAIL}",)}
+    for i, m in enumerate(messages):
+        if i > at and m.get("role") == "user":
+            hint = _hint(tools, own_words(_text(m.get("content"))))
+            if hint:
+                blocks[i] = (hint,)
+    return Layout(blocks, frozenset(t["function"]["name"] for t in tools))
 
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -202,6 +276,11 @@ def _only_tokens(allowed: set[int]) -> Any:
     from llama_cpp import LogitsProcessorList
 
     return LogitsProcessorList([process])
+
+
+# The last request's layout, per model (the server process holds one): where its blocks are, so the next request can
+# keep them where the server's cache still holds them (`plan_layout`).
+_layouts: dict[int, Layout] = {}
 
 
 # The vocabulary's prefix tree for lm-format-enforcer, built once per model (about a second for 49k tokens); the
@@ -400,7 +479,9 @@ def jarvis_chatml_tools(
         ids = tokens(head)
         return cached_prefix(llama.input_ids, ids) >= len(ids) - 1
 
-    prompt = render_prompt(messages, available, cached=evaluated)
+    layout = plan_layout(messages, available, cached=evaluated, previous=_layouts.get(id(llama)))
+    _layouts[id(llama)] = layout
+    prompt = render_layout(messages, layout, bool(available))
     # Measured before anything of this request is evaluated: the share of the prompt a previous call left cached.
     cached = cached_prefix(llama.input_ids, tokens(prompt))
 
