@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import convert_to_messages
 from langchain_core.messages.utils import count_tokens_approximately
 
-from tests.conftest import answer
+from tests.conftest import answer, tool_call
 
 BUDGET = 1500
 
@@ -87,3 +87,27 @@ def test_threads_prune_reports_bytes_and_leaves_waiting_threads_alone(jarvis_env
     shown = jarvis_env.cli_json("threads", "show", "done", "--json")
     assert [m["content"] for m in shown["messages"] if m["type"] == "ai"] == ["answer 0", "answer 1", "answer 2"]
     assert jarvis_env.cli_json("pending", "--json")[0]["thread_id"] == "waiting"
+
+
+def test_a_turn_folds_the_history_at_most_once(jarvis_env):
+    """planner.history_token_budget is kept at a turn's first step. A tool result that passes it later in the turn
+    is not a reason to summarize again (each summary is a model call, and on a local model a new system text makes
+    the server read the whole prompt again); only the model's window is."""
+    jarvis_env.write_config(planner={"history_token_budget": 1600})
+    (jarvis_env.root / "long.txt").write_text("A line of the report with numbers 12 34 56. " * 90)
+    srv = jarvis_env.server
+    srv.add_rule(_is_summary_request, _summarizer)
+    graph = jarvis_env.graph()
+    config = {"configurable": {"thread_id": "fold-once"}}
+    for i in range(7):
+        srv.push(answer(f"Noted, item {i}."))
+        graph.invoke({"messages": [("user", f"FACT: item {i} is {'x ' * 350}")]}, config)
+    before = len([r for r in srv.requests if _is_summary_request(r)])
+    srv.push(tool_call("fs_read_text", path=str(jarvis_env.root / "long.txt")))
+    srv.push(answer("The report has numbers."))
+    out = graph.invoke({"messages": [("user", "FACT: item 6. Now read long.txt")]}, config)
+    assert out["messages"][-1].content == "The report has numbers."
+    summaries = [r for r in srv.requests if _is_summary_request(r)][before:]
+    assert len(summaries) <= 1, [s["messages"][1]["content"][-200:] for s in summaries]
+    planner_requests = [r for r in srv.requests if not _is_summary_request(r)]
+    assert "numbers 12 34 56" in str(planner_requests[-1]["messages"][-1].get("content"))  # the result was read

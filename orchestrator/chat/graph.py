@@ -95,7 +95,7 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
         added = turn_context(state, remembered)  # after the latest message, not in the system prompt: the prefix holds
         thread_id = _thread_id(config)
         folded = compact(rt.llm, state, estimate_tokens([SystemMessage(content=system + (added or ""))]),
-                         history_budget(settings, rt.windows, tools_tokens), config,
+                         history_budget(settings, rt.windows, tools_tokens, first_step=state.turn_steps == 0), config,
                          archive=lambda msgs: rt.threads.archive(thread_id, msgs))
         live = state.messages
         if folded:

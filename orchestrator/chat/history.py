@@ -2,7 +2,8 @@
 
 When the system prompt and the thread's live messages exceed `planner.history_token_budget`, the oldest whole
 turns are folded into a running summary (one model call), until the rest fits in half the budget, so that
-compaction happens now and then rather than every turn. The summary lives in the state; the folded raw messages
+compaction happens now and then rather than every turn (and, after a turn's first step, only when the model's
+window requires it: chat/context_fit.history_budget). The summary lives in the state; the folded raw messages
 move, once, to the thread's message archive (threads.py) and leave the live state, so that loading, validating
 and checkpointing a turn costs the same at turn 1,000 as at turn 10, and storage grows linearly. `jarvis threads
 show` and the UI read archive and state together. Cuts fall only at the start of a user turn, so a tool call is
