@@ -422,6 +422,19 @@ def require_real_model() -> Path:
     return gguf
 
 
+def builtin_model_server(env: Any) -> Any:
+    """The built-in model's server for a test environment (tests.conftest.JarvisEnv): the config written for
+    SmolLM2-135M in Jarvis's own chat format, the server started. Skips as `require_real_model` does."""
+    from orchestrator.llm.embedded import embedded_server
+
+    env.write_config(models={"primary": {
+        "provider": "embedded", "gguf": str(require_real_model()), "model": "smollm2-135m",
+        "chat_format": "jarvis-chatml-tools", "n_ctx": 4096, "api_key": "none"}})
+    server = embedded_server(env.settings, "primary", env.settings.models.primary)
+    server.ensure_running()
+    return server
+
+
 # The anchor is a turn's worth of model work: a prompt the size of what a turn reads (the tool list and the newest
 # messages), read from scratch, and 18 tokens out. Issue 12's anchor (a 36-token prompt, 18 out, 0.5 s) timed only
 # the writing, but on 2 cores reading the prompt is most of a turn (about 150 tokens a second here), and that speed

@@ -11,7 +11,7 @@ import pytest
 from integrations.fs_tools import build_fs_tools
 from integrations.time_tools import build_time_tools
 from orchestrator.chat.planner import openai_schema
-from tests.real_model_fuzz import require_real_model
+from tests.real_model_fuzz import builtin_model_server
 
 
 def _streamed(client: httpx.Client, body: dict) -> tuple[dict, dict]:
@@ -38,14 +38,7 @@ def _streamed(client: httpx.Client, body: dict) -> tuple[dict, dict]:
 
 @pytest.mark.slow
 def test_the_second_request_of_a_thread_is_read_from_the_cache(jarvis_env):
-    gguf = require_real_model()
-    from orchestrator.llm.embedded import embedded_server
-
-    jarvis_env.write_config(models={"primary": {
-        "provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "chat_format": "jarvis-chatml-tools",
-        "n_ctx": 4096, "api_key": "none"}})
-    server = embedded_server(jarvis_env.settings, "primary", jarvis_env.settings.models.primary)
-    server.ensure_running()
+    server = builtin_model_server(jarvis_env)
     tools = [openai_schema(t) for t in build_fs_tools([jarvis_env.root]) + build_time_tools("UTC")]
     messages = [{"role": "system", "content": "You are Jarvis, a helpful assistant."},
                 {"role": "user", "content": "Say hello."}]
@@ -74,14 +67,7 @@ def test_a_request_that_binds_more_tools_reads_only_them_and_itself(jarvis_env):
     """A thread binds a new tool (chat/tool_binding.py): the first request's prompt, its list included, still comes
     from the cache; the new tool is listed next to the request. Before, the whole list moved there and the
     conversation after its old place was read again."""
-    gguf = require_real_model()
-    from orchestrator.llm.embedded import embedded_server
-
-    jarvis_env.write_config(models={"primary": {
-        "provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "chat_format": "jarvis-chatml-tools",
-        "n_ctx": 4096, "api_key": "none"}})
-    server = embedded_server(jarvis_env.settings, "primary", jarvis_env.settings.models.primary)
-    server.ensure_running()
+    server = builtin_model_server(jarvis_env)
     fs = [openai_schema(t) for t in build_fs_tools([jarvis_env.root])]
     clock = [openai_schema(t) for t in build_time_tools("UTC")]
     messages = [{"role": "system", "content": "You are Jarvis, a helpful assistant."},

@@ -15,7 +15,7 @@ import pytest
 from integrations.fs_tools import build_fs_tools
 from integrations.time_tools import build_time_tools
 from orchestrator.chat.planner import openai_schema
-from tests.real_model_fuzz import require_real_model
+from tests.real_model_fuzz import builtin_model_server, require_real_model
 
 
 def _tools(root):
@@ -54,14 +54,7 @@ def test_a_call_written_under_the_constraint_is_split_into_name_and_arguments():
 
 @pytest.mark.slow
 def test_the_tiny_model_makes_valid_calls_for_simple_requests(jarvis_env):
-    gguf = require_real_model()
-    from orchestrator.llm.embedded import embedded_server
-
-    jarvis_env.write_config(models={"primary": {
-        "provider": "embedded", "gguf": str(gguf), "model": "smollm2-135m", "chat_format": "jarvis-chatml-tools",
-        "n_ctx": 4096, "api_key": "none"}})
-    server = embedded_server(jarvis_env.settings, "primary", jarvis_env.settings.models.primary)
-    server.ensure_running()
+    server = builtin_model_server(jarvis_env)
     tools = _tools(jarvis_env.root)
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
     requests = ["List the files in my folder.", "Read list.txt.", "Write hello to note.txt.", "What time is it?",
