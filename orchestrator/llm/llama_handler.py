@@ -138,13 +138,13 @@ def plan_layout(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | No
     docstring).
 
     With it, what the server still holds stays as it is:
-    - `previous` (the last request's layout), when the server holds the prompt up to its last block: later steps
-      and requests keep it, and the functions its lists do not describe yet (a thread binds a new tool: chat/tool_binding.py)
-      are listed just before the latest request, as more functions. Moving the whole list there instead made the
-      server read the conversation since its old place again ([25]: with planner.max_bound_tools 4, the demo
-      profile, the tools grow on many turns).
-    - else, from a thread's second request on, an earlier request's place for the list, when the server holds the prompt up to there and the tools
-      are the same (a layout made before this process held one);
+    - `previous` (the last request's layout), when the server holds the prompt up to its last block and the
+      thread's first request: later steps and requests keep it, and the functions its lists do not describe yet
+      (a thread binds a new tool: chat/tool_binding.py) are listed just before the latest request, as more
+      functions. Moving the whole list there instead made the server read the conversation since its old place
+      again ([25]: a small window binds each request's best matches, so a thread's tools grow on many turns).
+    - else, from a thread's second request on, an earlier request's place for the list, when the server holds the
+      prompt up to there and the tools are the same (a layout made before this process held one);
     - else before the first request, when nothing past the system text is cached anyway (the next turns gain).
     Each later request's best matches are named in one short line just before it (where the list used to put
     them first), kept in later turns. Otherwise the list goes next to the latest request."""
