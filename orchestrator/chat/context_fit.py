@@ -82,8 +82,7 @@ def history_budget(settings: Settings, windows: ServerWindows, tools_tokens: int
     """The token budget of system text and messages: the window less the tools, the answer and the spare part,
     at most planner.history_token_budget at a turn's first step. Later steps of the turn are held to the window
     only: a tool result that passes the budget is no reason to summarize again in the same turn (each summary is
-    a model call, and a new summary in the system text makes a local server read the whole prompt again; the
-    50-turn real-model fuzz had turns that summarized twice and took 39 s)."""
+    a model call, and a new summary in the system text makes a local server read the whole prompt again)."""
     window, _ = context_window(settings, windows)
     room = int(window * (1 - SPARE)) - tools_tokens - answer_tokens(settings)
     return max(1, min(settings.planner.history_token_budget, room) if first_step else room)
