@@ -200,8 +200,7 @@ def _keep_layout(messages: list[dict[str, Any]], tools: list[dict[str, Any]], us
     added: list[str] = []
     request = own_words(_text(messages[latest].get("content")))
     if new:
-        added.append(_MORE_HEAD + "\n" + "".join(f"functions.{t['function']['name']}: {_describe(t)}\n"
-                                                for t in rank_for_request(new, request)).rstrip("\n"))
+        added.append(f"{_MORE_HEAD}\n{_listing(rank_for_request(new, request))}".rstrip("\n"))
     hint = _hint(tools, request) if at == latest else None
     if hint:
         added.append(hint)
@@ -210,13 +209,18 @@ def _keep_layout(messages: list[dict[str, Any]], tools: list[dict[str, Any]], us
     return Layout(blocks, listed)
 
 
+def _listing(tools: list[dict[str, Any]]) -> str:
+    """One line a function, as the lists show them."""
+    return "".join(f"functions.{t['function']['name']}: {_describe(t)}\n" for t in tools)
+
+
 def _list_at(messages: list[dict[str, Any]], tools: list[dict[str, Any]], at: int) -> Layout:
     """The function list just before message `at`, ordered for that request, and the best matches of each later
     request named before it."""
     # ranked by the user's own words: the context Jarvis adds after them (llm/context_block.py) names tools too
     request = own_words(_text(messages[at].get("content"))) if 0 <= at < len(messages) else ""
-    listing = "".join(f"functions.{t['function']['name']}: {_describe(t)}\n" for t in rank_for_request(tools, request))
-    blocks: dict[int, tuple[str, ...]] = {at: (f"{_LIST_HEAD}\n{listing}\n{_LIST_TAIL}",)}
+    blocks: dict[int, tuple[str, ...]] = {
+        at: (f"{_LIST_HEAD}\n{_listing(rank_for_request(tools, request))}\n{_LIST_TAIL}",)}
     for i, m in enumerate(messages):
         if i > at and m.get("role") == "user":
             hint = _hint(tools, own_words(_text(m.get("content"))))
