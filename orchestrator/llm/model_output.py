@@ -22,6 +22,7 @@ import json
 import logging
 import re
 import uuid
+import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,7 +163,10 @@ def _calls_from_code(text: str, known: Collection[str]) -> list[dict[str, Any]] 
     if len(text) > 10_000:
         return None
     try:
-        tree = ast.parse(text.strip())
+        with warnings.catch_warnings():  # "invalid escape sequence" in the model's text is its business, not a warning
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(text.strip())
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     calls = [_call_from_expression(stmt.value, known) if isinstance(stmt, ast.Expr) else None for stmt in tree.body]
