@@ -29,24 +29,31 @@ class UIServer:
         auth = {"Authorization": f"Bearer {token or self.token}"} if token != "" else {}
         return httpx.Client(base_url=self.url, headers={**auth, **headers}, timeout=30)
 
-    def stream(self, path: str, body: Any = None, method: str = "POST") -> list[dict[str, Any]]:
-        """The SSE events of one call, parsed."""
+    def stream(self, path: str, body: Any = None, method: str = "POST",
+               into: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """The SSE events of one call, parsed; appended to `into` as they arrive when given (a test in another
+        thread can wait for one)."""
+        events = [] if into is None else into
         with self.client() as c, c.stream(method, path, json=body) as resp:
             assert resp.status_code == 200, resp.read().decode()
             assert resp.headers["content-type"].startswith("text/event-stream")
-            return parse_sse(resp.iter_text())
+            events.extend(iter_sse(resp.iter_text()))
+        return events
 
 
-def parse_sse(chunks) -> list[dict[str, Any]]:
-    events, buffer = [], ""
+def iter_sse(chunks) -> Iterator[dict[str, Any]]:
+    buffer = ""
     for chunk in chunks:
         buffer += chunk
         while "\n\n" in buffer:
             frame, buffer = buffer.split("\n\n", 1)
             data = "\n".join(line[5:].lstrip() for line in frame.splitlines() if line.startswith("data:"))
             if data:
-                events.append(json.loads(data))
-    return events
+                yield json.loads(data)
+
+
+def parse_sse(chunks) -> list[dict[str, Any]]:
+    return list(iter_sse(chunks))
 
 
 @contextmanager
