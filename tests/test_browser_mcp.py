@@ -16,7 +16,7 @@ import re
 import signal
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,7 @@ from orchestrator.chat.turns import user_input
 from orchestrator.core import cgroups
 from tests.conftest import REPO, answer, tool_call
 from tests.fakes.app_x import PAGE_SIZE, PASSWORD, USER, AppX
+from tests.fakes.http_json import LocalServer
 from tests.fakes.llm_server import tool_results
 from tests.mcp_helpers import (alive, any_running, identities, install_playwright, pids_with_arg, process_tree,
                                shutdown_mcp, wait_for)
@@ -509,7 +510,7 @@ def hog_site():
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = LocalServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
