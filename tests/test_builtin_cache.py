@@ -82,3 +82,32 @@ def test_a_request_that_binds_more_tools_reads_only_them_and_itself(jarvis_env):
         messages.append({"role": "user", "content": "What time is it?"})
         second, _ = _streamed(client, {**body, "messages": messages, "tools": fs + clock})
     assert second["prompt_tokens_details"]["cached_tokens"] >= first["prompt_tokens"] - 1, (first, second)
+
+
+@pytest.mark.slow
+def test_a_thread_s_prompt_comes_back_from_the_cache_after_another_s_request(jarvis_env):
+    """Two callers alternate on the one server (a chat thread and a jorb, two threads): each request used to find the
+    other's prompt evaluated and read its own again from the start (llm/prompt_states.py). Now the first caller's
+    prompt is restored, and the answer is the one the server gives when it held that prompt itself."""
+    server = builtin_model_server(jarvis_env)
+    tools = [openai_schema(t) for t in build_fs_tools([jarvis_env.root])]
+
+    def thread(name: str) -> list[dict]:
+        return [{"role": "system", "content": f"You are {name}, a helpful assistant. " + " ".join(
+                    f"Note {i}: {name}'s item {i} is on shelf {i % 7}." for i in range(40))},
+                {"role": "user", "content": "Say hello."}]
+
+    body = {"model": "smollm2-135m", "temperature": 0, "max_tokens": 16, "stream": True, "tools": tools}
+    alpha, beta = thread("Alpha"), thread("Beta")
+    with httpx.Client(base_url=server.base_url, timeout=120, trust_env=False) as client:
+        _, said = _streamed(client, {**body, "messages": alpha})
+        follow = [*alpha, {"role": "assistant", "content": said["content"]}, {"role": "user", "content": "Say goodbye."}]
+        _streamed(client, {**body, "messages": beta})  # the other caller, in between
+        restored, answer = _streamed(client, {**body, "messages": follow})
+        # The reference: the server holds the first request's prompt and answer itself (asked again just before),
+        # so the follow-up reads the same new tokens in the same batch (llama.cpp's sums differ with the batch).
+        _streamed(client, {**body, "messages": alpha})
+        live, again = _streamed(client, {**body, "messages": follow})
+    assert restored["prompt_tokens_details"]["cached_tokens"] >= 0.8 * restored["prompt_tokens"], restored
+    assert live["prompt_tokens_details"]["cached_tokens"] == restored["prompt_tokens_details"]["cached_tokens"]
+    assert answer == again, (answer, again)

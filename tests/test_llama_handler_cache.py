@@ -30,18 +30,27 @@ CHANGING = [[_tool("fs_read_text", "Read a text file."), _tool("fs_list_dir", "L
 
 class _Server:
     """What the handler sees of llama.cpp: the text it evaluated last (the previous call's prompt and its output),
-    and the last request's layout, which the handler keeps."""
+    and the latest requests' layouts, which the handler keeps. With `states`, it also holds the texts of earlier
+    calls, as the built-in model's server does (llm/prompt_states.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, states: bool = False) -> None:
         self.evaluated = ""
-        self.layout = None
+        self.saved: list[str] = []
+        self.states = states
+        self.layouts: list = []
+
+    def held(self, head: str) -> bool:
+        return any(text.startswith(head) for text in [self.evaluated, *self.saved])
 
     def call(self, messages: list[dict], tools: list[dict], output: str) -> tuple[str, str]:
         """(prompt, the part of it read again)."""
-        self.layout = plan_layout(messages, tools, cached=self.evaluated.startswith, previous=self.layout)
-        prompt = render_layout(messages, self.layout, bool(tools))
-        read = prompt[len(os.path.commonprefix([self.evaluated, prompt])):]
+        layout = plan_layout(messages, tools, cached=self.held, previous=self.layouts)
+        self.layouts.insert(0, layout)
+        prompt = render_layout(messages, layout, bool(tools))
+        read = prompt[max(len(os.path.commonprefix([text, prompt])) for text in [self.evaluated, *self.saved]):]
         self.evaluated = prompt + output
+        if self.states:
+            self.saved.append(self.evaluated)
         return prompt, read
 
 
@@ -167,3 +176,23 @@ def test_cached_tokens_are_the_evaluated_prefix_and_reported_as_openai_does():
     assert with_cached(usage, 7)["prompt_tokens_details"] == {"cached_tokens": 7}
     assert with_cached(usage, 70)["prompt_tokens_details"] == {"cached_tokens": 10}
     assert with_cached(None, 3) is None
+
+
+def test_two_threads_alternating_on_a_server_with_saved_states_each_read_only_their_new_messages():
+    """A jorb works while the user chats, or two threads alternate: with the states the server saves, each caller's
+    list stays where its own first request put it, though the other caller's request came last."""
+    server = _Server(states=True)
+    threads = {"a": [{"role": "system", "content": "You are Jarvis."}],
+               "b": [{"role": "system", "content": "You are Jarvis. Earlier: a summary."}]}
+    reads = []
+    for turn in range(4):
+        for name, tools in (("a", STABLE), ("b", CHANGING[turn % 2])):
+            messages = threads[name]
+            messages.append({"role": "user", "content": f"please read file {name}{turn}"})
+            prompt, read = server.call(messages, tools, f"message:\nRead {name}{turn}.")
+            messages.append({"role": "assistant", "content": f"Read {name}{turn}."})
+            reads.append((name, turn, prompt, read))
+    for name, turn, prompt, read in reads:
+        if turn >= 2:  # every tool of both threads listed once
+            assert "You can call these functions" not in read and len(read) < 0.3 * len(prompt), (name, turn, read)
+            assert prompt.count("You can call these functions") == 1

@@ -31,8 +31,9 @@ result reads only the call and the result (about 110). Then, while the server st
 the list stays where the first request put it, the latest request's best matches are named in one line before
 it, and tools bound since are listed there too, as more functions (`plan_layout`): a turn reads only its own
 messages ([25]: the cached share of the prompt went from 17-85% a turn to above 80% over bench/prompt.py's 10-turn
-thread with every tool bound). The usage the handler
-reports says how many prompt tokens were found cached (`prompt_tokens_details.cached_tokens`).
+thread with every tool bound). Before a request, the state of a prompt evaluated earlier (another thread's, a
+jorb's) is restored when it holds more of the prompt than the server does (llm/prompt_states.py). The usage the
+handler reports says how many prompt tokens were found cached (`prompt_tokens_details.cached_tokens`).
 One rule of its own: after tool results the model answers in words (one round of tool calls per user message),
 because a small model asked to choose again calls a tool again, every time.
 """
@@ -43,7 +44,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ import jinja2.sandbox
 from llama_cpp.llama_chat_format import _convert_completion_to_chat, register_chat_completion_handler
 
 from orchestrator.llm.context_block import own_words
+from orchestrator.llm.prompt_states import PromptStates, common_prefix
 from orchestrator.llm.tool_schema import describe_line as _describe, first_sentence as _first_sentence
 
 NAME = "jarvis-chatml-tools"
@@ -120,7 +122,7 @@ class Layout:
 
 
 def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                  cached: Callable[[str], bool] | None = None, previous: Layout | None = None) -> str:
+                  cached: Callable[[str], bool] | None = None, previous: Sequence[Layout] = ()) -> str:
     """The prompt, its function list placed where the server's cache is reused most (`plan_layout`)."""
     return render_layout(messages, plan_layout(messages, tools, cached, previous), bool(tools))
 
@@ -132,14 +134,15 @@ def render_layout(messages: list[dict[str, Any]], layout: Layout, tools: bool, *
 
 
 def plan_layout(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                cached: Callable[[str], bool] | None = None, previous: Layout | None = None) -> Layout:
+                cached: Callable[[str], bool] | None = None, previous: Sequence[Layout] = ()) -> Layout:
     """Where the function list goes. Without `cached` (a function saying whether the server's evaluated tokens
     start with a text) it sits just before the latest user message, ordered for that request (see the module's
     docstring).
 
     With it, what the server still holds stays as it is:
-    - `previous` (the last request's layout), when the server holds the prompt up to its last block and the
-      thread's first request: later steps and requests keep it, and the functions its lists do not describe yet
+    - an earlier request's layout (`previous`, the newest first: the server holds several callers' prompts,
+      llm/prompt_states.py), the first whose prompt the server holds up to its last block and the thread's first
+      request: later steps and requests keep it, and the functions its lists do not describe yet
       (a thread binds a new tool: chat/tool_binding.py) are listed just before the latest request, as more
       functions. Moving the whole list there instead made the server read the conversation since its old place
       again ([25]: a small window binds each request's best matches, so a thread's tools grow on many turns).
@@ -151,10 +154,11 @@ def plan_layout(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | No
     if not tools:
         return Layout()
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-    if cached is not None and previous is not None:
-        kept = _keep_layout(messages, tools, users, cached, previous)
-        if kept is not None:
-            return kept
+    if cached is not None:
+        for earlier in previous:
+            kept = _keep_layout(messages, tools, users, cached, earlier)
+            if kept is not None:
+                return kept
     if cached is not None and len(users) > 1:
         for at in reversed(users[:-1][-_PLACES:]):  # where an earlier request of this thread put the list
             layout = _list_at(messages, tools, at)
@@ -284,7 +288,9 @@ def _only_tokens(allowed: set[int]) -> Any:
 
 # The last request's layout, per model (the server process holds one): where its blocks are, so the next request can
 # keep them where the server's cache still holds them (`plan_layout`).
-_layouts: dict[int, Layout] = {}
+_layouts: dict[int, list[Layout]] = {}  # per model: the latest requests' layouts, the newest first
+LAYOUTS_KEPT = 8  # about as many prompts as the saved states hold
+_states: dict[int, PromptStates] = {}  # per model: prompts evaluated before the last one (llm/prompt_states.py)
 
 
 # The vocabulary's prefix tree for lm-format-enforcer, built once per model (about a second for 49k tokens); the
@@ -402,12 +408,13 @@ def _tool_call_response(name: str, arguments: str, completion: dict[str, Any], s
 def cached_prefix(evaluated: Any, prompt_ids: list[int]) -> int:
     """How many of the prompt's first tokens the model has evaluated already (llama.cpp keeps the last prompt's
     KV cache and evaluates only from the first token that differs, as `Llama.generate` does)."""
-    count = 0
-    for a, b in zip(evaluated, prompt_ids):
-        if a != b:
-            break
-        count += 1
-    return min(count, max(0, len(prompt_ids) - 1))  # the last token is evaluated again for its logits
+    return min(common_prefix(evaluated, prompt_ids), max(0, len(prompt_ids) - 1))  # the last is read again
+
+
+def _then(chunks: Iterator[dict[str, Any]], done: Callable[[], None]) -> Iterator[dict[str, Any]]:
+    """The chunks, then `done()` once the last was sent (not when the client left before)."""
+    yield from chunks
+    done()
 
 
 def with_cached(usage: dict[str, Any] | None, cached: int) -> dict[str, Any] | None:
@@ -479,15 +486,24 @@ def jarvis_chatml_tools(
     def tokens(text: str) -> list[int]:
         return llama.tokenize(text.encode("utf-8"), add_bos=True, special=True)
 
-    def evaluated(head: str) -> bool:
-        ids = tokens(head)
-        return cached_prefix(llama.input_ids, ids) >= len(ids) - 1
+    states = _states.setdefault(id(llama), PromptStates())
 
-    layout = plan_layout(messages, available, cached=evaluated, previous=_layouts.get(id(llama)))
-    _layouts[id(llama)] = layout
+    def evaluated(head: str) -> bool:  # held by the context, or by a state it can restore
+        ids = tokens(head)
+        return max(common_prefix(llama._input_ids, ids), states.longest(ids)) >= len(ids) - 1
+
+    recent = _layouts.setdefault(id(llama), [])
+    layout = plan_layout(messages, available, cached=evaluated, previous=recent)
+    recent.insert(0, layout)
+    del recent[LAYOUTS_KEPT:]
     prompt = render_layout(messages, layout, bool(available))
-    # Measured before anything of this request is evaluated: the share of the prompt a previous call left cached.
-    cached = cached_prefix(llama.input_ids, tokens(prompt))
+    # Before anything of this request is evaluated: the part of the prompt a previous call left cached.
+    prompt_ids = tokens(prompt)
+    states.restore(llama, prompt_ids)
+    cached = cached_prefix(llama._input_ids, prompt_ids)
+
+    def save() -> None:
+        states.save(llama)
 
     def answer(prefix: str) -> Any:
         chat = _convert_completion_to_chat(
@@ -497,9 +513,10 @@ def jarvis_chatml_tools(
             stream=stream,
         )
         if not stream:
+            save()
             return {**chat, "usage": with_cached(chat.get("usage"), cached)}
-        return with_usage(chat, len(llama.tokenize((prompt + prefix).encode("utf-8"), add_bos=True, special=True)),
-                          cached)
+        return _then(with_usage(chat, len(llama.tokenize((prompt + prefix).encode("utf-8"), add_bos=True,
+                                                         special=True)), cached), save)
 
     if not available:
         return answer("")
@@ -533,6 +550,7 @@ def jarvis_chatml_tools(
         max_tokens=budget, logits_processor=_call_constraint(llama, chosen, budget),
         **{k: v for k, v in sampling.items() if k != "logits_processor"},
     )
+    save()
     name, arguments = split_call(completion["choices"][0]["text"], [t["function"]["name"] for t in chosen])
     return _tool_call_response(name, arguments, {**completion, "usage": with_cached(completion.get("usage"), cached)},
                                stream)
