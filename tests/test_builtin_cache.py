@@ -94,7 +94,7 @@ def test_a_thread_s_prompt_comes_back_from_the_cache_after_another_s_request(jar
 
     def thread(name: str) -> list[dict]:
         return [{"role": "system", "content": f"You are {name}, a helpful assistant. " + " ".join(
-                    f"Note {i}: {name}'s item {i} is on shelf {i % 7}." for i in range(40))},
+                    f"Note {i}: {name}'s item {i} is on shelf {i % 7}." for i in range(16))},
                 {"role": "user", "content": "Say hello."}]
 
     body = {"model": "smollm2-135m", "temperature": 0, "max_tokens": 16, "stream": True, "tools": tools}
