@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy.orm import Session
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session
 from orchestrator.tools.executor import CallContext, ToolExecutor
 from orchestrator.app import App
 from orchestrator.tools.ledger import STARTED, EffectsLedger, LedgerRow
-from orchestrator.storage.engines import dispose_all, jarvis_engine, sqlite_path
+from orchestrator.storage.engines import database_url, dispose_all, jarvis_engine, sqlite_path
 from orchestrator.storage.workers import HeartbeatRow, ensure_heartbeat, seems_alive
 
 REMOTE = "machine-b:4242:abcdef"
@@ -91,3 +92,25 @@ def test_an_older_database_gets_the_new_columns(jarvis_env):
     assert ledger.begin("k-now", "t", "fs_write_text", {}, ["fs_write"])
     with sqlite3.connect(path) as db:
         assert "worker" in [r[1] for r in db.execute("PRAGMA table_info(effects_ledger)")]
+
+
+def test_the_beat_ends_with_its_database_and_starts_again_when_it_is_opened_again(jarvis_env, caplog):
+    # A closed database is not reopened by the beat: it printed "could not record this worker's heartbeat: unable
+    # to open database file" at the end of every test run (a test's folder is deleted once its engines are closed).
+    from orchestrator.storage import workers
+    from orchestrator.storage.claims import WORKER_ID
+
+    jarvis_env.write_config(storage={"claim_lease_s": 0.3})  # a beat every 0.1 s
+    settings = jarvis_env.settings
+    ensure_heartbeat(settings)
+    dispose_all()
+    time.sleep(0.4)
+    assert database_url(settings, "jarvis") not in workers._beating
+    assert "heartbeat" not in caplog.text
+    ensure_heartbeat(settings)  # opened again: beating again
+    with Session(jarvis_engine(settings)) as s:
+        first = s.get(HeartbeatRow, WORKER_ID).seen
+    time.sleep(0.4)
+    with Session(jarvis_engine(settings)) as s:
+        assert s.get(HeartbeatRow, WORKER_ID).seen > first
+    dispose_all()

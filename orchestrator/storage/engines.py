@@ -128,6 +128,12 @@ def engine_for_url(url: str) -> Engine:
         return engine
 
 
+def open_engine(url: str) -> Engine | None:
+    """The engine in use for `url`, or None when none is (never opened, or closed by `dispose_all`)."""
+    with _lock:
+        return _engines.get(url)
+
+
 def engine_for(settings: Settings, name: str = JARVIS_DB) -> Engine:
     return engine_for_url(database_url(settings, name))
 

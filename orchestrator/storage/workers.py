@@ -22,7 +22,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from .claims import WORKER_ID
 from orchestrator.core.config import Settings
-from .engines import Base, jarvis_engine, utcnow
+from .engines import JARVIS_DB, Base, database_url, jarvis_engine, open_engine, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -53,22 +53,27 @@ def _beat(engine, worker: str) -> None:
 
 
 def ensure_heartbeat(settings: Settings, worker: str = WORKER_ID) -> None:
-    """Record this process as alive now, and keep doing so in the background while it runs (idempotent)."""
-    engine = jarvis_engine(settings)
-    key = str(engine.url)
-    if key in _beating:
-        return
+    """Record this process as alive now, and keep doing so in the background while it runs (idempotent). The beat
+    goes through the engine in use for the database and ends when the database is closed (`engines.dispose_all`:
+    beating then reopened a closed database, or one whose folder was gone); opened again, it is started again."""
+    engine = jarvis_engine(settings)  # before the check: while it is in use, a running beat goes on
+    key = database_url(settings, JARVIS_DB)  # the engines' own key for it
     with _lock:
         if key in _beating:
             return
         _beat(engine, worker)
         interval = settings.storage.claim_lease_s / 3
 
-        def loop() -> None:  # for the life of the process (a daemon thread)
+        def loop() -> None:  # while the database is open (a daemon thread)
             while True:
                 time.sleep(interval)
+                with _lock:
+                    current = open_engine(key)
+                    if current is None:
+                        _beating.discard(key)
+                        return
                 try:
-                    _beat(engine, worker)
+                    _beat(current, worker)
                 except Exception as exc:  # noqa: BLE001 - the next beat tries again
                     log.warning("could not record this worker's heartbeat: %s", exc)
 
