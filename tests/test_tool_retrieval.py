@@ -27,6 +27,16 @@ def test_the_needed_tool_is_bound_for_at_least_95_of_100_queries(jarvis_env):
     assert len(misses) <= 5, misses
 
 
+def test_a_greeting_or_thanks_binds_no_tool_of_its_own(jarvis_env):
+    # Matched as prefixes, "say" found "says" in three descriptions: "Say hello." bound memory_remember,
+    # pdf_extract_text and jorb_create, which then stayed in the thread (chat/tool_binding.py), read on every turn.
+    tools = App(jarvis_env.settings).static_tools()
+    index = ToolIndex()
+    for greeting in ("Say hello.", "Hi!", "Thanks, goodbye!", "Thank you.", "OK, yes."):
+        assert select_tools(index, tools, greeting, [], 4) == [], greeting
+    assert [t.name for t in select_tools(index, tools, "say hi to Anna on telegram", [], 4)] == ["messages_send"]
+
+
 def test_the_planner_gets_a_dozen_tools_and_find_tools_reaches_the_rest(jarvis_env):
     catalog = build_catalog(App(jarvis_env.settings).static_tools())
     graph = jarvis_env.graph(catalog=ToolCatalog([StaticProvider("big", catalog)]))

@@ -32,7 +32,10 @@ log = logging.getLogger(__name__)
 FIND_TOOLS = "find_tools"
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _STOP = {"a", "an", "the", "to", "of", "and", "or", "in", "on", "for", "my", "me", "i", "is", "it", "be", "with",
-         "please", "can", "you", "what", "this", "that", "do", "from", "at", "by", "as", "are", "was", "all"}
+         "please", "can", "you", "what", "this", "that", "do", "from", "at", "by", "as", "are", "was", "all",
+         # greetings and thanks name no tool; matched as prefixes ("say" finds "says"), they bound tools that
+         # stayed in the thread: "Say hello." got memory_remember, pdf_extract_text and jorb_create
+         "say", "hello", "hi", "hey", "thanks", "thank", "bye", "goodbye", "ok", "okay", "yes", "no"}
 RRF_K = 60
 
 
