@@ -446,9 +446,10 @@ BUDGET_S = 300.0  # bench/real_model.py's target for the whole run, at the ancho
 MAX_SLOWDOWN = 3.0  # a machine this much slower than the anchor is not one to judge Jarvis's speed on
 
 # What the test holds the run to (tests/test_real_model.py says why these and not its wall time). Measured here: Jarvis
-# 0.5-0.7% of the turns' time; 84% of the prompt tokens cached (62-64% while the built-in model's function list moved
-# whenever a thread bound a new tool); a prompt that broke the prefix cache after the system text would leave about a
-# third cached (the system text is about a third of a request).
+# 0.5-0.9% of the turns' time; 87% of the prompt tokens cached (62-64% while the built-in model's function list moved
+# whenever a thread bound a new tool, 81-84% while a jorb the run starts made the chat read its prompts again:
+# llm/prompt_states.py); a prompt that broke the prefix cache after the system text would leave about a third cached
+# (the system text is about a third of a request).
 MAX_JARVIS_SHARE = 0.10
 MIN_CACHED_SHARE = 0.50
 HANG_GUARD_S = BUDGET_S * MAX_SLOWDOWN
