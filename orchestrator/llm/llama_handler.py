@@ -286,8 +286,8 @@ def _only_tokens(allowed: set[int]) -> Any:
     return LogitsProcessorList([process])
 
 
-# The last request's layout, per model (the server process holds one): where its blocks are, so the next request can
-# keep them where the server's cache still holds them (`plan_layout`).
+# The latest requests' layouts, per model (the server process holds one): where their blocks are, so a next request
+# can keep them where the server's cache (or a state it saved) still holds them (`plan_layout`).
 _layouts: dict[int, list[Layout]] = {}  # per model: the latest requests' layouts, the newest first
 LAYOUTS_KEPT = 8  # about as many prompts as the saved states hold
 _states: dict[int, PromptStates] = {}  # per model: prompts evaluated before the last one (llm/prompt_states.py)

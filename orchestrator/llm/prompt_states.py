@@ -24,24 +24,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import llama_cpp
+import numpy as np
 
 STATE_BYTES = 256 * 2**20  # at most, for the saved states of one model (about 11,000 tokens of SmolLM2-135M)
 MIN_GAIN = 32  # tokens: restoring costs milliseconds, reading 32 tokens about a third of a second on 2 cores
 SEQUENCE = 0  # llama-cpp-python evaluates every prompt as sequence 0
 
 
-def common_prefix(a: Any, b: list[int]) -> int:
-    count = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        count += 1
-    return count
+def common_prefix(a: Any, b: Any) -> int:
+    """How many first tokens two token sequences share (numpy: a thread's prompt is thousands of tokens, and the
+    handler asks this for several heads of it against each saved state)."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(differ[0]) if differ.size else n
 
 
-@dataclass
+@dataclass(eq=False)  # one saved state is itself only (its ids are an array)
 class _Saved:
-    ids: list[int]
+    ids: np.ndarray
     data: Any  # a ctypes byte array
     size: int
 
@@ -56,14 +58,16 @@ class PromptStates:
 
     def longest(self, ids: list[int]) -> int:
         """How many of `ids`' first tokens a saved state holds."""
-        return max((common_prefix(s.ids, ids) for s in self._saved), default=0)
+        wanted = np.asarray(ids)
+        return max((common_prefix(s.ids, wanted) for s in self._saved), default=0)
 
     def restore(self, llama: Any, ids: list[int]) -> None:
         """Make the context hold the saved state sharing most of `ids`' beginning, when it shares MIN_GAIN tokens
         more than what the context holds now."""
-        held = common_prefix(llama._input_ids, ids)
-        best = max(self._saved, key=lambda s: common_prefix(s.ids, ids), default=None)
-        if best is None or common_prefix(best.ids, ids) < held + MIN_GAIN:
+        wanted = np.asarray(ids)
+        held = common_prefix(llama._input_ids, wanted)
+        best = max(self._saved, key=lambda s: common_prefix(s.ids, wanted), default=None)
+        if best is None or common_prefix(best.ids, wanted) < held + MIN_GAIN:
             return
         if not llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, best.data, best.size, SEQUENCE):
             llama.reset()  # the context's cells are unknown now: the prompt is read from scratch
@@ -77,7 +81,7 @@ class PromptStates:
 
     def save(self, llama: Any) -> None:
         """Keep the context's evaluated sequence (after a request)."""
-        ids = [int(t) for t in llama._input_ids]
+        ids = np.array(llama._input_ids)  # a copy: the context's array changes with the next request
         if len(ids) < MIN_GAIN:
             return
         for s in self._saved:
