@@ -44,6 +44,7 @@ import json
 import re
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -290,7 +291,9 @@ def _only_tokens(allowed: set[int]) -> Any:
 # can keep them where the server's cache (or a state it saved) still holds them (`plan_layout`).
 _layouts: dict[int, list[Layout]] = {}  # per model: the latest requests' layouts, the newest first
 LAYOUTS_KEPT = 8  # about as many prompts as the saved states hold
-_states: dict[int, PromptStates] = {}  # per model: prompts evaluated before the last one (llm/prompt_states.py)
+# per model: prompts evaluated before the last one (llm/prompt_states.py); held weakly by the model itself, so a
+# model loaded later at the same address never gets another model's states
+_states: weakref.WeakKeyDictionary[Any, PromptStates] = weakref.WeakKeyDictionary()
 
 
 # The vocabulary's prefix tree for lm-format-enforcer, built once per model (about a second for 49k tokens); the
@@ -486,7 +489,7 @@ def jarvis_chatml_tools(
     def tokens(text: str) -> list[int]:
         return llama.tokenize(text.encode("utf-8"), add_bos=True, special=True)
 
-    states = _states.setdefault(id(llama), PromptStates())
+    states = _states.setdefault(llama, PromptStates())
 
     def evaluated(head: str) -> bool:  # held by the context, or by a state it can restore
         ids = tokens(head)
