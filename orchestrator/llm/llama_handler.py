@@ -287,12 +287,12 @@ def _only_tokens(allowed: set[int]) -> Any:
     return LogitsProcessorList([process])
 
 
-# The latest requests' layouts, per model (the server process holds one): where their blocks are, so a next request
-# can keep them where the server's cache (or a state it saved) still holds them (`plan_layout`).
-_layouts: dict[int, list[Layout]] = {}  # per model: the latest requests' layouts, the newest first
+# Per model (the server process holds one), held weakly by the model object, so a model loaded later at the same
+# address never gets another model's: the latest requests' layouts, the newest first (where their blocks are, so a
+# next request can keep them where the server's cache or a saved state still holds them: `plan_layout`), and the
+# prompts evaluated before the last one (llm/prompt_states.py).
+_layouts: weakref.WeakKeyDictionary[Any, list[Layout]] = weakref.WeakKeyDictionary()
 LAYOUTS_KEPT = 8  # about as many prompts as the saved states hold
-# per model: prompts evaluated before the last one (llm/prompt_states.py); held weakly by the model itself, so a
-# model loaded later at the same address never gets another model's states
 _states: weakref.WeakKeyDictionary[Any, PromptStates] = weakref.WeakKeyDictionary()
 
 
@@ -495,7 +495,7 @@ def jarvis_chatml_tools(
         ids = tokens(head)
         return max(common_prefix(llama._input_ids, ids), states.longest(ids)) >= len(ids) - 1
 
-    recent = _layouts.setdefault(id(llama), [])
+    recent = _layouts.setdefault(llama, [])
     layout = plan_layout(messages, available, cached=evaluated, previous=recent)
     recent.insert(0, layout)
     del recent[LAYOUTS_KEPT:]

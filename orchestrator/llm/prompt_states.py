@@ -66,8 +66,9 @@ class PromptStates:
         more than what the context holds now."""
         wanted = np.asarray(ids)
         held = common_prefix(llama._input_ids, wanted)
-        best = max(self._saved, key=lambda s: common_prefix(s.ids, wanted), default=None)
-        if best is None or common_prefix(best.ids, wanted) < held + MIN_GAIN:
+        shared, best = max(((common_prefix(s.ids, wanted), s) for s in self._saved), key=lambda p: p[0],
+                           default=(0, None))
+        if best is None or shared < held + MIN_GAIN:
             return
         if not llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, best.data, best.size, SEQUENCE):
             llama.reset()  # the context's cells are unknown now: the prompt is read from scratch
