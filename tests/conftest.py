@@ -92,6 +92,9 @@ class JarvisEnv:
         return env
 
     def cli(self, *args: str, input: str | None = None, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess:
+        from orchestrator.storage import writer
+
+        writer.flush()  # the other process reads what this one's turns wrote, even what is still queued
         proc = subprocess.run([str(JARVIS_BIN), *args], input=input, capture_output=True, text=True, timeout=timeout,
                               env=self.env(), cwd=str(self.path), stdin=None if input is not None else subprocess.DEVNULL)
         if check and proc.returncode != 0:

@@ -138,7 +138,7 @@ def test_runs_are_recorded_with_nodes_tools_and_tokens(jarvis_env):
     assert run["model_calls"] == 2 and run["tool_calls"] == 1 and run["prompt_tokens"] > 0
     shown = jarvis_env.cli_json("runs", "show", run["id"][:8], "--json")
     names = [(e["kind"], e["name"]) for e in shown["events"]]
-    assert ("node", "entry") in names and ("tool", "time_now") in names and ("node", "respond") in names
+    assert ("node", "planner") in names and ("tool", "time_now") in names and ("node", "respond") in names
     assert sum(1 for k, _ in names if k == "model") == 2
 
 

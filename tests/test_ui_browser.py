@@ -289,7 +289,7 @@ def test_runs_and_settings_views(open_ui):
     # each view fills in after it is shown (the run's events, the endpoint's check): waited for, not read at once
     timeline = page.locator(".timeline")
     expect(timeline).to_contain_text("planner")
-    expect(timeline).to_contain_text("entry")
+    expect(timeline).to_contain_text("respond")
     shot(page, "runs")
     page.get_by_role("link", name="Settings").click()
     expect(page.locator('.endpoint[data-role="primary"]')).to_contain_text("answers")

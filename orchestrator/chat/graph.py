@@ -1,4 +1,4 @@
-"""The chat graph: entry -> planner -> tool_node (one task per call) | jarb -> planner ... -> respond.
+"""The chat graph: planner -> tool_node (one task per call) | jarb -> planner ... -> respond.
 
 `App().graph` (orchestrator/app.py) is this graph compiled with a persistent checkpointer (SQLite under
 storage.data_dir by default), so `thread_id` is all a client needs to continue, approve or inspect a conversation:
@@ -70,9 +70,14 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
     `respond` trims (under LangGraph's server the platform keeps them, in tables Jarvis must not touch)."""
     settings = rt.settings
 
-    def entry(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
-        last_human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
-        text = last_human.text if last_human is not None else ""
+    def begin_turn(state: ConversationState, config: RunnableConfig) -> dict[str, Any] | None:
+        """The counts a turn starts with, when the planner is about to answer a message no step has answered yet
+        (the last message is the user's: every step after it adds the model's answer or a tool's result). Part of
+        the planner's first step, not a node of its own: a node is a LangGraph step, with a checkpoint written."""
+        last = state.messages[-1] if state.messages else None
+        if not isinstance(last, HumanMessage):
+            return None
+        text = last.text
         rt.threads.touch_later(_thread_id(config), title=text.strip().splitlines()[0] if text.strip() else None, status=RUNNING)
         known = {a.ref for a in state.attachments}
         new = [a for a in detect_attachments(text) if a.ref not in known]
@@ -85,8 +90,11 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
         }
 
     def planner(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
+        started = begin_turn(state, config) or {}
+        if started:
+            state = state.model_copy(update=started)
         if state.turn_steps >= settings.planner.max_steps:
-            return {"messages": [step_limit_message(settings)], "stop_reason": "step_limit"}
+            return {**started, "messages": [step_limit_message(settings)], "stop_reason": "step_limit"}
         tools = rt.tools_for_turn(state)
         last_human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
         remembered = rt.remembered(_thread_id(config), state.turn, last_human.text if last_human is not None else "")
@@ -107,7 +115,7 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
         check_fits(settings, rt.windows, estimate_tokens(prompt), tools_tokens)
         ai = call_model(rt.llm, tools, prompt, config, rt.model_base_url())
         new = [*folded.pop("messages", []), ai]
-        update = {**folded, "messages": new, "turn_steps": state.turn_steps + 1,
+        update = {**started, **folded, "messages": new, "turn_steps": state.turn_steps + 1,
                   "bound_tools": [t.name for t in tools]}
         if remembered and UNTRUSTED_HEADER in remembered:
             update["untrusted_turn"] = state.turn  # the model read facts drawn from outside content
@@ -197,28 +205,26 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
                                            usage_metadata=last.usage_metadata)]}
         return {}
 
-    return entry, planner, route, tool_node, respond
+    return planner, route, tool_node, respond
 
 
 def compile_chat_graph(rt: JarvisRuntime, checkpointer: Any = None, *, telemetry: bool = True):
     """Compile the chat graph over `rt` (the App builds it: orchestrator/app.py); `checkpointer=None` compiles
     without one."""
-    entry, planner, route, tool_node, respond = make_nodes(rt, prunes=checkpointer is not None)
+    planner, route, tool_node, respond = make_nodes(rt, prunes=checkpointer is not None)
     g = StateGraph(ConversationState)
-    g.add_node("entry", entry)
     g.add_node("planner", planner)
     g.add_node("tool_node", tool_node, input_schema=ToolTask)
     g.add_node("respond", respond)
     g.add_node("jarb", make_jarb_node(rt), input_schema=JarbTask)
-    g.add_edge(START, "entry")
-    g.add_edge("entry", "planner")
+    g.add_edge(START, "planner")
     g.add_conditional_edges("planner", route, ["tool_node", "jarb", "respond"])
     g.add_edge("tool_node", "planner")
     g.add_edge("jarb", "planner")
     g.add_edge("respond", END)
 
     compiled = g.compile(checkpointer=checkpointer)
-    # Room for max_steps planner rounds of (planner + tools) plus entry/respond.
+    # Room for max_steps planner rounds of (planner + tools) plus respond.
     cfg: dict[str, Any] = {"recursion_limit": rt.settings.planner.max_steps * 3 + 10}
     if telemetry:
         cfg["callbacks"] = [TelemetryHandler(rt.settings)]
