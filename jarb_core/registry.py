@@ -11,11 +11,8 @@ older versions stay listed. The version in use is the highest `active` one.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
-import sqlite3
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -34,6 +31,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+from orchestrator.core.sqlite_watch import data_version, watched_file
 
 from .sql_schema import upgrade
 
@@ -134,28 +133,6 @@ class RegistryError(RuntimeError):
 _ready: set[str] = set()
 
 
-# Connections that only read PRAGMA data_version, one per registry file, the last few used kept open: an open
-# connection per registry would hold three descriptors (the file, its -wal, its -shm) for every App ever made.
-_WATCHES: OrderedDict[str, tuple[int, sqlite3.Connection]] = OrderedDict()
-_WATCHES_KEPT = 4
-_watch_serial = itertools.count(1)
-_watch_lock = threading.Lock()
-
-
-def data_version(database: str) -> tuple[int, int]:
-    """(which watch connection, its PRAGMA data_version): changes whenever another connection, of any process,
-    committed to the file. A watch connection opened anew has another serial, so its first answer always differs."""
-    with _watch_lock:
-        entry = _WATCHES.get(database)
-        if entry is None:
-            entry = _WATCHES[database] = (next(_watch_serial), sqlite3.connect(database, check_same_thread=False))
-            while len(_WATCHES) > _WATCHES_KEPT:
-                _WATCHES.popitem(last=False)[1][1].close()
-        else:
-            _WATCHES.move_to_end(database)
-        return entry[0], entry[1].execute("PRAGMA data_version").fetchone()[0]
-
-
 class ToolRegistry:
     def __init__(self, engine: Engine):
         self.engine = engine
@@ -224,11 +201,8 @@ class ToolRegistry:
             return self._revision
 
     def _data_version(self) -> tuple[int, int] | None:
-        database = self.engine.url.database
-        if self.engine.dialect.name != "sqlite" or not database or database == ":memory:" \
-                or database.startswith("file:"):
-            return None
-        return data_version(database)
+        database = watched_file(self.engine)
+        return data_version(database) if database is not None else None
 
     def names(self) -> set[str]:
         with Session(self.engine) as s:

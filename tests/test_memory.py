@@ -244,22 +244,28 @@ def test_the_facts_read_for_a_message_follow_every_write(settings):
 def test_an_empty_memory_costs_a_turn_one_statement(settings):
     """Every turn reads memory before it plans (memory.enabled is on by default): with nothing remembered that read
     is one probe, not the three searches (named entities, keywords, the found facts) a full memory needs; a fact
-    written by another process is found at the next read, and forgetting the last one empties it again."""
+    written by another process is found at the next read, and forgetting the last one empties it again. On SQLite
+    the probe is made on a kept connection (core/sqlite_watch.py), not through the engine's pool."""
     from sqlalchemy import event
 
+    from orchestrator.core import sqlite_watch
     from orchestrator.memory import MemoryStore, Provenance, SourceKind
 
     store, other = MemoryStore(settings), MemoryStore(settings)
     store.ensure()
     statements: list[str] = []
+    probes: list[str] = []
 
     def seen(conn, cursor, statement, *rest):
         statements.append(statement)
 
     event.listen(store.engine, "before_cursor_execute", seen)
+    if not store.postgres:
+        sqlite_watch._watch(store.engine.url.database)[1].set_trace_callback(probes.append)
     try:
         assert store.relevant("what did I tell you about Carol's dentist?") == []
-        assert len(statements) == 1, statements
+        assert len(statements + probes) == 1, (statements, probes)
+        assert len(probes) == (0 if store.postgres else 1)
         fact = other.remember("Carol's dentist is Dr Kim", Provenance(SourceKind.USER, True, "thread t"),
                               about="Carol", kind="person")
         statements.clear()
@@ -269,6 +275,8 @@ def test_an_empty_memory_costs_a_turn_one_statement(settings):
         assert store.relevant("what about Carol?") == []
     finally:
         event.remove(store.engine, "before_cursor_execute", seen)
+        if not store.postgres:
+            sqlite_watch._watch(store.engine.url.database)[1].set_trace_callback(None)
 
 
 def test_search_input_is_words_not_query_syntax(settings):
