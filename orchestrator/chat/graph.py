@@ -31,7 +31,7 @@ from .context_fit import check_fits, history_budget, schema_tokens
 from .planner import call_model, openai_schema, results_instead_of_restated_call, step_limit_message, system_prompt
 from orchestrator.tools.provenance import judge_calls
 from .runtime import JarvisRuntime
-from .state import Attachment, ConversationState, JarbTask, ToolTask, TurnCount, tainted
+from .state import Attachment, ConversationState, JarbTask, RouteView, ToolTask, TurnCount, tainted
 from .turn_context import turn_context, with_context
 from orchestrator.storage.threads import IDLE, RUNNING, WAITING
 
@@ -121,14 +121,15 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
             update["untrusted_turn"] = state.turn  # the model read facts drawn from outside content
         return update
 
-    def route(state: ConversationState) -> Any:
-        last = state.messages[-1] if state.messages else None
-        if state.stop_reason or not isinstance(last, AIMessage):
+    def route(state: RouteView) -> Any:
+        messages = state["messages"]
+        last = messages[-1] if messages else None
+        if state["stop_reason"] or not isinstance(last, AIMessage):
             return "respond"
         sends: list[Send] = []
-        base = {"message_id": last.id, "turn": state.turn, "untrusted_turn": state.untrusted_turn,
-                "trusted_after_turn": state.trusted_after_turn, "effects": state.effects}
-        judge = (judge_calls(rt.catalog, state.messages, tainted(state.untrusted_turn, state.trusted_after_turn))
+        base = {"message_id": last.id, "turn": state["turn"], "untrusted_turn": state["untrusted_turn"],
+                "trusted_after_turn": state["trusted_after_turn"], "effects": state["effects"]}
+        judge = (judge_calls(rt.catalog, messages, tainted(state["untrusted_turn"], state["trusted_after_turn"]))
                  if settings.autonomy.argument_provenance else None)
         for i, call in enumerate(last.tool_calls):
             if call.get("name") == JARB_TOOL:  # the tool factory, not the executor

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -92,6 +92,18 @@ class ConversationState(BaseModel):
     summary: str | None = None
     summarized_count: int = 0  # messages folded into the summary and moved to the archive
     stop_reason: str | None = None
+
+
+class RouteView(TypedDict):
+    """What graph.route reads of the state, as LangGraph hands it over: a dict of these channels. Given the whole
+    state, LangGraph validated every message into a ConversationState before each routing, for six fields."""
+
+    messages: list[AnyMessage]
+    stop_reason: str | None
+    turn: int
+    untrusted_turn: int
+    trusted_after_turn: int
+    effects: TurnCount
 
 
 class ToolTask(BaseModel):
