@@ -167,3 +167,39 @@ def test_a_server_that_reports_no_usage_shows_tokens_as_unknown_not_zero(jarvis_
     runs = {r["thread_id"]: r for r in jarvis_env.cli_json("runs", "list", "--json")}
     assert (runs["uncounted"]["unreported_calls"], runs["half"]["unreported_calls"]) == (1, 1)
     assert runs["half"]["prompt_tokens"] > 0
+
+
+def test_a_tool_runs_only_once_the_step_that_called_it_is_on_disk(jarvis_env):
+    # LangGraph writes a step's checkpoint in the background by default, while the next step already runs. A tool
+    # with a side effect could then start before the model's call that asked for it was saved; after a crash the
+    # turn would plan again, make a new call (new ids, unknown to the ledger) and do the effect twice. The chat
+    # graph saves each step before the next one starts (LangGraph's "sync" durability), like the jorbs.
+    import time
+
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from orchestrator.storage.engines import make_checkpointer
+
+    saver = make_checkpointer(jarvis_env.settings)
+
+    class SlowSaver(SqliteSaver):  # a busy disk: each checkpoint takes a while to land
+        def put(self, config, checkpoint, metadata, new_versions):
+            time.sleep(0.3)
+            return super().put(config, checkpoint, metadata, new_versions)
+
+    slow = SlowSaver(saver.conn, serde=saver.serde)
+    seen: list[list[str]] = []
+
+    @tool
+    def stamp_note() -> str:
+        """Stamp the note."""
+        saved = slow.get_tuple(_cfg("durable"))
+        seen.append([m.type for m in saved.checkpoint["channel_values"].get("messages", [])] if saved else [])
+        return "stamped"
+
+    jarvis_env.server.push(tool_call("stamp_note"), answer("Stamped."))
+    out = jarvis_env.graph(checkpointer=slow, tools=[stamp_note]).invoke({"messages": [("user", "stamp it")]},
+                                                                          _cfg("durable"))
+    assert out["messages"][-1].content == "Stamped."
+    assert seen == [["human", "ai"]]  # the model's call was saved before the tool ran

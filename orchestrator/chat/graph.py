@@ -16,6 +16,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
@@ -31,7 +32,7 @@ from .context_fit import check_fits, history_budget, schema_tokens
 from .planner import call_model, openai_schema, results_instead_of_restated_call, step_limit_message, system_prompt
 from orchestrator.tools.provenance import judge_calls
 from .runtime import JarvisRuntime
-from .state import Attachment, ConversationState, JarbTask, RouteView, ToolTask, TurnCount, tainted
+from .state import Attachment, ConversationState, JarbTask, RouteView, ToolTask, TurnCount, route_view, tainted
 from .turn_context import turn_context, with_context
 from orchestrator.storage.threads import IDLE, RUNNING, WAITING
 
@@ -122,6 +123,7 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
         return update
 
     def route(state: RouteView) -> Any:
+        state = route_view(state)
         messages = state["messages"]
         last = messages[-1] if messages else None
         if state["stop_reason"] or not isinstance(last, AIMessage):
@@ -227,6 +229,13 @@ def compile_chat_graph(rt: JarvisRuntime, checkpointer: Any = None, *, telemetry
     compiled = g.compile(checkpointer=checkpointer)
     # Room for max_steps planner rounds of (planner + tools) plus respond.
     cfg: dict[str, Any] = {"recursion_limit": rt.settings.planner.max_steps * 3 + 10}
+    if checkpointer is not None:
+        # Each step's checkpoint is on disk before the next step starts (LangGraph writes it in the background by
+        # default, while the next step runs): a tool's side effect then never starts before the model's call that
+        # asked for it is saved, so a turn resumed after a crash finds that call (and the ledger its effect), and
+        # does not plan it anew. The jorbs run so too (jorbs/service.py). Only the default: `durability=` given to
+        # invoke or stream wins (LangGraph's own server passes its own).
+        cfg["configurable"] = {CONFIG_KEY_DURABILITY: "sync"}
     if telemetry:
         cfg["callbacks"] = [TelemetryHandler(rt.settings)]
     return compiled.with_config(cfg)

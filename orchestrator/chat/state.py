@@ -106,6 +106,12 @@ class RouteView(TypedDict):
     effects: TurnCount
 
 
+def route_view(state: RouteView) -> dict[str, Any]:
+    """The channels graph.route reads, with the state's defaults for those never written (a thread whose state was
+    set with update_state, say)."""
+    return {**_ROUTE_DEFAULTS, **state}
+
+
 class ToolTask(BaseModel):
     """The input of one tool_node task: one tool call of the planner's last message (see graph.route)."""
 
@@ -124,3 +130,7 @@ def tainted(untrusted_turn: int, trusted_after_turn: int = -1) -> bool:
     """Whether content from outside the conversation is still in what the model sees: read in any turn of the
     thread so far, and not cleared by the user since."""
     return untrusted_turn >= 0 and untrusted_turn > trusted_after_turn
+
+
+_ROUTE_DEFAULTS = {name: ConversationState.model_fields[name].get_default(call_default_factory=True)
+                   for name in RouteView.__annotations__}
