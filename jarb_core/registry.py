@@ -32,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from orchestrator.core.sqlite_watch import data_version, watched_file
+from orchestrator.core.kept_sqlite import data_version, watched_file
 
 from .sql_schema import upgrade
 

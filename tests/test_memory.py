@@ -245,10 +245,10 @@ def test_an_empty_memory_costs_a_turn_one_statement(settings):
     """Every turn reads memory before it plans (memory.enabled is on by default): with nothing remembered that read
     is one probe, not the three searches (named entities, keywords, the found facts) a full memory needs; a fact
     written by another process is found at the next read, and forgetting the last one empties it again. On SQLite
-    the probe is made on a kept connection (core/sqlite_watch.py), not through the engine's pool."""
+    the probe is made on a kept connection (core/kept_sqlite.py), not through the engine's pool."""
     from sqlalchemy import event
 
-    from orchestrator.core import sqlite_watch
+    from orchestrator.core import kept_sqlite
     from orchestrator.memory import MemoryStore, Provenance, SourceKind
 
     store, other = MemoryStore(settings), MemoryStore(settings)
@@ -261,7 +261,8 @@ def test_an_empty_memory_costs_a_turn_one_statement(settings):
 
     event.listen(store.engine, "before_cursor_execute", seen)
     if not store.postgres:
-        sqlite_watch._watch(store.engine.url.database)[1].set_trace_callback(probes.append)
+        with kept_sqlite._watches.use(store.engine.url.database) as (_, conn):
+            conn.set_trace_callback(probes.append)
     try:
         assert store.relevant("what did I tell you about Carol's dentist?") == []
         assert len(statements + probes) == 1, (statements, probes)
@@ -276,7 +277,8 @@ def test_an_empty_memory_costs_a_turn_one_statement(settings):
     finally:
         event.remove(store.engine, "before_cursor_execute", seen)
         if not store.postgres:
-            sqlite_watch._watch(store.engine.url.database)[1].set_trace_callback(None)
+            with kept_sqlite._watches.use(store.engine.url.database) as (_, conn):
+                conn.set_trace_callback(None)
 
 
 def test_search_input_is_words_not_query_syntax(settings):

@@ -22,7 +22,7 @@ from sqlalchemy import Engine, delete, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from orchestrator.core.config import Settings
-from orchestrator.core.sqlite_watch import first_row, watched_file
+from orchestrator.core.kept_sqlite import first_row, watched_file
 from orchestrator.docs_index.store import fuse
 from orchestrator.llm.embeddings import Embedder, make_embedder
 from orchestrator.storage import engines as storage
@@ -507,7 +507,7 @@ class MemoryStore:
     def holds_facts(self) -> bool:
         self.ensure()
         database = watched_file(self.engine)
-        if database is not None:  # every turn asks: one statement on a kept connection (core/sqlite_watch.py)
+        if database is not None:  # every turn asks: one statement on a kept connection (core/kept_sqlite.py)
             return first_row(database, f"SELECT 1 FROM {MemoryFact.__tablename__} LIMIT 1") is not None
         with self.engine.connect() as conn:  # a Core probe of the primary key: a tenth of an ORM session's cost
             return conn.execute(select(MemoryFact.id).limit(1)).first() is not None

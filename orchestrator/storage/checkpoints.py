@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from orchestrator.storage import writer
 from orchestrator.core.config import Settings
+from orchestrator.core.kept_sqlite import KeptConnections
 from .pg import prune_postgres_thread
 from .engines import CHECKPOINTS_DB, is_postgres, sqlite_path, tune_sqlite
 
@@ -32,32 +33,33 @@ def _connect(settings: Settings) -> sqlite3.Connection:
     return conn
 
 
+# The trim after each turn runs on a kept connection: opening one (with its pragmas) cost more than the trim's
+# query when there is nothing to trim.
+_pruners = KeptConnections(2, setup=tune_sqlite)
+
+
 def prune_thread(settings: Settings, thread_id: str, keep: int) -> PruneReport:
     """Delete all but the newest `keep` checkpoints of the thread (and their pending writes)."""
     if keep < 1:
         raise ValueError("keep at least one checkpoint: the newest is the thread")
     if is_postgres(settings):
         return PruneReport(thread_id, *prune_postgres_thread(settings.storage.url or "", thread_id, keep))
-    conn = _connect(settings)
-    try:
-        with conn:
-            newest = [r[0] for r in conn.execute(
-                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
-                "ORDER BY checkpoint_id DESC LIMIT ?", (thread_id, keep + 1))]
-            if len(newest) <= keep:  # nothing older: no write, so the next turn's checkpoints never wait for one
-                return PruneReport(thread_id, 0, 0)
-            oldest_kept = newest[keep - 1]
-            size, count = conn.execute(
-                "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0), COUNT(*) FROM checkpoints "
-                "WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept)).fetchone()
-            (wsize,) = conn.execute(
-                "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ? AND checkpoint_id < ?",
-                (thread_id, oldest_kept)).fetchone()
-            conn.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept))
-            conn.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept))
-        return PruneReport(thread_id, int(count), int(size) + int(wsize))
-    finally:
-        conn.close()
+    with _pruners.use(str(sqlite_path(settings, CHECKPOINTS_DB))) as (_, conn), conn:
+        newest = [r[0] for r in conn.execute(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+            "ORDER BY checkpoint_id DESC LIMIT ?", (thread_id, keep + 1))]
+        if len(newest) <= keep:  # nothing older: no write, so the next turn's checkpoints never wait for one
+            return PruneReport(thread_id, 0, 0)
+        oldest_kept = newest[keep - 1]
+        size, count = conn.execute(
+            "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0), COUNT(*) FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept)).fetchone()
+        (wsize,) = conn.execute(
+            "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ? AND checkpoint_id < ?",
+            (thread_id, oldest_kept)).fetchone()
+        conn.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept))
+        conn.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept))
+    return PruneReport(thread_id, int(count), int(size) + int(wsize))
 
 
 def vacuum(settings: Settings) -> int:
