@@ -33,11 +33,61 @@ def test_a_quick_turn_s_two_status_writes_are_one(jarvis_env, monkeypatch):
     writer.flush()
     monkeypatch.setattr(writer, "LINGER_S", 60.0)
     written: list[dict] = []
-    touch = ThreadIndex.touch
-    monkeypatch.setattr(ThreadIndex, "touch", lambda self, thread_id, **kw: (written.append(kw), touch(self, thread_id, **kw)))
+    touch = ThreadIndex._touch_in
+    monkeypatch.setattr(ThreadIndex, "_touch_in",
+                        lambda self, conn, thread_id, **kw: (written.append(kw), touch(self, conn, thread_id, **kw)))
     index.touch_later("quick", title="hello", status=RUNNING)  # the turn starts...
     index.touch_later("quick", status=IDLE)  # ...and ends before the writer ran
     writer.flush()
-    assert written == [{"title": "hello", "status": IDLE, "kind": "chat"}]
+    assert written == [{"title": "hello", "status": IDLE.value, "kind": "chat"}]
     shown = index.get("quick")
     assert shown is not None and shown.title == "hello" and shown.status == IDLE.value
+
+
+def test_a_turn_s_status_and_run_are_one_commit(jarvis_env, monkeypatch):
+    from sqlalchemy import event
+
+    from orchestrator.storage.engines import jarvis_engine
+    from orchestrator.storage.telemetry import list_runs
+    from tests.conftest import answer
+
+    graph = jarvis_env.graph()
+    jarvis_env.server.push(answer("Hi."))
+    graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "first"}})  # tables made on first use
+    writer.flush()
+    monkeypatch.setattr(writer, "LINGER_S", 60.0)
+    engine = jarvis_engine(jarvis_env.settings)
+    commits: list[int] = []
+
+    def committed(conn):
+        commits.append(1)
+
+    event.listen(engine, "commit", committed)
+    try:
+        jarvis_env.server.push(answer("Hello."))
+        graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "one-commit"}})
+        writer.flush()
+    finally:
+        event.remove(engine, "commit", committed)
+    assert len(commits) == 1, commits
+    assert list_runs(jarvis_env.settings, thread_id="one-commit")[0].status == "ok"
+    assert ThreadIndex(jarvis_env.settings).get("one-commit").status == IDLE.value
+
+
+def test_one_bad_write_loses_no_other(jarvis_env, monkeypatch, caplog):
+    from sqlalchemy import text
+
+    from orchestrator.storage.engines import jarvis_engine
+
+    engine = jarvis_engine(jarvis_env.settings)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE IF NOT EXISTS writer_probe (x INTEGER NOT NULL)"))
+    writer.flush()
+    monkeypatch.setattr(writer, "LINGER_S", 60.0)
+    writer.submit_in(engine, lambda conn: conn.execute(text("INSERT INTO writer_probe VALUES (1)")))
+    writer.submit_in(engine, lambda conn: conn.execute(text("INSERT INTO writer_probe VALUES (NULL)")))  # refused
+    writer.submit_in(engine, lambda conn: conn.execute(text("INSERT INTO writer_probe VALUES (3)")))
+    writer.flush()
+    with engine.connect() as conn:
+        assert [r[0] for r in conn.execute(text("SELECT x FROM writer_probe ORDER BY x"))] == [1, 3]
+    assert "background write failed" in caplog.text

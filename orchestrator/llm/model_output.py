@@ -160,7 +160,7 @@ def _calls_from_code(text: str, known: Collection[str]) -> list[dict[str, Any]] 
         args = _as_args(named.group(2))
         if args is not None:
             return [{"name": named.group(1), "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}]
-    if len(text) > 10_000:
+    if len(text) > 10_000 or "(" not in text:  # a call has its parentheses; plain words need no parse
         return None
     try:
         with warnings.catch_warnings():  # "invalid escape sequence" in the model's text is its business, not a warning

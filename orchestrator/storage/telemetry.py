@@ -232,28 +232,25 @@ class TelemetryHandler(BaseCallbackHandler):
         run = self._runs.pop(root_id)
         self._root_of = {k: v for k, v in self._root_of.items() if v != root_id}
         duration = (time.perf_counter() - run.t0) * 1000
-        writer.submit(lambda: self._write(run, status, error, duration))
+        writer.submit_in(jarvis_engine(self.settings), lambda conn: self._write(conn, run, status, error, duration))
 
-    def _write(self, run: _Run, status: str, error: str | None, duration: float) -> None:
-        # Core inserts, the events in one executemany: this runs on the writer thread while the next turn runs,
-        # so its cost is taken from that turn (the GIL, SQLite's lock); the ORM unit of work took ten times as long.
+    def _write(self, conn: Any, run: _Run, status: str, error: str | None, duration: float) -> None:
+        # Core inserts, the events in one executemany, in the writer's transaction (with the thread's status): this
+        # runs on the writer thread, whose time Python takes from whatever runs then; the ORM unit of work took
+        # ten times as long.
         tools = [e for e in run.events if e["kind"] == "tool"]
-        try:
-            with jarvis_engine(self.settings).begin() as conn:
-                conn.execute(insert(RunRow.__table__), dict(  # parameters, not .values(): compiled once
-                    id=run.id, thread_id=run.thread_id, graph=run.graph, started_at=run.started_at,
-                    duration_ms=duration, status=status, error=error, prompt_tokens=run.prompt_tokens,
-                    completion_tokens=run.completion_tokens, model_calls=run.model_calls, model_ms=run.model_ms,
-                    tool_calls=len(tools), tool_errors=sum(1 for e in tools if not e["ok"]),
-                    unreported_calls=run.unreported_calls))
-                if run.events:
-                    conn.execute(insert(RunEventRow.__table__), [
-                        {"run_id": run.id, "seq": seq, "kind": e["kind"], "name": e["name"], "offset_ms": e["offset_ms"],
-                         "duration_ms": e["duration_ms"], "ok": int(e["ok"]),
-                         "detail": json.dumps(e["detail"]) if e["detail"] is not None else None}
-                        for seq, e in enumerate(run.events)])
-        except Exception:  # noqa: BLE001 - telemetry must never break a turn
-            log.exception("could not record run telemetry")
+        conn.execute(insert(RunRow.__table__), dict(  # parameters, not .values(): compiled once
+            id=run.id, thread_id=run.thread_id, graph=run.graph, started_at=run.started_at,
+            duration_ms=duration, status=status, error=error, prompt_tokens=run.prompt_tokens,
+            completion_tokens=run.completion_tokens, model_calls=run.model_calls, model_ms=run.model_ms,
+            tool_calls=len(tools), tool_errors=sum(1 for e in tools if not e["ok"]),
+            unreported_calls=run.unreported_calls))
+        if run.events:
+            conn.execute(insert(RunEventRow.__table__), [
+                {"run_id": run.id, "seq": seq, "kind": e["kind"], "name": e["name"], "offset_ms": e["offset_ms"],
+                 "duration_ms": e["duration_ms"], "ok": int(e["ok"]),
+                 "detail": json.dumps(e["detail"]) if e["detail"] is not None else None}
+                for seq, e in enumerate(run.events)])
 
 
 def list_runs(settings: Settings, limit: int = 20, thread_id: str | None = None) -> list[RunRow]:

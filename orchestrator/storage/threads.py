@@ -103,12 +103,14 @@ class ThreadIndex:
               kind: str = "chat") -> None:
         """Create the thread's row or update it: one upsert statement (this runs on every turn). A status that is
         not a ThreadStatus is refused (ValueError)."""
-        now = utcnow()
         status = ThreadStatus(status).value if status else None
         with self.engine.begin() as conn:
-            conn.execute(_upsert(self.engine.dialect.name), {
-                "thread_id": thread_id, "kind": kind, "title": (title or "")[:200], "status": status or IDLE.value,
-                "now": now, "new_status": status})
+            self._touch_in(conn, thread_id, title=title, status=status, kind=kind)
+
+    def _touch_in(self, conn: Any, thread_id: str, *, title: str | None, status: str | None, kind: str) -> None:
+        conn.execute(_upsert(self.engine.dialect.name), {
+            "thread_id": thread_id, "kind": kind, "title": (title or "")[:200], "status": status or IDLE.value,
+            "now": utcnow(), "new_status": status})
 
     def touch_later(self, thread_id: str, *, title: str | None = None, status: ThreadStatus | str | None = None,
                     kind: str = "chat") -> None:
@@ -116,7 +118,7 @@ class ThreadIndex:
         for SQLite's lock, which the writer may hold for the last turn's telemetry (a wait of 1 ms or more, the
         busy handler's first sleep). Readers here flush the writer first; the status is checked now. Touches of a
         thread still queued are one write: the first title and kind (a title is only ever set once), the last
-        status."""
+        status. The write shares its transaction with the turn's run (telemetry.py)."""
         status = ThreadStatus(status) if status else None
         key = (str(self.engine.url), thread_id)
         with _pending_lock:
@@ -125,12 +127,17 @@ class ThreadIndex:
                 queued.update(title=queued["title"] or title, status=status or queued["status"])
                 return
             _pending[key] = {"title": title, "status": status, "kind": kind}
-        writer.submit(lambda: self._write_pending(key))
+        taken: dict[str, Any] = {}
 
-    def _write_pending(self, key: tuple[str, str]) -> None:
-        with _pending_lock:
-            touch = _pending.pop(key)
-        self.touch(key[1], **touch)
+        def write(conn: Any) -> None:
+            if not taken:  # the first time it runs; made again (writer.py) with the same values
+                with _pending_lock:
+                    taken.update(_pending.pop(key))
+            status = taken["status"]
+            self._touch_in(conn, thread_id, title=taken["title"], status=status.value if status else None,
+                           kind=taken["kind"])
+
+        writer.submit_in(self.engine, write)
 
     def set_status_later(self, thread_id: str, status: ThreadStatus) -> None:
         self.touch_later(thread_id, status=status)

@@ -8,6 +8,9 @@ after it. A turn queues its writes while it runs (its thread's status at the sta
 checkpoint trim): written at once, each landed while the turn still ran, and Python runs one thread at a time, so
 the turn waited for them (bench/turn_overhead.py: 0.6 ms of a 9 ms turn). Waiting lets a quick turn end first, and
 its two status writes become one (threads.py merges a thread's queued touches). `flush()` ends the wait.
+
+Writes given with their database (`submit_in`) that are queued one after the other share one transaction: a turn's
+status and its run are one commit, not two.
 """
 
 from __future__ import annotations
@@ -17,10 +20,19 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger(__name__)
 
-_queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+
+@dataclass(frozen=True)
+class _InEngine:
+    engine: Any  # a SQLAlchemy Engine
+    write: Callable[[Any], None]  # given the transaction's Connection
+
+
+_queue: queue.Queue[Callable[[], None] | _InEngine | None] = queue.Queue()
 _thread: threading.Thread | None = None
 _lock = threading.Lock()
 LINGER_S = 0.05
@@ -34,21 +46,49 @@ def _run(job: Callable[[], None] | None) -> None:
             job()
     except Exception:  # noqa: BLE001 - bookkeeping must never break anything
         log.exception("background write failed")
-    finally:
-        _queue.task_done()
+
+
+def _run_together(engine: Any, writes: list[Callable[[Any], None]]) -> None:
+    try:
+        with engine.begin() as conn:
+            for write in writes:
+                write(conn)
+        return
+    except Exception:  # noqa: BLE001 - one bad write must not lose the others: each again, in its own transaction
+        if len(writes) == 1:
+            log.exception("background write failed")
+            return
+    for write in writes:
+        _run(lambda write=write: _run_together(engine, [write]))
+
+
+def _run_batch(batch: list[Callable[[], None] | _InEngine | None]) -> None:
+    """In order, except that an engine's writes all run at the place of its first one, in one transaction."""
+    together: dict[int, list[Callable[[Any], None]]] = {}
+    for item in batch:
+        if isinstance(item, _InEngine):
+            together.setdefault(id(item.engine), []).append(item.write)
+    for item in batch:
+        if not isinstance(item, _InEngine):
+            _run(item)
+        elif id(item.engine) in together:
+            _run_together(item.engine, together.pop(id(item.engine)))
 
 
 def _work() -> None:
     while True:
-        first = _queue.get()
+        batch = [_queue.get()]
         _hurry.wait(LINGER_S)
-        _run(first)
-        while True:  # the rest of the batch, without waiting again
+        while True:  # what was queued meanwhile runs with it
             try:
-                job = _queue.get_nowait()
+                batch.append(_queue.get_nowait())
             except queue.Empty:
                 break
-            _run(job)
+        try:
+            _run_batch(batch)
+        finally:
+            for _ in batch:
+                _queue.task_done()
 
 
 def submit(job: Callable[[], None]) -> None:
@@ -58,6 +98,14 @@ def submit(job: Callable[[], None]) -> None:
             _thread = threading.Thread(target=_work, name="jarvis-writer", daemon=True)
             _thread.start()
     _queue.put(job)
+
+
+def submit_in(engine: Any, write: Callable[[Any], None]) -> None:
+    """A write made in a transaction of `engine` (given its Connection), shared with the other writes of the batch
+    for the same engine, in the order given: all run where the first of them was queued, so before plain jobs queued
+    between them (only ever writes to other databases). If that transaction fails, each of them is made again in
+    one of its own."""
+    submit(_InEngine(engine, write))  # type: ignore[arg-type]
 
 
 def flush() -> None:
