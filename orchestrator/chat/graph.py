@@ -82,13 +82,14 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
         rt.threads.touch_later(_thread_id(config), title=text.strip().splitlines()[0] if text.strip() else None, status=RUNNING)
         known = {a.ref for a in state.attachments}
         new = [a for a in detect_attachments(text) if a.ref not in known]
-        return {
-            "turn": state.turn + 1,
-            "turn_steps": 0,
-            "stop_reason": None,
-            "attachments": state.attachments + new,
-            "effects": TurnCount(turn=state.turn + 1, count=0),
-        }
+        started: dict[str, Any] = {"turn": state.turn + 1, "turn_steps": 0,
+                                   "effects": TurnCount(turn=state.turn + 1, count=0)}
+        # only what changes: each value a node returns is a row of the checkpointer's writes, changed or not
+        if state.stop_reason is not None:
+            started["stop_reason"] = None
+        if new:
+            started["attachments"] = state.attachments + new
+        return started
 
     def planner(state: ConversationState, config: RunnableConfig) -> dict[str, Any]:
         started = begin_turn(state, config) or {}
@@ -116,8 +117,10 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
         check_fits(settings, rt.windows, estimate_tokens(prompt), tools_tokens)
         ai = call_model(rt.llm, tools, prompt, config, rt.model_base_url())
         new = [*folded.pop("messages", []), ai]
-        update = {**started, **folded, "messages": new, "turn_steps": state.turn_steps + 1,
-                  "bound_tools": [t.name for t in tools]}
+        update = {**started, **folded, "messages": new, "turn_steps": state.turn_steps + 1}
+        bound = [t.name for t in tools]
+        if bound != state.bound_tools:
+            update["bound_tools"] = bound
         if remembered and UNTRUSTED_HEADER in remembered:
             update["untrusted_turn"] = state.turn  # the model read facts drawn from outside content
         return update

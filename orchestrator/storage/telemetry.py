@@ -232,7 +232,8 @@ class TelemetryHandler(BaseCallbackHandler):
         run = self._runs.pop(root_id)
         self._root_of = {k: v for k, v in self._root_of.items() if v != root_id}
         duration = (time.perf_counter() - run.t0) * 1000
-        writer.submit_in(jarvis_engine(self.settings), lambda conn: self._write(conn, run, status, error, duration))
+        writer.submit_in(lambda: jarvis_engine(self.settings),  # found on the writer thread: it can touch the disk
+                         lambda conn: self._write(conn, run, status, error, duration))
 
     def _write(self, conn: Any, run: _Run, status: str, error: str | None, duration: float) -> None:
         # Core inserts, the events in one executemany, in the writer's transaction (with the thread's status): this

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class _InEngine:
-    engine: Any  # a SQLAlchemy Engine
+    engine: Any  # a SQLAlchemy Engine, or a function that returns it (called on the writer thread)
     write: Callable[[Any], None]  # given the transaction's Connection
 
 
@@ -62,17 +62,26 @@ def _run_together(engine: Any, writes: list[Callable[[Any], None]]) -> None:
         _run(lambda write=write: _run_together(engine, [write]))
 
 
+def _engine_of(item: _InEngine) -> Any:
+    try:
+        return item.engine() if callable(item.engine) else item.engine
+    except Exception:  # noqa: BLE001 - bookkeeping must never break anything
+        log.exception("background write failed")
+        return None
+
+
 def _run_batch(batch: list[Callable[[], None] | _InEngine | None]) -> None:
     """In order, except that an engine's writes all run at the place of its first one, in one transaction."""
+    engines = {i: _engine_of(item) for i, item in enumerate(batch) if isinstance(item, _InEngine)}
     together: dict[int, list[Callable[[Any], None]]] = {}
-    for item in batch:
-        if isinstance(item, _InEngine):
-            together.setdefault(id(item.engine), []).append(item.write)
-    for item in batch:
+    for i, engine in engines.items():
+        if engine is not None:
+            together.setdefault(id(engine), []).append(batch[i].write)  # type: ignore[union-attr]
+    for i, item in enumerate(batch):
         if not isinstance(item, _InEngine):
             _run(item)
-        elif id(item.engine) in together:
-            _run_together(item.engine, together.pop(id(item.engine)))
+        elif engines[i] is not None and id(engines[i]) in together:
+            _run_together(engines[i], together.pop(id(engines[i])))
 
 
 def _work() -> None:
@@ -101,7 +110,8 @@ def submit(job: Callable[[], None]) -> None:
 
 
 def submit_in(engine: Any, write: Callable[[Any], None]) -> None:
-    """A write made in a transaction of `engine` (given its Connection), shared with the other writes of the batch
+    """A write made in a transaction of `engine` (given its Connection; `engine` may be a function that returns it,
+    called on the writer thread: finding an engine can touch the disk, which an event loop must not), shared with the other writes of the batch
     for the same engine, in the order given: all run where the first of them was queued, so before plain jobs queued
     between them (only ever writes to other databases). If that transaction fails, each of them is made again in
     one of its own."""
