@@ -72,6 +72,9 @@ class ModelConfig(_Section):
     threads: int | None = Field(None, gt=0)
     start_timeout_s: float = Field(120.0, gt=0, description="how long the embedded server (or the `start` command's) "
                                    "may take to answer")
+    warm_up: bool = Field(True, description="provider embedded, the primary model: `jarvis run` starts it at once and "
+                          "has it read the planner's system text, which every thread's prompt starts with, so the "
+                          "first message waits for neither")
     # provider: openai, a server Jarvis starts: `jarvis run` runs this command (no shell) when base_url does not
     # answer, restarts it when it dies and stops it on exit (orchestrator/llm/model_server.py).
     start: list[str] | None = Field(None, description="command that starts this model's server, e.g. "

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from orchestrator.channels.email import EmailPoller
 from orchestrator.channels.telegram import TelegramPoller
+from orchestrator.chat.warm_up import wants_warm_up, warm_up
 from orchestrator.core.config import Settings
 from orchestrator.storage.engines import is_postgres
 
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 # "module:callable" factories; each callable takes Settings and returns a service or None (disabled).
 SERVICE_FACTORIES: list[str] = [
+    "orchestrator.server.services:model_warm_up_service",
     "orchestrator.server.services:recover_in_doubt_service",
     "orchestrator.server.services:reminder_scheduler_service",
     "orchestrator.server.services:telegram_inbound_service",
@@ -190,6 +192,18 @@ class _StartStop:
 
     def detail(self) -> str | None:
         return self._detail(self.running) if self._detail and self.running is not None else None
+
+
+def model_warm_up_service(settings: Settings) -> ThreadService | None:
+    """Starts the built-in model and has it read the planner's system text, once (chat/warm_up.py). A failure is
+    shown in the Settings view; the first message then starts the model again and says what is wrong."""
+    if not wants_warm_up(settings):
+        return None
+
+    def once(ctx: ServiceContext, stop: threading.Event) -> None:
+        log.info("%s", warm_up(ctx.app))
+
+    return ThreadService("model-warm-up", once)
 
 
 def reminder_scheduler_service(settings: Settings) -> _StartStop | None:
