@@ -38,6 +38,9 @@ def test_a_chat_thread_lives_in_postgres_and_other_processes_see_it(pg_env):
         graph.invoke({"messages": [("user", f"question {i}")]}, config)
 
     # Nothing went to SQLite files: the checkpoints and the tables are in the database.
+    from orchestrator.storage import writer
+
+    writer.flush()  # the thread's row is bookkeeping, written in the background
     assert not list(pg_env.data.glob("jarvis.sqlite*")) and not list(pg_env.data.glob("checkpoints.sqlite*"))
     with _pg(pg_env.pg_url) as conn:
         (checkpoints,) = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'pg-chat'").fetchone()

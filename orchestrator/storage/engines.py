@@ -25,6 +25,7 @@ from jarb_core.sql_schema import upgrade
 
 from orchestrator.core.config import Settings
 from orchestrator.core.disk_full import watch as watch_for_full_disk
+from . import writer
 from .pg import (
     SCHEMA_LOCK, close_pools, is_postgres_url, make_async_postgres_checkpointer, make_postgres_checkpointer,
     sqlalchemy_url, unavailable,
@@ -186,6 +187,9 @@ def jarvis_engine(settings: Settings) -> Engine:
 
 
 def dispose_all() -> None:
+    """Close every engine, once the bookkeeping still queued for them is written (the writer waits a moment before
+    it writes: storage/writer.py)."""
+    writer.flush()
     with _lock:
         for engine in _engines.values():
             engine.dispose()
