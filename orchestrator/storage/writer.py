@@ -9,8 +9,8 @@ checkpoint trim): written at once, each landed while the turn still ran, and Pyt
 the turn waited for them (bench/turn_overhead.py: 0.6 ms of a 9 ms turn). Waiting lets a quick turn end first, and
 its two status writes become one (threads.py merges a thread's queued touches). `flush()` ends the wait.
 
-Writes given with their database (`submit_in`) that are queued one after the other share one transaction: a turn's
-status and its run are one commit, not two.
+Writes given with their database (`submit_in`) share one transaction with the other writes of their batch for the
+same database: a turn's status and its run are one commit, not two.
 """
 
 from __future__ import annotations
@@ -110,11 +110,11 @@ def submit(job: Callable[[], None]) -> None:
 
 
 def submit_in(engine: Any, write: Callable[[Any], None]) -> None:
-    """A write made in a transaction of `engine` (given its Connection; `engine` may be a function that returns it,
-    called on the writer thread: finding an engine can touch the disk, which an event loop must not), shared with the other writes of the batch
-    for the same engine, in the order given: all run where the first of them was queued, so before plain jobs queued
-    between them (only ever writes to other databases). If that transaction fails, each of them is made again in
-    one of its own."""
+    """A write made in a transaction of `engine`, given its Connection. `engine` may be a function that returns it,
+    called on the writer thread (finding an engine can touch the disk, which an event loop must not). The transaction
+    is shared with the batch's other writes for the same engine, in the order given: all run where the first of them
+    was queued, so before plain jobs queued between them (only ever writes to other databases). If it fails, each
+    write is made again in a transaction of its own."""
     submit(_InEngine(engine, write))  # type: ignore[arg-type]
 
 
