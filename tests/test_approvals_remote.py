@@ -157,15 +157,22 @@ def test_a_replayed_callback_does_nothing(jarvis_env, telegram):
     assert EffectsLedger(jarvis_env.settings).count_for_thread(view.row.thread_id) == 1
 
 
-def test_a_forged_or_foreign_token_does_nothing(jarvis_env, telegram):
+def test_a_forged_or_foreign_token_does_nothing(jarvis_env, telegram, monkeypatch):
     """Callback data is the client's to write: a made-up token, or an email code pressed as a button."""
+    from orchestrator.approvals import store
+
+    made = store.new_token
+    monkeypatch.setattr(store, "new_token", lambda: made()[:-1] + "X")  # the case that made this test fail 1 in 32
     app = jarvis_env.app()
     view = _paused_jorb(jarvis_env, app)
     app.notifier().sweep()
     message, approve, _ = _sent_with_buttons(telegram)
     poller = _poller(jarvis_env, app)
     token = approve.partition(":")[2]
-    for data in ("a:" + "A" * 24, "a:" + token.lower()[:-1] + "x", "x:" + token, "a:"):
+    # one character off, in lower case (codes are read in any case). It used to end in "x" whatever the token's
+    # last character was: a token ending in X (1 in 32, base32) was then pressed for real, and approved.
+    off = token[:-1] + ("B" if token[-1] == "A" else "A")
+    for data in ("a:" + "A" * 24, "a:" + off.lower(), "x:" + token, "a:"):
         qid = _press(telegram, poller, message, data)
         assert "nothing was done" in _answer_to(telegram, qid)["text"]
     app.jorbs.wait_background()

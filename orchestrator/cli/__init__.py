@@ -7,6 +7,7 @@ no terminal to ask on.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import pkgutil
 import sys
@@ -33,6 +34,11 @@ _flags_shown_as_flags()
 
 EXIT_FAILURE = 1
 EXIT_PENDING = 3
+
+
+def dumps(obj: Any) -> str:
+    """What `--json` prints: indented, any value that JSON has no type for as its text."""
+    return json.dumps(obj, indent=2, default=str, ensure_ascii=False)
 
 app = typer.Typer(
     name="jarvis",

@@ -13,7 +13,6 @@ from typing import Any
 
 import typer
 
-from orchestrator.tools.answers import is_in_doubt, resume_value
 from orchestrator.cli import EXIT_FAILURE, EXIT_PENDING, fail, state
 
 
@@ -44,6 +43,8 @@ def describe_confirmation(c: dict[str, Any]) -> str:
 
 def ask_decision(c: dict[str, Any]) -> dict[str, Any]:
     """Ask on the terminal: approve / edit / deny (in-doubt calls: approve again / skip)."""
+    from orchestrator.tools.answers import is_in_doubt, resume_value
+
     typer.secho(describe_confirmation(c), fg=typer.colors.YELLOW, err=True)
     in_doubt = is_in_doubt(c)
     prompt = "[a]pprove again / [s]kip" if in_doubt else "[a]pprove / [e]dit / [d]eny"

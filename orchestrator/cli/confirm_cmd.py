@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from orchestrator.tools.answers import Answer, resume_value
 from orchestrator.core.ids import jorb_id_of
-from orchestrator.cli import fail, state
+from orchestrator.cli import dumps, fail, state
 from .chat import run_turn
 
+if TYPE_CHECKING:
+    from orchestrator.tools.answers import Answer
 
-Decision = tuple[Answer, "str | None", "dict[str, Any] | None"]  # the answer, a deny's reason, an edit's args
+Decision = tuple["Answer", "str | None", "dict[str, Any] | None"]  # the answer, a deny's reason, an edit's args
 
 
 def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> list[dict[str, Any]]:
@@ -44,6 +45,7 @@ def _resolve(ctx: typer.Context, thread_id: str, decision: Decision, call: str |
 
 def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None) -> None:
     from orchestrator.chat.turns import resume_command
+    from orchestrator.tools.answers import resume_value
 
     graph = st.graph()
     st.app().recover_in_doubt(thread_id)
@@ -83,8 +85,6 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def pending(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print JSON objects")) -> None:
         """List the confirmations every thread is waiting for."""
-        from orchestrator.storage.threads import dumps
-
         st = state(ctx)
         st.graph()  # a clear error when Jarvis cannot start
         st.app().recover_in_doubt()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.llm.client import check_endpoint, model_config
 from orchestrator.cli import EXIT_FAILURE, state
 
 model_app = typer.Typer(help="The chat models Jarvis plans with.", no_args_is_help=True)
@@ -13,6 +12,8 @@ model_app = typer.Typer(help="The chat models Jarvis plans with.", no_args_is_he
 @model_app.command("check")
 def model_check(ctx: typer.Context) -> None:
     """Check that each configured model answers (an embedded model is checked without being started)."""
+    from orchestrator.llm.client import check_endpoint, model_config
+
     settings = state(ctx).settings
     roles = ["primary"] + (["heavy"] if settings.models.heavy is not None else [])
     failed = False

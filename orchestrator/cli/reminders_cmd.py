@@ -9,8 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import typer
 
-from orchestrator.storage.threads import dumps
-from orchestrator.cli import fail, state
+from orchestrator.cli import dumps, fail, state
 
 reminders_app = typer.Typer(help="Reminders that fire into agents, webhooks, jorbs or a chat thread.",
                             no_args_is_help=True)

@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from orchestrator.cli import fail, state
+from orchestrator.cli import dumps, fail, state
 
 threads_app = typer.Typer(help="Conversations kept in the checkpointer.", no_args_is_help=True)
 runs_app = typer.Typer(help="Telemetry of each run: node timings, tool calls, tokens.", no_args_is_help=True)
@@ -16,7 +16,7 @@ runs_app = typer.Typer(help="Telemetry of each run: node timings, tool calls, to
 def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most this many"),
                  as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """List threads, most recent first."""
-    from orchestrator.storage.threads import ThreadIndex, dumps
+    from orchestrator.storage.threads import ThreadIndex
 
     rows = ThreadIndex(state(ctx).settings).list(limit=limit)
     if as_json:
@@ -31,7 +31,7 @@ def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most
 @threads_app.command("show")
 def threads_show(ctx: typer.Context, thread_id: str, as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Show a thread's messages and tool calls (its checkpoint, and the archive of messages folded into its summary)."""
-    from orchestrator.storage.threads import ThreadIndex, dumps, message_view
+    from orchestrator.storage.threads import ThreadIndex, message_view
     from orchestrator.chat.turns import thread_config
 
     st = state(ctx)
@@ -94,7 +94,6 @@ def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = t
               as_json: bool = typer.Option(False, "--json")) -> None:
     """List recent runs with their duration, tokens and tool calls."""
     from orchestrator.storage.telemetry import list_runs
-    from orchestrator.storage.threads import dumps
 
     rows = list_runs(state(ctx).settings, limit=limit, thread_id=thread)
     if as_json:
@@ -115,7 +114,6 @@ def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = t
 def runs_show(ctx: typer.Context, run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """Show a run's timeline: nodes, model calls and tool calls with their durations."""
     from orchestrator.storage.telemetry import get_run
-    from orchestrator.storage.threads import dumps
 
     found = get_run(state(ctx).settings, run_id)
     if found is None:

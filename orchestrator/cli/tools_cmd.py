@@ -17,10 +17,8 @@ from typing import Any
 
 import typer
 
-from integrations.base import side_effects_of, source_of
 
-from orchestrator.storage.threads import dumps
-from orchestrator.cli import fail, state
+from orchestrator.cli import dumps, fail, state
 
 tools_app = typer.Typer(help="The tools Jarvis can call, and the ones it generated (JARB).", no_args_is_help=True)
 
@@ -67,6 +65,8 @@ def _switches(ctx: typer.Context):
 
 
 def _rows(ctx: typer.Context) -> list[dict[str, Any]]:
+    from integrations.base import side_effects_of, source_of
+
     factory, _ = _factory(ctx)
     rows: list[dict[str, Any]] = []
     off = _switches(ctx).disabled()
@@ -104,6 +104,8 @@ def tools_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json",
 @tools_app.command("show")
 def tools_show(ctx: typer.Context, name: str, as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
     """Show a tool: its spec, versions, manifest and last test report (generated), or its metadata (static)."""
+    from integrations.base import side_effects_of, source_of
+
     factory, _ = _factory(ctx)
     versions = factory.registry.versions(name)
     if not versions:
@@ -218,6 +220,8 @@ def _status(ctx: typer.Context, name: str, enabled: bool, version: int | None) -
 
 
 def _switch(ctx: typer.Context, name: str, enabled: bool, version: int | None) -> None:
+    from integrations.base import source_of
+
     if version is not None:
         fail(f"{name} is not a generated tool; --version is only for generated tools")
     switches = _switches(ctx)

@@ -225,7 +225,3 @@ def pending_confirmations(graph: Any, thread_id: str) -> list[dict[str, Any]]:
         value = intr.value if isinstance(intr.value, dict) else {"value": intr.value}
         pending.append({"interrupt_id": intr.id, "thread_id": thread_id, **value})
     return pending
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2, default=str, ensure_ascii=False)
