@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import statistics
 import sys
 import tempfile
@@ -14,11 +16,19 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
+def _remove(base: Path) -> None:
+    from orchestrator.storage import writer
+
+    writer.flush()  # the bookkeeping still queued goes to this folder's databases first
+    shutil.rmtree(base, ignore_errors=True)
+
+
 def isolated_settings(**overrides):
     """Settings with a fresh data dir and file root in a temporary folder."""
     from orchestrator.core.config import settings_from_dict
 
     base = Path(tempfile.mkdtemp(prefix="jarvis-bench-"))
+    atexit.register(_remove, base)  # a bench run left one folder per call behind
     (base / "root").mkdir()
     data = {"storage": {"data_dir": str(base / "data")}, "fs": {"roots": [str(base / "root")]},
             "tools_dir": str(base / "tools"), "mcp": {"dir": str(base / "mcp")}, "sandbox": {"required": False}}
