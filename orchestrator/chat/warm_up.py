@@ -10,7 +10,6 @@ text names the hour (chat/planner.py), so a first message in the next hour finds
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
@@ -19,8 +18,6 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from orchestrator.llm.client import model_config
 from .planner import system_prompt
 from .state import ConversationState
-
-log = logging.getLogger(__name__)
 
 
 def wants_warm_up(settings: Any) -> bool:
