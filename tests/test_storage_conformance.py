@@ -266,3 +266,48 @@ def test_every_sqlite_connection_gets_the_same_settings(tmp_path):
         return timeout
 
     assert asyncio.run(async_saver()) == 30000
+
+
+def test_a_prepared_statement_writes_what_execute_writes(settings):
+    """storage/prepared.py runs the after-turn writes on the driver's cursor: the rows read back are those
+    `conn.execute` writes (datetimes, NULLs, a literal in the statement, many rows at once), a status outside its
+    enum is refused as before, and a statement that needs a Python-side default is refused when prepared."""
+    from sqlalchemy import insert, select
+
+    from orchestrator.storage.prepared import Prepared
+    from orchestrator.storage.telemetry import RunEventRow, RunRow
+    from orchestrator.storage.threads import IDLE, RUNNING, ThreadIndex, ThreadRow
+
+    engine = storage.jarvis_engine(settings)
+    when = datetime(2026, 11, 27, 8, 30, 15, 123456, tzinfo=timezone.utc)
+    row = dict(id="r1", thread_id=None, graph="chat", started_at=when, duration_ms=1.5, status="ok", error=None,
+               prompt_tokens=3, completion_tokens=4, model_calls=1, model_ms=0.25, tool_calls=0, tool_errors=0,
+               unreported_calls=None)
+    prepared = Prepared(insert(RunRow.__table__), list(row))
+    with engine.begin() as conn:
+        prepared.run(conn, row)
+        conn.execute(insert(RunRow.__table__), {**row, "id": "r2"})
+        Prepared(insert(RunEventRow.__table__), ["run_id", "seq", "kind", "name", "offset_ms", "duration_ms", "ok",
+                                                 "detail"]).run(conn, [
+            {"run_id": "r1", "seq": i, "kind": "node", "name": f"n{i}", "offset_ms": 0.0, "duration_ms": 1.0, "ok": 1,
+             "detail": None if i else '{"a": 1}'} for i in range(3)])
+    with engine.connect() as conn:
+        first, second = (conn.execute(select(RunRow.__table__).where(RunRow.id == i)).one()._asdict() for i in ("r1", "r2"))
+        events = conn.execute(select(RunEventRow.name, RunEventRow.detail).where(RunEventRow.run_id == "r1")
+                              .order_by(RunEventRow.seq)).all()
+    assert {**first, "id": "r2"} == second
+    assert first["started_at"].replace(tzinfo=timezone.utc) == when
+    assert [tuple(e) for e in events] == [("n0", '{"a": 1}'), ("n1", None), ("n2", None)]
+
+    index = ThreadIndex(settings)
+    index.touch("t1", title="First title", status=RUNNING)
+    index.touch("t1", title="Another title")  # the literal '' in the upsert: a title is set once; status kept
+    info = index.get("t1")
+    assert (info.title, info.status) == ("First title", RUNNING)
+    index.touch("t1", status=IDLE)
+    assert index.get("t1").status == IDLE
+    with pytest.raises(Exception, match="'lost' is not a valid ThreadStatus"), engine.begin() as conn:
+        index._touch_in(conn, "t1", title=None, status="lost", kind="chat")
+    assert index.get("t1").status == IDLE
+    with engine.connect() as conn, pytest.raises(ValueError, match="Python-side default: .*created_at"):
+        Prepared(insert(ThreadRow.__table__), ["thread_id"]).run(conn, {"thread_id": "t2"})

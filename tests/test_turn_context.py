@@ -32,3 +32,28 @@ def test_the_system_prompt_is_the_same_every_turn_whatever_is_remembered_or_atta
     assert [m["content"] for m in second["messages"][1:3]] == ["call Dr Lee", "ok"]
     assert third["messages"][:4] == [second["messages"][0], *second["messages"][1:3],
                                      {**second["messages"][3], "content": texts[1]}]
+
+
+def test_the_system_prompt_says_the_hour_of_the_zone_in_use(jarvis_env, monkeypatch):
+    """The system text is made once per hour (planner._system_text): when the machine's zone changes, the hour and
+    the zone's name change with it, although the same instant in both zones was one hour."""
+    import time
+    from datetime import datetime, timezone
+
+    from langchain_core.messages import HumanMessage
+
+    from orchestrator.chat import planner
+    from orchestrator.chat.state import ConversationState
+
+    state = ConversationState(messages=[HumanMessage(content="hi")])
+    seen = []
+    for zone in ("UTC", "Asia/Tokyo", "UTC"):
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+        now = datetime.now(timezone.utc).astimezone()
+        text = planner.system_prompt(jarvis_env.settings, state)
+        assert f"between {now.strftime('%H')}:00 and {now.strftime('%H')}:59 ({now.tzname()})" in text, text
+        seen.append(now.tzname())
+    monkeypatch.delenv("TZ")
+    time.tzset()
+    assert seen == ["UTC", "JST", "UTC"]

@@ -91,3 +91,35 @@ def test_one_bad_write_loses_no_other(jarvis_env, monkeypatch, caplog):
     with engine.connect() as conn:
         assert [r[0] for r in conn.execute(text("SELECT x FROM writer_probe ORDER BY x"))] == [1, 3]
     assert "background write failed" in caplog.text
+
+
+def test_flush_runs_the_writes_itself_but_never_on_an_event_loop(monkeypatch):
+    """Off an event loop flush() runs what is queued on its own thread (waking the writer and being woken again cost
+    more than the writes); on a loop's thread it leaves them to the writer, since a write may touch the disk."""
+    import asyncio
+
+    writer.flush()
+    monkeypatch.setattr(writer, "LINGER_S", 60.0)
+    ran_on: list[str] = []
+    writer.submit(lambda: ran_on.append(threading.current_thread().name))
+    writer.flush()
+    assert ran_on == [threading.current_thread().name]
+
+    async def on_a_loop() -> str:
+        writer.submit(lambda: ran_on.append(threading.current_thread().name))
+        writer.flush()  # blocks this loop until the writer is done, as it always did
+        return threading.current_thread().name
+
+    loop_thread = asyncio.run(on_a_loop())
+    assert len(ran_on) == 2 and ran_on[1] != loop_thread and ran_on[1] == "jarvis-writer"
+
+
+def test_a_write_that_flushes_does_not_wait_for_itself(monkeypatch):
+    writer.flush()
+    monkeypatch.setattr(writer, "LINGER_S", 60.0)
+    done: list[str] = []
+    writer.submit(lambda: (done.append("outer"), writer.submit(lambda: done.append("inner")), writer.flush()))
+    finished = threading.Thread(target=writer.flush)
+    finished.start()
+    finished.join(timeout=20)
+    assert not finished.is_alive() and done == ["outer", "inner"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from datetime import datetime, timezone
 from collections.abc import Collection
@@ -44,14 +45,21 @@ def system_prompt(settings: Settings, state: ConversationState) -> str:
     # To the hour only: the prompt prefix then stays identical for an hour, so local servers (llama.cpp, Ollama)
     # reuse their prompt cache instead of re-reading the whole conversation every minute. time_now is exact.
     hour = now.replace(minute=0, second=0, microsecond=0)
-    instructions = BASE_INSTRUCTIONS + ("\n" + JARB_INSTRUCTION if settings.jarb.enabled else "")
-    parts = [instructions, f"Today is {now.strftime('%A')} {now.date().isoformat()}; the time is between "
-                                f"{hour.strftime('%H:%M')} and {hour.strftime('%H')}:59 ({now.tzname()}); call time_now "
-                                "for the exact time."]
-    if settings.planner.instructions:
-        parts.append(settings.planner.instructions)
-    if state.summary:
-        parts.append("Summary of the earlier conversation (older messages are not shown):\n" + state.summary)
+    return _system_text(hour.replace(tzinfo=None), hour.tzname() or "", settings.jarb.enabled,
+                        settings.planner.instructions, state.summary)
+
+
+@functools.lru_cache(maxsize=64)
+def _system_text(hour: datetime, zone: str, jarb: bool, instructions: str | None, summary: str | None) -> str:
+    """Made once per hour and summary (it is asked for at every planner step). `hour` is the local wall clock's,
+    naive: aware datetimes of one instant in two zones are equal keys."""
+    parts = [BASE_INSTRUCTIONS + ("\n" + JARB_INSTRUCTION if jarb else ""),
+             f"Today is {hour.strftime('%A')} {hour.date().isoformat()}; the time is between {hour.strftime('%H:%M')} "
+             f"and {hour.strftime('%H')}:59 ({zone}); call time_now for the exact time."]
+    if instructions:
+        parts.append(instructions)
+    if summary:
+        parts.append("Summary of the earlier conversation (older messages are not shown):\n" + summary)
     return "\n\n".join(parts)
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 from orchestrator.storage import writer
 from orchestrator.core.config import Settings
 from orchestrator.storage.engines import Base, StatusText, jarvis_engine, utcnow
+from orchestrator.storage.prepared import Prepared
 
 
 
@@ -75,18 +76,19 @@ def _info(row: ThreadRow) -> ThreadInfo:
 
 
 @functools.cache
-def _upsert(dialect: str) -> Any:
-    """touch's statement, built once per dialect so that SQLAlchemy compiles it once: an update keeps the row's
-    status when none is given (new_status NULL) and its title once it has one (a title is only ever set once)."""
+def _upsert(dialect: str) -> Prepared:
+    """touch's statement, built and compiled once per dialect (prepared.py: this runs after every turn): an update
+    keeps the row's status when none is given (new_status NULL) and its title once it has one (a title is only ever
+    set once)."""
     table = ThreadRow.__table__
     stmt = (sqlite_insert if dialect == "sqlite" else pg_insert)(table).values(
         thread_id=bindparam("thread_id"), kind=bindparam("kind"), title=bindparam("title"), status=bindparam("status"),
         created_at=bindparam("now"), updated_at=bindparam("now"))
-    return stmt.on_conflict_do_update(index_elements=["thread_id"], set_={
+    return Prepared(stmt.on_conflict_do_update(index_elements=["thread_id"], set_={
         "updated_at": stmt.excluded.updated_at,
         "status": func.coalesce(bindparam("new_status", type_=String), table.c.status),
         "title": case((table.c.title == "", stmt.excluded.title), else_=table.c.title),
-    })
+    }))
 
 
 # touch_later's writes not yet made, by database and thread: one map for every ThreadIndex of the process, so
@@ -108,7 +110,7 @@ class ThreadIndex:
             self._touch_in(conn, thread_id, title=title, status=status, kind=kind)
 
     def _touch_in(self, conn: Any, thread_id: str, *, title: str | None, status: str | None, kind: str) -> None:
-        conn.execute(_upsert(self.engine.dialect.name), {
+        _upsert(self.engine.dialect.name).run(conn, {
             "thread_id": thread_id, "kind": kind, "title": (title or "")[:200], "status": status or IDLE.value,
             "now": utcnow(), "new_status": status})
 

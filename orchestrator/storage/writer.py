@@ -11,13 +11,18 @@ its two status writes become one (threads.py merges a thread's queued touches). 
 
 Writes given with their database (`submit_in`) share one transaction with the other writes of their batch for the
 same database: a turn's status and its run are one commit, not two.
+
+`flush()` runs what is queued on its caller's thread (after the batch the writer may be running): it waits for the
+writes anyway, and waking the writer for them and being woken again cost more than the writes (bench/turn_overhead.py
+flushes after every turn). On a thread running an event loop it leaves them to the writer and waits, as before: a
+write may touch the disk, which an event loop must not do itself.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
-import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,15 +33,21 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class _InEngine:
-    engine: Any  # a SQLAlchemy Engine, or a function that returns it (called on the writer thread)
+    engine: Any  # a SQLAlchemy Engine, or a function that returns it (called where the batch runs)
     write: Callable[[Any], None]  # given the transaction's Connection
 
 
-_queue: queue.Queue[Callable[[], None] | _InEngine | None] = queue.Queue()
+_Item = Callable[[], None] | _InEngine
+_pending: list[_Item] = []  # submitted, not yet taken by a batch
+_cond = threading.Condition()  # guards _pending and _busy; notified when something is queued or a batch ends
+_busy = False  # a batch taken from _pending is running
+# held while a batch is taken and run: batches run one at a time, in the order queued (reentrant: a write that
+# flushes runs what was queued after it, instead of waiting for itself)
+_running = threading.RLock()
 _thread: threading.Thread | None = None
 _lock = threading.Lock()
 LINGER_S = 0.05
-_flushers = 0  # threads in flush(): while any, nothing waits
+_flushers = 0  # threads waiting in flush(): while any, nothing waits
 _hurry = threading.Event()
 
 
@@ -84,20 +95,30 @@ def _run_batch(batch: list[Callable[[], None] | _InEngine | None]) -> None:
             _run_together(engines[i], together.pop(id(engines[i])))
 
 
+def _run_pending() -> None:
+    """Take what is queued and run it, after any batch already running."""
+    global _busy
+    with _running:
+        with _cond:
+            batch = _pending[:]
+            _pending.clear()
+            _busy = bool(batch)
+        try:
+            if batch:
+                _run_batch(batch)
+        finally:
+            with _cond:
+                _busy = False
+                _cond.notify_all()
+
+
 def _work() -> None:
     while True:
-        batch = [_queue.get()]
-        _hurry.wait(LINGER_S)
-        while True:  # what was queued meanwhile runs with it
-            try:
-                batch.append(_queue.get_nowait())
-            except queue.Empty:
-                break
-        try:
-            _run_batch(batch)
-        finally:
-            for _ in batch:
-                _queue.task_done()
+        with _cond:
+            while not _pending:
+                _cond.wait()
+        _hurry.wait(LINGER_S)  # what is queued meanwhile runs with it
+        _run_pending()
 
 
 def submit(job: Callable[[], None]) -> None:
@@ -106,12 +127,15 @@ def submit(job: Callable[[], None]) -> None:
         if _thread is None or not _thread.is_alive():
             _thread = threading.Thread(target=_work, name="jarvis-writer", daemon=True)
             _thread.start()
-    _queue.put(job)
+    with _cond:
+        _pending.append(job)
+        _cond.notify_all()
 
 
 def submit_in(engine: Any, write: Callable[[Any], None]) -> None:
     """A write made in a transaction of `engine`, given its Connection. `engine` may be a function that returns it,
-    called on the writer thread (finding an engine can touch the disk, which an event loop must not). The transaction
+    called where the batch runs, never on an event loop (finding an engine can touch the disk, which an event loop
+    must not). The transaction
     is shared with the batch's other writes for the same engine, in the order given: all run where the first of them
     was queued, so before plain jobs queued between them (only ever writes to other databases). If it fails, each
     write is made again in a transaction of its own."""
@@ -119,20 +143,32 @@ def submit_in(engine: Any, write: Callable[[Any], None]) -> None:
 
 
 def flush() -> None:
-    """Wait until every submitted write is done (at once: the writer does not linger while anyone waits)."""
+    """Wait until every write submitted before the call is done: run them here, or, on an event loop's thread,
+    have the writer run them at once and wait for it."""
     global _flushers
-    if _thread is None or not _thread.is_alive():
-        return
-    with _lock:
-        _flushers += 1
-        _hurry.set()
-    try:
-        _queue.join()
-    finally:
+    if _on_event_loop():
         with _lock:
-            _flushers -= 1
-            if not _flushers:
-                _hurry.clear()
+            _flushers += 1
+            _hurry.set()
+        try:
+            with _cond:
+                while _pending or _busy:
+                    _cond.wait()
+        finally:
+            with _lock:
+                _flushers -= 1
+                if not _flushers:
+                    _hurry.clear()
+        return
+    _run_pending()
+
+
+def _on_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 atexit.register(flush)
