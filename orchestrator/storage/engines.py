@@ -91,9 +91,10 @@ def sqlite_path(settings: Settings, name: str) -> Path:
 
 
 def database_url(settings: Settings, name: str) -> str:
+    """The database's URL; a SQLite file's folder is made when its engine is (looked up at every turn: no mkdir)."""
     if settings.storage.url:
         return settings.storage.url
-    return f"sqlite:///{sqlite_path(settings, name)}"
+    return f"sqlite:///{settings.data_dir / f'{name}.sqlite'}"
 
 
 def is_postgres(settings: Settings) -> bool:
@@ -121,7 +122,8 @@ def engine_for_url(url: str) -> Engine:
             if url.startswith("sqlite"):
                 engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
                 event.listen(engine, "connect", tune_sqlite)
-                if engine.url.database:
+                if engine.url.database and engine.url.database != ":memory:":
+                    Path(engine.url.database).parent.mkdir(parents=True, exist_ok=True)
                     watch_for_full_disk(Path(engine.url.database).parent)
             else:
                 engine = create_engine(sqlalchemy_url(url), pool_pre_ping=True)
@@ -142,7 +144,7 @@ def engine_for(settings: Settings, name: str = JARVIS_DB) -> Engine:
 def ensure_schema(engine: Engine, metadata: MetaData = Base.metadata) -> None:
     """Create missing tables and migrate older ones (jarb_core/sql_schema.py: a version per table); again
     whenever a module imported later has added tables to the metadata."""
-    key = (str(engine.url), id(metadata), len(metadata.tables))
+    key = (engine, id(metadata), len(metadata.tables))  # the engine itself: rendering its URL cost more than the rest
     if key in _schemas_ready:
         return
     with _lock:
