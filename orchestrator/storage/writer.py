@@ -40,7 +40,7 @@ class _InEngine:
 _Item = Callable[[], None] | _InEngine
 _pending: list[_Item] = []  # submitted, not yet taken by a batch
 _cond = threading.Condition()  # guards _pending and _busy; notified when something is queued or a batch ends
-_busy = False  # a batch taken from _pending is running
+_busy = 0  # batches taken from _pending and still running (a write that flushes runs one inside another)
 # held while a batch is taken and run: batches run one at a time, in the order queued (reentrant: a write that
 # flushes runs what was queued after it, instead of waiting for itself)
 _running = threading.RLock()
@@ -102,13 +102,14 @@ def _run_pending() -> None:
         with _cond:
             batch = _pending[:]
             _pending.clear()
-            _busy = bool(batch)
+            if not batch:
+                return
+            _busy += 1
         try:
-            if batch:
-                _run_batch(batch)
+            _run_batch(batch)
         finally:
             with _cond:
-                _busy = False
+                _busy -= 1
                 _cond.notify_all()
 
 
@@ -135,10 +136,9 @@ def submit(job: Callable[[], None]) -> None:
 def submit_in(engine: Any, write: Callable[[Any], None]) -> None:
     """A write made in a transaction of `engine`, given its Connection. `engine` may be a function that returns it,
     called where the batch runs, never on an event loop (finding an engine can touch the disk, which an event loop
-    must not). The transaction
-    is shared with the batch's other writes for the same engine, in the order given: all run where the first of them
-    was queued, so before plain jobs queued between them (only ever writes to other databases). If it fails, each
-    write is made again in a transaction of its own."""
+    must not). The transaction is shared with the batch's other writes for the same engine, in the order given: all
+    run where the first of them was queued, so before plain jobs queued between them (only ever writes to other
+    databases). If it fails, each write is made again in a transaction of its own."""
     submit(_InEngine(engine, write))  # type: ignore[arg-type]
 
 
@@ -161,6 +161,10 @@ def flush() -> None:
                     _hurry.clear()
         return
     _run_pending()
+    with _lock:
+        if not _flushers:  # the writer may be lingering over what ran here: nothing is left to wait for
+            _hurry.set()
+            _hurry.clear()
 
 
 def _on_event_loop() -> bool:
