@@ -11,7 +11,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import BaseTool
 
-from orchestrator.tools.catalog import ToolCatalog
+from orchestrator.tools.catalog import CatalogView, ToolCatalog
 from orchestrator.core.config import Settings
 from orchestrator.tools.executor import ToolExecutor
 from orchestrator.llm.client import model_config
@@ -24,10 +24,31 @@ from .planner import openai_schema
 from .state import ConversationState
 from .tool_binding import TOOL_SHARE, first_found, thread_tools
 from orchestrator.storage.threads import ThreadIndex
-from orchestrator.tools.index import FIND_TOOLS, ToolIndex, found_on_last_step, select_tools
+from orchestrator.tools.index import FIND_TOOLS, ToolIndex, ToolSearch, found_on_last_step, select_tools
 
 
 REMEMBERED_THREADS = 64  # threads whose turn's memory block is kept (threads running at once, with room)
+
+
+@dataclass(frozen=True, eq=False)
+class PlannerTools:
+    """What the planner looks up in one catalog view (tools/catalog.CatalogView) at every step, made once per view:
+    at a thousand tools, making these again at each step was most of what a thousand tools cost a turn."""
+
+    view: CatalogView
+    finder: list[BaseTool]  # find_tools, when the catalog has it
+    others: list[BaseTool]  # every other tool, in the catalog's order
+    by_name: dict[str, BaseTool]  # of `others`
+    position: dict[str, int]  # a name's place in `others`
+    search: ToolSearch  # `others` as the search index takes them
+
+    @classmethod
+    def of(cls, view: CatalogView) -> PlannerTools:
+        finder = [t for t in view.tools if t.name == FIND_TOOLS]
+        others = [t for t in view.tools if t.name != FIND_TOOLS]
+        by_name = {t.name: t for t in others}
+        return cls(view, finder, others, by_name, {t.name: i for i, t in enumerate(others)},
+                   ToolSearch(ToolIndex.fingerprint(others), by_name))
 
 
 @dataclass
@@ -46,6 +67,7 @@ class JarvisRuntime:
     windows: ServerWindows = field(default_factory=ServerWindows)  # what the model servers say their windows are
 
     def __post_init__(self) -> None:
+        self._planner_view: PlannerTools | None = None
         self._remembered: OrderedDict[str, tuple[tuple[int, str], str | None]] = OrderedDict()
         self._remembered_lock = threading.Lock()
 
@@ -71,16 +93,20 @@ class JarvisRuntime:
     def model_base_url(self) -> str:
         return getattr(self.llm, "openai_api_base", None) or model_config(self.settings, "primary")[1].base_url
 
+    def _planner_tools(self) -> PlannerTools:
+        view = self.catalog.view()
+        known = self._planner_view
+        if known is None or known.view is not view:
+            known = self._planner_view = PlannerTools.of(view)
+        return known
+
     def tools_for_turn(self, state: ConversationState) -> list[BaseTool]:
         """Every tool when they are no more than planner.max_thread_tools and fit the model's window; otherwise
         the tools the thread has bound so far plus the request's best matches (planner.max_bound_tools of them: the
         recently used ones and the best ranked) and find_tools (tool_binding.py, tools/index.py)."""
-        tools = self.catalog.all()
+        catalog = self._planner_tools()
+        others, finder = catalog.others, catalog.finder
         limit = self.settings.planner.max_bound_tools
-        finder: list[BaseTool] = []
-        others: list[BaseTool] = []
-        for t in tools:
-            (finder if t.name == FIND_TOOLS else others).append(t)
         window, _ = context_window(self.settings, self.windows)
         budget = int(window * TOOL_SHARE)
 
@@ -92,12 +118,13 @@ class JarvisRuntime:
             return others + self.meta_tools  # the same every turn: the best case for a server's prefix cache
         human = next((m for m in reversed(state.messages) if isinstance(m, HumanMessage)), None)
         query = human.text if human is not None else ""
-        chosen = select_tools(self.tool_index, others, query, state.recent_tools, limit)
+        chosen = select_tools(self.tool_index, others, query, state.recent_tools, limit, catalog.search)
         if len(others) <= limit:  # all of them, which did not fit the window: the best first, so the rest go
-            best = select_tools(self.tool_index, others, query, state.recent_tools, max(1, len(others) - 1))
+            best = select_tools(self.tool_index, others, query, state.recent_tools, max(1, len(others) - 1),
+                                catalog.search)
             chosen = best + [t for t in others if t.name not in {b.name for b in best}]
         found = found_on_last_step(state.messages)  # all of them on this step, as find_tools promised
         if found:
-            chosen = first_found(others, chosen, found)
+            chosen = first_found(catalog.by_name, chosen, found)
             cap = max(cap, len(found))
-        return thread_tools(others, chosen, state.bound_tools, cap, fits) + finder + self.meta_tools
+        return thread_tools(catalog.position, others, chosen, state.bound_tools, cap, fits) + finder + self.meta_tools

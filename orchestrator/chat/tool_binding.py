@@ -12,7 +12,7 @@ window binds fewer tools instead of refusing the turn.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from langchain_core.tools import BaseTool
 
@@ -27,35 +27,28 @@ def fit(tools: Sequence[BaseTool], fits: Callable[[list[BaseTool]], bool]) -> li
     return kept
 
 
-def thread_tools(others: Sequence[BaseTool], chosen: Sequence[BaseTool], bound_before: Sequence[str], cap: int,
-                 fits: Callable[[list[BaseTool]], bool]) -> list[BaseTool]:
+def thread_tools(position: Mapping[str, int], others: Sequence[BaseTool], chosen: Sequence[BaseTool],
+                 bound_before: Sequence[str], cap: int, fits: Callable[[list[BaseTool]], bool]) -> list[BaseTool]:
     """The tools to bind: those bound earlier in the thread (still in the catalog) in their order, then the
     request's `chosen` ones (best first) not among them, in the catalog's order; when that is more than `cap` tools
-    or does not fit, the request's choice alone (as many of the best as fit), in the catalog's order."""
-    # one pass over the catalog (it can hold a thousand tools; this runs at every planner step)
-    bound = dict.fromkeys(bound_before)
-    picked = {t.name for t in chosen}
-    found: dict[str, BaseTool] = {}
-    new: list[BaseTool] = []
-    for t in others:
-        if t.name in bound:
-            found[t.name] = t
-        elif t.name in picked:
-            new.append(t)
-    kept = [found[n] for n in bound if n in found]
+    or does not fit, the request's choice alone (as many of the best as fit), in the catalog's order. `position` is
+    each name's place in `others` (the catalog): this runs at every planner step, and the catalog can hold a
+    thousand tools, so nothing here goes through all of them."""
+    bound = dict.fromkeys(n for n in bound_before if n in position)
+    kept = [others[position[n]] for n in bound]
+    new = [others[i] for i in sorted({position[t.name] for t in chosen if t.name in position and t.name not in bound})]
     listed = {t.name for t in new}
-    new += [t for t in chosen if t.name not in found and t.name not in listed]  # not in the catalog: last
+    new += [t for t in chosen if t.name not in bound and t.name not in listed]  # not in the catalog: last
     merged = kept + new
     if len(merged) <= cap and fits(merged):
         return merged
     fresh = {t.name for t in fit(list(chosen)[:cap], fits)}
-    return [t for t in others if t.name in fresh]
+    return [others[i] for i in sorted(position[n] for n in fresh if n in position)]
 
 
-def first_found(others: Sequence[BaseTool], chosen: Sequence[BaseTool], found: Sequence[str]) -> list[BaseTool]:
+def first_found(by_name: Mapping[str, BaseTool], chosen: Sequence[BaseTool], found: Sequence[str]) -> list[BaseTool]:
     """`chosen` with the tools find_tools just found (best first) ahead of it: find_tools promises the planner
     every tool it found on its next step, so they come before the request's own picks when not all fit."""
-    by_name = {t.name: t for t in others}
     picked = [by_name[n] for n in dict.fromkeys(found) if n in by_name]
     names = {t.name for t in picked}
     return picked + [t for t in chosen if t.name not in names]

@@ -11,7 +11,9 @@ and left out; the others keep working. Tools the user disabled (orchestrator/too
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from langchain_core.tools import BaseTool
@@ -38,11 +40,34 @@ class StaticProvider:
         return self._tools
 
 
+@dataclass(frozen=True, eq=False)
+class CatalogView:
+    """The catalog's tools at one moment, in the providers' order, those disabled left out (ToolCatalog.view)."""
+
+    tools: tuple[BaseTool, ...]
+    by_name: dict[str, BaseTool]
+
+
+def _same_tools(before: list[list[BaseTool] | None], now: list[list[BaseTool] | None]) -> bool:
+    """Whether every provider gives the very tool objects it gave before (a changed tool is a new object)."""
+    if len(before) != len(now):
+        return False
+    for old, new in zip(before, now):
+        if old is None or new is None:
+            if old is not new:
+                return False
+        elif len(old) != len(new) or not all(map(operator.is_, old, new)):
+            return False
+    return True
+
+
 class ToolCatalog:
     def __init__(self, providers: Iterable[ToolProvider] = (), switches: Any = None):
         self.providers: list[ToolProvider] = list(providers)
         self.errors: dict[str, str] = {}
         self.switches = switches  # tool_switches.ToolSwitches, or None: nothing can be disabled
+        # the last view, with the disabled set and each provider's tools it was built from
+        self._last: tuple[frozenset[str], list[list[BaseTool] | None], CatalogView] | None = None
 
     def _disabled(self) -> frozenset[str]:
         return self.switches.disabled() if self.switches is not None else frozenset()
@@ -71,32 +96,43 @@ class ToolCatalog:
     def add_provider(self, provider: ToolProvider) -> None:
         self.providers.append(provider)
 
-    def _tools_by_name(self) -> dict[str, BaseTool]:
-        found: dict[str, BaseTool] = {}
+    def view(self) -> CatalogView:
+        """The tools now. Every provider is asked (a tool registered or a server restarted a moment ago counts at
+        once); while each gives the same tool objects as last time and no switch changed, the same view comes back,
+        so what is derived from it (the planner's lookups, the search index) is not made again. The planner asks at
+        every step, and building the view costs as much as everything else a step does at a thousand tools."""
         off = self._disabled()
+        lists: list[list[BaseTool] | None] = []
         for provider in self.providers:
             try:
-                tools = provider.list_tools()
+                lists.append(provider.list_tools())
                 self.errors.pop(provider.name, None)
             except Exception as exc:  # noqa: BLE001 - one broken provider must not take the others down
                 if self.errors.get(provider.name) != str(exc):
                     log.warning("tool provider %s failed: %s", provider.name, exc)
                 self.errors[provider.name] = str(exc)
-                continue
-            for tool in tools:
+                lists.append(None)
+        last = self._last
+        if last is not None and last[0] == off and _same_tools(last[1], lists):
+            return last[2]
+        found: dict[str, BaseTool] = {}
+        for provider, tools in zip(self.providers, lists):
+            for tool in tools or ():
                 if tool.name in off:
                     continue
                 if tool.name in found:
                     log.debug("tool %s from %s shadowed by an earlier provider", tool.name, provider.name)
                     continue
                 found[tool.name] = tool
-        return found
+        view = CatalogView(tuple(found.values()), found)
+        self._last = (off, [list(tools) if tools is not None else None for tools in lists], view)
+        return view
 
     def all(self) -> list[BaseTool]:
-        return list(self._tools_by_name().values())
+        return list(self.view().tools)
 
     def names(self) -> list[str]:
-        return list(self._tools_by_name())
+        return list(self.view().by_name)
 
     def get(self, name: str) -> BaseTool | None:
         if name in self._disabled():

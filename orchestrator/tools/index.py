@@ -17,6 +17,7 @@ import math
 import re
 import sqlite3
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
@@ -99,8 +100,9 @@ class ToolIndex:
                     self._embed_failed = True
                     log.warning("tool embeddings unavailable (%s); ranking tools by keywords only", exc)
 
-    def ensure(self, tools: list[BaseTool]) -> None:
-        fp = self.fingerprint(tools)
+    def ensure(self, tools: list[BaseTool], fingerprint: int | None = None) -> None:
+        """Index `tools` unless they are those indexed (`fingerprint`: theirs, when the caller has it)."""
+        fp = self.fingerprint(tools) if fingerprint is None else fingerprint
         with self._lock:
             if fp != self._fingerprint:
                 self._rebuild(tools)
@@ -158,12 +160,23 @@ class ToolIndex:
         return [n for n, _ in sorted(scores.items(), key=lambda kv: -kv[1])][:limit]
 
 
-def select_tools(index: ToolIndex, tools: list[BaseTool], query: str, recent: list[str], limit: int) -> list[BaseTool]:
-    """At most `limit` tools: the recently used ones (newest first, up to a third), then the best ranked."""
+@dataclass(frozen=True)
+class ToolSearch:
+    """A list of tools as select_tools takes it, when the caller keeps it from step to step (chat/runtime.py): its
+    fingerprint (ToolIndex.fingerprint) and its tools by name."""
+
+    fingerprint: int
+    by_name: dict[str, BaseTool]
+
+
+def select_tools(index: ToolIndex, tools: list[BaseTool], query: str, recent: list[str], limit: int,
+                 known: ToolSearch | None = None) -> list[BaseTool]:
+    """At most `limit` tools: the recently used ones (newest first, up to a third), then the best ranked. `known`:
+    `tools`' fingerprint and names, when the caller has them."""
     if len(tools) <= limit:
         return list(tools)
-    index.ensure(tools)
-    by_name = {t.name: t for t in tools}
+    index.ensure(tools, known.fingerprint if known is not None else None)
+    by_name = known.by_name if known is not None else {t.name: t for t in tools}
     chosen: list[str] = []
     for name in reversed(recent):
         if name in by_name and name not in chosen and len(chosen) < max(1, limit // 3):
