@@ -14,6 +14,8 @@ sandbox's end is then released. `--exit-fd` stops slirp4netns when the run's end
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import fcntl
 import json
 import os
@@ -46,7 +48,13 @@ def _resolv_conf() -> str:
                 fh.write(f"nameserver {SLIRP_DNS}\n")
             os.chmod(path, 0o644)
             _resolv_path = path
+            atexit.register(_remove, path)  # one per process: gone with it (each run left one in /tmp)
         return _resolv_path
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 @dataclass

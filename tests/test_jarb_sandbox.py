@@ -277,3 +277,17 @@ def test_jorb_scripts_run_in_the_sandbox(tmp_path):
     assert outcome.error is None, outcome.error
     assert outcome.result == [42, "No such file or directory"]
     assert calls == [("math", "answer", [])]
+
+
+def test_the_network_sandbox_s_resolv_conf_goes_with_its_process():
+    """The resolv.conf the network sandbox shows its runs (one per process, in the temporary folder) is removed
+    when the process ends: every process that ran a networked tool left one behind."""
+    import subprocess
+
+    code = ("from jarb_core.sandbox_network import _resolv_conf; import os; p = _resolv_conf(); "
+            "print(p); assert os.path.exists(p) and _resolv_conf() == p")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    path = proc.stdout.strip()
+    assert path.endswith(".conf") and "jarvis-resolv-" in path
+    assert not Path(path).exists()
