@@ -72,6 +72,9 @@ def test_cli_reports_a_config_typo_and_exits_non_zero(jarvis_env):
     assert proc.returncode == 1
     assert "planer: unknown key" in proc.stderr and str(jarvis_env.config_path) in proc.stderr
     assert "Traceback" not in proc.stderr
+    chat = jarvis_env.cli("chat", "hello")  # the chat builds the graph: the typo is said once, nothing after it
+    assert chat.returncode == 1 and "planer: unknown key" in chat.stderr
+    assert "could not start Jarvis" not in chat.stderr, chat.stderr
 
 
 def test_config_option_beats_the_environment(jarvis_env, tmp_path):

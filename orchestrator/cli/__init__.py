@@ -78,6 +78,8 @@ class CliState:
     def graph(self) -> Any:
         try:
             return self.app().graph
+        except typer.Exit:  # already said why (a configuration error): not "could not start Jarvis: 1" after it
+            raise
         except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback
             from orchestrator.core.disk_full import disk_full_message, is_disk_full
 
