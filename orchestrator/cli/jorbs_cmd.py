@@ -18,6 +18,14 @@ def service(ctx: typer.Context):
     return state(ctx).app().jorbs
 
 
+def store(ctx: typer.Context):
+    """The jorbs' rows, for commands that only read them: the jorb service (its model client, checkpointer and
+    graphs) took 2 of the 2.6 s `jarvis jorbs list` took."""
+    from orchestrator.jorbs.store import JorbStore
+
+    return JorbStore(state(ctx).settings)
+
+
 def _guard(fn, *args: Any, **kwargs: Any):
     from orchestrator.core.disk_full import disk_full_message, is_disk_full
     from orchestrator.jorbs.service import JorbError
@@ -107,10 +115,8 @@ def list_(ctx: typer.Context, all_: bool = typer.Option(False, "--all", help="in
           as_json: bool = typer.Option(False, "--json")) -> None:
     """List jorbs (open ones; --all for every one)."""
     from orchestrator.jorbs.schema import OPEN_STATUSES, JorbStatus
-    from orchestrator.jorbs.store import JorbStore
 
-    # the rows alone: the jorb service (its model client, checkpointer and graphs) took 2 of the command's 2.6 s
-    rows = JorbStore(state(ctx).settings).list(statuses=None if all_ else OPEN_STATUSES)
+    rows = store(ctx).list(statuses=None if all_ else OPEN_STATUSES)
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in rows], indent=2, default=str, ensure_ascii=False))
         return
@@ -183,7 +189,7 @@ def inbox(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
     """List inbound messages no jorb claimed, with the reasoning."""
     if ctx.invoked_subcommand:
         return
-    rows = service(ctx).store.messages(statuses=("unmatched", "ambiguous", "spam", "low_confidence"), direction="in")
+    rows = store(ctx).messages(statuses=("unmatched", "ambiguous", "spam", "low_confidence"), direction="in")
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in rows], indent=2, default=str, ensure_ascii=False))
         return

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from orchestrator.cli import fail
-from .jorbs_cmd import _guard, print_view, service
+from .jorbs_cmd import _guard, print_view, service, store
 
 missions_app = typer.Typer(help="Missions: a goal pursued in rounds of up to 5 concurrent jobs.", no_args_is_help=True)
 
@@ -70,7 +70,7 @@ def list_(ctx: typer.Context, all_: bool = typer.Option(False, "--all"), as_json
     """List missions."""
     from orchestrator.jorbs.schema import OPEN_STATUSES
 
-    rows = service(ctx).list(statuses=None if all_ else OPEN_STATUSES, mode="mission")
+    rows = store(ctx).list(statuses=None if all_ else OPEN_STATUSES, mode="mission")
     if as_json:
         typer.echo(json.dumps([r.as_dict() for r in rows], indent=2, default=str))
         return
