@@ -22,58 +22,33 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.outputs import ChatResult
-from langchain_core.tools import BaseTool
-
-from integrations.fs_tools import build_fs_tools
-from integrations.gcal_tools import build_gcal_tools
-from integrations.gmail_tools import build_gmail_tools
-from integrations.pdf_tools import build_pdf_tools
-from integrations.summarize import checked_model
-from integrations.time_tools import build_time_tools
-from integrations.yt_tools import build_yt_tools
-
-from .android.tasks import AndroidTaskService
-from .approvals.notifier import Notifier
-from .approvals.remote import Busy, RemoteAnswers
-from .approvals.store import ApprovalStore
-from .chat.answering import ThreadAnswers
-from .chat.graph import compile_chat_graph
-from .chat.jarb_subgraph import create_new_tool_tool
-from .chat.live_turns import TurnBusy, TurnHub
-from .chat.runtime import JarvisRuntime
 from .core.config import Settings, load_settings
 from .core.ids import jorb_id_of
-from .docs_index import DocsIndex, IndexSink, build_docs_tools
-from .jarb.tools import generated_provider, make_sandbox, protected_paths
-from .jorbs.message_tools import build_message_tools
-from .jorbs.service import JorbBusy, JorbError, JorbService
-from .jorbs.schema import JorbStatus
-from .jorbs.store import JorbStore
-from .jorbs.tools import build_jorb_tools
-from .llm.answer_end import checked_reply
-from .llm.client import make_chat_model
-from .llm.embeddings import Embedder, make_embedder
-from .mcp.manager import McpManager
-from .memory import MemoryStore, build_memory_tools
-from .memory.extraction import Extractor
-from .mcp.provider import McpProvider, mcp_provider
-from .reminders.scheduler import Scheduler
-from .reminders.targets import DeliveryError
-from .reminders.tools import build_reminder_tools
-from .storage.claims import Claims
-from .storage.engines import make_checkpointer
-from .storage.threads import RUNNING, WAITING, ThreadIndex, pending_confirmations
-from .tools.answers import resume_values, with_ref
-from .tools.catalog import StaticProvider, ToolCatalog, ToolProvider
-from .tools.executor import ToolExecutor
-from .tools.google_auth import google_api, load_credentials
-from .tools.index import ToolIndex, find_tools_tool, tool_embedding
-from .tools.ledger import EffectsLedger
-from .tools.switches import ToolSwitches
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.tools import BaseTool
+
+    from .android.tasks import AndroidTaskService
+    from .approvals.notifier import Notifier
+    from .approvals.remote import RemoteAnswers
+    from .chat.answering import ThreadAnswers
+    from .chat.live_turns import TurnHub
+    from .chat.runtime import JarvisRuntime
+    from .docs_index import DocsIndex
+    from .jorbs.service import JorbService
+    from .llm.embeddings import Embedder
+    from .mcp.manager import McpManager
+    from .memory import MemoryStore
+    from .memory.extraction import Extractor
+    from .reminders.scheduler import Scheduler
+    from .tools.catalog import ToolCatalog
+
+# Each part imports what it builds, when it is first built: a command that needs one part (`jarvis memory`, `jarvis
+# docs`) does not load LangGraph, the MCP client, the phone tasks and every integration first (importing them all
+# took 1.3 s of each such command's 2 s).
 
 log = logging.getLogger(__name__)
 
@@ -106,27 +81,37 @@ class App:
     def embedder(self) -> Embedder:
         """models.embeddings' client, one for the document index, memory and tool ranking (one endpoint that
         failed is left alone by all three for a while, and said once)."""
+        from .llm.embeddings import make_embedder
+
         return self._part("embedder", lambda: make_embedder(self.settings))
 
     @property
     def docs_index(self) -> DocsIndex:
+        from .docs_index import DocsIndex
+
         return self._part("docs_index", lambda: DocsIndex(self.settings, self.embedder))
 
     @property
     def memory(self) -> MemoryStore | None:
         """What Jarvis remembers about the user (None when memory.enabled is false: no tools, nothing read)."""
+        from .memory import MemoryStore
+
         return self._part("memory", lambda: MemoryStore(self.settings, self.embedder)
                           if self.settings.memory.enabled else None)
 
     @property
     def memory_extractor(self) -> Extractor | None:
         """Proposes facts from finished turns (memory.propose_from_turns); None when off."""
+        from .memory.extraction import Extractor
+
         on = self.memory is not None and self.settings.memory.propose_from_turns
         return self._part("memory_extractor", lambda: Extractor(self.memory) if on else None)
 
     @property
     def mcp_manager(self) -> McpManager:
         """The MCP servers of mcp.dir, started on first use, shared by the catalog and the phone tasks."""
+        from .mcp.manager import McpManager
+
         return self._part("mcp_manager", lambda: McpManager(self.settings))
 
     @property
@@ -136,6 +121,11 @@ class App:
         return self._part("catalog", lambda: self._catalog if self._catalog is not None else self._default_catalog())
 
     def _default_catalog(self) -> ToolCatalog:
+        from .jarb.tools import generated_provider
+        from .mcp.provider import mcp_provider
+        from .tools.catalog import StaticProvider, ToolCatalog, ToolProvider
+        from .tools.switches import ToolSwitches
+
         providers: list[ToolProvider] = []
         if self._extra_tools:
             providers.append(StaticProvider("extra", self._extra_tools))
@@ -152,6 +142,8 @@ class App:
     @property
     def sandbox(self) -> Any:
         """The sandbox of generated tools and jorb scripts (raises SandboxUnavailable with a fix)."""
+        from .jarb.tools import make_sandbox
+
         return self._part("sandbox", lambda: make_sandbox(self.settings))
 
     @property
@@ -160,6 +152,14 @@ class App:
         return self._part("runtime", self._chat_runtime)
 
     def _chat_runtime(self) -> JarvisRuntime:
+        from .chat.jarb_subgraph import create_new_tool_tool
+        from .chat.runtime import JarvisRuntime
+        from .llm.client import make_chat_model
+        from .storage.threads import ThreadIndex
+        from .tools.catalog import StaticProvider, ToolCatalog
+        from .tools.executor import ToolExecutor
+        from .tools.index import ToolIndex, find_tools_tool, tool_embedding
+
         settings = self.settings
         llm = self._llm if self._llm is not None else make_chat_model(settings, "primary")
         index = ToolIndex(tool_embedding(self.embedder))
@@ -174,6 +174,9 @@ class App:
     @property
     def graph(self) -> Any:
         """The chat graph, compiled with the persistent checkpointer (or the one given; False: none)."""
+        from .chat.graph import compile_chat_graph
+        from .storage.engines import make_checkpointer
+
         def build() -> Any:
             checkpointer = self._checkpointer if self._checkpointer is not None else make_checkpointer(self.settings)
             return compile_chat_graph(self.runtime, checkpointer or None, telemetry=self._telemetry)
@@ -183,6 +186,9 @@ class App:
     def turn_hub(self, decorate: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> TurnHub:
         """The chat turns running in this process (the web UI's, the phone's answers'), one at a time per thread
         across workers (claims). Built once; `decorate`: the server's additions to events (create_app's)."""
+        from .chat.live_turns import TurnHub
+        from .storage.claims import Claims
+
         hub = self._part("turns", lambda: TurnHub(self.graph, claims=Claims(self.settings),
                                                   end_task=self.runtime.executor.sites.end_task))
         if decorate is not None:
@@ -192,26 +198,39 @@ class App:
     @property
     def thread_answers(self) -> ThreadAnswers:
         """The one way an answer to a chat thread's confirmation is applied (the UI, the phone, `jarvis approve`)."""
+        from .approvals.store import ApprovalStore
+        from .chat.answering import ThreadAnswers
+
         return self._part("thread_answers", lambda: ThreadAnswers(self.graph, self.turn_hub(),
                                                                   ApprovalStore(self.settings)))
 
     @property
     def jorbs(self) -> JorbService:
         """The jorb service: its steps call the same catalog as the chat (without find_tools)."""
+        from .jorbs.service import JorbService
+
         return self._part("jorbs", lambda: JorbService(self.settings, catalog=self.catalog))
 
     @property
     def android(self) -> AndroidTaskService:
         """Phone goals as background tasks over the adb MCP server (its own provider: no wrapper tools)."""
+        from .android.tasks import AndroidTaskService
+        from .mcp.provider import McpProvider
+
         return self._part("android", lambda: AndroidTaskService(
             self.settings, McpProvider(self.settings, manager=self.mcp_manager, wrappers=False)))
 
     def scheduler(self, **kwargs: Any) -> Scheduler:
         """The reminder scheduler, firing into this App's chat graph and jorbs (kwargs go to Scheduler)."""
+        from .reminders.scheduler import Scheduler
+
         return Scheduler(self.settings, graph_factory=lambda: self.graph, wake_jorb=self._wake_jorb, **kwargs)
 
     def _wake_jorb(self, jorb_id: str, event: Any) -> None:
         """A reminder for a jorb becomes its current event; a jorb that has ended cannot take it (not retried)."""
+        from .jorbs.service import JorbError
+        from .reminders.targets import DeliveryError
+
         try:
             self.jorbs.deliver_event(jorb_id, event.model_dump(), background=True)
         except JorbError as exc:
@@ -219,6 +238,16 @@ class App:
 
     # -- the tools of the built-in integrations ---------------------------------------------------------------
     def static_tools(self) -> list[BaseTool]:
+        from integrations.fs_tools import build_fs_tools
+        from integrations.time_tools import build_time_tools
+        from .jarb.tools import protected_paths
+        from .jorbs.message_tools import build_message_tools
+        from .jorbs.schema import JorbStatus
+        from .jorbs.store import JorbStore
+        from .jorbs.tools import build_jorb_tools
+        from .memory import build_memory_tools
+        from .reminders.tools import build_reminder_tools
+
         settings = self.settings
         tools: list[BaseTool] = []
         tools += build_fs_tools(settings.fs.roots, settings.fs.max_read_bytes, settings.fs.max_search_results,
@@ -237,6 +266,13 @@ class App:
 
     def document_tools(self) -> list[BaseTool]:
         """PDF and YouTube tools. Their heavy libraries (pypdf, youtube-transcript-api) load on first use."""
+        from integrations.pdf_tools import build_pdf_tools
+        from integrations.summarize import checked_model
+        from integrations.yt_tools import build_yt_tools
+        from .docs_index import IndexSink, build_docs_tools
+        from .llm.answer_end import checked_reply
+        from .llm.client import make_chat_model
+
         settings = self.settings
         # Built on the first summary, not at start: long documents go to the heavy model when one is set. An
         # answer cut off (at the token limit, or a closed connection) is refused, not summarized from.
@@ -262,6 +298,8 @@ class App:
     def pending(self, thread_id: str | None = None) -> list[dict[str, Any]]:
         """Every confirmation waiting in the checkpoints (of one thread, or of all threads that may be waiting),
         chat threads and jorbs alike."""
+        from .storage.threads import RUNNING, WAITING, ThreadIndex
+
         if thread_id:
             return self._with_sent(_confirmations(self.graph_for_thread(thread_id), thread_id))
         items: list[dict[str, Any]] = []
@@ -272,6 +310,9 @@ class App:
     def _with_sent(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Each item says where it was sent to be answered from a phone (`sent`: channel, to, at), and the ref an
         answer to it names."""
+        from .approvals.store import ApprovalStore
+        from .tools.answers import with_ref
+
         store = ApprovalStore(self.settings)
         for item in items:
             item["sent"] = store.sent_for(with_ref(item)["ref"])
@@ -282,6 +323,11 @@ class App:
         """Apply an answer given away from the UI (approve or deny) to one pending confirmation, the question
         `ref` names; the jorb's step or the chat turn runs in the background, as the UI's answers do. Raises
         Busy, or an error whose message is told (another surface was first, the question moved on)."""
+        from .approvals.remote import Busy
+        from .chat.live_turns import TurnBusy
+        from .jorbs.service import JorbBusy
+        from .tools.answers import resume_values
+
         jorb_id = jorb_id_of(thread_id)
         try:
             if jorb_id is None:
@@ -298,10 +344,14 @@ class App:
     @property
     def remote_answers(self) -> RemoteAnswers:
         """Telegram button presses and email replies -> answers (confirmations.notify)."""
+        from .approvals.remote import RemoteAnswers
+
         return self._part("remote_answers", lambda: RemoteAnswers(self.settings, self.pending, self.answer_item))
 
     def notifier(self) -> Notifier:
         """Sends the pending confirmations no UI watches to confirmations.notify.to."""
+        from .approvals.notifier import Notifier
+
         return Notifier(self.settings, self.pending)
 
     def recover_in_doubt(self, thread_id: str | None = None) -> int:
@@ -312,6 +362,8 @@ class App:
         it should run again ("may have happened"). Nothing is executed without that answer. Jorbs recover through
         JorbService.recover (their step is retried as a whole).
         """
+        from .tools.ledger import EffectsLedger
+
         threads = {e.thread_id for e in EffectsLedger(self.settings).in_doubt(thread_id)}
         recovered = 0
         for tid in sorted(threads):
@@ -342,12 +394,18 @@ class App:
 
 
 def _confirmations(graph: Any, thread_id: str) -> list[dict[str, Any]]:
+    from .storage.threads import pending_confirmations
+
     return [p for p in pending_confirmations(graph, thread_id) if p.get("type") == "confirmation"]
 
 
 def google_tools(settings: Settings) -> list[BaseTool]:
     """Gmail and Calendar; without a stored sign-in each call says to run `jarvis auth google`, and the Tools
     view says they are not connected (metadata `unavailable`: a callable, asked when the view is drawn)."""
+    from integrations.gcal_tools import build_gcal_tools
+    from integrations.gmail_tools import build_gmail_tools
+    from .tools.google_auth import google_api, load_credentials
+
     g = settings.google
     tools = [
         *build_gmail_tools(google_api(settings, "Gmail", g.gmail_base_url)),
@@ -364,18 +422,6 @@ def google_tools(settings: Settings) -> list[BaseTool]:
     for tool in tools:
         tool.metadata = {**(tool.metadata or {}), "unavailable": unavailable}
     return tools
-
-
-class NoModel(BaseChatModel):
-    """For processes that only read and write thread state (`jarvis scheduler` alone: posting a reminder never
-    calls the model, so none is set up: no API key needed, no built-in model server started)."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "none"
-
-    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
-        raise RuntimeError("this process only posts messages to threads; it has no model to call")
 
 
 def build_graph(settings: Settings | None = None, **kwargs: Any) -> Any:

@@ -121,7 +121,8 @@ def scheduler_cmd(ctx: typer.Context, for_s: float = typer.Option(
         None, "--for", min=0, help="stop cleanly after this many seconds (for scripts)")) -> None:
     """Run the reminder scheduler alone (`jarvis run` runs it too). Ctrl-C stops it."""
 
-    from orchestrator.app import App, NoModel
+    from orchestrator.app import App
+    from orchestrator.llm.no_model import NoModel
 
     settings = state(ctx).settings
     if not state(ctx).verbose:
