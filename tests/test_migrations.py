@@ -132,8 +132,9 @@ def test_every_module_with_tables_is_listed_for_the_schema_check():
 
 
 def test_jarvis_run_migrates_the_whole_database_at_start(jarvis_env):
-    """`make run` after a `git pull`: jarvis run brings every table up to date when it starts (building the graph
-    opens every store), so jarvis doctor finds the schema current at once."""
+    """`make run` after a `git pull`: jarvis run brings every table up to date when it starts (the tables of every
+    part, also those its graph does not use: server/schema_tables.migrate_whole_schema), so jarvis doctor finds the
+    schema current at once."""
     import signal
     import subprocess
 

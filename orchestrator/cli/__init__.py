@@ -11,6 +11,7 @@ import json
 import logging
 import pkgutil
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import typer
@@ -76,8 +77,12 @@ class CliState:
         return self._app
 
     def graph(self) -> Any:
+        return self.starting(lambda: self.app().graph)
+
+    def starting(self, build: Callable[[], Any]) -> Any:
+        """`build()`, or one clear line saying why Jarvis cannot start instead of a traceback."""
         try:
-            return self.app().graph
+            return build()
         except typer.Exit:  # already said why (a configuration error): not "could not start Jarvis: 1" after it
             raise
         except Exception as exc:  # noqa: BLE001 - one clear line instead of a traceback

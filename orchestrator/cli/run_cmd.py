@@ -25,6 +25,7 @@ def register(app: typer.Typer) -> None:
         from orchestrator.llm.client import check_endpoint
         from orchestrator.llm.discovery import choose_model
         from orchestrator.server.app import bind_socket, create_app, make_server
+        from orchestrator.server.schema_tables import migrate_whole_schema
         from orchestrator.server.security import is_loopback, load_or_create_token
 
         st = state(ctx)
@@ -60,6 +61,7 @@ def register(app: typer.Typer) -> None:
         if settings.models.primary.notice and not switched:  # e.g. the demo model's "do not trust its answers"
             typer.secho(settings.models.primary.notice, err=True, fg=typer.colors.YELLOW, bold=True)
         st.graph()  # built before serving: a clear error when Jarvis cannot start
+        st.starting(lambda: migrate_whole_schema(settings))  # after a `git pull`: the tables the graph does not use too
         token = load_or_create_token(settings)
         app = create_app(st.app(), token=token, services=[] if no_services else None)
         server = make_server(app, sock)
