@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from orchestrator.cli import fail, state
+from orchestrator.cli import dumps, fail, state
 
 jorbs_app = typer.Typer(help="Long-running tasks that message people, wait for replies and resume.", no_args_is_help=True)
 inbox_app = typer.Typer(help="Inbound messages no jorb claimed (unmatched, ambiguous, spam).", invoke_without_command=True)
@@ -50,7 +50,7 @@ def print_view(view: Any, as_json: bool = False, full: bool = False) -> None:
 
     data = view.as_dict(full=full)
     if as_json:
-        typer.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+        typer.echo(dumps(data))
         return
     row = view.row
     typer.secho(f"jorb {row.id}  {row.name}  [{row.status}]", bold=True)
@@ -118,7 +118,7 @@ def list_(ctx: typer.Context, all_: bool = typer.Option(False, "--all", help="in
 
     rows = store(ctx).list(statuses=None if all_ else OPEN_STATUSES)
     if as_json:
-        typer.echo(json.dumps([r.as_dict() for r in rows], indent=2, default=str, ensure_ascii=False))
+        typer.echo(dumps([r.as_dict() for r in rows]))
         return
     if not rows:
         typer.echo("no jorbs" if all_ else "no open jorbs (--all shows finished ones)")
@@ -191,7 +191,7 @@ def inbox(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
         return
     rows = store(ctx).messages(statuses=("unmatched", "ambiguous", "spam", "low_confidence"), direction="in")
     if as_json:
-        typer.echo(json.dumps([r.as_dict() for r in rows], indent=2, default=str, ensure_ascii=False))
+        typer.echo(dumps([r.as_dict() for r in rows]))
         return
     if not rows:
         typer.echo("the inbox is empty")

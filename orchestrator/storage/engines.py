@@ -86,15 +86,21 @@ def bump_generation(session: Any, meta: type) -> None:
         row.value = str(int(row.value) + 1)
 
 
+def _sqlite_file(settings: Settings, name: str) -> Path:
+    return settings.data_dir / f"{name}.sqlite"
+
+
 def sqlite_path(settings: Settings, name: str) -> Path:
-    return settings.data_path(f"{name}.sqlite")
+    """The database's SQLite file, its folder made (for a caller that opens it itself)."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    return _sqlite_file(settings, name)
 
 
 def database_url(settings: Settings, name: str) -> str:
     """The database's URL; a SQLite file's folder is made when its engine is (looked up at every turn: no mkdir)."""
     if settings.storage.url:
         return settings.storage.url
-    return f"sqlite:///{settings.data_dir / f'{name}.sqlite'}"
+    return f"sqlite:///{_sqlite_file(settings, name)}"
 
 
 def is_postgres(settings: Settings) -> bool:
