@@ -66,9 +66,12 @@ def summarize_call(tool: BaseTool, args: dict[str, Any]) -> str:
     return f"Run {tool.name}({shown})."
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def _short(value: Any, limit: int = 80) -> str:
+    """The value as Python writes it (control characters escaped), cut in the middle: the end of a path (the file's
+    name) is what a person approving the call most needs to see."""
     text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    keep = (limit - 5) // 2
+    return text if len(text) <= limit else f"{text[:keep]} ... {text[-keep:]}"
 
 
 def set_tool_meta(

@@ -116,6 +116,21 @@ def test_a_restart_between_send_and_press_still_works(jarvis_env, telegram):
     assert (jarvis_env.root / "out.txt").read_text() == "out.txt"
 
 
+def test_the_phone_is_shown_a_file_name_as_it_is(jarvis_env, telegram):
+    """A right-to-left override in a file name makes `invoice<RLO>txt.sh` read `invoicehs.txt` on a phone, and a
+    tag character hides text: both are written out in what is sent (core/visible.py), and the call is unchanged."""
+    name = "invoice\u202etxt.sh" + "".join(chr(0xE0000 + ord(c)) for c in "hidden")
+    with start_ui(jarvis_env) as ui:
+        app = ui.app.state.jarvis.app
+        (asked,) = _ask_to_write(ui, THREAD, name)
+        assert app.notifier().sweep() == 1
+    (message,) = telegram.state.sent
+    text = message["text"]
+    assert "\u202e" not in text and "\U000e0068" not in text, text
+    assert text.count("invoice\\u202etxt.sh") == 3, text  # the summary, the path and the content (the name)
+    assert asked["args"]["path"] == str(jarvis_env.root / name)
+
+
 def test_one_of_several_calls_answered_from_the_phone_the_others_stay_pending(jarvis_env, telegram):
     """Two calls of one turn, two messages: each button answers its own call; the turn goes on after the last."""
     with start_ui(jarvis_env) as ui:

@@ -145,6 +145,26 @@ def test_a_stray_enter_in_a_confirmation_never_approves(open_ui):
     assert not target.exists()
 
 
+def test_a_confirmation_shows_a_reordering_file_name_as_it_is_and_an_edit_keeps_it(open_ui):
+    """A right-to-left override makes `invoice<RLO>txt.sh` read `invoicehs.txt`: the dialog writes it out in the
+    summary and in the arguments, and arguments edited there still name the very file (JSON reads it back)."""
+    page, server = open_ui()
+    target = server.env.root / "invoice\u202etxt.sh"
+    server.env.server.push(tool_call("fs_write_text", path=str(target), content="x"), answer("Written."))
+    send(page, "write the invoice")
+    dialog = page.get_by_role("dialog")
+    dialog.wait_for()
+    assert "invoice\\u202etxt.sh" in dialog.locator(".summary").inner_text()
+    arguments = dialog.get_by_label("Arguments (JSON)")
+    assert "\u202e" not in arguments.input_value() and "invoice\\u202etxt.sh" in arguments.input_value()
+    dialog.get_by_role("button", name="Edit").click()
+    arguments.fill(arguments.input_value().replace('"x"', '"edited"'))
+    dialog.get_by_role("button", name="Approve").click()
+    page.locator(".msg.assistant", has_text="Written.").wait_for()
+    assert target.read_text() == "edited"
+    assert page.js_errors == []
+
+
 def test_a_call_that_may_have_happened_asks_approve_again_or_skip(open_ui):
     from orchestrator.tools.ledger import EffectsLedger
     from tests.test_server_api import _ask_to_write, ledger_owned_by_dead_process

@@ -10,7 +10,6 @@ message each; each answers its own call (chat/answering.py).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -23,6 +22,7 @@ from orchestrator.channels.telegram import lazy_bot_api
 from orchestrator.core.config import Settings
 from orchestrator.core.ids import jorb_id_of
 from orchestrator.core.secrets import redact
+from orchestrator.core.visible import elide, visible, visible_json
 from orchestrator.storage.claims import Claims
 from orchestrator.storage.engines import utcnow
 from .store import ApprovalStore
@@ -39,18 +39,20 @@ def aware(when: datetime | None) -> datetime | None:
 
 def describe(item: Mapping[str, Any], ui_url: str | None) -> str:
     """What the message says: the summary, the effects, why it asks, the exact call (known secrets masked)."""
-    args = json.dumps(item.get("args") or {}, ensure_ascii=False, sort_keys=True)
+    args = elide(visible_json(item.get("args") or {}, sort_keys=True, default=str), 600)
     jorb_id = jorb_id_of(str(item.get("thread_id")))
     where = f"jorb {jorb_id}" if jorb_id else f"conversation {item.get('thread_id')}"
     lines = [f"Jarvis asks before it acts ({where}):", str(item.get("summary") or item.get("tool")),
              f"Effects: {', '.join(item.get('side_effects') or []) or 'none'}", f"Why it asks: {item.get('reason')}",
-             f"Call: {item.get('tool')} {args[:600]}{'...' if len(args) > 600 else ''}"]
+             f"Call: {item.get('tool')} {args}"]
     if item.get("kind") == "in_doubt":
         lines.insert(1, "This call was started and cut off: it MAY HAVE HAPPENED. Approve runs it again.")
     if ui_url:
         page = f"jorbs/{jorb_id}" if jorb_id else f"chat/{item.get('thread_id')}"
         lines.append(f"To change the arguments, use the UI: {ui_url.rstrip('/')}/#{page}")
-    return redact("\n".join(lines))  # it leaves the machine: a known secret in the arguments is masked
+    # it leaves the machine: a known secret in the arguments is masked; shown on a phone, nothing in it may reorder
+    # or hide the rest (core/visible.py)
+    return visible(redact("\n".join(lines)))
 
 
 class Notifier:

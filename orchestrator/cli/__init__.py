@@ -7,7 +7,6 @@ no terminal to ask on.
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import pkgutil
 import sys
@@ -18,6 +17,7 @@ import typer
 from typer.core import TyperOption
 
 from orchestrator.core.config import ConfigError, Settings, load_settings
+from orchestrator.core.visible import visible, visible_json
 
 
 def _flags_shown_as_flags() -> None:
@@ -38,8 +38,16 @@ EXIT_PENDING = 3
 
 
 def dumps(obj: Any) -> str:
-    """What `--json` prints: indented, any value that JSON has no type for as its text."""
-    return json.dumps(obj, indent=2, default=str, ensure_ascii=False)
+    """What `--json` prints: indented, any value that JSON has no type for as its text, every character that would
+    act on a terminal written as its JSON escape (core/visible.py)."""
+    return visible_json(obj, indent=2, default=str)
+
+
+def say(message: Any = "", **style: Any) -> None:
+    """Print a line (typer.secho's options: err, nl, fg, bold, dim...). Every line the CLI prints goes through
+    here: what it shows comes from files, mail, web pages, models and servers, and a control character in it would
+    act on the terminal (rewrite a confirmation, hide text) instead of being shown (core/visible.py)."""
+    typer.secho(visible(str(message)), **style)
 
 app = typer.Typer(
     name="jarvis",
@@ -105,7 +113,7 @@ def _setup_logging(settings: Settings, verbose: bool) -> None:
 def fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
     from orchestrator.core.secrets import redact
 
-    typer.secho(f"error: {redact(message)}", err=True, fg=typer.colors.RED)
+    say(f"error: {redact(message)}", err=True, fg=typer.colors.RED)
     raise typer.Exit(code)
 
 
@@ -121,9 +129,9 @@ def _print_version(value: bool) -> None:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            typer.echo(f"jarvis {version('jarvis')}")
+            say(f"jarvis {version('jarvis')}")
         except PackageNotFoundError:
-            typer.echo("jarvis (not installed as a package: run `make install`)")
+            say("jarvis (not installed as a package: run `make install`)")
         raise typer.Exit()
 
 
@@ -187,12 +195,12 @@ def main() -> None:
     try:
         app(args=hoist_global_options(sys.argv[1:]), prog_name="jarvis")
     except StorageUnavailable as exc:  # a database the config names and that is not there: say so, no traceback
-        print(f"jarvis: {exc}", file=sys.stderr)
+        say(f"jarvis: {exc}", err=True)
         raise SystemExit(EXIT_FAILURE) from None
     except Exception as exc:
         from orchestrator.core.disk_full import disk_full_message, is_disk_full
 
         if not is_disk_full(exc):
             raise
-        print(f"jarvis: {disk_full_message('this command could not finish')}", file=sys.stderr)
+        say(f"jarvis: {disk_full_message('this command could not finish')}", err=True)
         raise SystemExit(EXIT_FAILURE) from None

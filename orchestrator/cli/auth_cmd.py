@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.cli import fail, state
+from orchestrator.cli import fail, say, state
 
 auth_app = typer.Typer(help="Connect accounts Jarvis may use (the tokens go to the OS keyring).", no_args_is_help=True)
 
@@ -27,19 +27,19 @@ def google(
             creds = google_auth.load_credentials(settings)
             if creds is None:
                 fail("Google is not connected: run `jarvis auth google`")
-            typer.echo(f"Google is connected (account {settings.google.account!r}; scopes: {', '.join(creds.scopes or [])})")
+            say(f"Google is connected (account {settings.google.account!r}; scopes: {', '.join(creds.scopes or [])})")
             return
         if logout:
             if not google_auth.forget(settings):
                 fail("Google was not connected; nothing to forget")
-            typer.echo("forgot the Google token")
+            say("forgot the Google token")
             return
         google_auth.run_installed_app_flow(settings, open_browser=not no_browser, port=port)
     except google_auth.GoogleAuthError as exc:
         fail(str(exc))
     except SecretError as exc:
         fail(f"cannot use the keyring: {exc}")
-    typer.echo(f"Google is connected; the token is stored in the keyring as {google_auth.token_secret_name(settings)!r}.")
+    say(f"Google is connected; the token is stored in the keyring as {google_auth.token_secret_name(settings)!r}.")
 
 
 def register(app: typer.Typer) -> None:

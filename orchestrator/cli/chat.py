@@ -13,13 +13,13 @@ from typing import Any
 
 import typer
 
-from orchestrator.cli import EXIT_FAILURE, EXIT_PENDING, fail, state
+from orchestrator.cli import EXIT_FAILURE, EXIT_PENDING, fail, say, state
+from orchestrator.core.visible import elide, visible, visible_json
 
 
 def _short(value: Any, limit: int = 120) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else value
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return elide(" ".join(text.split()), limit)
 
 
 def _can_ask() -> bool:
@@ -37,7 +37,8 @@ def describe_confirmation(c: dict[str, Any]) -> str:
         lines.append(f"  why: {c['reason']}")
     if c.get("error"):
         lines.append(f"  note: {c['error']}")
-    lines.append(f"  arguments: {_short(c.get('args'), 400)}")
+    # whole up to a bound, then cut in the middle: the end of a value (a path's file name) is what a cut must not hide
+    lines.append(f"  arguments: {elide(visible_json(c.get('args'), default=str), 600)}")
     return "\n".join(lines)
 
 
@@ -45,7 +46,7 @@ def ask_decision(c: dict[str, Any]) -> dict[str, Any]:
     """Ask on the terminal: approve / edit / deny (in-doubt calls: approve again / skip)."""
     from orchestrator.tools.answers import is_in_doubt, resume_value
 
-    typer.secho(describe_confirmation(c), fg=typer.colors.YELLOW, err=True)
+    say(describe_confirmation(c), fg=typer.colors.YELLOW, err=True)
     in_doubt = is_in_doubt(c)
     prompt = "[a]pprove again / [s]kip" if in_doubt else "[a]pprove / [e]dit / [d]eny"
     while True:
@@ -62,15 +63,15 @@ def ask_decision(c: dict[str, Any]) -> dict[str, Any]:
             try:
                 args = json.loads(raw)
             except json.JSONDecodeError as exc:
-                typer.secho(f"not valid JSON: {exc}", err=True, fg=typer.colors.RED)
+                say(f"not valid JSON: {exc}", err=True, fg=typer.colors.RED)
                 continue
             return resume_value(c, "edit", args=args)
 
 
 def print_pending_help(thread_id: str, pending: list[dict[str, Any]]) -> None:
     for c in pending:
-        typer.secho(describe_confirmation(c), fg=typer.colors.YELLOW, err=True)
-    typer.echo(
+        say(describe_confirmation(c), fg=typer.colors.YELLOW, err=True)
+    say(
         f"Waiting for confirmation on thread {thread_id}. Resolve it with:\n"
         f"  jarvis approve {thread_id}            (or --args JSON to change the arguments)\n"
         f"  jarvis deny {thread_id} --reason TEXT\n"
@@ -96,7 +97,7 @@ def ctrl_c_stops(stop: threading.Event) -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
             raise KeyboardInterrupt
         stop.set()
-        typer.secho("\n(stopping this turn; Ctrl-C again to quit)", err=True, dim=True)
+        say("\n(stopping this turn; Ctrl-C again to quit)", err=True, dim=True)
 
     signal.signal(signal.SIGINT, on_ctrl_c)
     try:
@@ -125,40 +126,40 @@ def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool
         for ev in stream_turn(graph, thread_id, graph_input, stop=stop, end_task=end_task):
             kind = ev["event"]
             if kind == "token":
-                sys.stdout.write(ev["text"])
+                sys.stdout.write(visible(ev["text"]))
                 sys.stdout.flush()
                 answered_with_tokens = True
                 streamed += ev["text"]
             elif kind == "tool_start":
                 streamed = ""
-                typer.secho(f"  -> {ev['tool']}({_short(ev.get('args'))})", err=True, fg=typer.colors.CYAN)
+                say(f"  -> {ev['tool']}({_short(ev.get('args'))})", err=True, fg=typer.colors.CYAN)
             elif kind == "tool_end":
                 mark = "ok" if ev.get("ok") else "error"
-                typer.secho(f"  <- {ev['tool']} {mark} in {ev.get('duration_ms', 0):.0f} ms: {_short(ev.get('preview'))}",
-                            err=True, fg=typer.colors.CYAN if ev.get("ok") else typer.colors.RED)
+                say(f"  <- {ev['tool']} {mark} in {ev.get('duration_ms', 0):.0f} ms: {_short(ev.get('preview'))}",
+                    err=True, fg=typer.colors.CYAN if ev.get("ok") else typer.colors.RED)
             elif kind == "progress":
-                typer.secho(f"  .. {ev.get('message') or _short(ev)}", err=True, fg=typer.colors.BLUE)
+                say(f"  .. {ev.get('message') or _short(ev)}", err=True, fg=typer.colors.BLUE)
             elif kind == "confirmation":
                 pending.append(ev)
             elif kind == "error":
                 if answered_with_tokens:
                     sys.stdout.write("\n")
-                typer.secho(f"error: {ev['message']}", err=True, fg=typer.colors.RED)
+                say(f"error: {ev['message']}", err=True, fg=typer.colors.RED)
                 return EXIT_FAILURE
             elif kind == "stopped":  # what was said is on the screen already; the thread keeps it with the note
                 if answered_with_tokens:
                     sys.stdout.write("\n")
-                typer.secho(STOPPED_TEXT, err=True, fg=typer.colors.YELLOW)
+                say(STOPPED_TEXT, err=True, fg=typer.colors.YELLOW)
                 return EXIT_STOPPED
             elif kind == "done":
                 content = ev.get("content") or ""
                 said, kept = streamed.strip(), content.strip()
                 if not answered_with_tokens:
-                    sys.stdout.write(content)
+                    sys.stdout.write(visible(content))
                 elif said and kept.startswith(said):  # a note added after the words ("cut off at the limit")
-                    sys.stdout.write(kept[len(said):])
+                    sys.stdout.write(visible(kept[len(said):]))
                 elif kept and kept not in said:  # replaced (the model only repeated its call); a repair is inside
-                    sys.stdout.write("\n" + content)
+                    sys.stdout.write("\n" + visible(content))
                 if answered_with_tokens or content:
                     sys.stdout.write("\n")
                 sys.stdout.flush()
@@ -184,9 +185,9 @@ def claimed_turn(settings: Any, graph: Any, thread_id: str, graph_input: Any, *,
         with Claims(settings).held(thread_id):
             return run_turn(graph, thread_id, graph_input, interactive=interactive, end_task=end_task)
     except ClaimBusy as busy:
-        typer.secho(f"error: thread {thread_id} is running a turn in {busy.holder or 'another worker'} (the web UI or another "
-                    "`jarvis chat`). Wait for it to finish and try again, or start a new thread.",
-                    err=True, fg=typer.colors.RED)
+        say(f"error: thread {thread_id} is running a turn in {busy.holder or 'another worker'} (the web UI or another "
+            "`jarvis chat`). Wait for it to finish and try again, or start a new thread.",
+            err=True, fg=typer.colors.RED)
         return EXIT_FAILURE
 
 
@@ -224,28 +225,28 @@ def register(app: typer.Typer) -> None:
         end_task = st.app().runtime.executor.sites.end_task  # a turn stopped or failed: its browser closed
         notice = st.settings.models.primary.notice  # e.g. the demo model's "do not trust its answers"
         if notice:
-            typer.secho(notice, err=True, fg=typer.colors.YELLOW, bold=True)
+            say(notice, err=True, fg=typer.colors.YELLOW, bold=True)
         thread_id = thread or f"cli-{uuid.uuid4().hex[:8]}"
         if thread and not (graph.get_state({"configurable": {"thread_id": thread}}).values or {}).get("messages"):
             # a typo in an id would otherwise start a new, empty conversation without a word
-            typer.secho(f"No thread {thread!r} yet: starting it (`jarvis threads list` shows the existing ones).",
-                        err=True, fg=typer.colors.YELLOW)
+            say(f"No thread {thread!r} yet: starting it (`jarvis threads list` shows the existing ones).",
+                err=True, fg=typer.colors.YELLOW)
         attachments = [_attachment(a) for a in attach or []]
         interactive = _can_ask()
         if message:
             code = claimed_turn(st.settings, graph, thread_id, user_input(" ".join(message), attachments),
                                 interactive=interactive, end_task=end_task)
             if code == 0 and not thread:
-                typer.secho(f"(thread {thread_id})", err=True, dim=True)
+                say(f"(thread {thread_id})", err=True, dim=True)
             raise typer.Exit(code)
         if not interactive:
             fail("no MESSAGE given and no terminal to read one from: pass the message as an argument")
-        typer.secho(f"Jarvis (thread {thread_id}). Ctrl-D or /quit to leave.", err=True, dim=True)
+        say(f"Jarvis (thread {thread_id}). Ctrl-D or /quit to leave.", err=True, dim=True)
         while True:
             try:
                 text = (input("you> (Enter to speak, or type) ") if microphone else input("you> ")).strip()
             except (EOFError, KeyboardInterrupt):
-                typer.echo("", err=True)
+                say("", err=True)
                 break
             if text in ("/quit", "/exit"):
                 break

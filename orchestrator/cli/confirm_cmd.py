@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from orchestrator.core.ids import jorb_id_of
-from orchestrator.cli import dumps, fail, state
+from orchestrator.core.visible import elide, visible_json
+from orchestrator.cli import dumps, fail, say, state
 from .chat import run_turn
 
 if TYPE_CHECKING:
@@ -90,20 +91,20 @@ def register(app: typer.Typer) -> None:
         st.app().recover_in_doubt()
         items = st.app().pending()
         if as_json:
-            typer.echo(dumps(items))
+            say(dumps(items))
             return
         if not items:
-            typer.echo("nothing is waiting for confirmation")
+            say("nothing is waiting for confirmation")
         for p in items:
             label = "MAY HAVE HAPPENED" if p.get("kind") == "in_doubt" else "confirm"
-            typer.echo(f"{p['thread_id']}  [{label}] {p.get('tool')}: {p.get('summary')}")
+            say(f"{p['thread_id']}  [{label}] {p.get('tool')}: {p.get('summary')}")
             if p.get("reason"):
-                typer.echo(f"    why: {p['reason']}")
-            typer.echo(f"    args: {json.dumps(p.get('args'), ensure_ascii=False)[:300]}")
+                say(f"    why: {p['reason']}")
+            say(f"    args: {elide(visible_json(p.get('args'), default=str), 600)}")
             for sent in p.get("sent") or []:  # confirmations.notify: answerable from the phone too
-                typer.echo(f"    sent to {sent['channel']} ({sent['to']}) at {sent['at'][:16].replace('T', ' ')} UTC"
-                           + (f", {sent['used']}" if sent.get("used") else ""))
-            typer.echo(f"    jarvis approve {p['thread_id']} --call {p['interrupt_id']}   |   jarvis deny {p['thread_id']}")
+                say(f"    sent to {sent['channel']} ({sent['to']}) at {sent['at'][:16].replace('T', ' ')} UTC"
+                    + (f", {sent['used']}" if sent.get("used") else ""))
+            say(f"    jarvis approve {p['thread_id']} --call {p['interrupt_id']}   |   jarvis deny {p['thread_id']}")
 
     @app.command()
     def approve(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.cli import fail, state
+from orchestrator.cli import fail, say, state
 
 docs_app = typer.Typer(help="The document index: files you add and what Jarvis has read, searchable later.",
                        no_args_is_help=True)
@@ -32,20 +32,20 @@ class _Progress:
             done, total = detail  # type: ignore[misc]
             if total >= 50 and (self.tty or done - self._last_page_report >= 100 or done == total):
                 self._last_page_report = done
-                end = "\r" if self.tty and done < total else "\n"
-                typer.echo(f"{prefix}{path.name}: page {done}/{total}", err=True, nl=False)
-                typer.echo(end, err=True, nl=False)
+                say(f"{prefix}{path.name}: page {done}/{total}", err=True, nl=False)
+                # Jarvis's own carriage return: the next report writes over this one
+                typer.echo("\r" if self.tty and done < total else "\n", err=True, nl=False)
         elif event == "done":
             self.done += 1
             result = detail
             if result.status == "unchanged" and not self.show_unchanged:  # type: ignore[attr-defined]
                 return
-            typer.echo(f"{prefix}{result.status:9s} {path}  ({result.chunks} chunks)", err=True)  # type: ignore[attr-defined]
+            say(f"{prefix}{result.status:9s} {path}  ({result.chunks} chunks)", err=True)  # type: ignore[attr-defined]
         elif event == "skip":
             self.done += 1
-            typer.echo(f"{prefix}skipped   {path}: {detail}", err=True)
+            say(f"{prefix}skipped   {path}: {detail}", err=True)
         elif event == "removed":
-            typer.echo(f"removed   {path} (the file is gone)", err=True)
+            say(f"removed   {path} (the file is gone)", err=True)
 
 
 def _index(ctx: typer.Context):
@@ -65,8 +65,8 @@ def add(ctx: typer.Context, paths: list[Path] = typer.Argument(..., help="files 
     if not files:
         fail("no PDF, text or Markdown file under the given paths")
     report = add_paths(index, files, _Progress(len(files)))
-    typer.echo(f"added {len(report.added)}, updated {len(report.updated)}, unchanged {len(report.unchanged)}, "
-               f"failed {len(report.failed)} ({report.pages} pages read)")
+    say(f"added {len(report.added)}, updated {len(report.updated)}, unchanged {len(report.unchanged)}, "
+        f"failed {len(report.failed)} ({report.pages} pages read)")
     if report.failed and not (report.added or report.updated or report.unchanged):
         raise typer.Exit(1)
 
@@ -76,15 +76,15 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help
     """The indexed documents: id, kind, chunks, when, source."""
     docs = _index(ctx).documents()
     if as_json:
-        typer.echo(json.dumps([{"id": d.id, "kind": d.kind, "title": d.title, "source": d.source, "chunks": d.chunk_count,
+        say(json.dumps([{"id": d.id, "kind": d.kind, "title": d.title, "source": d.source, "chunks": d.chunk_count,
                                 "segments": d.segments, "source_tool": d.source_tool, "content_hash": d.content_hash,
                                 "indexed_at": d.indexed_at.isoformat() + "Z"} for d in docs], indent=2))
         return
     if not docs:
-        typer.echo("the index is empty: `jarvis docs add PATH` adds files")
+        say("the index is empty: `jarvis docs add PATH` adds files")
     for d in docs:
-        typer.echo(f"{d.id:4d}  {d.kind:7s} {d.chunk_count:5d} chunks  {d.indexed_at:%Y-%m-%d %H:%M}  {d.source}"
-                   + (f"  ({d.title})" if d.title and d.title != Path(d.source).name else ""))
+        say(f"{d.id:4d}  {d.kind:7s} {d.chunk_count:5d} chunks  {d.indexed_at:%Y-%m-%d %H:%M}  {d.source}"
+            + (f"  ({d.title})" if d.title and d.title != Path(d.source).name else ""))
 
 
 @docs_app.command("remove")
@@ -94,7 +94,7 @@ def remove(ctx: typer.Context, ref: str = typer.Argument(..., help="the document
     doc = _index(ctx).remove(ref_value)
     if doc is None:
         fail(f"no indexed document {ref!r} (see `jarvis docs list`)")
-    typer.echo(f"removed {doc.id}: {doc.source}")
+    say(f"removed {doc.id}: {doc.source}")
 
 
 @docs_app.command("sync")
@@ -108,9 +108,9 @@ def sync(ctx: typer.Context, reembed: bool = typer.Option(False, "--reembed", he
         index.clear_vectors()
     report = do_sync(index, _Progress(show_unchanged=False))
     stats = index.stats()
-    typer.echo(f"updated {len(report.updated)}, unchanged {len(report.unchanged)}, removed {len(report.removed)}, "
-               f"failed {len(report.failed)}; {stats['documents']} documents, {stats['chunks']} chunks, "
-               f"{stats['vectors']} with vectors")
+    say(f"updated {len(report.updated)}, unchanged {len(report.unchanged)}, removed {len(report.removed)}, "
+        f"failed {len(report.failed)}; {stats['documents']} documents, {stats['chunks']} chunks, "
+        f"{stats['vectors']} with vectors")
 
 
 @docs_app.command("search")
@@ -118,12 +118,12 @@ def search(ctx: typer.Context, query: str, k: int = typer.Option(5, "-k", help="
     """Search the index from the terminal (what docs_search gives the planner)."""
     hits = _index(ctx).search(query, k)
     if not hits:
-        typer.echo(f"No passage matches {query!r}. `jarvis docs list` shows what is indexed; `jarvis docs add PATH` "
-                   "adds more.")
+        say(f"No passage matches {query!r}. `jarvis docs list` shows what is indexed; `jarvis docs add PATH` "
+            "adds more.")
         return
     for i, hit in enumerate(hits, 1):
         text = " ".join(hit.text.split())
-        typer.echo(f"{i}. {hit.title or hit.source} {hit.where}  [{hit.source}]\n   {text[:300]}")
+        say(f"{i}. {hit.title or hit.source} {hit.where}  [{hit.source}]\n   {text[:300]}")
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,7 @@ import json
 
 import typer
 
-from orchestrator.cli import EXIT_FAILURE, state
+from orchestrator.cli import EXIT_FAILURE, say, state
 
 MARKS = {True: ("ok", typer.colors.GREEN), False: ("PROBLEM", typer.colors.RED), None: ("-", None)}
 
@@ -24,16 +24,16 @@ def register(app: typer.Typer) -> None:
         checks = run_checks(state(ctx).settings)
         passed = all_pass(checks)
         if as_json:
-            typer.echo(json.dumps({"ok": passed, "checks": [c.as_dict() for c in checks]}, indent=2))
+            say(json.dumps({"ok": passed, "checks": [c.as_dict() for c in checks]}, indent=2))
         else:
             for c in checks:
                 mark, color = MARKS[c.ok]
-                typer.secho(f"{mark:>7}  {c.name}: {c.detail}", fg=color)
+                say(f"{mark:>7}  {c.name}: {c.detail}", fg=color)
                 if c.ok is False and c.fix:
-                    typer.echo(f"         what to do: {c.fix}")
+                    say(f"         what to do: {c.fix}")
                 if c.last_error and c.ok is not True:
-                    typer.echo(f"         last error: {c.last_error}")
+                    say(f"         last error: {c.last_error}")
             problems = sum(c.ok is False for c in checks)
-            typer.echo("all checks pass" if passed else f"{problems} problem(s)", err=not passed)
+            say("all checks pass" if passed else f"{problems} problem(s)", err=not passed)
         if not passed:
             raise typer.Exit(EXIT_FAILURE)

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from orchestrator.cli import dumps, fail, state
+from orchestrator.cli import dumps, fail, say, state
 
 jorbs_app = typer.Typer(help="Long-running tasks that message people, wait for replies and resume.", no_args_is_help=True)
 inbox_app = typer.Typer(help="Inbound messages no jorb claimed (unmatched, ambiguous, spam).", invoke_without_command=True)
@@ -50,37 +50,37 @@ def print_view(view: Any, as_json: bool = False, full: bool = False) -> None:
 
     data = view.as_dict(full=full)
     if as_json:
-        typer.echo(dumps(data))
+        say(dumps(data))
         return
     row = view.row
-    typer.secho(f"jorb {row.id}  {row.name}  [{row.status}]", bold=True)
+    say(f"jorb {row.id}  {row.name}  [{row.status}]", bold=True)
     if row.waiting_party and row.status == JorbStatus.AWAITING_REPLY:
-        typer.echo(f"  waiting for a reply from {row.waiting_party} ({row.waiting_channel})"
-                   f"  -> jarvis jorbs reply {row.id} TEXT")
+        say(f"  waiting for a reply from {row.waiting_party} ({row.waiting_channel})"
+            f"  -> jarvis jorbs reply {row.id} TEXT")
     if row.pause_reason and row.status == JorbStatus.PAUSED:
-        typer.echo(f"  paused: {row.pause_reason}")
-        typer.echo(f"  -> jarvis jorbs approve {row.id} [--note TEXT] | reject {row.id} | cancel {row.id}")
+        say(f"  paused: {row.pause_reason}")
+        say(f"  -> jarvis jorbs approve {row.id} [--note TEXT] | reject {row.id} | cancel {row.id}")
     for p in view.pending:
         if p.get("type") == "human_step":
-            typer.echo(f"  your turn to decide the next step -> jarvis jorbs step {row.id} JSON")
+            say(f"  your turn to decide the next step -> jarvis jorbs step {row.id} JSON")
     if row.result is not None:
-        typer.echo(f"  result: {json.dumps(row.result, ensure_ascii=False, default=str)}")
+        say(f"  result: {json.dumps(row.result, ensure_ascii=False, default=str)}")
     if row.error:
-        typer.secho(f"  error: {row.error}", fg=typer.colors.RED)
+        say(f"  error: {row.error}", fg=typer.colors.RED)
     if full and view.state is not None:
-        typer.echo(f"  plan: {row.plan}")
-        typer.echo(f"  policy: {row.policy}  steps: {row.steps}  tokens: {row.tokens}  contacts: {', '.join(row.contacts) or '-'}")
+        say(f"  plan: {row.plan}")
+        say(f"  policy: {row.policy}  steps: {row.steps}  tokens: {row.tokens}  contacts: {', '.join(row.contacts) or '-'}")
         if row.autonomy:
-            typer.echo(f"  autonomy: {', '.join(f'{k}={v}' for k, v in row.autonomy.items())}")
-        typer.echo("  conversation:")
+            say(f"  autonomy: {', '.join(f'{k}={v}' for k, v in row.autonomy.items())}")
+        say("  conversation:")
         for h in view.state.history:
             arrow = "->" if h.role == "jarvis" else "<-"
             who = "you (intervention)" if h.role == "user" else h.party
-            typer.echo(f"    {h.at} {arrow} {who} [{h.channel}]: {h.text}")
-        typer.echo("  script results:")
+            say(f"    {h.at} {arrow} {who} [{h.channel}]: {h.text}")
+        say("  script results:")
         for r in view.state.script_results:
             outcome = f"error: {r.error}" if r.error else f"result: {json.dumps(r.result, default=str)[:300]}"
-            typer.echo(f"    step {r.step}: {r.script.strip()[:200]!r}\n      {outcome}")
+            say(f"    step {r.step}: {r.script.strip()[:200]!r}\n      {outcome}")
 
 
 @jorbs_app.command("create")
@@ -102,7 +102,7 @@ def create(ctx: typer.Context,
         overrides[effect.strip()] = mode.strip()
     if overrides and not yes:
         granted = ", ".join(f"{k}={v}" for k, v in overrides.items())
-        typer.echo(f"This jorb may act without asking for: {granted} (its own calls only).", err=True)
+        say(f"This jorb may act without asking for: {granted} (its own calls only).", err=True)
         if not typer.confirm("Approve these overrides?", default=False, err=True):
             fail("not created: the autonomy overrides were not approved")
     view = _guard(service(ctx).create, name, plan, contacts=contact or [], policy=policy, autonomy=overrides,
@@ -118,13 +118,13 @@ def list_(ctx: typer.Context, all_: bool = typer.Option(False, "--all", help="in
 
     rows = store(ctx).list(statuses=None if all_ else OPEN_STATUSES)
     if as_json:
-        typer.echo(dumps([r.as_dict() for r in rows]))
+        say(dumps([r.as_dict() for r in rows]))
         return
     if not rows:
-        typer.echo("no jorbs" if all_ else "no open jorbs (--all shows finished ones)")
+        say("no jorbs" if all_ else "no open jorbs (--all shows finished ones)")
     for r in rows:
         what = r.pause_reason if r.status == JorbStatus.PAUSED else (f"waiting for {r.waiting_party}" if r.status == JorbStatus.AWAITING_REPLY else "")
-        typer.echo(f"{r.id}  {r.status:<15} {r.name[:40]:<40} {what[:60]}")
+        say(f"{r.id}  {r.status:<15} {r.name[:40]:<40} {what[:60]}")
 
 
 @jorbs_app.command("show")
@@ -181,7 +181,7 @@ def step(ctx: typer.Context, jorb_id: str, step_json: str = typer.Argument(..., 
 def policy(ctx: typer.Context, jorb_id: str, name: str = typer.Argument(..., help="llm, human or heuristic:<name>")) -> None:
     """Swap the policy deciding a paused jorb's steps."""
     row = _guard(service(ctx).set_policy, jorb_id, name)
-    typer.echo(f"jorb {row.id} now decides with {row.policy}")
+    say(f"jorb {row.id} now decides with {row.policy}")
 
 
 @inbox_app.callback()
@@ -191,14 +191,14 @@ def inbox(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
         return
     rows = store(ctx).messages(statuses=("unmatched", "ambiguous", "spam", "low_confidence"), direction="in")
     if as_json:
-        typer.echo(dumps([r.as_dict() for r in rows]))
+        say(dumps([r.as_dict() for r in rows]))
         return
     if not rows:
-        typer.echo("the inbox is empty")
+        say("the inbox is empty")
     for r in rows:
-        typer.echo(f"#{r.id} {r.created_at:%Y-%m-%d %H:%M} [{r.status}] {r.channel} {r.party}: {r.text[:80]}")
+        say(f"#{r.id} {r.created_at:%Y-%m-%d %H:%M} [{r.status}] {r.channel} {r.party}: {r.text[:80]}")
         if r.reasoning:
-            typer.echo(f"    why: {r.reasoning}")
+            say(f"    why: {r.reasoning}")
 
 
 @inbox_app.command("assign")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.cli import fail, state
+from orchestrator.cli import fail, say, state
 
 mcp_app = typer.Typer(help="MCP servers (one TOML file each in mcp.dir): status, tools, import.", no_args_is_help=True)
 
@@ -30,18 +30,18 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
     manager = _start(ctx, wait).manager if start else state(ctx).app().mcp_manager
     rows = manager.status()
     if as_json:
-        typer.echo(json.dumps([r.as_dict() for r in rows], indent=1))
+        say(json.dumps([r.as_dict() for r in rows], indent=1))
         return
     if not rows:
-        typer.echo(f"no MCP servers configured: add TOML files to {settings.mcp.dir} or run `jarvis mcp import FILE`")
+        say(f"no MCP servers configured: add TOML files to {settings.mcp.dir} or run `jarvis mcp import FILE`")
         return
     for r in rows:
         color = {"ready": typer.colors.GREEN, "unhealthy": typer.colors.RED, "broken": typer.colors.RED}.get(r.state)
-        typer.secho(f"{r.name:<16} {r.state:<12} {r.tools:>3} tools", fg=color, nl=False)
+        say(f"{r.name:<16} {r.state:<12} {r.tools:>3} tools", fg=color, nl=False)
         extra = f"  restarts {r.restarts}" if r.restarts else ""
-        typer.echo(f"{extra}  {r.last_error or r.description}")
+        say(f"{extra}  {r.last_error or r.description}")
         if r.note:
-            typer.echo(f"{'':<34}{r.note}")
+            say(f"{'':<34}{r.note}")
 
 
 @mcp_app.command("tools")
@@ -52,16 +52,16 @@ def tools(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help
     provider = _start(ctx, wait)
     infos = [i for i in provider.infos() if server is None or i.server == server]
     if as_json:
-        typer.echo(json.dumps([i.as_dict() for i in infos], indent=1))
+        say(json.dumps([i.as_dict() for i in infos], indent=1))
         return
     if not infos:
-        typer.echo("no tools: no MCP server is ready (see `jarvis mcp status`)")
+        say("no tools: no MCP server is ready (see `jarvis mcp status`)")
     for i in infos:
         effects = ", ".join(i.side_effects) or "read-only"
         off = "  (disabled)" if not i.enabled else ""
-        typer.echo(f"{i.server:<14} {i.exposed_name:<40} {effects}{off}")
+        say(f"{i.server:<14} {i.exposed_name:<40} {effects}{off}")
     for name, why in sorted(provider.wrapper_problems.items()):
-        typer.secho(f"wrapper {name} not offered: {why}", fg=typer.colors.YELLOW)
+        say(f"wrapper {name} not offered: {why}", fg=typer.colors.YELLOW)
 
 
 @mcp_app.command("import")
@@ -80,14 +80,14 @@ def import_cmd(ctx: typer.Context, file: Path = typer.Argument(..., help="an mcp
     except ValueError as exc:
         fail(str(exc))
     for path in result.written:
-        typer.echo(f"wrote {path}")
+        say(f"wrote {path}")
     for note in result.notes:
-        typer.echo(f"note: {note}")
+        say(f"note: {note}")
     for skipped in result.skipped:
-        typer.secho(f"skipped {skipped}", fg=typer.colors.YELLOW, err=True)
+        say(f"skipped {skipped}", fg=typer.colors.YELLOW, err=True)
     if not result.written:
         fail("no server was imported" + (" (see above)" if result.skipped else ": the file lists none"))
-    typer.echo("check them with `jarvis mcp status`")
+    say("check them with `jarvis mcp status`")
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from orchestrator.cli import fail, state
+from orchestrator.cli import fail, say, state
 from orchestrator.core import json_bounds
 
 memory_app = typer.Typer(help="What Jarvis remembers about you: people, projects, facts, and where each came from.",
@@ -41,21 +41,21 @@ def list_(ctx: typer.Context, kind: str = typer.Option(None, "--kind", help="onl
     if facts:
         rows = store.facts(limit=limit)
         if as_json:
-            typer.echo(json.dumps([f.as_dict() for f in rows], ensure_ascii=False, indent=1))
+            say(json.dumps([f.as_dict() for f in rows], ensure_ascii=False, indent=1))
             return
         for f in rows:
-            typer.echo(_fact_line(f))
+            say(_fact_line(f))
         if not rows:
-            typer.echo("nothing remembered yet")
+            say("nothing remembered yet")
         return
     entities = store.entities(kind=kind, limit=limit)
     if as_json:
-        typer.echo(json.dumps(entities, ensure_ascii=False, indent=1))
+        say(json.dumps(entities, ensure_ascii=False, indent=1))
         return
     for e in entities:
-        typer.echo(f"{e['id']:<6} {e['kind']:<13} {e['name']}  ({e['facts']} facts)")
+        say(f"{e['id']:<6} {e['kind']:<13} {e['name']}  ({e['facts']} facts)")
     stats = store.stats()
-    typer.echo(f"{stats['entities']} entities, {stats['facts']} facts, {stats['relations']} relations")
+    say(f"{stats['entities']} entities, {stats['facts']} facts, {stats['relations']} relations")
 
 
 @memory_app.command("show")
@@ -72,13 +72,13 @@ def show(ctx: typer.Context, entity: str = typer.Argument(..., help="a name or a
     if found is None:
         fail(f"nothing is remembered about {entity!r} (`jarvis memory list` shows what is)")
     if as_json:
-        typer.echo(json.dumps(found, ensure_ascii=False, indent=1))
+        say(json.dumps(found, ensure_ascii=False, indent=1))
         return
-    typer.echo(f"{found['name']} ({found['kind']}, id {found['id']})" + (f"  -> {found['link']}" if found["link"] else ""))
+    say(f"{found['name']} ({found['kind']}, id {found['id']})" + (f"  -> {found['link']}" if found["link"] else ""))
     for f in found["facts"]:
-        typer.echo(_fact_line(store.get(f["id"])))
+        say(_fact_line(store.get(f["id"])))
     for r in found["relations"]:
-        typer.echo(f"  {r['subject']} {r['predicate']} {r['object']}" + ("" if r["trusted"] else "  [from outside content]"))
+        say(f"  {r['subject']} {r['predicate']} {r['object']}" + ("" if r["trusted"] else "  [from outside content]"))
 
 
 @memory_app.command("search")
@@ -87,12 +87,12 @@ def search(ctx: typer.Context, query: str, k: int = typer.Option(10, "-k", min=1
     """The facts that best match QUERY (keywords, and meaning when an embeddings endpoint is configured)."""
     hits = _store(ctx).search(query, k, include_expired=True)
     if as_json:
-        typer.echo(json.dumps([h.as_dict() for h in hits], ensure_ascii=False, indent=1))
+        say(json.dumps([h.as_dict() for h in hits], ensure_ascii=False, indent=1))
         return
     for h in hits:
-        typer.echo(_fact_line(h))
+        say(_fact_line(h))
     if not hits:
-        typer.echo("no remembered fact matches")
+        say("no remembered fact matches")
 
 
 @memory_app.command("forget")
@@ -110,7 +110,7 @@ def forget(ctx: typer.Context, ref: str = typer.Argument(..., help="a fact (m12 
             fail(str(exc))
         if gone is None:
             fail(f"no entity {ref!r}")
-        typer.echo(f"forgot {gone[0]} and {gone[1]} fact(s)")
+        say(f"forgot {gone[0]} and {gone[1]} fact(s)")
         return
     number = ref[1:] if ref.lower().startswith("m") else ref
     if not number.isdigit():
@@ -118,7 +118,7 @@ def forget(ctx: typer.Context, ref: str = typer.Argument(..., help="a fact (m12 
     view = store.forget(int(number))
     if view is None:
         fail(f"there is no fact m{number}")
-    typer.echo(f"forgot m{number}: {view.text}")
+    say(f"forgot m{number}: {view.text}")
 
 
 @memory_app.command("export")
@@ -128,10 +128,10 @@ def export(ctx: typer.Context, path: Path = typer.Argument(None, help="the file 
 
     data = json.dumps(export_memory(_store(ctx)), ensure_ascii=False, indent=1)
     if path is None:
-        typer.echo(data)
+        say(data)
         return
     path.expanduser().write_text(data + "\n", encoding="utf-8")
-    typer.echo(f"wrote {path}", err=True)
+    say(f"wrote {path}", err=True)
 
 
 MAX_IMPORT_BYTES = 200_000_000
@@ -165,8 +165,8 @@ def import_(ctx: typer.Context, path: str = typer.Argument(..., help="a file wri
         added = import_memory(_store(ctx), data)
     except MemoryError as exc:
         fail(str(exc))
-    typer.echo(f"imported: {added['entities']} new entities, {added['facts']} new facts, "
-               f"{added['relations']} new relations")
+    say(f"imported: {added['entities']} new entities, {added['facts']} new facts, "
+        f"{added['relations']} new relations")
 
 
 @memory_app.command("proposals")
@@ -176,13 +176,13 @@ def proposals_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json",
 
     rows = proposals(_store(ctx))
     if as_json:
-        typer.echo(json.dumps(rows, ensure_ascii=False, indent=1))
+        say(json.dumps(rows, ensure_ascii=False, indent=1))
         return
     for p in rows:
         about = f"{p['about']} ({p['kind'] or 'thing'}): " if p["about"] else ""
-        typer.echo(f"{p['id']:<6} {about}{p['fact']}  [thread {p['thread_id']}]")
+        say(f"{p['id']:<6} {about}{p['fact']}  [thread {p['thread_id']}]")
     if not rows:
-        typer.echo("no proposals waiting")
+        say("no proposals waiting")
 
 
 def _answer(ctx: typer.Context, proposal_id: int, accept: bool) -> None:
@@ -193,7 +193,7 @@ def _answer(ctx: typer.Context, proposal_id: int, accept: bool) -> None:
         out = answer_proposal(_store(ctx), proposal_id, accept)
     except MemoryError as exc:
         fail(str(exc))
-    typer.echo(f"proposal {proposal_id} {out['status']}" + (f": remembered as m{out['fact_id']}" if accept else ""))
+    say(f"proposal {proposal_id} {out['status']}" + (f": remembered as m{out['fact_id']}" if accept else ""))
 
 
 @memory_app.command("accept")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.cli import fail
+from orchestrator.cli import fail, say
 from .jorbs_cmd import _guard, print_view, service, store
 
 missions_app = typer.Typer(help="Missions: a goal pursued in rounds of up to 5 concurrent jobs.", no_args_is_help=True)
@@ -19,19 +19,19 @@ def print_mission(view, as_json: bool = False, full: bool = False) -> None:
         return
     print_view(view)
     row, st = view.row, view.state
-    typer.echo(f"  goal: {row.plan}")
-    typer.echo(f"  workspace: {row.options.get('workspace') or '-'}   rounds: {st.iteration if st else 0}")
+    say(f"  goal: {row.plan}")
+    say(f"  workspace: {row.options.get('workspace') or '-'}   rounds: {st.iteration if st else 0}")
     if st is None:
         return
     for i in range(1, st.iteration + 1):
-        typer.echo(f"  round {i}:")
+        say(f"  round {i}:")
         for n in st.notes:
             if n.iteration == i:
-                typer.echo(f"    {n.kind}: {n.text}")
+                say(f"    {n.kind}: {n.text}")
         for r in st.results:
             if r.iteration == i:
                 outcome = json.dumps(r.result, default=str)[:160] if r.ok else f"error: {r.error}"
-                typer.echo(f"    job {r.job} ({r.kind} {json.dumps(r.params)[:80]}): {outcome}")
+                say(f"    job {r.job} ({r.kind} {json.dumps(r.params)[:80]}): {outcome}")
 
 
 @missions_app.command("create")
@@ -72,12 +72,12 @@ def list_(ctx: typer.Context, all_: bool = typer.Option(False, "--all"), as_json
 
     rows = store(ctx).list(statuses=None if all_ else OPEN_STATUSES, mode="mission")
     if as_json:
-        typer.echo(json.dumps([r.as_dict() for r in rows], indent=2, default=str))
+        say(json.dumps([r.as_dict() for r in rows], indent=2, default=str))
         return
     if not rows:
-        typer.echo("no missions" if all_ else "no open missions (--all shows finished ones)")
+        say("no missions" if all_ else "no open missions (--all shows finished ones)")
     for r in rows:
-        typer.echo(f"{r.id}  {r.status:<15} {r.name[:50]:<50} {(r.pause_reason or '')[:60]}")
+        say(f"{r.id}  {r.status:<15} {r.name[:50]:<50} {(r.pause_reason or '')[:60]}")
 
 
 @missions_app.command("show")

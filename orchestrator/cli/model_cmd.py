@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.cli import EXIT_FAILURE, state
+from orchestrator.cli import EXIT_FAILURE, say, state
 
 model_app = typer.Typer(help="The chat models Jarvis plans with.", no_args_is_help=True)
 
@@ -19,10 +19,10 @@ def model_check(ctx: typer.Context) -> None:
     failed = False
     for role in roles:
         ok, message = check_endpoint(settings, role)  # type: ignore[arg-type]
-        typer.secho(f"{role}: {message}", err=not ok, fg=None if ok else typer.colors.RED)
+        say(f"{role}: {message}", err=not ok, fg=None if ok else typer.colors.RED)
         notice = model_config(settings, role)[1].notice  # type: ignore[arg-type]
         if notice:
-            typer.secho(notice, fg=typer.colors.YELLOW, bold=True)
+            say(notice, fg=typer.colors.YELLOW, bold=True)
         failed = failed or not ok
     if failed:
         raise typer.Exit(EXIT_FAILURE)

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import typer
 
-from orchestrator.cli import dumps, fail, state
+from orchestrator.cli import dumps, fail, say, state
 
 reminders_app = typer.Typer(help="Reminders that fire into agents, webhooks, jorbs or a chat thread.",
                             no_args_is_help=True)
@@ -51,14 +51,14 @@ def create(
     except ReminderInputError as exc:
         fail(str(exc), code=2)
     if as_json:
-        typer.echo(dumps(r.as_dict()))
+        say(dumps(r.as_dict()))
         return
     repeat = f", repeats {r.rrule}" if r.rrule else ""
-    typer.echo(f"{r.id}  {r.title!r} due {store_describe(store, r.due_date)}{repeat} -> {r.target_kind} {r.target}")
+    say(f"{r.id}  {r.title!r} due {store_describe(store, r.due_date)}{repeat} -> {r.target_kind} {r.target}")
     due = r.due_date if r.due_date.tzinfo else r.due_date.replace(tzinfo=timezone.utc)
     if not r.rrule and due < datetime.now(timezone.utc) - timedelta(seconds=60):
-        typer.secho(f"Note: that time has already passed; the reminder fires as soon as the scheduler runs "
-                    f"(`jarvis reminders cancel {r.id}` if you meant another day).", err=True, fg=typer.colors.YELLOW)
+        say(f"Note: that time has already passed; the reminder fires as soon as the scheduler runs "
+            f"(`jarvis reminders cancel {r.id}` if you meant another day).", err=True, fg=typer.colors.YELLOW)
 
 
 def store_describe(store, value) -> str:
@@ -80,17 +80,17 @@ def list_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help
     except ReminderInputError as exc:
         fail(str(exc), code=2)
     if as_json:
-        typer.echo(dumps([r.as_dict() for r in rows]))
+        say(dumps([r.as_dict() for r in rows]))
         return
     if not rows:
-        typer.echo("no reminders yet: `jarvis reminders create --title T --when 2030-01-01T09:00`")
+        say("no reminders yet: `jarvis reminders create --title T --when 2030-01-01T09:00`")
     for r in rows:
         repeat = f" [{r.rrule}]" if r.rrule else ""
         line = (f"{r.id}  {r.status:<9} {store_describe(store, r.due_date):<22} {r.title[:50]}{repeat}"
                 f"  -> {r.target_kind} {r.target}")
         if r.last_error and r.status != "sent":
             line += f"  ({r.last_error[:120]})"
-        typer.echo(line)
+        say(line)
 
 
 @reminders_app.command("cancel")
@@ -102,7 +102,7 @@ def cancel(ctx: typer.Context, reminder_id: str) -> None:
         r = _store(ctx).cancel(reminder_id)
     except (ReminderNotFound, ReminderStateError) as exc:
         fail(str(exc))
-    typer.echo(f"{r.id} cancelled")
+    say(f"{r.id} cancelled")
 
 
 @reminders_app.command("fire")
@@ -114,7 +114,7 @@ def fire(ctx: typer.Context, reminder_id: str) -> None:
         r = _store(ctx).fire_now(reminder_id)
     except (ReminderNotFound, ReminderStateError) as exc:
         fail(str(exc))
-    typer.echo(f"{r.id} will fire at the next scheduler tick")
+    say(f"{r.id} will fire at the next scheduler tick")
 
 
 def scheduler_cmd(ctx: typer.Context, for_s: float = typer.Option(
@@ -139,10 +139,10 @@ def scheduler_cmd(ctx: typer.Context, for_s: float = typer.Option(
     except Exception as exc:  # noqa: BLE001 - one clear line
         fail(f"could not start the scheduler: {exc}")
     pending = scheduler.store.next_fire_at()
-    typer.echo(f"scheduler running (tick {settings.scheduler.tick_s:g} s; next reminder "
-               f"{store_describe(scheduler.store, pending) if pending else 'none pending'})", err=True)
+    say(f"scheduler running (tick {settings.scheduler.tick_s:g} s; next reminder "
+        f"{store_describe(scheduler.store, pending) if pending else 'none pending'})", err=True)
     scheduler.run(duration_s=for_s, stop_event=stop)
-    typer.echo("scheduler stopped", err=True)
+    say("scheduler stopped", err=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.cli import fail, state
+from orchestrator.cli import fail, say, state
 
 
 def register(app: typer.Typer) -> None:
@@ -36,12 +36,12 @@ def register(app: typer.Typer) -> None:
             settings.server.port = port
         bound = settings.server.host
         if not is_loopback(bound):
-            typer.secho(f"WARNING: serving on {bound}, reachable from other machines. Anyone who has the token can "
-                        "act as you; keep server.host 127.0.0.1 unless you mean it.", err=True, fg=typer.colors.RED,
-                        bold=True)
+            say(f"WARNING: serving on {bound}, reachable from other machines. Anyone who has the token can "
+                "act as you; keep server.host 127.0.0.1 unless you mean it.", err=True, fg=typer.colors.RED,
+                bold=True)
             if bound in ("0.0.0.0", "::") and not settings.server.allowed_hosts:
-                typer.secho("  Requests are only accepted under loopback names; list the names other machines use "
-                            "in server.allowed_hosts.", err=True, fg=typer.colors.RED)
+                say("  Requests are only accepted under loopback names; list the names other machines use "
+                    "in server.allowed_hosts.", err=True, fg=typer.colors.RED)
         try:
             sock = bind_socket(bound, settings.server.port)
         except OSError as exc:
@@ -53,13 +53,13 @@ def register(app: typer.Typer) -> None:
         ok, message = check_endpoint(settings)
         switched = choose_model(settings, ok)
         if switched:
-            typer.secho(f"model: {switched}", err=True, fg=typer.colors.YELLOW, bold=True)
+            say(f"model: {switched}", err=True, fg=typer.colors.YELLOW, bold=True)
             ok, message = check_endpoint(settings)
         if not ok:
-            typer.secho(f"model endpoint: {message} (the UI shows this too; chats fail until it answers)",
-                        err=True, fg=typer.colors.YELLOW)
+            say(f"model endpoint: {message} (the UI shows this too; chats fail until it answers)",
+                err=True, fg=typer.colors.YELLOW)
         if settings.models.primary.notice and not switched:  # e.g. the demo model's "do not trust its answers"
-            typer.secho(settings.models.primary.notice, err=True, fg=typer.colors.YELLOW, bold=True)
+            say(settings.models.primary.notice, err=True, fg=typer.colors.YELLOW, bold=True)
         st.graph()  # built before serving: a clear error when Jarvis cannot start
         st.starting(lambda: migrate_whole_schema(settings))  # after a `git pull`: the tables the graph does not use too
         token = load_or_create_token(settings)
@@ -68,8 +68,8 @@ def register(app: typer.Typer) -> None:
         real_port = sock.getsockname()[1]
         shown_host = "127.0.0.1" if bound in ("0.0.0.0", "::") else (f"[{bound}]" if ":" in bound else bound)
         url = f"http://{shown_host}:{real_port}/?token={token}"
-        typer.echo(f"Jarvis is running at {url}", err=False)
-        typer.echo("Open that URL in your browser (it carries your access token). Ctrl-C stops Jarvis.", err=True)
+        say(f"Jarvis is running at {url}", err=False)
+        say("Open that URL in your browser (it carries your access token). Ctrl-C stops Jarvis.", err=True)
         if open_browser if open_browser is not None else settings.server.open_browser:
             import webbrowser
 
@@ -85,4 +85,4 @@ def register(app: typer.Typer) -> None:
             for model_server in started:
                 model_server.stop()
         st.app().close()
-        typer.echo("Jarvis stopped.", err=True)
+        say("Jarvis stopped.", err=True)

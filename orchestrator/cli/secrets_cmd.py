@@ -7,7 +7,7 @@ import sys
 import typer
 
 from orchestrator.core import secrets
-from orchestrator.cli import fail
+from orchestrator.cli import fail, say
 
 secrets_app = typer.Typer(help="Store secrets in the OS keyring (referenced in the config as {secret: NAME}).")
 
@@ -19,12 +19,12 @@ def show_backend(ctx: typer.Context) -> None:
         return
     info = secrets.backend_info()
     if info["name"] is None:
-        typer.secho(f"No keyring: {info['problem']}", fg=typer.colors.RED)
+        say(f"No keyring: {info['problem']}", fg=typer.colors.RED)
     else:
-        typer.echo(f"Secrets are kept by the keyring backend {info['name']}.")
+        say(f"Secrets are kept by the keyring backend {info['name']}.")
         if info["plaintext"]:
-            typer.secho(f"Warning: {info['problem']}.", fg=typer.colors.YELLOW)
-    typer.echo("Commands: jarvis secrets set NAME | jarvis secrets delete NAME")
+            say(f"Warning: {info['problem']}.", fg=typer.colors.YELLOW)
+    say("Commands: jarvis secrets set NAME | jarvis secrets delete NAME")
 
 
 @secrets_app.command("set")
@@ -35,14 +35,14 @@ def set_(name: str = typer.Argument(..., help="the secret's name, e.g. openai_ap
         fail("empty value: nothing stored")
     info = secrets.backend_info()
     if info["plaintext"]:
-        typer.secho(f"Warning: {info['problem']}.", err=True, fg=typer.colors.YELLOW)
+        say(f"Warning: {info['problem']}.", err=True, fg=typer.colors.YELLOW)
         if sys.stdin.isatty() and not typer.confirm("Store it there anyway?", default=False):
             fail("nothing stored")
     try:
         secrets.set_secret(name, value)
     except secrets.SecretError as exc:
         fail(str(exc))
-    typer.echo(f"stored secret {name}")
+    say(f"stored secret {name}")
 
 
 @secrets_app.command("delete")
@@ -54,7 +54,7 @@ def delete(name: str) -> None:
         fail(str(exc))
     if not removed:
         fail(f"no secret named {name}")
-    typer.echo(f"deleted secret {name}")
+    say(f"deleted secret {name}")
 
 
 def register(app: typer.Typer) -> None:

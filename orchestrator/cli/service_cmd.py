@@ -4,11 +4,10 @@ foreground for systems with neither."""
 
 from __future__ import annotations
 
-import sys
 
 import typer
 
-from orchestrator.cli import fail, state
+from orchestrator.cli import fail, say, state
 
 service_app = typer.Typer(help="Run Jarvis as a login service, restarted when it fails.", no_args_is_help=True)
 
@@ -37,16 +36,16 @@ def install(ctx: typer.Context,
     """Write the service file (current --config and --profile), enable it at login and start it."""
     service = _service(ctx)
     path = service.write()
-    typer.echo(f"wrote {path}")
+    say(f"wrote {path}")
     if not start:
-        typer.echo("not started (--no-start): `jarvis service start` starts it; it starts by itself at the next login"
-                   if service.kind == "launchd" else "not enabled yet (--no-start): `jarvis service start` starts it")
+        say("not started (--no-start): `jarvis service start` starts it; it starts by itself at the next login"
+            if service.kind == "launchd" else "not enabled yet (--no-start): `jarvis service start` starts it")
         return
     _drive(service.activate, f"the {service.kind} service file is written but could not be enabled")
-    typer.echo(f"enabled and started ({service.kind}); `jarvis service status` shows it, `jarvis service logs` its "
-               "output")
+    say(f"enabled and started ({service.kind}); `jarvis service status` shows it, `jarvis service logs` its "
+        "output")
     if service.kind == "systemd user":
-        typer.echo("To keep it running while you are logged out: loginctl enable-linger $USER", err=True)
+        say("To keep it running while you are logged out: loginctl enable-linger $USER", err=True)
 
 
 @service_app.command("uninstall")
@@ -58,8 +57,8 @@ def uninstall(ctx: typer.Context) -> None:
     try:
         service.deactivate()
     except ServiceError as exc:  # the file goes anyway: nothing is left to start it at the next login
-        typer.secho(f"note: {exc}", err=True, fg=typer.colors.YELLOW)
-    typer.echo(f"removed {service.path}" if service.remove() else f"nothing to remove: {service.path} did not exist")
+        say(f"note: {exc}", err=True, fg=typer.colors.YELLOW)
+    say(f"removed {service.path}" if service.remove() else f"nothing to remove: {service.path} did not exist")
 
 
 @service_app.command("start")
@@ -69,7 +68,7 @@ def start(ctx: typer.Context) -> None:
     if not service.installed:
         fail(f"the service is not installed ({service.path} does not exist): run `jarvis service install`")
     _drive(service.start, "could not start the service")
-    typer.echo("started")
+    say("started")
 
 
 @service_app.command("stop")
@@ -77,7 +76,7 @@ def stop(ctx: typer.Context) -> None:
     """Stop the service until the next `start` or login."""
     service = _service(ctx)
     _drive(service.stop, "could not stop the service")
-    typer.echo("stopped")
+    say("stopped")
 
 
 @service_app.command("status")
@@ -85,10 +84,10 @@ def status(ctx: typer.Context) -> None:
     """Whether the service is installed and running, as the system's service manager says."""
     service = _service(ctx)
     if not service.installed:
-        typer.echo(f"not installed ({service.path} does not exist): `jarvis service install` installs it")
+        say(f"not installed ({service.path} does not exist): `jarvis service install` installs it")
         raise typer.Exit(3)
-    typer.echo(f"installed: {service.path}")
-    _drive(lambda: typer.echo(service.status()), "could not read the service's state")
+    say(f"installed: {service.path}")
+    _drive(lambda: say(service.status()), "could not read the service's state")
 
 
 @service_app.command("logs")
@@ -118,7 +117,7 @@ def run(ctx: typer.Context) -> None:
     command = run_command(state(ctx).settings)
     supervisor = Supervisor(command.argv, JARVIS_POLICY, name="jarvis run", env={**os.environ, **command.env},
                             cwd=str(command.cwd),
-                            on_event=lambda text: print(f"jarvis service: {text}", file=sys.stderr, flush=True))
+                            on_event=lambda text: say(f"jarvis service: {text}", err=True))
 
     def stop(signum, _frame):  # SIGTERM / Ctrl-C: stop jarvis run cleanly, no restart
         supervisor.request_stop()

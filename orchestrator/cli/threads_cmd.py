@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from orchestrator.cli import dumps, fail, state
+from orchestrator.cli import dumps, fail, say, state
 
 threads_app = typer.Typer(help="Conversations kept in the checkpointer.", no_args_is_help=True)
 runs_app = typer.Typer(help="Telemetry of each run: node timings, tool calls, tokens.", no_args_is_help=True)
@@ -20,12 +20,12 @@ def threads_list(ctx: typer.Context, limit: int = typer.Option(50, help="at most
 
     rows = ThreadIndex(state(ctx).settings).list(limit=limit)
     if as_json:
-        typer.echo(dumps([r.as_dict() for r in rows]))
+        say(dumps([r.as_dict() for r in rows]))
         return
     if not rows:
-        typer.echo("no threads yet: start one with `jarvis chat`")
+        say("no threads yet: start one with `jarvis chat`")
     for r in rows:
-        typer.echo(f"{r.thread_id:<24} {r.status:<8} {r.updated_at:%Y-%m-%d %H:%M}  {r.title[:60]}")
+        say(f"{r.thread_id:<24} {r.status:<8} {r.updated_at:%Y-%m-%d %H:%M}  {r.title[:60]}")
 
 
 @threads_app.command("show")
@@ -45,23 +45,23 @@ def threads_show(ctx: typer.Context, thread_id: str, as_json: bool = typer.Optio
     pending = [{"interrupt_id": i.id, **(i.value if isinstance(i.value, dict) else {"value": i.value})}
                for i in snapshot.interrupts]
     if as_json:
-        typer.echo(dumps({"thread_id": thread_id, "messages": views, "pending": pending, "summary": values.get("summary")}))
+        say(dumps({"thread_id": thread_id, "messages": views, "pending": pending, "summary": values.get("summary")}))
         return
     for v in views:
         if v["type"] == "human":
-            typer.secho(f"you: {v['content']}", bold=True)
+            say(f"you: {v['content']}", bold=True)
         elif v["type"] == "ai":
             for c in v.get("tool_calls", []):
-                typer.secho(f"  call {c['name']}({json.dumps(c['args'], ensure_ascii=False)[:200]})", fg=typer.colors.CYAN)
+                say(f"  call {c['name']}({json.dumps(c['args'], ensure_ascii=False)[:200]})", fg=typer.colors.CYAN)
             for c in v.get("invalid_tool_calls", []):
-                typer.secho(f"  bad call {c.get('name')}: {c.get('error')}", fg=typer.colors.RED)
+                say(f"  bad call {c.get('name')}: {c.get('error')}", fg=typer.colors.RED)
             if v["content"]:
-                typer.echo(f"jarvis: {v['content']}")
+                say(f"jarvis: {v['content']}")
         elif v["type"] == "tool":
             color = typer.colors.RED if v.get("status") == "error" else typer.colors.BLUE
-            typer.secho(f"  result {v.get('name')}: {v['content'][:300]}", fg=color)
+            say(f"  result {v.get('name')}: {v['content'][:300]}", fg=color)
     for p in pending:
-        typer.secho(f"  pending confirmation: {p.get('summary')} (jarvis approve {thread_id})", fg=typer.colors.YELLOW)
+        say(f"  pending confirmation: {p.get('summary')} (jarvis approve {thread_id})", fg=typer.colors.YELLOW)
 
 
 @threads_app.command("prune")
@@ -85,8 +85,8 @@ def threads_prune(ctx: typer.Context,
         total += report.bytes_freed
         removed += report.checkpoints_removed
     shrunk = vacuum(st.settings) if vacuum_file else 0
-    typer.echo(f"removed {removed} checkpoints from {len(targets)} threads, freeing {total} bytes"
-               + (f"; the file shrank by {shrunk} bytes" if vacuum_file else ""))
+    say(f"removed {removed} checkpoints from {len(targets)} threads, freeing {total} bytes"
+        + (f"; the file shrank by {shrunk} bytes" if vacuum_file else ""))
 
 
 @runs_app.command("list")
@@ -97,17 +97,17 @@ def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = t
 
     rows = list_runs(state(ctx).settings, limit=limit, thread_id=thread)
     if as_json:
-        typer.echo(dumps([{c: getattr(r, c) for c in ("id", "thread_id", "graph", "started_at", "duration_ms", "status",
+        say(dumps([{c: getattr(r, c) for c in ("id", "thread_id", "graph", "started_at", "duration_ms", "status",
                                                       "error", "prompt_tokens", "completion_tokens", "model_calls",
                                                       "unreported_calls", "model_ms", "tool_calls", "tool_errors")}
                                 for r in rows]))
         return
     if not rows:
-        typer.echo("no runs recorded yet")
+        say("no runs recorded yet")
     for r in rows:
-        typer.echo(f"{r.id[:8]}  {r.started_at:%Y-%m-%d %H:%M:%S}  {r.status:<11} {r.duration_ms:8.0f} ms  "
-                   f"{r.tokens_text()}  tools {r.tool_calls} ({r.tool_errors} errors)  "
-                   f"thread {r.thread_id}")
+        say(f"{r.id[:8]}  {r.started_at:%Y-%m-%d %H:%M:%S}  {r.status:<11} {r.duration_ms:8.0f} ms  "
+            f"{r.tokens_text()}  tools {r.tool_calls} ({r.tool_errors} errors)  "
+            f"thread {r.thread_id}")
 
 
 @runs_app.command("show")
@@ -120,20 +120,20 @@ def runs_show(ctx: typer.Context, run_id: str, as_json: bool = typer.Option(Fals
         fail(f"no run {run_id!r} (see `jarvis runs list`)")
     run, events = found
     if as_json:
-        typer.echo(dumps({"id": run.id, "thread_id": run.thread_id, "status": run.status, "duration_ms": run.duration_ms,
+        say(dumps({"id": run.id, "thread_id": run.thread_id, "status": run.status, "duration_ms": run.duration_ms,
                           "prompt_tokens": run.prompt_tokens, "completion_tokens": run.completion_tokens,
                           "unreported_calls": run.unreported_calls,
                           "error": run.error, "events": [{"kind": e.kind, "name": e.name, "offset_ms": e.offset_ms,
                                                           "duration_ms": e.duration_ms, "ok": bool(e.ok),
                                                           "detail": e.detail} for e in events]}))
         return
-    typer.echo(f"run {run.id} thread {run.thread_id} {run.status} {run.duration_ms:.0f} ms, "
-               f"{run.tokens_text()}")
+    say(f"run {run.id} thread {run.thread_id} {run.status} {run.duration_ms:.0f} ms, "
+        f"{run.tokens_text()}")
     if run.error:
-        typer.secho(f"  error: {run.error}", fg=typer.colors.RED)
+        say(f"  error: {run.error}", fg=typer.colors.RED)
     for e in events:
         mark = "" if e.ok else "  FAILED"
-        typer.echo(f"  +{e.offset_ms:7.1f} ms {e.kind:<5} {e.name:<24} {e.duration_ms:8.1f} ms{mark}")
+        say(f"  +{e.offset_ms:7.1f} ms {e.kind:<5} {e.name:<24} {e.duration_ms:8.1f} ms{mark}")
 
 @threads_app.command("trust")
 def threads_trust(ctx: typer.Context, thread_id: str) -> None:
@@ -155,10 +155,10 @@ def threads_trust(ctx: typer.Context, thread_id: str) -> None:
         fail(f"{thread_id} waits for a confirmation: answer it first (jarvis approve {thread_id} / jarvis deny {thread_id})")
     untrusted = int(values.get("untrusted_turn", -1))
     if not tainted(untrusted, int(values.get("trusted_after_turn", -1))):
-        typer.echo(f"{thread_id} has read nothing from outside since it was last trusted: nothing to clear")
+        say(f"{thread_id} has read nothing from outside since it was last trusted: nothing to clear")
         return
     graph.update_state(config, {"trusted_after_turn": untrusted}, as_node="respond")
-    typer.echo(f"{thread_id}: what it read so far no longer makes automatic effects ask first")
+    say(f"{thread_id}: what it read so far no longer makes automatic effects ask first")
 
 
 def register(app: typer.Typer) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import typer
 
 
-from orchestrator.cli import dumps, fail, state
+from orchestrator.cli import dumps, fail, say, state
 
 tools_app = typer.Typer(help="The tools Jarvis can call, and the ones it generated (JARB).", no_args_is_help=True)
 
@@ -41,14 +41,14 @@ def _other_tools(ctx: typer.Context) -> dict[str, Any]:
             for tool in provider.list_tools():
                 found.setdefault(tool.name, tool)
         except Exception as exc:  # noqa: BLE001 - list what can be listed
-            typer.secho(f"warning: tool provider {provider.name} failed: {exc}", err=True, fg=typer.colors.YELLOW)
+            say(f"warning: tool provider {provider.name} failed: {exc}", err=True, fg=typer.colors.YELLOW)
     return found
 
 
 def _emit(event: dict[str, Any]) -> None:
     ok = event.get("ok")
     color = typer.colors.BLUE if ok is None else (typer.colors.GREEN if ok else typer.colors.RED)
-    typer.secho(f"  .. [{event.get('stage')}] {event.get('message')}", err=True, fg=color)
+    say(f"  .. [{event.get('stage')}] {event.get('message')}", err=True, fg=color)
 
 
 def _read(path: Path, what: str) -> str:
@@ -89,16 +89,16 @@ def tools_list(ctx: typer.Context, as_json: bool = typer.Option(False, "--json",
     """List every tool: static, MCP and generated (all versions), with source, side effects, trust and version."""
     rows = _rows(ctx)
     if as_json:
-        typer.echo(dumps(rows))
+        say(dumps(rows))
         return
-    typer.echo(f"{'NAME':28} {'SOURCE':10} {'VER':>4} {'STATUS':9} {'TRUST':8} SIDE EFFECTS")
+    say(f"{'NAME':28} {'SOURCE':10} {'VER':>4} {'STATUS':9} {'TRUST':8} SIDE EFFECTS")
     for r in rows:
         version = f"v{r['version']}" if r["version"] else "-"
         status = r["status"] + ("*" if r["source"] == "generated" and r["in_use"] else "")
         effects = ", ".join(r["side_effects"]) or "-"
-        typer.echo(f"{r['name'][:28]:28} {r['source']:10} {version:>4} {status:9} {r['trust']:8} {effects}")
+        say(f"{r['name'][:28]:28} {r['source']:10} {version:>4} {status:9} {r['trust']:8} {effects}")
     if any(r["source"] == "generated" for r in rows):
-        typer.echo("(* the version in use)")
+        say("(* the version in use)")
 
 
 @tools_app.command("show")
@@ -114,27 +114,27 @@ def tools_show(ctx: typer.Context, name: str, as_json: bool = typer.Option(False
             fail(f"no tool named {name} (see `jarvis tools list`)")
         info = {"name": name, "source": source_of(tool), "side_effects": side_effects_of(tool),
                 "description": tool.description, "args": tool.args}
-        typer.echo(dumps(info))
+        say(dumps(info))
         return
     in_use = factory.registry.get(name)
     if as_json:
-        typer.echo(dumps({"name": name, "in_use": in_use.version if in_use else None,
+        say(dumps({"name": name, "in_use": in_use.version if in_use else None,
                           "versions": [v.as_dict() for v in versions]}))
         return
     latest = versions[-1]
-    typer.echo(f"{name}: {latest.spec.get('description', '')}")
-    typer.echo(f"  in use: {f'v{in_use.version}' if in_use else 'none (no active version)'}")
+    say(f"{name}: {latest.spec.get('description', '')}")
+    say(f"  in use: {f'v{in_use.version}' if in_use else 'none (no active version)'}")
     for v in versions:
         report = v.test_report or {}
-        typer.echo(f"  v{v.version}  {v.status:8} trust={v.trust} ({v.confirmed_calls} confirmed calls)  "
-                   f"effects={', '.join(v.side_effects) or '-'}  network={'approved' if v.network_approved else 'no'}")
-        typer.echo(f"       module {v.path}  sha256 {v.sha256[:16]}")
-        typer.echo(f"       tests  {v.tests_path}: {report.get('summary', '-')}")
+        say(f"  v{v.version}  {v.status:8} trust={v.trust} ({v.confirmed_calls} confirmed calls)  "
+            f"effects={', '.join(v.side_effects) or '-'}  network={'approved' if v.network_approved else 'no'}")
+        say(f"       module {v.path}  sha256 {v.sha256[:16]}")
+        say(f"       tests  {v.tests_path}: {report.get('summary', '-')}")
         caps = (v.manifest or {}).get("capabilities") or []
-        typer.echo(f"       code uses: {', '.join(caps) or 'nothing beyond computing'}")
+        say(f"       code uses: {', '.join(caps) or 'nothing beyond computing'}")
     args = latest.spec.get("args") or []
-    typer.echo("  arguments: " + (", ".join(f"{a['name']}: {a['type']}" for a in args) or "none"))
-    typer.echo(f"  returns: {latest.spec.get('return_type', 'Any')}")
+    say("  arguments: " + (", ".join(f"{a['name']}: {a['type']}" for a in args) or "none"))
+    say(f"  returns: {latest.spec.get('return_type', 'Any')}")
 
 
 @tools_app.command("register")
@@ -167,14 +167,14 @@ def tools_register(
     except (SpecError, RegistryError, SandboxUnavailable, ValueError) as exc:
         fail(str(exc))
     for warning in report.warnings:
-        typer.secho(f"warning: {warning}", err=True, fg=typer.colors.YELLOW)
+        say(f"warning: {warning}", err=True, fg=typer.colors.YELLOW)
     if record is None:
         if report.output:
-            typer.echo(report.output.rstrip())
+            say(report.output.rstrip())
         if not report.passed:
             fail(f"not registered: {report.summary}" + (f" ({'; '.join(report.reasons)})" if report.reasons else ""))
         fail(f"{report.summary}; pass --approve-network to allow it")
-    typer.echo(f"registered {record.label}: {record.path} ({report.summary}; trust: {record.trust})")
+    say(f"registered {record.label}: {record.path} ({report.summary}; trust: {record.trust})")
 
 
 @tools_app.command("test")
@@ -192,12 +192,12 @@ def tools_test(
         record, report = factory.retest(name, version, with_old_tests=with_old_tests)
     except (RegistryError, SandboxUnavailable, ModuleChanged) as exc:
         fail(str(exc))
-    typer.echo(report.output.rstrip())
+    say(report.output.rstrip())
     for warning in report.warnings:
-        typer.secho(f"warning: {warning}", err=True, fg=typer.colors.YELLOW)
+        say(f"warning: {warning}", err=True, fg=typer.colors.YELLOW)
     if not report.passed:
         fail(f"{record.label}: {report.summary}; status is now {record.status}")
-    typer.echo(f"{record.label}: {report.summary} (status {record.status})")
+    say(f"{record.label}: {report.summary} (status {record.status})")
 
 
 def _status(ctx: typer.Context, name: str, enabled: bool, version: int | None) -> None:
@@ -214,9 +214,9 @@ def _status(ctx: typer.Context, name: str, enabled: bool, version: int | None) -
     except RegistryError as exc:
         fail(str(exc))
     for r in records:
-        typer.echo(f"{r.label}: {r.status}")
+        say(f"{r.label}: {r.status}")
     in_use = factory.registry.get(name)
-    typer.echo(f"{name} in use: {f'v{in_use.version}' if in_use else 'none'}")
+    say(f"{name} in use: {f'v{in_use.version}' if in_use else 'none'}")
 
 
 def _switch(ctx: typer.Context, name: str, enabled: bool, version: int | None) -> None:
@@ -228,14 +228,14 @@ def _switch(ctx: typer.Context, name: str, enabled: bool, version: int | None) -
     if enabled:
         if not switches.enable(name):
             fail(f"{name} is not disabled (see `jarvis tools list`)")
-        typer.echo(f"{name}: enabled (the planner and jorb scripts get it again)")
+        say(f"{name}: enabled (the planner and jorb scripts get it again)")
         return
     tool = _other_tools(ctx).get(name)
     if tool is None:
         fail(f"no tool named {name} (see `jarvis tools list`)")
     switches.disable(name, note="jarvis tools disable")
-    typer.echo(f"{name}: disabled ({source_of(tool)} tool; the planner and jorb scripts no longer get it, and a call "
-               "to it is refused)")
+    say(f"{name}: disabled ({source_of(tool)} tool; the planner and jorb scripts no longer get it, and a call "
+        "to it is refused)")
 
 
 @tools_app.command("disable")
@@ -263,8 +263,8 @@ def tools_trust(ctx: typer.Context, name: str,
         record = factory.trust(name, version)
     except RegistryError as exc:
         fail(str(exc))
-    typer.echo(f"{record.label}: trust {record.trust} (its side effects follow autonomy.effects: "
-               f"{', '.join(record.side_effects) or 'none'})")
+    say(f"{record.label}: trust {record.trust} (its side effects follow autonomy.effects: "
+        f"{', '.join(record.side_effects) or 'none'})")
 
 
 def register(app: typer.Typer) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-from orchestrator.cli import fail, state
+from orchestrator.cli import fail, say, state
 
 # ffmpeg input formats of a default microphone, tried in order.
 MICROPHONES = (("pulse", "default"), ("alsa", "default")) if sys.platform != "darwin" else (("avfoundation", ":0"),)
@@ -40,7 +40,7 @@ def heard_from_file(settings: Any, path: str) -> str:
         heard = transcribe(settings, source.read_bytes())
     except VoiceError as exc:
         fail(str(exc))
-    typer.secho(f"(heard, confidence {heard.confidence:.2f}) {heard.text}", err=True, dim=True)
+    say(f"(heard, confidence {heard.confidence:.2f}) {heard.text}", err=True, dim=True)
     return heard.text
 
 
@@ -67,7 +67,7 @@ def record_question(settings: Any, microphone: tuple[str, str]) -> bytes:
         proc = subprocess.Popen([ffmpeg_path(), "-hide_banner", "-loglevel", "error", "-f", microphone[0], "-i",
                                  microphone[1], "-t", f"{limit:g}", "-ac", "1", "-ar", "16000", str(out)],
                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        typer.secho(f"Listening… press Enter when you have finished (at most {limit:g} s).", err=True, dim=True)
+        say(f"Listening… press Enter when you have finished (at most {limit:g} s).", err=True, dim=True)
         try:
             input()
         except (EOFError, KeyboardInterrupt):
@@ -86,9 +86,9 @@ def heard_from_microphone(settings: Any, microphone: tuple[str, str]) -> str | N
     try:
         heard = transcribe(settings, record_question(settings, microphone))
     except VoiceError as exc:
-        typer.secho(f"Not understood: {exc}", err=True, fg=typer.colors.YELLOW)
+        say(f"Not understood: {exc}", err=True, fg=typer.colors.YELLOW)
         return None
-    typer.secho(f"you (heard)> {heard.text}", err=True)
+    say(f"you (heard)> {heard.text}", err=True)
     return heard.text
 
 
@@ -126,7 +126,7 @@ def say_aloud(settings: Any, text: str) -> None:
     except VoiceError as exc:
         problem = str(exc)
     if problem:
-        typer.secho(f"(not spoken: {problem})", err=True, dim=True)
+        say(f"(not spoken: {problem})", err=True, dim=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -150,7 +150,7 @@ def register(app: typer.Typer) -> None:
                 out.expanduser().write_bytes(wav)
             except OSError as exc:
                 fail(f"could not write {out}: {exc.strerror or exc}")
-            typer.echo(str(out))
+            say(str(out))
             return
         problem = play(wav)
         if problem:

@@ -14,6 +14,7 @@ import threading
 
 from .config import SecretRef, SecretValue
 from .redaction import is_secret_key, redact_urls
+from .visible import visible
 
 _SECRET_ENV = re.compile(r"(SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|ACCESS_KEY|PRIVATE_KEY)", re.I)
 
@@ -137,11 +138,12 @@ def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 class RedactingFilter(logging.Filter):
-    """Replaces every known secret value, and any URL's password, in log records."""
+    """Replaces every known secret value, and any URL's password, in log records; and writes out the characters
+    that would act on the terminal a log is read on (a server's error text, a file name: core/visible.py)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact(message)
+        cleaned = visible(redact(message))
         if cleaned != message:
             record.msg, record.args = cleaned, ()
         return True

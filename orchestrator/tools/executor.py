@@ -30,6 +30,7 @@ from integrations.base import ToolError, is_untrusted, sends_out, side_effects_o
 from orchestrator.tools import autonomy
 from orchestrator.core import secrets
 from orchestrator.core.config import Mode, Settings
+from orchestrator.core.visible import visible
 from .ledger import SKIPPED, STARTED, AskedCall, EffectsLedger, call_fingerprint
 from .site_grants import SiteGrants, grant_note
 from orchestrator.storage.telemetry import NOT_RUN_EVENT
@@ -63,6 +64,14 @@ class ConfirmationRequest:
     key: str
     error: str | None = None  # why an edit was refused, when asking again
     editable: bool = True  # False: approve or deny only (registering a tool: the code shown is the code tested)
+
+    def __post_init__(self) -> None:
+        # What the person reads before answering, wherever they read it (terminal, web UI, phone): a value from a
+        # file or a model's call must not rewrite, reorder or hide it (core/visible.py). The arguments stay as they
+        # are: they are what runs, and each place that shows them shows them visibly.
+        self.summary = visible(self.summary, one_line=True)
+        self.reason = visible(self.reason, one_line=True)
+        self.error = visible(self.error, one_line=True) if self.error else self.error
 
     def payload(self) -> dict[str, Any]:
         return {

@@ -23,9 +23,17 @@ export function clear(el) {
   return el;
 }
 
+// Characters that would reorder or hide what is shown (bidirectional controls, zero-width and tag characters) and
+// the C1 controls: JSON.stringify leaves them as they are, so a file named "invoice\u202efdp.exe" would show as
+// "invoiceexe.pdf" in a confirmation. The same set as orchestrator/core/visible.py (tag characters are surrogate
+// pairs here: each half is escaped, which JSON reads back as the one character).
+const ACTING = /[\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u200b\u2060-\u2064\ufeff\u2028\u2029]|\udb40[\udc00-\udc7f]/g;
+const escapeUnit = (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0");
+
+// JSON as a person reads it: every character shown (see ACTING), and it parses back to the same value.
 export function json(value, indent = 2) {
   try {
-    return JSON.stringify(value, null, indent);
+    return JSON.stringify(value, null, indent).replace(ACTING, (m) => m.split("").map(escapeUnit).join(""));
   } catch (_) {
     return String(value);
   }
