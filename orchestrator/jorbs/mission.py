@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from orchestrator.core import json_bounds
 from orchestrator.core.aio import run_sync_in_context
+from orchestrator.core.visible import visible
 from orchestrator.tools.executor import CallContext
 from orchestrator.llm.client import ModelEndpointError
 from .graph import DAY, JorbRuntime
@@ -298,8 +299,9 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
 
     def ask(state: MissionState) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
-        rt.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=state.pending_ask)
-        answer = interrupt({"type": "jorb_pause", "jorb_id": row.id, "jorb_name": row.name, "reason": state.pending_ask,
+        question = visible(state.pending_ask or "")  # the model's words, shown to the user as they are
+        rt.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=question)
+        answer = interrupt({"type": "jorb_pause", "jorb_id": row.id, "jorb_name": row.name, "reason": question,
                             "kind": "ask"})
         kind = answer.get("type") if isinstance(answer, dict) else "approve"
         if kind == "cancel":
