@@ -385,12 +385,16 @@ class App:
         return recovered
 
     def close(self) -> None:
-        """Let background jorb steps finish and stop the MCP servers this App started."""
+        """Let background jorb steps finish, stop the MCP servers this App started and write the bookkeeping its
+        turns queued (storage/writer.py): a data folder removed after close is not made again by a late write."""
+        from .storage import writer
+
         parts = self._parts
         if "jorbs" in parts:
             parts["jorbs"].wait_background()
         if "mcp_manager" in parts:
             parts["mcp_manager"].shutdown()
+        writer.flush()
 
 
 def _confirmations(graph: Any, thread_id: str) -> list[dict[str, Any]]:

@@ -44,6 +44,7 @@ from integrations.base import KNOWN_SIDE_EFFECTS, ToolError, set_tool_meta  # no
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog  # noqa: E402
 from orchestrator.core.config import settings_from_dict  # noqa: E402
 from orchestrator.app import build_graph  # noqa: E402
+from orchestrator.storage import writer  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer  # noqa: E402
 
 BENCHMARK_VERSION = "v1.1.2"  # the last version with AgentDojo's 629 security cases (v1.2 has 949)
@@ -152,6 +153,9 @@ class JarvisPipeline(BasePipelineElement):
         self.questions: list[tuple[str, str]] = []  # (tool, reason) of each confirmation of the last case
 
     def close(self) -> None:
+        # the bookkeeping the last case queued (its checkpoint trim) is written before the work folder goes: run
+        # after, it made the folder again with an empty checkpoints.sqlite, one left in /tmp per run
+        writer.flush()
         self.server.stop()
 
     def prepare(self, user_task: Any, injection_task: Any = None, injections: dict[str, str] | None = None) -> None:
