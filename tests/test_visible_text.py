@@ -187,3 +187,30 @@ def test_a_jorbs_pause_and_a_missions_question_are_shown_as_they_are(jarvis_env,
     assert mission.row.pause_reason == "Delete the backups?\\x1b[8m (safe)"
     (ask,) = [p for p in mission.pending if p["type"] == "jorb_pause"]
     assert ask["reason"] == mission.row.pause_reason
+
+
+@pytest.mark.parametrize("markdown, shown", [
+    ("[your bank](https://evil.example/login?d=all+your+mail)", "your bank (evil.example)"),
+    ("[https://bank.example](https://evil.example/)", "https://bank.example (evil.example)"),
+    ("[b**an**k](https://b\u0430nk.example/)", "bank (xn--bnk-6cd.example)"),  # a Cyrillic a
+    ("[write to me](mailto:eve@evil.example)", "write to me (eve@evil.example)"),
+    ("<https://ok.example/a>", "https://ok.example/a"),
+    ("[ok.example](https://ok.example)", "ok.example"),
+])
+def test_a_link_in_an_answer_says_where_it_goes(markdown, shown):
+    """A model steered by what it read can write a link that carries the user's data off in its address; the UI
+    shows where a link goes when its text does not say it (images are not rendered at all)."""
+    from html.parser import HTMLParser
+
+    from orchestrator.server.markdown import render_markdown
+
+    class Text(HTMLParser):
+        parts: list[str] = []
+
+        def handle_data(self, data: str) -> None:
+            self.parts.append(data)
+
+    reader = Text()
+    reader.parts = []
+    reader.feed(render_markdown(markdown))
+    assert "".join(reader.parts).strip() == shown

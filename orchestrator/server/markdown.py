@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from html import escape
+from urllib.parse import urlsplit
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore
+from markdown_it.token import Token
 
 _TAGS = {
     "p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li", "a",
@@ -25,9 +28,51 @@ _ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "ol": {"start"}}
 
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
         ["table", "strikethrough"]
     )
+    md.core.ruler.push("link_destinations", _show_link_destinations)
+    return md
+
+
+def destination(href: str) -> str:
+    """Where a link goes, as a person should read it: the host (IDNA-encoded, so a look-alike letter from another
+    script shows as `xn--`), or a mailto's address."""
+    parts = urlsplit(href)
+    if parts.scheme == "mailto":
+        return parts.path
+    host = parts.hostname or ""
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host.encode("ascii", "backslashreplace").decode("ascii")
+
+
+def _show_link_destinations(state: StateCore) -> None:
+    """A link whose text is not its address is followed by where it goes: `[your bank](https://evil.example/?d=...)`
+    reads "your bank (evil.example)". A model steered by a page or a mail it read can write such a link to carry
+    the user's data off in its address; the click is the user's, made knowing where it goes."""
+    for block in state.tokens:
+        if block.type != "inline" or not block.children:
+            continue
+        out: list[Token] = []
+        href: str | None = None
+        text: list[str] = []
+        for token in block.children:
+            out.append(token)
+            if token.type == "link_open":
+                href, text = str(token.attrGet("href") or ""), []
+            elif token.type == "link_close" and href is not None:
+                shown = "".join(text).strip()
+                where = destination(href)
+                if where and shown not in (href, where, f"mailto:{where}"):
+                    note = Token("text", "", 0)
+                    note.content = f" ({where})"
+                    out.append(note)
+                href = None
+            elif href is not None and token.type in ("text", "code_inline"):
+                text.append(token.content)
+        block.children = out
 
 
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
