@@ -130,8 +130,8 @@ def say_aloud(settings: Any, text: str) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command()
-    def say(
+    @app.command("say")
+    def say_text(  # not `say`: that is the CLI's printer, used below
         ctx: typer.Context,
         text: list[str] = typer.Argument(..., help="what to say"),
         voice: str = typer.Option(None, "--voice", help="an eSpeak NG voice, e.g. en-us+edward (default voice.voice)"),
