@@ -165,3 +165,23 @@ def test_jarvis_run_warns_off_loopback_and_says_when_the_port_is_taken(jarvis_en
         proc = jarvis_env.cli("run", "--host", "0.0.0.0", "--port", str(port), "--no-services", timeout=60)
     assert "WARNING: serving on 0.0.0.0" in proc.stderr and "server.allowed_hosts" in proc.stderr
     assert proc.returncode == 1 and f"cannot listen on 0.0.0.0:{port}" in proc.stderr and "--port" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_web_page_cannot_write_escape_sequences_to_the_terminal_running_jarvis(jarvis_env):
+    """Any page the user visits can make the browser send a request to Jarvis; the refusal is logged with the path,
+    which the page chooses, on the terminal `jarvis run` was started in. An OSC 52 sequence there would put the
+    page's text on the user's clipboard: it is written out (core/visible.py, through the log filter)."""
+    proc, line = _start_run(jarvis_env, "--no-services")
+    try:
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert match, line + proc.stderr.read() if proc.poll() is not None else line
+        with httpx.Client(timeout=20) as c:
+            refused = c.get(f"http://127.0.0.1:{match.group(1)}/api/health%1b%5d52%3bc%3bY3VybCBldmls%07",
+                            headers={"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"})
+        assert refused.status_code == 403
+    finally:
+        _stop(proc)
+    logged = proc.stderr.read()
+    assert "refused a cross-origin request" in logged, logged
+    assert "\x1b" not in logged and "\x07" not in logged and "/api/health\\x1b]52;c;Y3VybCBldmls\\x07" in logged
