@@ -36,6 +36,13 @@ def side_effects_of(tool: BaseTool, args: dict[str, Any] | None = None) -> list[
     return list(meta.get("side_effects") or [])
 
 
+def confirmation_demand(tool: BaseTool, args: dict[str, Any]) -> str | None:
+    """Why this call must be confirmed whatever the autonomy policy says, or None: metadata `requires_confirmation`,
+    a reason, or a callable(args) giving one for the calls that need it (a jorb granted autonomy)."""
+    demand = (tool.metadata or {}).get("requires_confirmation")
+    return demand(args) if callable(demand) else demand
+
+
 # Effects that carry data off this machine: after untrusted content, a call that can do this is escalated.
 SENDS_OUT_EFFECTS = frozenset({"network", "email_send", "message_send"})
 
@@ -104,8 +111,10 @@ def make_tool(
     untrusted_output: bool = False,
     summarize: Callable[[dict[str, Any]], str] | None = None,
     coroutine: Callable[..., Any] | None = None,
+    side_effects_for: Callable[[dict[str, Any]], list[str]] | None = None,
 ) -> StructuredTool:
-    """A StructuredTool with Jarvis metadata. The docstring (or description) is what the model reads."""
+    """A StructuredTool with Jarvis metadata. The docstring (or description) is what the model reads.
+    `side_effects_for(args)`: the effects of one call, where they depend on its arguments (`side_effects_of`)."""
     tool = StructuredTool.from_function(
         func=func,
         coroutine=coroutine,
@@ -114,4 +123,6 @@ def make_tool(
         args_schema=args_schema,
         infer_schema=False,
     )
-    return set_tool_meta(tool, side_effects=side_effects, untrusted_output=untrusted_output, summarize=summarize)
+    extra = {"side_effects_for": side_effects_for} if side_effects_for else {}
+    return set_tool_meta(tool, side_effects=side_effects, untrusted_output=untrusted_output, summarize=summarize,
+                         **extra)

@@ -188,8 +188,17 @@ def build_gcal_tools(api: GoogleApi, calendar_id: str = "primary", timezone: str
     return [
         make_tool(gcal_list_events, args_schema=ListArgs, untrusted_output=True),
         make_tool(gcal_free_slots, args_schema=FreeSlotsArgs),
-        make_tool(gcal_create_event, args_schema=CreateEventArgs, side_effects=["calendar_write"], summarize=describe_create),
+        make_tool(gcal_create_event, args_schema=CreateEventArgs, side_effects=["calendar_write"],
+                  side_effects_for=_event_effects, summarize=describe_create),
     ]
+
+
+def _event_effects(args: dict) -> list[str]:
+    """An event with attendees is created with sendUpdates=all: Google emails each of them an invitation carrying
+    its title, time, place and description. That is an email sent, judged as one (email_send), not only a change
+    to the user's own calendar."""
+    return ["calendar_write", "email_send"] if any(str(a).strip() for a in args.get("attendees") or []) \
+        else ["calendar_write"]
 
 
 def _human(iso: str, time_only: bool = False) -> str:

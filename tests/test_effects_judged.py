@@ -40,3 +40,44 @@ def test_a_local_message_stays_automatic(executor):
     outcome = executor.execute("messages_send", {"channel": " Local", "to": "me", "text": "hi"},
                                CallContext(thread_id="t", key="k-local"), lambda r: pytest.fail("asked"))
     assert outcome.ok, outcome.content
+
+
+class _NoJorbs:
+    """The jorb service's place: these tests judge the call, not the jorb (a created one would start working)."""
+
+    def create(self, *args, **kwargs):
+        from orchestrator.jorbs.service import JorbError
+
+        raise JorbError("not started in this test")
+
+
+@pytest.fixture
+def jorb_executor(tmp_path):
+    from orchestrator.jorbs.tools import build_jorb_tools
+
+    settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")},
+                                   "autonomy": {"default": "confirm", "effects": {"jorb_create": "auto"}}}, tmp_path)
+    return ToolExecutor(settings, ToolCatalog([StaticProvider("jorbs", build_jorb_tools(lambda: _NoJorbs()))]))
+
+
+def test_a_jorb_granted_autonomy_asks_even_where_starting_jorbs_is_automatic(jorb_executor):
+    """jorb_create's `autonomy` lets the jorb send, write or start programs without asking for as long as it runs:
+    with jorb_create automatic (a user who lets Jarvis start background tasks), a model steered by a mail could
+    hand a new jorb `email_send: auto` unasked. Only the user grants autonomy."""
+    asked = []
+
+    def deny(request):
+        asked.append(request)
+        return {"decision": "deny", "reason": "test"}
+
+    args = {"name": "Reply to all", "plan": "mail everyone", "autonomy": {"email_send": "auto", "fs_write": "deny"}}
+    outcome = jorb_executor.execute("jorb_create", args, CallContext(thread_id="t", key="k-grant"), deny)
+    assert len(asked) == 1 and not outcome.ok
+    assert "email_send without asking: only you can grant that" in asked[0].reason
+    assert "fs_write" not in asked[0].reason  # a deny takes nothing from the user
+    plain = jorb_executor.execute("jorb_create", {"name": "Ask Bob", "plan": "ask Bob about Friday"},
+                                  CallContext(thread_id="t", key="k-plain"), lambda r: pytest.fail("asked"))
+    assert "not started in this test" in plain.content  # automatic: it went on to create the jorb
+    tightened = jorb_executor.execute("jorb_create", {"name": "Careful", "plan": "p", "autonomy": {"email_send": "deny"}},
+                                      CallContext(thread_id="t", key="k-tight"), lambda r: pytest.fail("asked"))
+    assert "not started in this test" in tightened.content

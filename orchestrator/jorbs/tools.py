@@ -35,6 +35,13 @@ def _summary(args: dict[str, Any]) -> str:
     return text
 
 
+def _grants_autonomy(args: dict[str, Any]) -> str | None:
+    """A jorb granted `auto` for an effect does it without asking for as long as it runs: only the user can give
+    that, whatever jorb_create's own mode (an automatic jorb_create must not hand out automatic sends)."""
+    granted = sorted(effect for effect, mode in (args.get("autonomy") or {}).items() if mode == "auto")
+    return f"it lets the new task do {', '.join(granted)} without asking: only you can grant that" if granted else None
+
+
 def build_jorb_tools(service: Callable[[], JorbService]) -> list[BaseTool]:
     """`service` returns the process's JorbService (App.jorbs), asked on each call."""
 
@@ -57,6 +64,7 @@ def build_jorb_tools(service: Callable[[], JorbService]) -> list[BaseTool]:
                  "pause_reason": r.pause_reason} for r in service().list()]
 
     create = make_tool(jorb_create, args_schema=CreateArgs, side_effects=["jorb_create"], summarize=_summary)
+    create.metadata["requires_confirmation"] = _grants_autonomy
     listing = make_tool(jorb_list, args_schema=ListArgs)
     for tool in (create, listing):
         tool.metadata["not_for_scripts"] = True

@@ -103,11 +103,12 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
         return f"Cancelled reminder {r.id} {r.title!r}."
 
     return [
-        _with_process_effect(make_tool(
+        make_tool(
             reminder_create, args_schema=CreateArgs, side_effects=["reminder_write"],
+            side_effects_for=_create_effects,
             summarize=lambda a: (f"Create a reminder {a.get('title')!r} at {a.get('when')}"
                                  f"{', repeating ' + a['rrule'] if a.get('rrule') else ''} and "
-                                 f"{_target_words(a)}."))),
+                                 f"{_target_words(a)}.")),
         make_tool(reminder_list, args_schema=ListArgs),
         make_tool(reminder_cancel, args_schema=CancelArgs, side_effects=["reminder_write"],
                   summarize=lambda a: f"Cancel reminder {a.get('reminder_id')}."),
@@ -115,10 +116,12 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
 
 
 def _create_effects(args: dict[str, Any]) -> list[str]:
-    """A reminder sent to an agent program starts that program (outside the sandbox) when it fires."""
-    return ["reminder_write", "process_start"] if str(args.get("process_name") or "").strip() else ["reminder_write"]
+    """A reminder sent to an agent program starts that program (outside the sandbox) when it fires; one sent to a
+    URL POSTs its title and description there: data leaving the machine."""
+    effects = ["reminder_write"]
+    if str(args.get("process_name") or "").strip():
+        effects.append("process_start")
+    if str(args.get("webhook_url") or "").strip():
+        effects.append("network")
+    return effects
 
-
-def _with_process_effect(tool: BaseTool) -> BaseTool:
-    tool.metadata["side_effects_for"] = _create_effects
-    return tool

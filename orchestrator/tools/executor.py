@@ -25,7 +25,8 @@ from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ValidationError
 
-from integrations.base import ToolError, is_untrusted, sends_out, side_effects_of, summarize_call
+from integrations.base import (ToolError, confirmation_demand, is_untrusted, sends_out, side_effects_of,
+                               summarize_call)
 
 from orchestrator.tools import autonomy
 from orchestrator.core import secrets
@@ -325,13 +326,14 @@ class ToolExecutor:
             if entry is not None:
                 return self._in_doubt(tool, entry, ctx, confirm)
 
+        demand = confirmation_demand(tool, valid)
         decision = autonomy.decide(
             effects,
             self.settings.autonomy,
             overrides=ctx.overrides,
             untrusted_seen=ctx.untrusted_seen,
             effects_this_turn=ctx.effects_this_turn,
-            tool_requires_confirmation=meta.get("requires_confirmation"),
+            tool_requires_confirmation=demand,
             sends_out=sends_out(tool, effects),
             untrusted_args=ctx.untrusted_args if self.settings.autonomy.argument_provenance else None,
         )
@@ -343,7 +345,7 @@ class ToolExecutor:
             # ask; the rest of the policy (other effects, the budget, a tool's own demand) still holds.
             decision = autonomy.decide(
                 effects, self.settings.autonomy, overrides={**(ctx.overrides or {}), **{e: "auto" for e in effects}},
-                effects_this_turn=ctx.effects_this_turn, tool_requires_confirmation=meta.get("requires_confirmation"))
+                effects_this_turn=ctx.effects_this_turn, tool_requires_confirmation=demand)
         grants = (scope is not None and site is not None and ctx.task is not None
                   and set(effects) <= scope.effects)
         if decision.mode == "deny":
