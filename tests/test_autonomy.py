@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -272,3 +273,31 @@ def test_a_thread_busy_in_another_worker_is_neither_chatted_on_nor_approved_from
     assert approved.returncode == 0 and "Written." in approved.stdout, approved.stderr
     assert target.read_text() == "once"
     assert Claims(jarvis_env.settings).holder("busy") is None  # let go when the turn ended
+
+
+def test_the_cli_answers_the_question_jarvis_pending_showed_and_not_one_asked_since(jarvis_env):
+    """`jarvis pending` names each question by its ref; `--call` with it answers that question only. Asked again
+    under the same interrupt (here: an edit refused, so the call is asked again with why), it is another question,
+    and an answer naming the first one does nothing."""
+    target = jarvis_env.root / "note.txt"
+    jarvis_env.server.push(tool_call("fs_write_text", path=str(target), content="hello"))
+    assert jarvis_env.cli("chat", "--thread", "bound", "write hello to note.txt").returncode == 3
+
+    def shown_call() -> str:
+        listed = jarvis_env.cli("pending", check=True).stdout
+        (name,) = set(re.findall(r"jarvis approve bound --call (\S+)", listed))
+        return name
+
+    first = shown_call()
+    (item,) = jarvis_env.cli_json("pending", "--json")
+    assert item["ref"].startswith(first) and len(first) == 16
+    refused = jarvis_env.cli("approve", "bound", "--args", json.dumps({"path": 5, "content": "x"}))
+    assert refused.returncode == 3, refused.stderr  # asked again, saying why the edit was refused
+    again = shown_call()
+    assert again != first
+    stale = jarvis_env.cli("approve", "bound", "--call", first)
+    assert stale.returncode == 1 and "no pending confirmation" in stale.stderr and not target.exists()
+    jarvis_env.server.push(answer("Written."))
+    done = jarvis_env.cli("approve", "bound", "--call", again)
+    assert done.returncode == 0, done.stderr
+    assert target.read_text() == "hello"

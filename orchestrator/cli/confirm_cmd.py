@@ -18,9 +18,17 @@ if TYPE_CHECKING:
 Decision = tuple["Answer", "str | None", "dict[str, Any] | None"]  # the answer, a deny's reason, an edit's args
 
 
+# `jarvis pending` names each question by the start of its ref (tools/answers.item_ref: the thread, the interrupt,
+# the call and why it is asked again): `--call` with it answers that question only, never another one asked since
+# under the same interrupt (work re-run from the same checkpoint, an edit refused). Long enough that no one can
+# make another question's ref start the same way.
+REF_SHOWN = 16
+
+
 def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> list[dict[str, Any]]:
     if call:
-        chosen = [p for p in pending if call in (p.get("interrupt_id"), p.get("key")) or p.get("key", "").endswith(call)]
+        chosen = [p for p in pending if call in (p.get("interrupt_id"), p.get("key")) or p.get("key", "").endswith(call)
+                  or (len(call) >= REF_SHOWN and str(p.get("ref", "")).startswith(call))]
         if not chosen:
             fail(f"no pending confirmation {call!r} on thread {thread_id}")
         return chosen
@@ -104,14 +112,16 @@ def register(app: typer.Typer) -> None:
             for sent in p.get("sent") or []:  # confirmations.notify: answerable from the phone too
                 say(f"    sent to {sent['channel']} ({sent['to']}) at {sent['at'][:16].replace('T', ' ')} UTC"
                     + (f", {sent['used']}" if sent.get("used") else ""))
-            say(f"    jarvis approve {p['thread_id']} --call {p['interrupt_id']}   |   jarvis deny {p['thread_id']}")
+            say(f"    jarvis approve {p['thread_id']} --call {p['ref'][:REF_SHOWN]}   |   "
+                f"jarvis deny {p['thread_id']} --call {p['ref'][:REF_SHOWN]}")
 
     @app.command()
     def approve(
         ctx: typer.Context,
         thread_id: str,
         args: str = typer.Option(None, "--args", help="run with these arguments instead (JSON object)"),
-        call: str = typer.Option(None, "--call", help="only this confirmation (interrupt id) when several wait"),
+        call: str = typer.Option(None, "--call",
+                                 help="only this confirmation (as `jarvis pending` names it, or its interrupt id)"),
     ) -> None:
         """Approve what THREAD is waiting for (all of it, or --call one), then let the turn continue."""
         decision: Decision = ("approve", None, None)
@@ -130,7 +140,8 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         thread_id: str,
         reason: str = typer.Option(None, "--reason", help="told to the planner"),
-        call: str = typer.Option(None, "--call", help="only this confirmation (interrupt id) when several wait"),
+        call: str = typer.Option(None, "--call",
+                                 help="only this confirmation (as `jarvis pending` names it, or its interrupt id)"),
     ) -> None:
         """Deny what THREAD is waiting for; the planner is told and the turn goes on."""
         _resolve(ctx, thread_id, ("deny", reason, None), call)
