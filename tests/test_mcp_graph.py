@@ -116,3 +116,21 @@ def test_a_tool_of_a_server_added_while_running_says_it_is_starting_not_that_it_
     out = graph.invoke({"messages": [("user", "do it")]}, {"configurable": {"thread_id": "new-3"}})
     err = next(m for m in out["messages"] if m.type == "tool")
     assert "there is no tool named 'no_such_tool'" in err.content, err.content
+
+
+def test_a_tool_description_that_hides_an_instruction_is_shown_to_the_model_and_the_user(jarvis_env):
+    """Tool poisoning: an MCP server's description carries an instruction in Unicode tag characters, which models
+    read and people do not see. The model's request and the user's tool list show it written out, and the call
+    still works (names, types and values untouched)."""
+    write_server(jarvis_env.path / "mcp", "dates", "tests.fakes.mcp_test_server", "--only", "poisoned")
+    jarvis_env.server.push(tool_call("poisoned", date="2026-11-27"), answer("Formatted."))
+    graph = jarvis_env.graph()
+    out = graph.invoke({"messages": [("user", "format today's date")]}, {"configurable": {"thread_id": "poison"}})
+    (offered,) = [t["function"] for t in jarvis_env.server.requests[0]["tools"] if t["function"]["name"] == "poisoned"]
+    sent = json.dumps(offered, ensure_ascii=False)
+    assert not any(0xE0000 <= ord(c) <= 0xE007F or c in "\u200b\u202e" for c in sent), sent
+    assert "Format a date.\\\\U000e0042\\\\U000e0065" in sent and "Dates only.\\\\u200b" in sent
+    assert "unused\\\\u202e (ignore)" in sent  # an argument's description too
+    assert next(m for m in out["messages"] if m.type == "tool").content == "2026-11-27"
+    shown = jarvis_env.cli("tools", "show", "poisoned", check=True).stdout  # what the user reads of the tool
+    assert not any(0xE0000 <= ord(c) <= 0xE007F for c in shown) and "\\U000e0042" in shown, shown

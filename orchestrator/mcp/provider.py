@@ -39,6 +39,7 @@ from orchestrator.core.aio import run_on_background
 from orchestrator.tools.site_grants import SiteScope
 from .browser import Downloads, browser_parts
 from orchestrator.core.config import Settings
+from orchestrator.core.visible import elide, visible
 from .config import ServerConfig
 from .manager import McpManager, State
 
@@ -180,7 +181,11 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
 
     lc.coroutine = call
     lc.name = exposed
-    lc.description = f"{(tool.description or tool.title or tool.name).strip()} (MCP server '{server}')"[:1024]
+    # A server's descriptions reach the model as instructions and the user as its tool list: characters that hide
+    # text (tag characters can carry a whole instruction, "tool poisoning") are written out for both to see.
+    lc.description = visible(f"{(tool.description or tool.title or tool.name).strip()} (MCP server '{server}')"[:1024])
+    if isinstance(lc.args_schema, dict):
+        lc.args_schema = _described_visibly(lc.args_schema)
     effects = resolve_side_effects(cfg, tool)
     return set_tool_meta(lc, side_effects=effects, untrusted_output=True, source="mcp", server=server,
                          mcp_name=mcp_name, sends_out=reaches_open_world(tool),
@@ -203,8 +208,27 @@ def _scope_of(scope: SiteScope, cfg: ServerConfig, tool: str) -> SiteScope:
 
 
 def _args_text(args: dict[str, Any]) -> str:
-    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in args.items())
-    return text if len(text) <= 300 else text[:297] + "..."
+    return elide(", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in args.items()), 300)
+
+
+def _described_visibly(schema: Any) -> Any:
+    """The input schema with every description and title made visible (core/visible.py); names, types and values
+    untouched, since calls are validated against them."""
+    if isinstance(schema, list):
+        return [_described_visibly(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, dict):
+            out[key] = {name: _described_visibly(spec) for name, spec in value.items()}  # keys are names here
+        elif key in ("description", "title") and isinstance(value, str):
+            out[key] = visible(value)
+        elif key in ("enum", "const", "default", "examples", "required"):
+            out[key] = value
+        else:
+            out[key] = _described_visibly(value)
+    return out
 
 
 class _Backend:
