@@ -162,6 +162,11 @@ def test_every_line_the_cli_prints_goes_through_say():
             func = node.func
             name = (getattr(func.value, "id", getattr(func.value, "attr", "")), func.attr) \
                 if isinstance(func, ast.Attribute) else ("", getattr(func, "id", ""))
+            if name == ("", "say") and node.args and isinstance(node.args[0], ast.Call) \
+                    and getattr(node.args[0].func, "attr", "") == "dumps" \
+                    and any(k.arg == "ensure_ascii" for k in node.args[0].keywords):
+                # JSON with raw non-ASCII: `say` would write a C1 control as \x9b, which is not JSON; visible_json
+                bad.append(f"{path.name}:{node.lineno} (json.dumps(ensure_ascii=False): use visible_json)")
             if name in printers or name == ("", "print"):
                 if path.name == "__init__.py" and name == ("typer", "secho"):  # say itself
                     continue

@@ -11,6 +11,7 @@ from typing import Any
 import typer
 
 from orchestrator.cli import fail, say, state
+from orchestrator.core.visible import visible_json
 from orchestrator.core import json_bounds
 
 memory_app = typer.Typer(help="What Jarvis remembers about you: people, projects, facts, and where each came from.",
@@ -41,7 +42,7 @@ def list_(ctx: typer.Context, kind: str = typer.Option(None, "--kind", help="onl
     if facts:
         rows = store.facts(limit=limit)
         if as_json:
-            say(json.dumps([f.as_dict() for f in rows], ensure_ascii=False, indent=1))
+            say(visible_json([f.as_dict() for f in rows], indent=1))
             return
         for f in rows:
             say(_fact_line(f))
@@ -50,7 +51,7 @@ def list_(ctx: typer.Context, kind: str = typer.Option(None, "--kind", help="onl
         return
     entities = store.entities(kind=kind, limit=limit)
     if as_json:
-        say(json.dumps(entities, ensure_ascii=False, indent=1))
+        say(visible_json(entities, indent=1))
         return
     for e in entities:
         say(f"{e['id']:<6} {e['kind']:<13} {e['name']}  ({e['facts']} facts)")
@@ -72,7 +73,7 @@ def show(ctx: typer.Context, entity: str = typer.Argument(..., help="a name or a
     if found is None:
         fail(f"nothing is remembered about {entity!r} (`jarvis memory list` shows what is)")
     if as_json:
-        say(json.dumps(found, ensure_ascii=False, indent=1))
+        say(visible_json(found, indent=1))
         return
     say(f"{found['name']} ({found['kind']}, id {found['id']})" + (f"  -> {found['link']}" if found["link"] else ""))
     for f in found["facts"]:
@@ -87,7 +88,7 @@ def search(ctx: typer.Context, query: str, k: int = typer.Option(10, "-k", min=1
     """The facts that best match QUERY (keywords, and meaning when an embeddings endpoint is configured)."""
     hits = _store(ctx).search(query, k, include_expired=True)
     if as_json:
-        say(json.dumps([h.as_dict() for h in hits], ensure_ascii=False, indent=1))
+        say(visible_json([h.as_dict() for h in hits], indent=1))
         return
     for h in hits:
         say(_fact_line(h))
@@ -176,7 +177,7 @@ def proposals_(ctx: typer.Context, as_json: bool = typer.Option(False, "--json",
 
     rows = proposals(_store(ctx))
     if as_json:
-        say(json.dumps(rows, ensure_ascii=False, indent=1))
+        say(visible_json(rows, indent=1))
         return
     for p in rows:
         about = f"{p['about']} ({p['kind'] or 'thing'}): " if p["about"] else ""
