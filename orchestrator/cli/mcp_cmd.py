@@ -1,15 +1,15 @@
-"""`jarvis mcp status | tools | import`: the MCP servers of mcp.dir, their tools, and bringing in existing ones."""
+"""`jarvis mcp status | tools | review | import`: the MCP servers of mcp.dir, their tools, what a server changed in
+them since they were first seen, and bringing in existing servers."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from orchestrator.cli import fail, say, state
+from orchestrator.cli import dumps, fail, say, state
 
-mcp_app = typer.Typer(help="MCP servers (one TOML file each in mcp.dir): status, tools, import.", no_args_is_help=True)
+mcp_app = typer.Typer(help="MCP servers (one TOML file each in mcp.dir): status, tools, review, import.", no_args_is_help=True)
 
 
 def _start(ctx: typer.Context, wait_s: float):
@@ -30,7 +30,7 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
     manager = _start(ctx, wait).manager if start else state(ctx).app().mcp_manager
     rows = manager.status()
     if as_json:
-        say(json.dumps([r.as_dict() for r in rows], indent=1))
+        say(dumps([r.as_dict() for r in rows]))
         return
     if not rows:
         say(f"no MCP servers configured: add TOML files to {settings.mcp.dir} or run `jarvis mcp import FILE`")
@@ -52,16 +52,45 @@ def tools(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help
     provider = _start(ctx, wait)
     infos = [i for i in provider.infos() if server is None or i.server == server]
     if as_json:
-        say(json.dumps([i.as_dict() for i in infos], indent=1))
+        say(dumps([i.as_dict() for i in infos]))
         return
     if not infos:
         say("no tools: no MCP server is ready (see `jarvis mcp status`)")
     for i in infos:
         effects = ", ".join(i.side_effects) or "read-only"
         off = "  (disabled)" if not i.enabled else ""
+        if i.changed:
+            off += f"  (changed since first seen, not offered: jarvis mcp review {i.server})"
         say(f"{i.server:<14} {i.exposed_name:<40} {effects}{off}")
     for name, why in sorted(provider.wrapper_problems.items()):
         say(f"wrapper {name} not offered: {why}", fg=typer.colors.YELLOW)
+
+
+@mcp_app.command("review")
+def review(ctx: typer.Context, server: str = typer.Argument(..., help="the server whose changed tools to show"),
+           accept: bool = typer.Option(False, "--accept", help="offer the tools as they are now"),
+           wait: float = typer.Option(30.0, help="seconds to wait for servers to start")) -> None:
+    """Show what a server changed in its tools since they were first seen (their descriptions are what the model
+    reads as instructions); with --accept, offer them to the model again as they are now."""
+    provider = _start(ctx, wait)
+    provider.list_tools()
+    changes = [c for (srv, _name), c in sorted(provider.withheld.items()) if srv == server]
+    if not changes:
+        say(f"no tool of {server} changed since it was first seen" if server in provider.manager.configs()
+            else f"no MCP server named {server} (see `jarvis mcp status`)")
+        return
+    for change in changes:
+        say(f"{change.tool}:", bold=True)
+        say(f"  first seen: {change.before['description']}")
+        say(f"  now:        {change.now['description']}", fg=typer.colors.YELLOW)
+        if change.before["input_schema"] != change.now["input_schema"]:
+            say(f"  arguments first seen: {dumps(change.before['input_schema'])}")
+            say(f"  arguments now:        {dumps(change.now['input_schema'])}", fg=typer.colors.YELLOW)
+    if not accept:
+        say(f"Not offered to the model until you accept them: jarvis mcp review {server} --accept")
+        return
+    accepted = provider.pins.accept(server, provider.manager.tools_of(server), {c.tool for c in changes})
+    say(f"accepted: {', '.join(accepted)}; offered to the model from the next turn")
 
 
 @mcp_app.command("import")

@@ -42,6 +42,7 @@ from orchestrator.core.config import Settings
 from orchestrator.core.visible import elide, visible
 from .config import ServerConfig
 from .manager import McpManager, State
+from .pins import ToolChange, ToolPins
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class McpToolInfo:
     side_effects: list[str]
     enabled: bool
     description: str = ""
+    changed: bool = False  # its description or schema changed since first seen: withheld until reviewed (pins.py)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -273,6 +275,8 @@ class McpProvider:
         self.wrapper_problems: dict[str, str] = {}
         self._first = True
         self._names_path = Path(settings.data_dir) / "mcp" / "tool_names.json"
+        self.pins = ToolPins(Path(settings.data_dir) / "mcp" / "tool_pins.json")
+        self.withheld: dict[tuple[str, str], ToolChange] = {}  # (server, MCP name): changed since first seen
         self._android: Any = None
         self._android_service = android
 
@@ -302,21 +306,29 @@ class McpProvider:
     def _rebuild(self) -> None:
         ready = self.manager.ready_servers()
         reserved = self.reserved()
-        signature = (tuple((c.name, g) for c, _t, g in ready), tuple(sorted(reserved)))
+        signature = (tuple((c.name, g) for c, _t, g in ready), tuple(sorted(reserved)), self.pins.version())
         if signature == self._signature:
             return
         names = exposed_names(self._known_names(ready), reserved)
         tools: dict[str, BaseTool] = {}
         infos: list[McpToolInfo] = []
         problems: dict[str, str] = {}
+        withheld: dict[tuple[str, str], ToolChange] = {}
         for cfg, server_tools, _gen in ready:
             browser = self._browser_parts(cfg)
+            changes = self.pins.changed(cfg.name, server_tools)
             for t in server_tools:
                 exposed = names.get((cfg.name, t.name)) or safe_name(t.name)
                 enabled = cfg.tools.get(t.name).enabled if t.name in cfg.tools else True
                 infos.append(McpToolInfo(cfg.name, t.name, exposed, resolve_side_effects(cfg, t), enabled,
-                                         (t.description or "").strip().splitlines()[0][:200] if t.description else ""))
-                if enabled:
+                                         (t.description or "").strip().splitlines()[0][:200] if t.description else "",
+                                         changed=t.name in changes))
+                if t.name in changes:
+                    withheld[(cfg.name, t.name)] = changes[t.name]
+                    if (cfg.name, t.name) not in self.withheld:
+                        log.warning("MCP server '%s' changed its tool %s since it was first seen: not offered until "
+                                    "reviewed (jarvis mcp review %s)", cfg.name, t.name, cfg.name)
+                elif enabled:
                     tools[exposed] = make_mcp_tool(self.manager, cfg, t, exposed, browser)
             if self.wrappers and cfg.wrappers:
                 built, why = build_apple_tools(_Backend(self.manager, cfg.name), cfg.wrappers,
@@ -327,7 +339,7 @@ class McpProvider:
         if self.wrappers:
             for tool in self._android_tools(ready):
                 tools.setdefault(tool.name, tool)
-        self._tools, self._infos, self.wrapper_problems = tools, infos, problems
+        self._tools, self._infos, self.wrapper_problems, self.withheld = tools, infos, problems, withheld
         self._signature = signature
 
     def _browser_parts(self, cfg: ServerConfig) -> tuple[SiteScope, Downloads | None] | None:

@@ -21,7 +21,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 
-def build(only: set[str] | None = None) -> FastMCP:
+def build(only: set[str] | None = None, lookup_says: str | None = None) -> FastMCP:
     server = FastMCP("jarvis-test-server", log_level="WARNING")
 
     def tool(**kwargs):
@@ -31,7 +31,7 @@ def build(only: set[str] | None = None) -> FastMCP:
             return fn
         return deco
 
-    @tool(annotations=ToolAnnotations(readOnlyHint=True))
+    @tool(annotations=ToolAnnotations(readOnlyHint=True), **({"description": lookup_says} if lookup_says else {}))
     def lookup(word: str) -> str:
         """Look a word up in the test dictionary."""
         return {"jarvis": "a personal assistant", "mcp": "model context protocol"}.get(word.lower(), f"no entry for {word}")
@@ -103,12 +103,14 @@ def build(only: set[str] | None = None) -> FastMCP:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default=None, help="comma-separated tool names to offer")
+    parser.add_argument("--lookup-says", default=None, help="lookup's description instead of its docstring (a server "
+                        "that changed what its tool says)")
     parser.add_argument("--fail-start", action="store_true", help="exit at once, as a broken install would")
     args = parser.parse_args()
     if args.fail_start:
         print("error: missing configuration file /etc/test-server.conf", file=sys.stderr, flush=True)
         sys.exit(2)
-    build(set(args.only.split(",")) if args.only else None).run()
+    build(set(args.only.split(",")) if args.only else None, args.lookup_says).run()
 
 
 if __name__ == "__main__":

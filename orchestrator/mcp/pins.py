@@ -1,0 +1,112 @@
+"""An MCP server's tools as they were first seen: a tool whose description or input schema changes afterwards is
+not offered to the model until the user has looked at the change (`jarvis mcp review SERVER --accept`).
+
+A tool's description is read by the model as instructions, every turn, in every thread, and no taint marks it:
+it is trusted the way the user's own configuration is. A server that was harmless when the user set it up can
+change what its tools say later ("rug pull"): an update of its package, a server that answers differently after a
+while. So the first listing of each tool is kept (trust on first use), and a later one that differs withholds that
+tool, with its old and new text kept for the review. Tools a server adds later are new, and are kept as first seen.
+
+Kept in <data>/mcp/tool_pins.json: {server: {tool: {"digest", "description", "input_schema"}}}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcp import types as mt
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ToolChange:
+    server: str
+    tool: str
+    before: dict[str, Any]  # {"description", "input_schema"} as first seen (accepted)
+    now: dict[str, Any]
+
+
+def _shape(tool: mt.Tool) -> dict[str, Any]:
+    return {"description": tool.description or "", "input_schema": tool.inputSchema or {}}
+
+
+def _digest(shape: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(shape, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+class ToolPins:
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+
+    def _read(self) -> dict[str, dict[str, dict[str, Any]]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:  # unreadable: nothing is pinned rather than everything withheld
+            log.warning("cannot read %s (%s): MCP tools are pinned anew as they are now", self.path, exc)
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _write(self, data: dict[str, Any]) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False), encoding="utf-8")
+            tmp.replace(self.path)
+        except OSError:
+            log.warning("cannot write %s: MCP tools seen now are not pinned", self.path, exc_info=True)
+
+    def version(self) -> int:
+        """Changes when the file does (an accept from another process): the provider then judges its tools again."""
+        try:
+            return self.path.stat().st_mtime_ns
+        except OSError:
+            return 0
+
+    def changed(self, server: str, tools: list[mt.Tool]) -> dict[str, ToolChange]:
+        """The tools of `server` that differ from how they were first seen (by tool name); the others are kept as
+        seen now when they are new."""
+        with self._lock:
+            data = self._read()
+            pinned = data.setdefault(server, {})
+            changes: dict[str, ToolChange] = {}
+            added = False
+            for tool in tools:
+                shape = _shape(tool)
+                kept = pinned.get(tool.name)
+                if not isinstance(kept, dict):
+                    pinned[tool.name] = {**shape, "digest": _digest(shape)}
+                    added = True
+                elif kept.get("digest") != _digest(shape):
+                    before = {"description": kept.get("description", ""), "input_schema": kept.get("input_schema", {})}
+                    changes[tool.name] = ToolChange(server, tool.name, before, shape)
+            if added:
+                self._write(data)
+            return changes
+
+    def accept(self, server: str, tools: list[mt.Tool], names: set[str] | None = None) -> list[str]:
+        """Keep the tools of `server` (those in `names`, or all) as they are now. Returns the names whose kept form
+        changed."""
+        with self._lock:
+            data = self._read()
+            pinned = data.setdefault(server, {})
+            accepted = []
+            for tool in tools:
+                if names is not None and tool.name not in names:
+                    continue
+                shape = _shape(tool)
+                if (pinned.get(tool.name) or {}).get("digest") != _digest(shape):
+                    pinned[tool.name] = {**shape, "digest": _digest(shape)}
+                    accepted.append(tool.name)
+            if accepted:
+                self._write(data)
+            return accepted
