@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from integrations.base import KNOWN_SIDE_EFFECTS, is_untrusted, side_effects_of, source_of
 from jarb_core.factory import RegistryError
 
+from orchestrator.core.visible import visible
 from orchestrator.tools.autonomy import mode_for_effect
 from orchestrator.jarb.tools import make_factory, open_registry
 from orchestrator.tools.switches import ToolSwitches
@@ -104,7 +105,37 @@ def list_tools(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     # Switched off while its provider is gone (an MCP server that is down): still listed, so it can be enabled.
     absent = [{"name": r.name, "disabled_at": r.disabled_at.isoformat(), "note": r.note}
               for r in switches(ctx).rows() if r.name not in offered]
-    return {"tools": tools, "provider_errors": errors, "disabled_absent": absent}
+    return {"tools": tools, "provider_errors": errors, "disabled_absent": absent, "mcp_changed": _mcp_changed(ctx)}
+
+
+def _mcp_provider(ctx: AppContext) -> Any:
+    return next((p for p in ctx.runtime.catalog.providers if p.name == "mcp"), None)
+
+
+def _mcp_changed(ctx: AppContext) -> list[dict[str, Any]]:
+    """MCP tools withheld because they changed since first seen (mcp/pins.py), with both texts, shown as they are."""
+    provider = _mcp_provider(ctx)
+    return [{"server": c.server, "tool": c.tool, "before": visible(c.before["description"]),
+             "now": visible(c.now["description"]), "schema_changed": c.before["input_schema"] != c.now["input_schema"]}
+            for _key, c in sorted(getattr(provider, "withheld", {}).items())]
+
+
+class AcceptBody(BaseModel):
+    tools: list[str] = Field(min_length=1, max_length=1000, description="the MCP names of the changed tools to accept")
+
+
+@router.post("/mcp/{server}/accept")
+def accept_mcp_changes(body: AcceptBody, server: str = Path(pattern=r"^[A-Za-z0-9_.-]{1,128}$"),
+                       ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    """Offer the named changed tools of `server` again as they are now, like `jarvis mcp review SERVER --accept`."""
+    provider = _mcp_provider(ctx)
+    changed = {c.tool for (srv, _name), c in getattr(provider, "withheld", {}).items() if srv == server}
+    unknown = sorted(set(body.tools) - changed)
+    if provider is None or unknown:
+        raise HTTPException(404, f"no changed tool {', '.join(unknown) or ''} of the MCP server {server!r} waits for "
+                                 "review (the list may be out of date: reload it)")
+    accepted = provider.pins.accept(server, provider.manager.tools_of(server), set(body.tools))
+    return {"accepted": accepted}
 
 
 def _registry(ctx: AppContext) -> Any:

@@ -112,6 +112,24 @@ function render() {
         }
       } }, `Enable ${gone.name} again`)));
   }
+  // An MCP tool that says something else than when it was first seen is withheld until the user has read both.
+  for (const c of data.mcp_changed || []) {
+    const err = h("span");
+    body.append(h("section", { class: "problem mcp-changed", "data-tool": c.tool },
+      h("p", {}, h("strong", { text: `${c.tool} (MCP server ${c.server}) changed what it says. ` }),
+        "Jarvis does not offer it until you accept the new text: a tool's description is what the model reads as instructions."),
+      h("p", { class: "small" }, h("strong", { text: "First seen: " }), c.before),
+      h("p", { class: "small" }, h("strong", { text: "Now: " }), c.now),
+      c.schema_changed ? h("p", { class: "small", text: "Its arguments changed too (jarvis mcp review shows both)." }) : null,
+      h("button", { type: "button", onclick: async () => {
+        try {
+          await api(`/api/mcp/${encodeURIComponent(c.server)}/accept`, { method: "POST", body: { tools: [c.tool] } });
+          load();
+        } catch (e) {
+          clear(err).append(problem(e.message));
+        }
+      } }, `Accept ${c.tool} as it is now`), err));
+  }
   for (const [provider, error] of Object.entries(data.provider_errors || {})) {
     body.append(problem(`Tool provider ${provider} failed: ${error}. Its tools are missing until it works again (see Settings).`));
   }
