@@ -12,10 +12,13 @@ Kept in <data>/mcp/tool_pins.json: {server: {tool: {"digest", "description", "in
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,21 @@ class ToolPins:
         self.path = path
         self._lock = threading.Lock()
 
+    @contextmanager
+    def _held(self) -> Iterator[None]:
+        """One read-change-write at a time, across processes too (`jarvis run` pins a new tool while `jarvis mcp
+        review --accept` writes its answer: neither may write back what it read before the other wrote)."""
+        with self._lock:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                lock = open(self.path.with_suffix(".lock"), "a")  # noqa: SIM115 - held for the block below
+            except OSError:
+                yield  # a folder that cannot be written: nothing will be written either
+                return
+            with lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                yield
+
     def _read(self) -> dict[str, dict[str, dict[str, Any]]]:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
@@ -75,7 +93,7 @@ class ToolPins:
     def changed(self, server: str, tools: list[mt.Tool]) -> dict[str, ToolChange]:
         """The tools of `server` that differ from how they were first seen (by tool name); the others are kept as
         seen now when they are new."""
-        with self._lock:
+        with self._held():
             data = self._read()
             pinned = data.setdefault(server, {})
             changes: dict[str, ToolChange] = {}
@@ -96,7 +114,7 @@ class ToolPins:
     def accept(self, server: str, tools: list[mt.Tool], names: set[str] | None = None) -> list[str]:
         """Keep the tools of `server` (those in `names`, or all) as they are now. Returns the names whose kept form
         changed."""
-        with self._lock:
+        with self._held():
             data = self._read()
             pinned = data.setdefault(server, {})
             accepted = []
