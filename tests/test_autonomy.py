@@ -301,3 +301,57 @@ def test_the_cli_answers_the_question_jarvis_pending_showed_and_not_one_asked_si
     done = jarvis_env.cli("approve", "bound", "--call", again)
     assert done.returncode == 0, done.stderr
     assert target.read_text() == "hello"
+
+
+def _on_a_terminal(env, *args: str, reply: str, timeout: float = 120) -> tuple[int, str]:
+    """Run `jarvis ARGS` with a pseudo-terminal as its stdin, stdout and stderr, as a person at a terminal does,
+    answering `reply` to the first [y/N] question. Returns the exit code and everything it wrote."""
+    import pty
+    import select
+
+    from orchestrator.storage import writer
+
+    writer.flush()
+    main, side = pty.openpty()
+    proc = subprocess.Popen([str(JARVIS_BIN), *args], stdin=side, stdout=side, stderr=side, env=env.env(),
+                            cwd=str(env.path), close_fds=True)
+    os.close(side)
+    out, answered, deadline = b"", False, time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([main], [], [], 0.2)
+            if main in ready:
+                try:
+                    chunk = os.read(main, 65536)
+                except OSError:  # EIO: the other side is closed, it has exited
+                    break
+                if not chunk:
+                    break
+                out += chunk
+                if not answered and b"[y/N]" in out:
+                    os.write(main, reply.encode() + b"\n")
+                    answered = True
+            elif proc.poll() is not None:
+                break
+        return proc.wait(timeout=30), out.decode(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(main)
+
+
+def test_approving_a_whole_thread_on_a_terminal_shows_what_is_approved_first(jarvis_env):
+    """`jarvis approve THREAD` (no --call) answers what is pending when it runs, which may not be what the user
+    looked at: on a terminal it shows the calls and asks; no means nothing is done."""
+    target = jarvis_env.root / "note.txt"
+    jarvis_env.server.push(tool_call("fs_write_text", path=str(target), content="hello"))
+    assert jarvis_env.cli("chat", "--thread", "shown", "write hello to note.txt").returncode == 3
+    code, said = _on_a_terminal(jarvis_env, "approve", "shown", reply="n")
+    assert code == 1 and "nothing was approved" in said, said
+    assert f"Confirmation needed (fs_write_text): Write 5 characters to {target}" in said
+    assert "Approve this call?" in said
+    assert not target.exists() and jarvis_env.cli_json("pending", "--json")  # still waiting
+    jarvis_env.server.push(answer("Written."))
+    code, said = _on_a_terminal(jarvis_env, "approve", "shown", reply="y")
+    assert code == 0 and "Written." in said, said
+    assert target.read_text() == "hello"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -35,6 +36,20 @@ def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> li
     return pending
 
 
+def _shown_first(chosen: list[dict[str, Any]]) -> None:
+    """`jarvis approve THREAD` without --call approves what is pending when it runs, which may not be what the user
+    last looked at: on a terminal it shows it and asks first. Without one (a script), `--call` names the question."""
+    from .chat import _can_ask, describe_confirmation
+
+    if not (_can_ask() and sys.stderr.isatty()):
+        return
+    for item in chosen:
+        say(describe_confirmation(item), err=True, fg=typer.colors.YELLOW)
+    what = "this call" if len(chosen) == 1 else f"these {len(chosen)} calls"
+    if not typer.confirm(f"Approve {what}?", default=False, err=True):
+        fail("nothing was approved")
+
+
 def _resolve(ctx: typer.Context, thread_id: str, decision: Decision, call: str | None) -> None:
     from orchestrator.storage.claims import ClaimBusy, Claims
 
@@ -63,6 +78,8 @@ def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None)
         fail(f"nothing is pending on thread {thread_id}: it was already resolved (or never asked); nothing was done")
     chosen = _pick(pending, call, thread_id)
     answer, note, args = decision
+    if answer != "deny" and call is None:
+        _shown_first(chosen)
     if answer == "edit" and len(chosen) > 1:
         fail(f"{len(chosen)} confirmations are pending on {thread_id}; pick one with --call (see `jarvis pending`)")
     resume = {p["interrupt_id"]: resume_value(p, answer, note=note, args=args) for p in chosen}
