@@ -355,3 +355,30 @@ def test_approving_a_whole_thread_on_a_terminal_shows_what_is_approved_first(jar
     code, said = _on_a_terminal(jarvis_env, "approve", "shown", reply="y")
     assert code == 0 and "Written." in said, said
     assert target.read_text() == "hello"
+
+
+def test_editing_on_a_terminal_shows_the_arguments_as_they_are_and_keeps_them(jarvis_env):
+    """The edit prompt's default is the call's JSON with hidden characters written out (core/visible.py): a right-
+    to-left override in a path shows as \\u202e, and accepting the default still names the very file."""
+    import pty
+
+    target = jarvis_env.root / "invoice\u202etxt.sh"
+    jarvis_env.server.push(tool_call("fs_write_text", path=str(target), content="x"), answer("Written."))
+    main, side = pty.openpty()
+    proc = subprocess.Popen([str(JARVIS_BIN), "chat", "--thread", "tty-edit", "write it"], stdin=side,
+                            stdout=subprocess.PIPE, stderr=side, env=jarvis_env.env(), cwd=str(jarvis_env.path))
+    os.close(side)
+    seen, deadline = b"", time.time() + 120
+    for wanted, reply in ((b"[a]pprove", b"e\n"), (b"arguments as JSON", b"\n")):
+        while wanted not in seen and time.time() < deadline:
+            try:
+                seen += os.read(main, 4096)
+            except OSError:
+                break
+        os.write(main, reply)
+    stdout, _ = proc.communicate(timeout=120)
+    os.close(main)
+    shown = seen.decode(errors="replace")
+    assert "invoice\\u202etxt.sh" in shown and "\u202e" not in shown, shown
+    assert proc.returncode == 0 and "Written." in stdout.decode()
+    assert target.read_text() == "x"

@@ -59,7 +59,7 @@ def ask_decision(c: dict[str, Any]) -> dict[str, Any]:
             reason = typer.prompt("reason (optional)", default="", err=True, show_default=False)
             return resume_value(c, "deny", note=reason or None)
         if not in_doubt and answer in ("e", "edit"):
-            raw = typer.prompt("arguments as JSON", default=json.dumps(c.get("args") or {}), err=True)
+            raw = typer.prompt("arguments as JSON", default=visible_json(c.get("args") or {}), err=True)
             try:
                 args = json.loads(raw)
             except json.JSONDecodeError as exc:
