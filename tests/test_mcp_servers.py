@@ -206,7 +206,7 @@ def test_a_tool_that_changes_what_it_says_is_withheld_until_the_user_accepts_it(
 
     listed = jarvis_env.cli("mcp", "tools", check=True).stdout
     assert "changed since first seen, not offered: jarvis mcp review dict" in listed, listed
-    shown = jarvis_env.cli("mcp", "review", "dict", check=True).stdout
+    shown = jarvis_env.cli("mcp", "review", check=True).stdout  # every server's changes
     assert "first seen: Look a word up in the test dictionary." in shown and f"now:        {steer}" in shown, shown
     assert "lookup" not in catalog.names()  # looking is not accepting
     accepted = jarvis_env.cli("mcp", "review", "dict", "--accept", check=True).stdout
@@ -214,3 +214,34 @@ def test_a_tool_that_changes_what_it_says_is_withheld_until_the_user_accepts_it(
     wait_for(lambda: "lookup" in catalog.names(), timeout=30, interval=0.3)  # this process sees the accept too
     assert steer in next(t for t in catalog.all() if t.name == "lookup").description
     assert "no tool of dict changed" in jarvis_env.cli("mcp", "review", "dict", check=True).stdout
+    assert "no tool of any server changed" in jarvis_env.cli("mcp", "review", check=True).stdout
+    assert jarvis_env.cli("mcp", "review", "nope").returncode == 1
+
+
+def test_an_accept_takes_the_text_shown_not_one_the_server_changed_to_since(jarvis_env):
+    """The user reads what a tool says now and presses Accept; if the server changed it again meanwhile, the accept
+    names the text that was shown (its digest), so the newer text is not accepted unseen."""
+    from tests.ui_server import start_ui
+
+    mcp_dir = jarvis_env.path / "mcp"
+    jarvis_env.write_config(mcp={"dir": str(mcp_dir), "restart_backoff_s": 0.2})
+    write_server(mcp_dir, "dict", SERVER, "--only", "lookup,echo")
+    with start_ui(jarvis_env) as ui, ui.client() as c:
+        def changed(says: str):
+            def seen():
+                listed = c.get("/api/tools").json()
+                return next((x for x in listed["mcp_changed"] if x["now"] == says), None)
+            return seen
+
+        assert "lookup" in {t["name"] for t in c.get("/api/tools").json()["tools"]}  # first seen
+        write_server(mcp_dir, "dict", SERVER, "--only", "lookup,echo", "--lookup-says", "Look a word up, version 2.")
+        shown = wait_for(changed("Look a word up, version 2."), timeout=30, interval=0.3)
+        write_server(mcp_dir, "dict", SERVER, "--only", "lookup,echo", "--lookup-says", "Version 3: call echo first.")
+        latest = wait_for(changed("Version 3: call echo first."), timeout=30, interval=0.3)
+        refused = c.post("/api/mcp/dict/accept", json={"tools": {"lookup": shown["digest"]}})
+        assert refused.status_code == 409 and "changed again since it was shown" in refused.json()["detail"]
+        assert c.post("/api/mcp/nope/accept", json={"tools": {"lookup": latest["digest"]}}).status_code == 404
+        accepted = c.post("/api/mcp/dict/accept", json={"tools": {"lookup": latest["digest"]}})
+        assert accepted.json() == {"accepted": ["lookup"]}
+        wait_for(lambda: "lookup" in {t["name"] for t in c.get("/api/tools").json()["tools"]}, timeout=30, interval=0.3)
+    shutdown_mcp()

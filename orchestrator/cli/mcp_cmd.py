@@ -67,29 +67,35 @@ def tools(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help
 
 
 @mcp_app.command("review")
-def review(ctx: typer.Context, server: str = typer.Argument(..., help="the server whose changed tools to show"),
+def review(ctx: typer.Context, server: str = typer.Argument(None, help="the server whose changed tools to show "
+                                                                       "(default: every server's)"),
            accept: bool = typer.Option(False, "--accept", help="offer the tools as they are now"),
            wait: float = typer.Option(30.0, help="seconds to wait for servers to start")) -> None:
     """Show what a server changed in its tools since they were first seen (their descriptions are what the model
     reads as instructions); with --accept, offer them to the model again as they are now."""
     provider = _start(ctx, wait)
     provider.list_tools()
-    changes = [c for (srv, _name), c in sorted(provider.withheld.items()) if srv == server]
+    changes = [c for (srv, _name), c in sorted(provider.withheld.items()) if server is None or srv == server]
+    if server is not None and server not in provider.manager.configs():
+        fail(f"no MCP server named {server} (see `jarvis mcp status`)")
     if not changes:
-        say(f"no tool of {server} changed since it was first seen" if server in provider.manager.configs()
-            else f"no MCP server named {server} (see `jarvis mcp status`)")
+        say(f"no tool of {server or 'any server'} changed since it was first seen")
         return
     for change in changes:
-        say(f"{change.tool}:", bold=True)
+        say(f"{change.tool} ({change.server}):", bold=True)
         say(f"  first seen: {change.before['description']}")
         say(f"  now:        {change.now['description']}", fg=typer.colors.YELLOW)
         if change.before["input_schema"] != change.now["input_schema"]:
             say(f"  arguments first seen: {dumps(change.before['input_schema'])}")
             say(f"  arguments now:        {dumps(change.now['input_schema'])}", fg=typer.colors.YELLOW)
     if not accept:
-        say(f"Not offered to the model until you accept them: jarvis mcp review {server} --accept")
+        named = f" {server}" if server else ""
+        say(f"Not offered to the model until you accept them: jarvis mcp review{named} --accept")
         return
-    accepted = provider.pins.accept(server, provider.manager.tools_of(server), {c.tool for c in changes})
+    accepted = []
+    for name in sorted({c.server for c in changes}):
+        accepted += provider.pins.accept(name, provider.manager.tools_of(name),
+                                         {c.tool: c.digest for c in changes if c.server == name})
     say(f"accepted: {', '.join(accepted)}; offered to the model from the next turn")
 
 

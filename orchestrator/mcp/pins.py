@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +34,11 @@ class ToolChange:
     tool: str
     before: dict[str, Any]  # {"description", "input_schema"} as first seen (accepted)
     now: dict[str, Any]
+
+    @property
+    def digest(self) -> str:
+        """Names the text shown: an accept that gives it takes that text only, not one the server changed to since."""
+        return _digest(self.now)
 
 
 def _shape(tool: mt.Tool) -> dict[str, Any]:
@@ -111,17 +116,17 @@ class ToolPins:
                 self._write(data)
             return changes
 
-    def accept(self, server: str, tools: list[mt.Tool], names: set[str] | None = None) -> list[str]:
-        """Keep the tools of `server` (those in `names`, or all) as they are now. Returns the names whose kept form
-        changed."""
+    def accept(self, server: str, tools: list[mt.Tool], shown: Mapping[str, str] | None = None) -> list[str]:
+        """Keep the tools of `server` as they are now: those in `shown` (name -> the digest of the text the user was
+        shown; a tool whose text changed again since is left as it was), or all. Returns the names accepted."""
         with self._held():
             data = self._read()
             pinned = data.setdefault(server, {})
             accepted = []
             for tool in tools:
-                if names is not None and tool.name not in names:
-                    continue
                 shape = _shape(tool)
+                if shown is not None and shown.get(tool.name) != _digest(shape):
+                    continue  # not shown, or shown as it was before it changed again
                 if (pinned.get(tool.name) or {}).get("digest") != _digest(shape):
                     pinned[tool.name] = {**shape, "digest": _digest(shape)}
                     accepted.append(tool.name)

@@ -116,12 +116,14 @@ def _mcp_changed(ctx: AppContext) -> list[dict[str, Any]]:
     """MCP tools withheld because they changed since first seen (mcp/pins.py), with both texts, shown as they are."""
     provider = _mcp_provider(ctx)
     return [{"server": c.server, "tool": c.tool, "before": visible(c.before["description"]),
-             "now": visible(c.now["description"]), "schema_changed": c.before["input_schema"] != c.now["input_schema"]}
+             "now": visible(c.now["description"]), "schema_changed": c.before["input_schema"] != c.now["input_schema"],
+             "digest": c.digest}
             for _key, c in sorted(getattr(provider, "withheld", {}).items())]
 
 
 class AcceptBody(BaseModel):
-    tools: list[str] = Field(min_length=1, max_length=1000, description="the MCP names of the changed tools to accept")
+    tools: dict[str, str] = Field(min_length=1, max_length=1000, description="for each tool to accept, its MCP "
+                                  "name -> the digest of the text shown (`mcp_changed`)")
 
 
 @router.post("/mcp/{server}/accept")
@@ -134,7 +136,10 @@ def accept_mcp_changes(body: AcceptBody, server: str = Path(pattern=r"^[A-Za-z0-
     if provider is None or unknown:
         raise HTTPException(404, f"no changed tool {', '.join(unknown) or ''} of the MCP server {server!r} waits for "
                                  "review (the list may be out of date: reload it)")
-    accepted = provider.pins.accept(server, provider.manager.tools_of(server), set(body.tools))
+    accepted = provider.pins.accept(server, provider.manager.tools_of(server), body.tools)
+    if set(accepted) != set(body.tools):
+        raise HTTPException(409, f"{', '.join(sorted(set(body.tools) - set(accepted)))} changed again since it was "
+                                 "shown; nothing was accepted for it. Reload and read what it says now.")
     return {"accepted": accepted}
 
 

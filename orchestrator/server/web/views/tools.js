@@ -123,7 +123,7 @@ function render() {
       c.schema_changed ? h("p", { class: "small", text: "Its arguments changed too (jarvis mcp review shows both)." }) : null,
       h("button", { type: "button", onclick: async () => {
         try {
-          await api(`/api/mcp/${encodeURIComponent(c.server)}/accept`, { method: "POST", body: { tools: [c.tool] } });
+          await api(`/api/mcp/${encodeURIComponent(c.server)}/accept`, { method: "POST", body: { tools: { [c.tool]: c.digest } } });
           load();
         } catch (e) {
           clear(err).append(problem(e.message));
