@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import re
 
+from orchestrator.core.visible import hiding_characters
+
 from .spec import ToolSpec
 
 _FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
@@ -70,9 +72,21 @@ def syntax_problem(code: str, label: str) -> str | None:
     return None
 
 
+def hidden_problem(code: str, label: str) -> str | None:
+    """Code with bidirectional controls or invisible characters reads differently from how it runs ("Trojan
+    Source": an override inside a comment or a string moves what follows): the user approves the code they read."""
+    found = hiding_characters(code)
+    if not found:
+        return None
+    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    return (f"{label} contains characters that reorder or hide what a reader sees ({shown}); write it without "
+            "bidirectional controls or invisible characters")
+
+
 def check_module(code: str, spec: ToolSpec) -> list[str]:
-    """Before running anything: it parses, and defines `def <name>(<the spec's arguments>)` at top level."""
-    problem = syntax_problem(code, "the module")
+    """Before running anything: it parses, reads as it runs, and defines `def <name>(<the spec's arguments>)` at top
+    level."""
+    problem = syntax_problem(code, "the module") or hidden_problem(code, "the module")
     if problem:
         return [problem]
     tree = ast.parse(code)
@@ -109,8 +123,8 @@ def check_module(code: str, spec: ToolSpec) -> list[str]:
 
 
 def check_tests(code: str, spec: ToolSpec) -> list[str]:
-    """Tests parse, import the tool by its plain name and define at least one test function."""
-    problem = syntax_problem(code, "the tests")
+    """Tests parse, read as they run, import the tool by its plain name and define at least one test function."""
+    problem = syntax_problem(code, "the tests") or hidden_problem(code, "the tests")
     if problem:
         return [problem]
     tree = ast.parse(code)

@@ -18,7 +18,7 @@ from typing import Any
 
 from integrations.base import KNOWN_SIDE_EFFECTS
 
-from .codecheck import check_module, check_tests
+from .codecheck import check_module, check_tests, hidden_problem
 from .loader import read_verified
 from .manifest import Manifest, derive_manifest
 from .registry import ACTIVE, DISABLED, FAILED, TRUST_CONFIRM, TRUST_POLICY, RegistryError, ToolRecord, ToolRegistry
@@ -87,6 +87,9 @@ class ToolFactory:
             existing = self.registry.by_request(request_key)
             if existing is not None:  # a replayed registration (resume after a crash): the same tool
                 return existing
+        hidden = hidden_problem(code, "its module") or hidden_problem(tests, "its tests")
+        if hidden:  # the tests passed, but what the user approved must be what runs
+            raise RegistryError(f"{spec.name} cannot be registered: {hidden}")
         manifest = derive_manifest(code)
         contradictions = manifest.contradictions(spec.effects())
         if contradictions:

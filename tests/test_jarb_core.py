@@ -99,6 +99,29 @@ def test_static_checks():
     assert any("no test function" in p for p in check_tests("from word_count import word_count\n", spec))
 
 
+# Trojan Source (CVE-2021-42574): a right-to-left isolate inside a comment moves the `return` the reader sees after
+# it into the comment, so the code approved is not the code that runs.
+TROJAN = ("def word_count(text: str) -> int:\n"
+          "    n = len(text.split())\n"
+          "    # \u2067 stop early for the admin \u2066 return 0\u2069 \u2066\n"
+          "    return n\n")
+
+
+def test_code_that_reads_differently_from_how_it_runs_is_refused(settings):
+    from jarb_core.testing import TestReport
+
+    spec = parse_spec(WORD_COUNT_SPEC)
+    (problem,) = check_module(TROJAN, spec)
+    assert "reorder or hide what a reader sees (line 3: \\u2067, line 3: \\u2066" in problem
+    assert "hide what a reader sees" in check_tests(WORD_COUNT_TESTS + "\n# all cases\u200b\n", spec)[0]
+    factory = make_factory(settings)
+    record, report = factory.register_files(WORD_COUNT_SPEC, TROJAN, WORD_COUNT_TESTS, approve_network=lambda s, m: True)
+    assert record is None and report.static and "reorder or hide" in report.summary  # refused before running
+    with pytest.raises(RegistryError, match="cannot be registered: its module contains characters"):
+        factory.register(spec, TROJAN, WORD_COUNT_TESTS, TestReport(passed=True, summary="1 passed"),
+                         network_approved=False)  # even with a report that says the tests passed
+
+
 def test_manifest_must_match_declared_effects():
     code = ("import requests\nfrom pathlib import Path\n\n"
             "def fetch(url: str, out: str):\n    Path(out).write_text(requests.get(url).text)\n")

@@ -28,6 +28,7 @@ _INVISIBLE = "\u200b\u2060-\u2064\ufeff\U000e0000-\U000e007f\u2028\u2029"
 _ACTING = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}]")
 _ACTING_ONE_LINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}]")
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_HIDING = re.compile(f"[{_BIDI}{_INVISIBLE}]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -43,6 +44,15 @@ def _escape(match: re.Match[str]) -> str:
 def visible(text: str, *, one_line: bool = False) -> str:
     """`text` with every character that would act instead of being shown written as its escape."""
     return (_ACTING_ONE_LINE if one_line else _ACTING).sub(_escape, text)
+
+
+def hiding_characters(text: str) -> list[str]:
+    """Where `text` holds characters that reorder or hide what a reader sees (bidirectional controls, invisible
+    characters), as "line N: \\u202e": in code, what a reviewer reads would not be what runs ("Trojan Source")."""
+    found = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        found += [f"line {number}: {_escape(m)}" for m in _HIDING.finditer(line)]
+    return found
 
 
 def _json_escape(match: re.Match[str]) -> str:
