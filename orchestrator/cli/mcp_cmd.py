@@ -27,8 +27,14 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
            wait: float = typer.Option(30.0, help="seconds to wait for servers to start")) -> None:
     """Each server's state (ready, unhealthy, unavailable, disabled, broken), tool count and last error."""
     settings = state(ctx).settings
-    manager = _start(ctx, wait).manager if start else state(ctx).app().mcp_manager
+    provider = _start(ctx, wait) if start else None
+    manager = provider.manager if provider is not None else state(ctx).app().mcp_manager
     rows = manager.status()
+    withheld: dict[str, list[str]] = {}
+    if provider is not None:
+        provider.list_tools()
+        for server, tool in sorted(provider.withheld):
+            withheld.setdefault(server, []).append(tool)
     if as_json:
         say(dumps([r.as_dict() for r in rows]))
         return
@@ -42,6 +48,9 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
         say(f"{extra}  {r.last_error or r.description}")
         if r.note:
             say(f"{'':<34}{r.note}")
+        if r.name in withheld:
+            say(f"{'':<34}changed since first seen, not offered: {', '.join(withheld[r.name])} "
+                f"(jarvis mcp review {r.name})", fg=typer.colors.YELLOW)
 
 
 @mcp_app.command("tools")
