@@ -134,8 +134,8 @@ def accept_mcp_changes(body: AcceptBody, server: str = Path(pattern=r"^[A-Za-z0-
     changed = {c.tool for (srv, _name), c in getattr(provider, "withheld", {}).items() if srv == server}
     unknown = sorted(set(body.tools) - changed)
     if provider is None or unknown:
-        raise HTTPException(404, f"no changed tool {', '.join(unknown) or ''} of the MCP server {server!r} waits for "
-                                 "review (the list may be out of date: reload it)")
+        raise HTTPException(404, f"no changed tool {', '.join(unknown or body.tools)} of the MCP server {server!r} "
+                                 "waits for review (the list may be out of date: reload it)")
     accepted = provider.pins.accept(server, provider.manager.tools_of(server), body.tools)
     if set(accepted) != set(body.tools):
         raise HTTPException(409, f"{', '.join(sorted(set(body.tools) - set(accepted)))} changed again since it was "
