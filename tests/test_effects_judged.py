@@ -81,3 +81,33 @@ def test_a_jorb_granted_autonomy_asks_even_where_starting_jorbs_is_automatic(jor
     tightened = jorb_executor.execute("jorb_create", {"name": "Careful", "plan": "p", "autonomy": {"email_send": "deny"}},
                                       CallContext(thread_id="t", key="k-tight"), lambda r: pytest.fail("asked"))
     assert "not started in this test" in tightened.content
+
+
+# Arguments that choose where an effect goes or what it becomes: a tool taking one is judged per call
+# (`side_effects_for`, or `requires_confirmation` as a function of the arguments), or is listed here with why not.
+ROUTING_ARGUMENTS = {"url", "webhook_url", "to", "cc", "bcc", "attendees", "recipients", "recipient", "channel",
+                     "process_name", "command", "contacts", "autonomy", "host", "endpoint"}
+REVIEWED = {
+    ("yt_get_transcript", "url"): "only a YouTube video id is taken from it; nothing else is fetched",
+    ("yt_summarize", "url"): "only a YouTube video id is taken from it; nothing else is fetched",
+    ("jorb_create", "contacts"): "the jorb's own sends are judged per call when it makes them",
+}
+
+
+def test_every_built_in_tool_whose_arguments_route_its_effect_is_judged_per_call(tmp_path):
+    """The audit of stop 42 kept: a tool that gains a routing argument (a URL it posts to, a recipient, a program)
+    without saying what that argument makes the call do fails here, instead of being judged by its usual effect."""
+    from orchestrator.app import App, google_tools
+
+    settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")}}, tmp_path)
+    tools = {t.name: t for t in [*App(settings).static_tools(), *google_tools(settings)]}
+    unjudged = []
+    for tool in tools.values():
+        meta = tool.metadata or {}
+        judged = callable(meta.get("side_effects_for")) or callable(meta.get("requires_confirmation"))
+        for arg in sorted(set(tool.args) & ROUTING_ARGUMENTS):
+            if not judged and (tool.name, arg) not in REVIEWED:
+                unjudged.append(f"{tool.name}({arg})")
+    assert unjudged == [], f"declare side_effects_for (integrations/base.make_tool) or review them: {unjudged}"
+    assert {"messages_send", "reminder_create", "gcal_create_event", "jorb_create"} <= set(tools)
+    assert not [key for key in REVIEWED if key[0] not in tools], "a reviewed tool is gone: drop its entry"
