@@ -78,12 +78,21 @@ def test_elide_keeps_the_end_and_says_how_much_is_left_out():
     assert elide("short", 80) == "short"
 
 
-def test_a_logged_escape_sequence_is_written_out(caplog):
-    from orchestrator.core.secrets import RedactingFilter
+def test_a_logged_escape_sequence_is_written_out_traceback_included():
+    """An exception's message can quote a request's path or a server's error: what the log handler writes (the
+    message and the traceback) shows it."""
+    import sys
 
-    record = logging.LogRecord("x", logging.WARNING, __file__, 1, "server said: %s", (ERASE_LINE + "ok",), None)
-    RedactingFilter().filter(record)
-    assert record.getMessage() == "server said: \\x1b[2K\\x1b[1Aok"
+    from orchestrator.core.secrets import ShownFormatter
+
+    try:
+        raise ValueError(f"bad path /api/{CLIPBOARD}")
+    except ValueError:
+        exc_info = sys.exc_info()
+    record = logging.LogRecord("x", logging.ERROR, __file__, 1, "server said: %s", (ERASE_LINE + "ok",), exc_info)
+    written = ShownFormatter(logging.Formatter("%(levelname)s %(message)s")).format(record)
+    assert written.startswith("ERROR server said: \\x1b[2K\\x1b[1Aok\nTraceback")
+    assert "ValueError: bad path /api/\\x1b]52;c;" in written and raw_controls(written) == []
 
 
 def test_the_default_summary_keeps_the_end_of_a_long_value():

@@ -138,21 +138,36 @@ def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 class RedactingFilter(logging.Filter):
-    """Replaces every known secret value, and any URL's password, in log records; and writes out the characters
-    that would act on the terminal a log is read on (a server's error text, a file name: core/visible.py)."""
+    """Replaces every known secret value, and any URL's password, in log records."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = visible(redact(message))
+        cleaned = redact(message)
         if cleaned != message:
             record.msg, record.args = cleaned, ()
         return True
 
 
+class ShownFormatter(logging.Formatter):
+    """A handler's formatter, wrapped: the whole text it writes, traceback included (an exception's message can
+    quote a request's path, a server's error, a file name, a URL with its password), with known secrets masked and
+    the characters that would act on the terminal the log is read on written out (core/visible.py)."""
+
+    def __init__(self, inner: logging.Formatter | None = None):
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(redact(self.inner.format(record)))
+
+
 def install_log_redaction() -> None:
+    """On the root logger and its handlers (uvicorn's records reach them too: server/app.make_server)."""
     root = logging.getLogger()
     if not any(isinstance(f, RedactingFilter) for f in root.filters):
         root.addFilter(RedactingFilter())
     for handler in root.handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
+        if not isinstance(handler.formatter, ShownFormatter):
+            handler.setFormatter(ShownFormatter(handler.formatter))

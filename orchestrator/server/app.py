@@ -162,8 +162,10 @@ def make_server(app: FastAPI, sock: socket.socket):
     import uvicorn
 
     bind_port(app, sock.getsockname()[1])
+    # log_config=None: uvicorn's records (an exception in a request, with its traceback) go to the root logger's
+    # handlers, which mask secrets and write out escape sequences (core/secrets.ShownFormatter), not to its own
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
-                            access_log=False)
+                            access_log=False, log_config=None)
     return uvicorn.Server(config)
 
 
