@@ -278,7 +278,8 @@ class ChannelsConfig(_Section):
     user_identities: list[str] = Field(default_factory=list,
                                        description="your own addresses: a message from one of them is your intervention "
                                                    "(an email only when Gmail verified its From:; on Telegram prefer "
-                                                   "telegram:<your numeric user id> to a @handle, which can change hands)")
+                                                   "telegram:<your numeric user id> to a @handle, which can change hands: "
+                                                   "a @handle stands for the account it was first seen with)")
     default_region: str = Field("US", description="phone numbers without a country code are read in this region")
 
 

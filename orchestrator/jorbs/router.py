@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.channels.addresses import normalize_party
+from orchestrator.channels.handle_pins import account_of
 from orchestrator.channels.switchboard import judge
 from orchestrator.core.config import Settings
 from .schema import OPEN_STATUSES, JorbStatus
@@ -40,8 +41,18 @@ def route_inbound(settings: Settings, store: JorbStore, llm: Any, channel: str, 
     sender as the platform authenticates it (`telegram:<user id>`), matched against channels.user_identities too."""
     who = normalize_party(sender, settings.channels.default_region)
     identities = {normalize_party(u, settings.channels.default_region) for u in settings.channels.user_identities}
-    claims_user = who in identities or (sender_id is not None and sender_id.lower() in
-                                        {u.strip().lower() for u in settings.channels.user_identities})
+    accounts = {u.strip().lower() for u in settings.channels.user_identities}
+    account = sender_id.lower() if sender_id else None
+    if who.startswith("@") and who in identities and account is not None and account not in accounts:
+        first = account_of(settings.data_dir, who, account)  # a handle can change hands: the account it first was
+        if first != account:
+            route = route_inbound(settings, store, llm, channel, f"unverified:{who}", text, jorb_id, thread_key,
+                                  use_model)
+            route.flags.append("handle_changed_hands")
+            route.reasoning += (f" (the sender writes as you, {who}, but from another account ({account}) than the one "
+                                f"that handle was first seen with ({first or 'unknown'}): treated as someone else)")
+            return route
+    claims_user = who in identities or (account is not None and account in accounts)
     is_user = claims_user and verified
     if claims_user and not verified:
         route = route_inbound(settings, store, llm, channel, f"unverified:{who}", text, jorb_id, thread_key, use_model)

@@ -404,6 +404,9 @@ class JorbService:
         if "unverified_sender" in route.flags:  # the jorb (and the inbox) see that it is not the user
             text = (f"[unverified sender: this message claims to come from the user's address ({sender}), but the "
                     f"mail server did not confirm it; it is not the user] {text}")
+        elif "handle_changed_hands" in route.flags:
+            text = (f"[not the user: this message comes under the user's handle ({sender}) but from another account "
+                    f"than the one that handle belonged to; it is not the user] {text}")
         if route.jorb_id:
             row = self.store.get(route.jorb_id)
             self.store.log_message(direction="in", channel=channel, party=sender, text=text, status="pending",
