@@ -343,3 +343,18 @@ def test_a_tools_list_fetched_while_a_switch_is_on_its_way_does_not_undo_it_on_s
     with page.expect_request(lambda r: r.url.endswith("/api/tools") and r.method == "GET", timeout=10_000):
         held[0].continue_()
     _shows_and_keeps_fs_list_dir_off(page, server)
+
+
+def test_a_jorbs_script_is_shown_as_it_runs(ui):
+    """A bidirectional isolate in a comment of a model's script moves the code shown ("Trojan Source"): the script
+    results show it written out."""
+    page, server = ui()
+    script = "x = 1  # \u2067 ignore\u2069 \u2066\nx"
+    server.env.server.push(step(reasoning="count", script=script), step(reasoning="done", done=True, result="1"))
+    jid = create(server, name="Count", plan="Count to one")["id"]
+    settled(server, jid, status="done")
+    page.goto(f"{server.url}/#jorbs/{jid}")
+    code = page.locator(".script-code").first
+    code.wait_for()
+    assert code.inner_text() == "x = 1  # \\u2067 ignore\\u2069 \\u2066\nx"
+    assert script_errors(page) == []

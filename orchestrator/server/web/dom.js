@@ -30,6 +30,12 @@ export function clear(el) {
 const ACTING = /[\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u200b\u2060-\u2064\ufeff\u2028\u2029]|\udb40[\udc00-\udc7f]/g;
 const escapeUnit = (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0");
 
+// Code a model wrote, as a person reads it: a bidirectional isolate in a comment would move the code shown
+// ("Trojan Source"), so those characters are written out (see ACTING).
+export function visibleCode(text) {
+  return String(text ?? "").replace(ACTING, (m) => m.split("").map(escapeUnit).join(""));
+}
+
 // JSON as a person reads it: every character shown (see ACTING), and it parses back to the same value.
 export function json(value, indent = 2) {
   try {

@@ -4,7 +4,7 @@
 // mission. Everything that runs the jorb happens in the background: the view polls while it works.
 import { api } from "../api.js";
 import { answeredList, askAll, sentTo } from "../confirm.js";
-import { clear, h, json, problem, when } from "../dom.js";
+import { clear, h, json, problem, when, visibleCode } from "../dom.js";
 
 let ui;
 let listEl;
@@ -264,7 +264,7 @@ function scriptResults(j) {
   for (const r of [...j.script_results].reverse()) {
     box.append(h("details", { class: `script ${r.error ? "failed" : "ok"}`, open: r === j.script_results[j.script_results.length - 1] },
       h("summary", {}, `step ${r.step} · ${r.error ? "error" : "ok"} · ${when(r.timestamp)}`),
-      h("pre", { class: "script-code", text: r.script }),
+      h("pre", { class: "script-code", text: visibleCode(r.script) }),
       r.error ? h("pre", { class: "script-error", text: r.error }) : h("pre", { class: "script-result", text: json(r.result) }),
       r.output ? h("pre", { class: "script-output", text: r.output }) : null));
   }
