@@ -39,7 +39,7 @@ export function visibleCode(text) {
 // JSON as a person reads it: every character shown (see ACTING), and it parses back to the same value.
 export function json(value, indent = 2) {
   try {
-    return JSON.stringify(value, null, indent).replace(ACTING, (m) => m.split("").map(escapeUnit).join(""));
+    return visibleCode(JSON.stringify(value, null, indent)); // JSON reads \uXXXX back as the character
   } catch (_) {
     return String(value);
   }
