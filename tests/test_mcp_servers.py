@@ -208,6 +208,9 @@ def test_a_tool_that_changes_what_it_says_is_withheld_until_the_user_accepts_it(
     assert "changed since first seen, not offered: jarvis mcp review dict" in listed, listed
     status = jarvis_env.cli("mcp", "status", check=True).stdout
     assert "changed since first seen, not offered: lookup (jarvis mcp review dict)" in status, status
+    doctor = jarvis_env.cli("doctor")  # a check that fails, with what to do
+    assert doctor.returncode != 0 and "changed what they say since first seen, not offered: lookup" in doctor.stdout
+    assert "jarvis mcp review dict" in doctor.stdout
     shown = jarvis_env.cli("mcp", "review", check=True).stdout  # every server's changes
     assert "first seen: Look a word up in the test dictionary." in shown and f"now:        {steer}" in shown, shown
     assert "lookup" not in catalog.names()  # looking is not accepting

@@ -49,6 +49,11 @@ def _digest(shape: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(shape, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
+def pins_of(data_dir: str | Path) -> "ToolPins":
+    """The pins of a data folder (<data>/mcp/tool_pins.json)."""
+    return ToolPins(Path(data_dir) / "mcp" / "tool_pins.json")
+
+
 class ToolPins:
     def __init__(self, path: Path):
         self.path = path

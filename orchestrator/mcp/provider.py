@@ -42,7 +42,7 @@ from orchestrator.core.config import Settings
 from orchestrator.core.visible import elide, visible
 from .config import ServerConfig
 from .manager import McpManager, State
-from .pins import ToolChange, ToolPins
+from .pins import ToolChange, pins_of
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +275,7 @@ class McpProvider:
         self.wrapper_problems: dict[str, str] = {}
         self._first = True
         self._names_path = Path(settings.data_dir) / "mcp" / "tool_names.json"
-        self.pins = ToolPins(Path(settings.data_dir) / "mcp" / "tool_pins.json")
+        self.pins = pins_of(settings.data_dir)
         self.withheld: dict[tuple[str, str], ToolChange] = {}  # (server, MCP name): changed since first seen
         self._android: Any = None
         self._android_service = android

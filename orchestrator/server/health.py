@@ -166,13 +166,20 @@ def mcp_checks(settings: Settings, manager: Any, *, start: bool) -> list[Check]:
     folder = Path(settings.mcp.dir)
     if not folder.is_dir() or not any(folder.glob("*.toml")):
         return [Check("MCP servers", None, f"none configured ({folder})")]
+    from orchestrator.mcp.pins import pins_of
+
     if start:
         manager.ensure_started(wait_s=settings.mcp.startup_wait_s)
     out = []
     for s in manager.status():
         where = s.source or "its TOML file"
         name = f"MCP server {s.name}"
-        if s.state == "ready":
+        changed = sorted(pins_of(settings.data_dir).changed(s.name, manager.tools_of(s.name))) if s.state == "ready" \
+            else []
+        if changed:  # mcp/pins.py: withheld from the model until the user has read what they say now
+            out.append(Check(name, False, f"{s.tools} tool(s); changed what they say since first seen, not offered: "
+                             f"{', '.join(changed)}", f"Read them and accept: jarvis mcp review {s.name}"))
+        elif s.state == "ready":
             out.append(Check(name, True, f"{s.tools} tool(s)" + (f", restarted {s.restarts} time(s)" if s.restarts else ""),
                              last_error=s.last_error))
         elif s.state in ("unhealthy", "broken"):
