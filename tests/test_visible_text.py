@@ -228,3 +228,20 @@ def test_a_link_in_an_answer_says_where_it_goes(markdown, shown):
     reader.parts = []
     reader.feed(render_markdown(markdown))
     assert "".join(reader.parts).strip() == shown
+
+
+def test_a_confirmation_names_every_argument_and_the_end_of_each_value():
+    """Cut as a whole, a call's arguments hid whatever came after a long value: an event's attendees after a long
+    description. Each value is now cut on its own, in the middle."""
+    from orchestrator.cli.chat import describe_confirmation
+    from orchestrator.core.visible import shown_arguments
+
+    args = {"summary": "Sync", "description": "x" * 5000 + " the end", "location": "Room 1",
+            "attendees": ["bob@example.org", "eve@evil.example"], "path": "/home/me/" + "a/" * 300 + ".bashrc"}
+    shown = shown_arguments(args)
+    for key in args:
+        assert f'"{key}": ' in shown
+    assert '"eve@evil.example"]' in shown and "the end\"" in shown and '.bashrc"' in shown and len(shown) < 1500
+    assert "characters]" in shown  # says what it left out
+    line = describe_confirmation({"tool": "gcal_create_event", "summary": "Create", "args": args})
+    assert "eve@evil.example" in line and '"location": "Room 1"' in line

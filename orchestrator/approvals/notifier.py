@@ -22,7 +22,7 @@ from orchestrator.channels.telegram import lazy_bot_api
 from orchestrator.core.config import Settings
 from orchestrator.core.ids import jorb_id_of
 from orchestrator.core.secrets import redact
-from orchestrator.core.visible import elide, visible, visible_json
+from orchestrator.core.visible import shown_arguments, visible
 from orchestrator.storage.claims import Claims
 from orchestrator.storage.engines import utcnow
 from .store import ApprovalStore
@@ -39,7 +39,7 @@ def aware(when: datetime | None) -> datetime | None:
 
 def describe(item: Mapping[str, Any], ui_url: str | None) -> str:
     """What the message says: the summary, the effects, why it asks, the exact call (known secrets masked)."""
-    args = elide(visible_json(item.get("args") or {}, sort_keys=True, default=str), 600)
+    args = shown_arguments(item.get("args") or {})
     jorb_id = jorb_id_of(str(item.get("thread_id")))
     where = f"jorb {jorb_id}" if jorb_id else f"conversation {item.get('thread_id')}"
     lines = [f"Jarvis asks before it acts ({where}):", str(item.get("summary") or item.get("tool")),

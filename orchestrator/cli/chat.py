@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from orchestrator.cli import EXIT_FAILURE, EXIT_PENDING, fail, say, state
-from orchestrator.core.visible import elide, visible, visible_json
+from orchestrator.core.visible import elide, shown_arguments, visible, visible_json
 
 
 def _short(value: Any, limit: int = 120) -> str:
@@ -37,8 +37,7 @@ def describe_confirmation(c: dict[str, Any]) -> str:
         lines.append(f"  why: {c['reason']}")
     if c.get("error"):
         lines.append(f"  note: {c['error']}")
-    # whole up to a bound, then cut in the middle: the end of a value (a path's file name) is what a cut must not hide
-    lines.append(f"  arguments: {elide(visible_json(c.get('args'), default=str), 600)}")
+    lines.append(f"  arguments: {shown_arguments(c.get('args') or {})}")
     return "\n".join(lines)
 
 

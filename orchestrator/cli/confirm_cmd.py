@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from orchestrator.core.ids import jorb_id_of
-from orchestrator.core.visible import elide, visible_json
+from orchestrator.core.visible import shown_arguments
 from orchestrator.cli import dumps, fail, say, state
 from .chat import run_turn
 
@@ -125,7 +125,7 @@ def register(app: typer.Typer) -> None:
             say(f"{p['thread_id']}  [{label}] {p.get('tool')}: {p.get('summary')}")
             if p.get("reason"):
                 say(f"    why: {p['reason']}")
-            say(f"    args: {elide(visible_json(p.get('args'), default=str), 600)}")
+            say(f"    args: {shown_arguments(p.get('args') or {})}")
             for sent in p.get("sent") or []:  # confirmations.notify: answerable from the phone too
                 say(f"    sent to {sent['channel']} ({sent['to']}) at {sent['at'][:16].replace('T', ' ')} UTC"
                     + (f", {sent['used']}" if sent.get("used") else ""))

@@ -76,3 +76,14 @@ def elide(text: str, limit: int) -> str:
         return text
     keep = max(4, (limit - 20) // 2)
     return f"{text[:keep]} …[{len(text) - 2 * keep} characters]… {text[-keep:]}"
+
+
+def shown_arguments(args: Any, per_value: int = 240) -> str:
+    """A call's arguments as a confirmation shows them on a terminal or a phone: every argument named, each value as
+    JSON (`visible_json`) cut in the middle past `per_value` characters. A cut of the whole call hid whatever came
+    after a long value (an event's attendees after its description). Not JSON to send back: edits use visible_json."""
+    if not isinstance(args, dict):
+        return elide(visible_json(args, default=str), per_value)
+    parts = [f"{visible_json(str(key))}: {elide(visible_json(value, default=str), per_value)}"
+             for key, value in args.items()]
+    return "{" + ", ".join(parts) + "}"
