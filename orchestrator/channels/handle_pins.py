@@ -16,6 +16,8 @@ import logging
 import threading
 from pathlib import Path
 
+from orchestrator.core.private_file import write_private
+
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
 
@@ -44,9 +46,7 @@ def account_of(data_dir: str | Path, handle: str, account: str) -> str:
         known[handle] = account
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(known, indent=1, sort_keys=True), encoding="utf-8")
-            tmp.replace(path)
+            write_private(path, json.dumps(known, indent=1, sort_keys=True))
         except OSError:
             log.warning("cannot write %s: %s is taken as %s for this message only", path, handle, account)
         return account

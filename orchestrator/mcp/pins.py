@@ -25,6 +25,8 @@ from typing import Any
 
 from mcp import types as mt
 
+from orchestrator.core.private_file import write_private
+
 log = logging.getLogger(__name__)
 
 
@@ -87,9 +89,7 @@ class ToolPins:
     def _write(self, data: dict[str, Any]) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False), encoding="utf-8")
-            tmp.replace(self.path)
+            write_private(self.path, json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False))
         except OSError:
             log.warning("cannot write %s: MCP tools seen now are not pinned", self.path, exc_info=True)
 
