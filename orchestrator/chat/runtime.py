@@ -38,17 +38,15 @@ class PlannerTools:
     view: CatalogView
     finder: list[BaseTool]  # find_tools, when the catalog has it
     others: list[BaseTool]  # every other tool, in the catalog's order
-    by_name: dict[str, BaseTool]  # of `others`
     position: dict[str, int]  # a name's place in `others`
-    search: ToolSearch  # `others` as the search index takes them
+    search: ToolSearch  # `others` as the search index takes them: their fingerprint, and by name
 
     @classmethod
     def of(cls, view: CatalogView) -> PlannerTools:
         finder = [t for t in view.tools if t.name == FIND_TOOLS]
         others = [t for t in view.tools if t.name != FIND_TOOLS]
-        by_name = {t.name: t for t in others}
-        return cls(view, finder, others, by_name, {t.name: i for i, t in enumerate(others)},
-                   ToolSearch(ToolIndex.fingerprint(others), by_name))
+        return cls(view, finder, others, {t.name: i for i, t in enumerate(others)},
+                   ToolSearch(ToolIndex.fingerprint(others), {t.name: t for t in others}))
 
 
 @dataclass
@@ -125,6 +123,6 @@ class JarvisRuntime:
             chosen = best + [t for t in others if t.name not in {b.name for b in best}]
         found = found_on_last_step(state.messages)  # all of them on this step, as find_tools promised
         if found:
-            chosen = first_found(catalog.by_name, chosen, found)
+            chosen = first_found(catalog.search.by_name, chosen, found)
             cap = max(cap, len(found))
         return thread_tools(catalog.position, others, chosen, state.bound_tools, cap, fits) + finder + self.meta_tools
