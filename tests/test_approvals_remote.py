@@ -478,7 +478,7 @@ def test_the_cli_answering_first_is_told_to_the_phone(jarvis_env, telegram):
     view = _paused_jorb(jarvis_env, app)
     app.notifier().sweep()
     message, approve, _ = _sent_with_buttons(telegram)
-    done = jarvis_env.cli("approve", view.row.thread_id)
+    done = jarvis_env.cli("approve", view.row.thread_id, "--all")
     assert done.returncode == 0, done.stderr
     assert app.jorbs.view(view.row.id).row.status == "done"
     qid = _press(telegram, _poller(jarvis_env, app), message, approve)

@@ -45,7 +45,7 @@ def test_confirm_stops_the_turn_and_approval_from_another_process_writes_once(ja
     jarvis_env.server.push(tool_call("fs_write_text", path=str(target), content="hello"), answer("Written."))
     proc = jarvis_env.cli("chat", "--thread", "w1", "write hello to note.txt")
     assert proc.returncode == 3, proc.stderr
-    assert "jarvis approve w1" in proc.stderr
+    assert "jarvis approve w1 --call " in proc.stderr  # the question named, so a script answers only it
     assert not target.exists()
 
     pending = jarvis_env.cli_json("pending", "--json")
@@ -56,7 +56,16 @@ def test_confirm_stops_the_turn_and_approval_from_another_process_writes_once(ja
     assert item["side_effects"] == ["fs_write"]
     assert item["summary"].startswith("Write 5 characters to")
 
-    approved = jarvis_env.cli("approve", "w1")
+    # Without a terminal to show the call on, a bare `jarvis approve THREAD` approves nothing unseen: it names the
+    # question (--call) and says --all approves every one
+    unseen = jarvis_env.cli("approve", "w1")
+    assert unseen.returncode == 1 and "nothing was approved" in unseen.stderr and "--all" in unseen.stderr
+    assert f"jarvis approve w1 --call {item['ref'][:16]}" in unseen.stderr and str(target) in unseen.stderr
+    assert not target.exists() and len(jarvis_env.cli_json("pending", "--json")) == 1
+    both = jarvis_env.cli("approve", "w1", "--all", "--call", item["ref"][:16])
+    assert both.returncode == 1 and "give one of them" in both.stderr and not target.exists()
+
+    approved = jarvis_env.cli("approve", "w1", "--all")
     assert approved.returncode == 0, approved.stderr
     assert "Written." in approved.stdout
     assert target.read_text() == "hello"
@@ -269,7 +278,7 @@ def test_a_thread_busy_in_another_worker_is_neither_chatted_on_nor_approved_from
     assert len(jarvis_env.server.requests) == 1 and not target.exists()  # neither reached the model or the tool
     other.release("busy")
 
-    approved = jarvis_env.cli("approve", "busy")
+    approved = jarvis_env.cli("approve", "busy", "--all")
     assert approved.returncode == 0 and "Written." in approved.stdout, approved.stderr
     assert target.read_text() == "once"
     assert Claims(jarvis_env.settings).holder("busy") is None  # let go when the turn ended
@@ -291,7 +300,7 @@ def test_the_cli_answers_the_question_jarvis_pending_showed_and_not_one_asked_si
     first = shown_call()
     (item,) = jarvis_env.cli_json("pending", "--json")
     assert item["ref"].startswith(first) and len(first) == 16
-    refused = jarvis_env.cli("approve", "bound", "--args", json.dumps({"path": 5, "content": "x"}))
+    refused = jarvis_env.cli("approve", "bound", "--call", first, "--args", json.dumps({"path": 5, "content": "x"}))
     assert refused.returncode == 3, refused.stderr  # asked again, saying why the edit was refused
     again = shown_call()
     assert again != first

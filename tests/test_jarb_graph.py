@@ -86,7 +86,7 @@ def test_create_repair_register_call_and_second_process(jarvis_env):
     pending = jarvis_env.cli("chat", "--thread", "cli-2", "count the words in 'one two three four'")
     assert pending.returncode == 3, pending.stderr
     assert "word_count" in pending.stderr
-    done = jarvis_env.cli("approve", "cli-2")
+    done = jarvis_env.cli("approve", "cli-2", "--all")
     assert done.returncode == 0, done.stderr
     assert "Four words." in done.stdout
     last_request = server.requests[-1]

@@ -75,7 +75,7 @@ def test_a_confirmation_parked_by_one_process_is_approved_from_another(pg_env):
     assert not target.exists()
     pending = pg_env.cli_json("pending", "--json")
     assert [p["thread_id"] for p in pending] == ["pg-confirm"]
-    proc = pg_env.cli("approve", "pg-confirm")
+    proc = pg_env.cli("approve", "pg-confirm", "--all")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert target.read_text() == "from postgres"
 

@@ -68,15 +68,14 @@ def ask_decision(c: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_pending_help(thread_id: str, pending: list[dict[str, Any]]) -> None:
+    from .confirm_cmd import call_name
+
     for c in pending:
         say(describe_confirmation(c), fg=typer.colors.YELLOW, err=True)
-    say(
-        f"Waiting for confirmation on thread {thread_id}. Resolve it with:\n"
-        f"  jarvis approve {thread_id}            (or --args JSON to change the arguments)\n"
-        f"  jarvis deny {thread_id} --reason TEXT\n"
-        f"  jarvis pending                         (lists everything waiting)",
-        err=True,
-    )
+        say(f"  jarvis approve {thread_id} --call {call_name(c)}   (or --args JSON to change the arguments)\n"
+            f"  jarvis deny {thread_id} --call {call_name(c)} --reason TEXT", err=True)
+    say(f"Waiting for confirmation on thread {thread_id}: answer each question with the commands under it "
+        "(`jarvis pending` lists everything waiting).", err=True)
 
 
 EXIT_STOPPED = 130  # the shell's code for a command ended by Ctrl-C

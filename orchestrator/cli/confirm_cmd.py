@@ -26,6 +26,11 @@ Decision = tuple["Answer", "str | None", "dict[str, Any] | None"]  # the answer,
 REF_SHOWN = 16
 
 
+def call_name(item: dict[str, Any]) -> str:
+    """What `--call` takes to answer this question and no other."""
+    return str(item["ref"])[:REF_SHOWN]
+
+
 def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> list[dict[str, Any]]:
     if call:
         chosen = [p for p in pending if call in (p.get("interrupt_id"), p.get("key")) or p.get("key", "").endswith(call)
@@ -36,13 +41,19 @@ def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> li
     return pending
 
 
-def _shown_first(chosen: list[dict[str, Any]]) -> None:
+def _shown_first(chosen: list[dict[str, Any]], thread_id: str) -> None:
     """`jarvis approve THREAD` without --call approves what is pending when it runs, which may not be what the user
-    last looked at: on a terminal it shows it and asks first. Without one (a script), `--call` names the question."""
+    last looked at: on a terminal it shows it and asks first. Without one (a script) nothing is approved unseen
+    unless the script says so with --all; it is told each question's --call name instead."""
     from .chat import _can_ask, describe_confirmation
 
     if not (_can_ask() and sys.stderr.isatty()):
-        return
+        for item in chosen:
+            say(describe_confirmation(item), err=True, fg=typer.colors.YELLOW)
+            say(f"    jarvis approve {thread_id} --call {call_name(item)}", err=True)
+        fail(f"nothing was approved: without a terminal to show {'it' if len(chosen) == 1 else 'them'} on, "
+             f"`jarvis approve` approves only a question it names (--call, as listed above and by `jarvis pending`), "
+             f"or every one pending on {thread_id} with --all")
     for item in chosen:
         say(describe_confirmation(item), err=True, fg=typer.colors.YELLOW)
     what = "this call" if len(chosen) == 1 else f"these {len(chosen)} calls"
@@ -50,24 +61,24 @@ def _shown_first(chosen: list[dict[str, Any]]) -> None:
         fail("nothing was approved")
 
 
-def _resolve(ctx: typer.Context, thread_id: str, decision: Decision, call: str | None) -> None:
+def _resolve(ctx: typer.Context, thread_id: str, decision: Decision, call: str | None, unseen: bool = False) -> None:
     from orchestrator.storage.claims import ClaimBusy, Claims
 
     st = state(ctx)
     if jorb_id_of(thread_id) is not None:  # the jorb service takes the jorb's own claim
-        _resolve_held(st, thread_id, decision, call)
+        _resolve_held(st, thread_id, decision, call, unseen)
         return
     # Held from reading what is pending to the end of the resumed turn: a second approver (another process,
     # the UI) sees the thread busy, then finds nothing pending, and never resumes it twice.
     try:
         with Claims(st.settings).held(thread_id):
-            _resolve_held(st, thread_id, decision, call)
+            _resolve_held(st, thread_id, decision, call, unseen)
     except ClaimBusy as busy:
         fail(f"thread {thread_id} is running a turn in {busy.holder or 'another worker'}; try again when it has finished "
              "(`jarvis pending` shows what is still waiting)")
 
 
-def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None) -> None:
+def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None, unseen: bool) -> None:
     from orchestrator.chat.turns import resume_command
     from orchestrator.tools.answers import resume_value
 
@@ -78,8 +89,8 @@ def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None)
         fail(f"nothing is pending on thread {thread_id}: it was already resolved (or never asked); nothing was done")
     chosen = _pick(pending, call, thread_id)
     answer, note, args = decision
-    if answer != "deny" and call is None:
-        _shown_first(chosen)
+    if answer != "deny" and call is None and not unseen:
+        _shown_first(chosen, thread_id)
     if answer == "edit" and len(chosen) > 1:
         fail(f"{len(chosen)} confirmations are pending on {thread_id}; pick one with --call (see `jarvis pending`)")
     resume = {p["interrupt_id"]: resume_value(p, answer, note=note, args=args) for p in chosen}
@@ -129,8 +140,8 @@ def register(app: typer.Typer) -> None:
             for sent in p.get("sent") or []:  # confirmations.notify: answerable from the phone too
                 say(f"    sent to {sent['channel']} ({sent['to']}) at {sent['at'][:16].replace('T', ' ')} UTC"
                     + (f", {sent['used']}" if sent.get("used") else ""))
-            say(f"    jarvis approve {p['thread_id']} --call {p['ref'][:REF_SHOWN]}   |   "
-                f"jarvis deny {p['thread_id']} --call {p['ref'][:REF_SHOWN]}")
+            say(f"    jarvis approve {p['thread_id']} --call {call_name(p)}   |   "
+                f"jarvis deny {p['thread_id']} --call {call_name(p)}")
 
     @app.command()
     def approve(
@@ -139,8 +150,13 @@ def register(app: typer.Typer) -> None:
         args: str = typer.Option(None, "--args", help="run with these arguments instead (JSON object)"),
         call: str = typer.Option(None, "--call",
                                  help="only this confirmation (as `jarvis pending` names it, or its interrupt id)"),
+        every: bool = typer.Option(False, "--all",
+                                   help="every confirmation THREAD waits for, without showing them first (for scripts)"),
     ) -> None:
-        """Approve what THREAD is waiting for (all of it, or --call one), then let the turn continue."""
+        """Approve what THREAD is waiting for (--call one, or --all), then let the turn continue. On a terminal,
+        without either, it shows what is pending and asks."""
+        if every and call:
+            fail("--all and --call name different things: give one of them")
         decision: Decision = ("approve", None, None)
         if args is not None:
             try:
@@ -150,7 +166,7 @@ def register(app: typer.Typer) -> None:
             if not isinstance(edited, dict):
                 fail("--args must be a JSON object of the tool's arguments")
             decision = ("edit", None, edited)
-        _resolve(ctx, thread_id, decision, call)
+        _resolve(ctx, thread_id, decision, call, unseen=every)
 
     @app.command()
     def deny(
