@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.tools.answers import AnswerRefused, check_decision, resume_value, step_value, wake_value
+from orchestrator.tools.answers import (AnswerRefused, check_decision, item_ref, resume_value, step_value,
+                                        wake_value)
 from orchestrator.tools.executor import parse_decision
 
 CONFIRM = {"type": "confirmation", "kind": "confirm", "key": "t|k1"}
@@ -93,3 +94,15 @@ def test_the_ui_sends_answers_and_the_server_maps_them():
         resume_values(items, {"a": {"answer": "edit"}})
     with pytest.raises(AnswerRefused, match="no longer pending"):
         resume_values(items, {"gone": {"answer": "approve"}})
+
+
+def test_a_pause_asking_something_else_under_the_same_interrupt_is_another_question():
+    """A jorb's pause (or a mission's question) asks what its reason says: the step re-run from the same checkpoint
+    (a retry) may pause on the same interrupt id with another reason, and an answer to the first must not apply."""
+    shown = {**ASK, "thread_id": "jorb:j1", "interrupt_id": "i1", "reason": "May I delete the old backups?"}
+    later = {**shown, "reason": "May I delete every file in ~/Documents?"}
+    assert item_ref(shown) != item_ref(later)
+    assert item_ref(shown) == item_ref(dict(shown))
+    # a confirmation's ref is what it was: its why (`reason`) is not what is approved
+    call = {**CONFIRM, "thread_id": "t", "interrupt_id": "i2", "tool": "fs_write_text", "args": {"path": "a"}}
+    assert item_ref({**call, "reason": "one"}) == item_ref({**call, "reason": "two"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -62,8 +63,16 @@ def test_hotel_example_over_the_local_channel_across_processes(jarvis_env):
     assert json.loads(replied.stdout)["status"] == "paused", replied.stderr
     assert "Found: Le Marais" in _events(srv)[1]
 
-    approved = jarvis_env.cli("jorbs", "approve", jid, "--note", "Le Marais please", "--json")
+    # Without a terminal, an approval names the question it answers: `jorbs show` prints its --call name.
+    (asked,) = re.findall(rf"jarvis jorbs approve {jid} --call (\S+)", jarvis_env.cli("jorbs", "show", jid).stdout)
+    unseen = jarvis_env.cli("jorbs", "approve", jid, "--note", "Le Marais please")
+    assert unseen.returncode == 1 and "nothing was approved" in unseen.stderr, unseen.stderr
+    assert "1. Le Marais $175" in unseen.stderr and f"--call {asked}" in unseen.stderr
+    assert json.loads(jarvis_env.cli("jorbs", "show", jid, "--json").stdout)["status"] == "paused"
+    approved = jarvis_env.cli("jorbs", "approve", jid, "--call", asked, "--note", "Le Marais please", "--json")
     assert json.loads(approved.stdout)["status"] == "awaiting_reply", approved.stderr
+    stale = jarvis_env.cli("jorbs", "approve", jid, "--call", asked)
+    assert stale.returncode == 1 and "does not wait for" in stale.stderr
     assert '"approved"' in _events(srv)[2] and "Le Marais please" in _events(srv)[2]
 
     done = jarvis_env.cli("jorbs", "reply", jid, "Booked! Confirmation 123", "--json")

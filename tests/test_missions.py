@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from langchain_core.messages import AIMessage
@@ -130,8 +131,14 @@ def test_six_jobs_refused_write_before_read_refused_and_ask_answered(jarvis_env,
     (write,) = contexts[2]["previous_results"]
     assert not write["ok"] and "read before write" in write["error"]
     assert (workspace / "main.py").read_text().startswith("import pkg.util")
-    view = svc.approve(view.row.id, "No, leave it")
-    assert view.row.status == "done"
+    # From the CLI the answer names the question it answers (no terminal here to show it on)
+    unseen = jarvis_env.cli("missions", "answer", view.row.id, "No, leave it")
+    assert unseen.returncode == 1 and "should I create default" in unseen.stderr, unseen.stderr
+    assert svc.view(view.row.id).row.status == "paused"
+    (asked,) = re.findall(r"--call (\S+)", jarvis_env.cli("missions", "show", view.row.id).stdout)
+    answered = jarvis_env.cli("missions", "answer", view.row.id, "No, leave it", "--call", asked)
+    assert answered.returncode == 0, answered.stderr
+    assert svc.view(view.row.id).row.status == "done"
     last = json.loads(srv.requests[-1]["messages"][-1]["content"])
     assert last["answer_to_your_question"] == "No, leave it"
 

@@ -30,6 +30,8 @@ def _can_ask() -> bool:
 
 
 def describe_confirmation(c: dict[str, Any]) -> str:
+    if c.get("type") == "jorb_pause":  # a jorb's own pause or a mission's question: its reason is the question
+        return f"Jorb {c.get('jorb_name') or c.get('jorb_id')} asks ({c.get('kind')}): {c.get('reason')}"
     lines = [f"Confirmation needed ({c.get('tool')}): {c.get('summary')}"]
     if c.get("side_effects"):
         lines.append(f"  side effects: {', '.join(c['side_effects'])}")

@@ -41,19 +41,20 @@ def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> li
     return pending
 
 
-def _shown_first(chosen: list[dict[str, Any]], thread_id: str) -> None:
-    """`jarvis approve THREAD` without --call approves what is pending when it runs, which may not be what the user
-    last looked at: on a terminal it shows it and asks first. Without one (a script) nothing is approved unseen
-    unless the script says so with --all; it is told each question's --call name instead."""
+def shown_first(chosen: list[dict[str, Any]], command: str) -> None:
+    """An approval without --call approves what is pending when it runs, which may not be what the user last
+    looked at: on a terminal it shows it and asks first. Without one (a script) nothing is approved unseen unless
+    the script says so with --all; it is told each question's --call name instead. `command`: the approval's
+    command line up to --call (`jarvis approve THREAD`)."""
     from .chat import _can_ask, describe_confirmation
 
     if not (_can_ask() and sys.stderr.isatty()):
         for item in chosen:
             say(describe_confirmation(item), err=True, fg=typer.colors.YELLOW)
-            say(f"    jarvis approve {thread_id} --call {call_name(item)}", err=True)
+            say(f"    {command} --call {call_name(item)}", err=True)
         fail(f"nothing was approved: without a terminal to show {'it' if len(chosen) == 1 else 'them'} on, "
-             f"`jarvis approve` approves only a question it names (--call, as listed above and by `jarvis pending`), "
-             f"or every one pending on {thread_id} with --all")
+             f"`{command}` approves only a question it names (--call, as listed above), or what is pending "
+             "now, unseen, with --all")
     for item in chosen:
         say(describe_confirmation(item), err=True, fg=typer.colors.YELLOW)
     what = "this call" if len(chosen) == 1 else f"these {len(chosen)} calls"
@@ -90,7 +91,7 @@ def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None,
     chosen = _pick(pending, call, thread_id)
     answer, note, args = decision
     if answer != "deny" and call is None and not unseen:
-        _shown_first(chosen, thread_id)
+        shown_first(chosen, f"jarvis approve {thread_id}")
     if answer == "edit" and len(chosen) > 1:
         fail(f"{len(chosen)} confirmations are pending on {thread_id}; pick one with --call (see `jarvis pending`)")
     resume = {p["interrupt_id"]: resume_value(p, answer, note=note, args=args) for p in chosen}

@@ -47,6 +47,9 @@ def _guard(fn, *args: Any, **kwargs: Any):
 
 def print_view(view: Any, as_json: bool = False, full: bool = False) -> None:
     from orchestrator.jorbs.schema import JorbStatus
+    from orchestrator.tools.answers import item_ref
+    from .chat import describe_confirmation
+    from .confirm_cmd import call_name
 
     data = view.as_dict(full=full)
     if as_json:
@@ -59,8 +62,12 @@ def print_view(view: Any, as_json: bool = False, full: bool = False) -> None:
             f"  -> jarvis jorbs reply {row.id} TEXT")
     if row.pause_reason and row.status == JorbStatus.PAUSED:
         say(f"  paused: {row.pause_reason}")
-        say(f"  -> jarvis jorbs approve {row.id} [--note TEXT] | reject {row.id} | cancel {row.id}")
     for p in view.pending:
+        if p.get("type") == "confirmation":
+            say("  " + describe_confirmation(p).replace("\n", "\n  "))
+        if p.get("type") in ("jorb_pause", "confirmation"):  # the answer names this question and no later one
+            say(f"  -> jarvis jorbs approve {row.id} --call {call_name({**p, 'ref': item_ref(p)})} [--note TEXT]"
+                f" | reject {row.id} | cancel {row.id}")
         if p.get("type") == "human_step":
             say(f"  your turn to decide the next step -> jarvis jorbs step {row.id} JSON")
     if row.result is not None:
@@ -146,9 +153,40 @@ def reply(ctx: typer.Context, jorb_id: str, text: list[str] = typer.Argument(...
 
 @jorbs_app.command("approve")
 def approve(ctx: typer.Context, jorb_id: str, note: str = typer.Option(None, "--note"),
+            call: str = typer.Option(None, "--call", help="only this question (as `jarvis jorbs show` names it)"),
+            every: bool = typer.Option(False, "--all", help="what it asks now, without showing it first (for scripts)"),
             as_json: bool = typer.Option(False, "--json")) -> None:
-    """Approve what a paused jorb asks (its pause, or a confirmation one of its scripts needs)."""
-    print_view(_guard(service(ctx).approve, jorb_id, note), as_json)
+    """Approve what a paused jorb asks (its pause, or a confirmation one of its scripts needs). On a terminal,
+    without --call or --all, it shows the question and asks."""
+    print_view(approved(ctx, jorb_id, note, call, every, "jarvis jorbs approve"), as_json)
+
+
+def approved(ctx: typer.Context, jorb_id: str, note: str | None, call: str | None, every: bool, command: str) -> Any:
+    """Approve the question --call names, or the one shown on the terminal, or with --all what is asked now. The
+    service answers a named question only while it is still the one pending (its ref), never one asked since."""
+    if every and call:
+        fail("--all and --call name different things: give one of them")
+    svc = service(ctx)
+    asked = None if every else _question(svc, jorb_id, call, command)
+    bound = {"interrupt_id": asked["interrupt_id"], "ref": asked["ref"]} if asked else {}
+    return _guard(svc.approve, jorb_id, note, **bound)
+
+
+def _question(svc: Any, jorb_id: str, call: str | None, command: str) -> dict[str, Any] | None:
+    from orchestrator.tools.answers import with_ref
+    from .confirm_cmd import REF_SHOWN, shown_first
+
+    asked = [with_ref(p) for p in _guard(svc.view, jorb_id).pending if p.get("type") in ("jorb_pause", "confirmation")]
+    if call:
+        named = [p for p in asked if call == p["interrupt_id"] or (len(call) >= REF_SHOWN and p["ref"].startswith(call))]
+        if not named:
+            fail(f"jorb {jorb_id} does not wait for {call!r} (it was answered, or it moved on): "
+                 f"`jarvis jorbs show {jorb_id}` shows what it asks now; nothing was done")
+        return named[0]
+    if not asked:
+        return None  # the service says what the jorb waits for instead
+    shown_first(asked[:1], f"{command} {jorb_id}")
+    return asked[0]
 
 
 @jorbs_app.command("reject")

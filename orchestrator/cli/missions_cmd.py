@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from orchestrator.cli import fail, say
-from .jorbs_cmd import _guard, print_view, service, store
+from .jorbs_cmd import _guard, approved, print_view, service, store
 
 missions_app = typer.Typer(help="Missions: a goal pursued in rounds of up to 5 concurrent jobs.", no_args_is_help=True)
 
@@ -86,16 +86,25 @@ def show(ctx: typer.Context, mission_id: str, as_json: bool = typer.Option(False
     print_mission(_guard(service(ctx).view, mission_id), as_json, full=True)
 
 
+CALL_HELP = "only this question (as `jarvis missions show` names it)"
+ALL_HELP = "what it asks now, without showing it first (for scripts)"
+
+
 @missions_app.command("answer")
-def answer(ctx: typer.Context, mission_id: str, text: list[str] = typer.Argument(...)) -> None:
-    """Answer a mission's question (`ask`)."""
-    print_mission(_guard(service(ctx).approve, mission_id, " ".join(text)))
+def answer(ctx: typer.Context, mission_id: str, text: list[str] = typer.Argument(...),
+           call: str = typer.Option(None, "--call", help=CALL_HELP),
+           every: bool = typer.Option(False, "--all", help=ALL_HELP)) -> None:
+    """Answer a mission's question (`ask`). On a terminal, without --call or --all, it shows the question first."""
+    print_mission(approved(ctx, mission_id, " ".join(text), call, every, "jarvis missions answer"))
 
 
 @missions_app.command("approve")
-def approve(ctx: typer.Context, mission_id: str, note: str = typer.Option(None, "--note")) -> None:
-    """Approve what a paused mission asks (a confirmation of one of its jobs, or its question)."""
-    print_mission(_guard(service(ctx).approve, mission_id, note))
+def approve(ctx: typer.Context, mission_id: str, note: str = typer.Option(None, "--note"),
+            call: str = typer.Option(None, "--call", help=CALL_HELP),
+            every: bool = typer.Option(False, "--all", help=ALL_HELP)) -> None:
+    """Approve what a paused mission asks (a confirmation of one of its jobs, or its question). On a terminal,
+    without --call or --all, it shows the question first."""
+    print_mission(approved(ctx, mission_id, note, call, every, "jarvis missions approve"))
 
 
 @missions_app.command("reject")

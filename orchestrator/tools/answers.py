@@ -52,6 +52,8 @@ def item_ref(item: Mapping[str, Any]) -> str:
     re-ran from the same checkpoint) is another question too."""
     parts = [item.get("thread_id"), item.get("interrupt_id"), item.get("key"), item.get("kind"),
              call_fingerprint(str(item.get("tool")), item.get("args") or {}), item.get("error")]
+    if item.get("type") == "jorb_pause":  # what a pause asks is its reason (a mission's question)
+        parts.append(item.get("reason"))
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
