@@ -358,7 +358,7 @@ def test_approving_a_whole_thread_on_a_terminal_shows_what_is_approved_first(jar
     code, said = _on_a_terminal(jarvis_env, "approve", "shown", reply="n")
     assert code == 1 and "nothing was approved" in said, said
     assert f"Confirmation needed (fs_write_text): Write 5 characters to {target}" in said
-    assert "Approve this call?" in said
+    assert "Approve this?" in said
     assert not target.exists() and jarvis_env.cli_json("pending", "--json")  # still waiting
     jarvis_env.server.push(answer("Written."))
     code, said = _on_a_terminal(jarvis_env, "approve", "shown", reply="y")

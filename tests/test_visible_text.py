@@ -233,7 +233,7 @@ def test_a_link_in_an_answer_says_where_it_goes(markdown, shown):
 def test_a_confirmation_names_every_argument_and_the_end_of_each_value():
     """Cut as a whole, a call's arguments hid whatever came after a long value: an event's attendees after a long
     description. Each value is now cut on its own, in the middle."""
-    from orchestrator.cli.chat import describe_confirmation
+    from orchestrator.cli.questions import describe_confirmation
     from orchestrator.core.visible import shown_arguments
 
     args = {"summary": "Sync", "description": "x" * 5000 + " the end", "location": "Room 1",

@@ -14,33 +14,13 @@ from typing import Any
 import typer
 
 from orchestrator.cli import EXIT_FAILURE, EXIT_PENDING, fail, say, state
-from orchestrator.core.visible import elide, shown_arguments, visible, visible_json
+from orchestrator.core.visible import elide, visible, visible_json
+from .questions import call_name, can_ask, describe_confirmation
 
 
 def _short(value: Any, limit: int = 120) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else value
     return elide(" ".join(text.split()), limit)
-
-
-def _can_ask() -> bool:
-    try:
-        return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty()
-    except (ValueError, AttributeError):
-        return False
-
-
-def describe_confirmation(c: dict[str, Any]) -> str:
-    if c.get("type") == "jorb_pause":  # a jorb's own pause or a mission's question: its reason is the question
-        return f"Jorb {c.get('jorb_name') or c.get('jorb_id')} asks ({c.get('kind')}): {c.get('reason')}"
-    lines = [f"Confirmation needed ({c.get('tool')}): {c.get('summary')}"]
-    if c.get("side_effects"):
-        lines.append(f"  side effects: {', '.join(c['side_effects'])}")
-    if c.get("reason"):
-        lines.append(f"  why: {c['reason']}")
-    if c.get("error"):
-        lines.append(f"  note: {c['error']}")
-    lines.append(f"  arguments: {shown_arguments(c.get('args') or {})}")
-    return "\n".join(lines)
 
 
 def ask_decision(c: dict[str, Any]) -> dict[str, Any]:
@@ -70,8 +50,6 @@ def ask_decision(c: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_pending_help(thread_id: str, pending: list[dict[str, Any]]) -> None:
-    from .confirm_cmd import call_name
-
     for c in pending:
         say(describe_confirmation(c), fg=typer.colors.YELLOW, err=True)
         say(f"  jarvis approve {thread_id} --call {call_name(c)}   (or --args JSON to change the arguments)\n"
@@ -232,7 +210,7 @@ def register(app: typer.Typer) -> None:
             say(f"No thread {thread!r} yet: starting it (`jarvis threads list` shows the existing ones).",
                 err=True, fg=typer.colors.YELLOW)
         attachments = [_attachment(a) for a in attach or []]
-        interactive = _can_ask()
+        interactive = can_ask()
         if message:
             code = claimed_turn(st.settings, graph, thread_id, user_input(" ".join(message), attachments),
                                 interactive=interactive, end_task=end_task)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -12,6 +11,7 @@ from orchestrator.core.ids import jorb_id_of
 from orchestrator.core.visible import shown_arguments
 from orchestrator.cli import dumps, fail, say, state
 from .chat import run_turn
+from .questions import call_name, named, shown_first
 
 if TYPE_CHECKING:
     from orchestrator.tools.answers import Answer
@@ -19,47 +19,13 @@ if TYPE_CHECKING:
 Decision = tuple["Answer", "str | None", "dict[str, Any] | None"]  # the answer, a deny's reason, an edit's args
 
 
-# `jarvis pending` names each question by the start of its ref (tools/answers.item_ref: the thread, the interrupt,
-# the call and why it is asked again): `--call` with it answers that question only, never another one asked since
-# under the same interrupt (work re-run from the same checkpoint, an edit refused). Long enough that no one can
-# make another question's ref start the same way.
-REF_SHOWN = 16
-
-
-def call_name(item: dict[str, Any]) -> str:
-    """What `--call` takes to answer this question and no other."""
-    return str(item["ref"])[:REF_SHOWN]
-
-
 def _pick(pending: list[dict[str, Any]], call: str | None, thread_id: str) -> list[dict[str, Any]]:
     if call:
-        chosen = [p for p in pending if call in (p.get("interrupt_id"), p.get("key")) or p.get("key", "").endswith(call)
-                  or (len(call) >= REF_SHOWN and str(p.get("ref", "")).startswith(call))]
+        chosen = named(pending, call)
         if not chosen:
             fail(f"no pending confirmation {call!r} on thread {thread_id}")
         return chosen
     return pending
-
-
-def shown_first(chosen: list[dict[str, Any]], command: str) -> None:
-    """An approval without --call approves what is pending when it runs, which may not be what the user last
-    looked at: on a terminal it shows it and asks first. Without one (a script) nothing is approved unseen unless
-    the script says so with --all; it is told each question's --call name instead. `command`: the approval's
-    command line up to --call (`jarvis approve THREAD`)."""
-    from .chat import _can_ask, describe_confirmation
-
-    if not (_can_ask() and sys.stderr.isatty()):
-        for item in chosen:
-            say(describe_confirmation(item), err=True, fg=typer.colors.YELLOW)
-            say(f"    {command} --call {call_name(item)}", err=True)
-        fail(f"nothing was approved: without a terminal to show {'it' if len(chosen) == 1 else 'them'} on, "
-             f"`{command}` approves only a question it names (--call, as listed above), or what is pending "
-             "now, unseen, with --all")
-    for item in chosen:
-        say(describe_confirmation(item), err=True, fg=typer.colors.YELLOW)
-    what = "this call" if len(chosen) == 1 else f"these {len(chosen)} calls"
-    if not typer.confirm(f"Approve {what}?", default=False, err=True):
-        fail("nothing was approved")
 
 
 def _resolve(ctx: typer.Context, thread_id: str, decision: Decision, call: str | None, unseen: bool = False) -> None:

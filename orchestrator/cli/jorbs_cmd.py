@@ -48,8 +48,7 @@ def _guard(fn, *args: Any, **kwargs: Any):
 def print_view(view: Any, as_json: bool = False, full: bool = False) -> None:
     from orchestrator.jorbs.schema import JorbStatus
     from orchestrator.tools.answers import item_ref
-    from .chat import describe_confirmation
-    from .confirm_cmd import call_name
+    from .questions import call_name, describe_confirmation
 
     data = view.as_dict(full=full)
     if as_json:
@@ -174,15 +173,15 @@ def approved(ctx: typer.Context, jorb_id: str, note: str | None, call: str | Non
 
 def _question(svc: Any, jorb_id: str, call: str | None, command: str) -> dict[str, Any] | None:
     from orchestrator.tools.answers import with_ref
-    from .confirm_cmd import REF_SHOWN, shown_first
+    from .questions import named, shown_first
 
     asked = [with_ref(p) for p in _guard(svc.view, jorb_id).pending if p.get("type") in ("jorb_pause", "confirmation")]
     if call:
-        named = [p for p in asked if call == p["interrupt_id"] or (len(call) >= REF_SHOWN and p["ref"].startswith(call))]
-        if not named:
+        chosen = named(asked, call)
+        if not chosen:
             fail(f"jorb {jorb_id} does not wait for {call!r} (it was answered, or it moved on): "
                  f"`jarvis jorbs show {jorb_id}` shows what it asks now; nothing was done")
-        return named[0]
+        return chosen[0]
     if not asked:
         return None  # the service says what the jorb waits for instead
     shown_first(asked[:1], f"{command} {jorb_id}")
