@@ -18,9 +18,9 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from email.utils import parseaddr
 from typing import Any
 
+from orchestrator.channels.addresses import mailbox_of
 from orchestrator.channels.email import EmailChannel
 from orchestrator.channels.telegram import lazy_bot_api
 from orchestrator.core.config import Settings
@@ -134,7 +134,7 @@ class RemoteAnswers:
     def on_email(self, channel: str, sender: str, text: str, meta: dict[str, Any]) -> Outcome | None:
         """A reply in a thread an approval was sent in (the EmailPoller's deliver). None: not from the principal as
         Gmail verified it, or not an answer; dropped."""
-        address = parseaddr(sender)[1].lower()
+        address = mailbox_of(sender)
         if not self.cfg.email or address != self.cfg.email.lower() or not meta.get("verified"):
             log.warning("an email answer from %s ignored: only a reply Gmail verified as from "
                         "confirmations.notify.email answers", sender)

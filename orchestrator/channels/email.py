@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import base64
 import logging
-import re
 import threading
 from collections.abc import Callable
 from email.message import EmailMessage
-from email.utils import parseaddr
 from typing import Any
 
+import authres
 from integrations.base import ToolError
 from integrations.gmail_tools import message_body
 
 from orchestrator.core.config import Settings
 from orchestrator.tools.google_auth import google_api
+from .addresses import mailbox_of
 from .base import ChannelError, Sent
 from .models import ChannelState
 
@@ -42,25 +42,32 @@ def _all_headers(msg: dict, name: str) -> list[str]:
 
 def sender_verified(msg: dict, trusted_authserv: str = "mx.google.com") -> bool:
     """Whether the mail server vouches for the From: address (RFC 8601 Authentication-Results, as Gmail adds
-    it): DMARC passed, or DKIM passed for the From: domain. SPF alone is not enough (it checks the envelope
-    sender, not From:). Only results stamped by Gmail's own server count: anyone can write the header."""
-    sender = parseaddr(_headers(msg).get("from", ""))[1].lower()
-    domain = sender.rpartition("@")[2]
+    it): DMARC passed for the From: domain, or DKIM passed for it. SPF alone is not enough (it checks the envelope
+    sender, not From:). Only results stamped by Gmail's own server count: anyone can write the header. The header
+    is parsed (authres), so text the sender controls inside it (a comment, an envelope address such as
+    `dmarc=pass@evil.example`, an ARC comment) is never read as a result."""
+    sender = mailbox_of(_headers(msg).get("from", ""))
     stamped = _all_headers(msg, "authentication-results")
-    if not domain or not stamped:
+    if sender is None or not stamped:
         return False
+    domain = sender.rpartition("@")[2]
     # Only the topmost header: the receiving server adds its own on top, and one further down may have been
     # written by the sender (a forged "mx.google.com; dmarc=pass" inside the message).
-    authserv, _, results = stamped[0].partition(";")
-    if authserv.strip().lower() != trusted_authserv:
+    try:
+        header = authres.AuthenticationResultsHeader.parse_value(stamped[0])
+    except authres.AuthResError:
         return False
-    text = results.lower()
-    for found in re.findall(r"\bdmarc=pass\b[^;]*", text):
-        shown = re.search(r"header\.from=([a-z0-9.-]+)", found)
-        if shown is None or shown.group(1) == domain:  # DMARC is about the From: domain; say it matches
+    if str(header.authserv_id).strip().lower() != trusted_authserv:
+        return False
+    for result in header.results:
+        if str(result.result).lower() != "pass":
+            continue
+        said = {(str(p.type).lower(), str(p.name).lower()): str(p.value or "").lower() for p in result.properties}
+        method = str(result.method).lower()
+        if method == "dmarc" and said.get(("header", "from")) == domain:
             return True
-    for d in re.findall(r"\bdkim=pass\b[^;]*?header\.(?:d|i)=@?([a-z0-9.-]+)", text):
-        if d == domain or domain.endswith("." + d):
+        signer = said.get(("header", "d")) or said.get(("header", "i"), "").rpartition("@")[2]
+        if method == "dkim" and signer and (signer == domain or domain.endswith("." + signer)):
             return True
     return False
 
@@ -81,8 +88,13 @@ class EmailChannel:
             raise ChannelError(str(exc)) from None
 
     def send(self, to: str, text: str, *, thread_key: str | None = None) -> Sent:
+        # The address the confirmation showed is the one written and recorded: a To: naming several, or one whose
+        # display name looks like another address ("hotel@x.example <eve@evil.example>"), is refused.
+        address = mailbox_of(to)
+        if address is None:
+            raise ChannelError(f"{to!r} is not one email address: give exactly one recipient, as name@example.com")
         mail = EmailMessage()
-        mail["To"] = to
+        mail["To"] = address
         subject = " ".join(text.strip().splitlines()[0].split())[:70] if text.strip() else "(no subject)"
         if thread_key:
             thread = self._call("GET", f"{API}/threads/{thread_key}", params={"format": "metadata"}, what="The thread")
@@ -102,7 +114,7 @@ class EmailChannel:
             message["threadId"] = thread_key
         draft = self._call("POST", f"{API}/drafts", json={"message": message}, what="The email draft")
         sent = self._call("POST", f"{API}/drafts/send", json={"id": draft.get("id")}, idempotent=False, what="The email")
-        return Sent(channel=self.name, to=parseaddr(to)[1] or to, external_id=sent.get("id"),
+        return Sent(channel=self.name, to=address, external_id=sent.get("id"),
                     thread_key=sent.get("threadId") or thread_key)
 
 
@@ -141,11 +153,14 @@ class EmailPoller:
                     continue  # written before the jorb joined the conversation
                 if "SENT" in (msg.get("labelIds") or []) or "DRAFT" in (msg.get("labelIds") or []):
                     continue
-                sender = _headers(msg).get("from", "")
-                if parseaddr(sender)[1].lower() == self.me():
+                raw = _headers(msg).get("from", "")
+                sender = mailbox_of(raw)  # the address a mail server reads, never one inside a display name
+                if sender is not None and sender == self.me():
                     continue  # our own message (the user's own replies come with their address: see user_identities)
-                self.deliver("email", sender, message_body(msg.get("payload") or {}).strip(),
-                             {"thread_key": thread_id, "external_id": mid, "verified": sender_verified(msg)})
+                self.deliver("email", sender or f"(unreadable From: {raw[:200]})",
+                             message_body(msg.get("payload") or {}).strip(),
+                             {"thread_key": thread_id, "external_id": mid,
+                              "verified": sender is not None and sender_verified(msg)})
                 delivered += 1
         return delivered
 
