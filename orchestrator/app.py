@@ -254,7 +254,7 @@ class App:
                                 protected=protected_paths(settings))
         tools += build_time_tools(settings.timezone)
         tools += build_message_tools(settings)
-        tools += build_jorb_tools(lambda: self.jorbs)
+        tools += build_jorb_tools(lambda: self.jorbs, self.settings.autonomy)
         tools += build_reminder_tools(settings)
         tools += self.document_tools()
         tools += google_tools(settings)

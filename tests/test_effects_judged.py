@@ -56,8 +56,10 @@ def jorb_executor(tmp_path):
     from orchestrator.jorbs.tools import build_jorb_tools
 
     settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")},
-                                   "autonomy": {"default": "confirm", "effects": {"jorb_create": "auto"}}}, tmp_path)
-    return ToolExecutor(settings, ToolCatalog([StaticProvider("jorbs", build_jorb_tools(lambda: _NoJorbs()))]))
+                                   "autonomy": {"default": "confirm", "effects": {"jorb_create": "auto",
+                                                                                 "process_start": "deny"}}}, tmp_path)
+    tools = build_jorb_tools(lambda: _NoJorbs(), settings.autonomy)
+    return ToolExecutor(settings, ToolCatalog([StaticProvider("jorbs", tools)]))
 
 
 def test_a_jorb_granted_autonomy_asks_even_where_starting_jorbs_is_automatic(jorb_executor):
@@ -73,7 +75,7 @@ def test_a_jorb_granted_autonomy_asks_even_where_starting_jorbs_is_automatic(jor
     args = {"name": "Reply to all", "plan": "mail everyone", "autonomy": {"email_send": "auto", "fs_write": "deny"}}
     outcome = jorb_executor.execute("jorb_create", args, CallContext(thread_id="t", key="k-grant"), deny)
     assert len(asked) == 1 and not outcome.ok
-    assert "email_send without asking: only you can grant that" in asked[0].reason
+    assert "email_send more freely than your settings do: only you can grant that" in asked[0].reason
     assert "fs_write" not in asked[0].reason  # a deny takes nothing from the user
     plain = jorb_executor.execute("jorb_create", {"name": "Ask Bob", "plan": "ask Bob about Friday"},
                                   CallContext(thread_id="t", key="k-plain"), lambda r: pytest.fail("asked"))
@@ -81,6 +83,11 @@ def test_a_jorb_granted_autonomy_asks_even_where_starting_jorbs_is_automatic(jor
     tightened = jorb_executor.execute("jorb_create", {"name": "Careful", "plan": "p", "autonomy": {"email_send": "deny"}},
                                       CallContext(thread_id="t", key="k-tight"), lambda r: pytest.fail("asked"))
     assert "not started in this test" in tightened.content
+    # `confirm` where the config denies loosens it too: a denied effect would only need a yes (maybe a phone's)
+    loosened = jorb_executor.execute("jorb_create", {"name": "Run it", "plan": "p",
+                                                     "autonomy": {"process_start": "confirm", "fs_write": "confirm"}},
+                                     CallContext(thread_id="t", key="k-loose"), deny)
+    assert not loosened.ok and "process_start more freely" in asked[-1].reason and "fs_write" not in asked[-1].reason
 
 
 # Arguments that choose where an effect goes or what it becomes: a tool taking one is judged per call

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -21,6 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+from orchestrator.channels.addresses import normalize_party
 from orchestrator.core import json_bounds
 from orchestrator.core.aio import run_sync_in_context
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
@@ -41,6 +43,21 @@ from .store import JorbStore
 log = logging.getLogger(__name__)
 
 HOUR, DAY = 3600.0, 86400.0
+
+
+def named_by_task(row: JorbRow, state: JorbState, tool: str, args: dict[str, Any]) -> bool:
+    """Whether the call only messages someone the task names: a contact the jorb was created with, an address or
+    @handle written in its plan, or whom it wrote to before anything from outside reached it. Whom it wrote to
+    after a counterpart's words did not become a contact of the task (the jorb adds them for routing only)."""
+    if tool != "messages_send":
+        return False
+    to = str(args.get("to") or "").strip()
+    if not to:
+        return False
+    given = row.options.get("given_contacts", row.contacts)  # rows from before given_contacts: their contacts
+    if normalize_party(to) in {*given, *state.task_parties}:
+        return True
+    return re.search(rf"(?<![\w.@+-]){re.escape(to)}(?![\w@-]|\.\w)", row.plan or "", re.IGNORECASE) is not None
 
 
 @dataclass
@@ -144,6 +161,7 @@ def make_jorb_nodes(rt: JorbRuntime):
         counter = itertools.count(1)
         untrusted = {"seen": state.untrusted}  # what earlier steps read is still in what the model sees
         sends: list[HistoryEntry] = []
+        parties: list[str] = []  # whom this step wrote to on the task's word alone
 
         def ask(request: Any) -> Any:
             rt.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=f"waiting for confirmation: {request.summary}")
@@ -160,8 +178,11 @@ def make_jorb_nodes(rt: JorbRuntime):
                 bound = bind_arguments(cap.tool, args, kwargs)
             except TypeError as exc:
                 raise ScriptCallError(str(exc)) from None
+            # What a counterpart wrote may steer this call: it asks first, unless it only talks to someone the user
+            # named (the task itself). What a script read steers everything alike.
+            steered = state.counterpart_seen and not named_by_task(row, state, cap.tool.name, bound)
             ctx = CallContext(thread_id=row.thread_id, key=f"{row.thread_id}|step{state.step}|call{index}",
-                              untrusted_seen=untrusted["seen"], overrides=row.autonomy,
+                              untrusted_seen=untrusted["seen"] or steered, overrides=row.autonomy,
                               allowed_tools=namespace.tool_names, origin="jorb", config=config)
             outcome = rt.executor.execute(cap.tool.name, bound, ctx, confirm=ask)
             if outcome.untrusted:
@@ -171,6 +192,8 @@ def make_jorb_nodes(rt: JorbRuntime):
             if cap.tool.name == "messages_send":
                 sends.append(HistoryEntry(role="jarvis", channel=str(bound.get("channel")), party=str(bound.get("to")),
                                           text=str(bound.get("text"))))
+                if not (state.counterpart_seen or ctx.untrusted_seen):  # chosen from the task alone
+                    parties.append(normalize_party(str(bound.get("to"))))
             if outcome.raw is not None:
                 return outcome.raw
             try:
@@ -188,6 +211,8 @@ def make_jorb_nodes(rt: JorbRuntime):
                                    "untrusted": untrusted["seen"]}
         if sends:
             update["history"] = [*state.history, *sends]
+        if parties:
+            update["task_parties"] = sorted({*state.task_parties, *parties})
         return update
 
     def wait(state: JorbState) -> dict[str, Any]:
@@ -225,7 +250,9 @@ def make_jorb_nodes(rt: JorbRuntime):
         if events:
             event.setdefault("type", "event")
             event["events"] = events
-        return {"history": [*state.history, *entries], "current_event": event or None, "decision": None}
+        heard = state.counterpart_seen or bool(events) or any(e.role != "user" for e in entries)
+        return {"history": [*state.history, *entries], "current_event": event or None, "decision": None,
+                "counterpart_seen": heard}
 
     def hold(state: JorbState) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)

@@ -31,6 +31,12 @@ def _clip(value: Any) -> str:
     return text if len(text) <= MAX_RESULT_CHARS else text[:MAX_RESULT_CHARS] + " [...]"
 
 
+def _quoted(text: str) -> str:
+    """A message as a JSON string: a line break in a counterpart's text cannot start what reads as another entry
+    (a forged "THE USER (your principal) intervened" line)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
 def render_history(history: list[HistoryEntry]) -> str:
     if not history:
         return "(no messages yet)"
@@ -40,11 +46,11 @@ def render_history(history: list[HistoryEntry]) -> str:
         lines.append(f"({skipped} earlier messages not shown)")
     for h in history[-MAX_HISTORY:]:
         if h.role == "jarvis":
-            lines.append(f"[{h.at}] you -> {h.party} ({h.channel}): {h.text}")
+            lines.append(f"[{h.at}] you -> {_quoted(h.party)} ({h.channel}): {_quoted(h.text)}")
         elif h.role == "user":
-            lines.append(f"[{h.at}] THE USER (your principal) intervened ({h.channel}): {h.text}")
+            lines.append(f"[{h.at}] THE USER (your principal) intervened ({h.channel}): {_quoted(h.text)}")
         else:
-            lines.append(f"[{h.at}] {h.party} ({h.channel}): {h.text}")
+            lines.append(f"[{h.at}] {_quoted(h.party)} ({h.channel}): {_quoted(h.text)}")
     return "\n".join(lines)
 
 

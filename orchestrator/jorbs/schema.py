@@ -119,6 +119,12 @@ class JorbState(BaseModel):
     # A script of an earlier step read content from outside (a note, a page, a message): it stays in the history
     # the model plans from, so every later effect of the jorb is escalated (ask first).
     untrusted: bool = False
+    # A counterpart wrote (or an event came): its words are in the history too. Every later effect asks first,
+    # except a message to someone the task names: a contact it was created with, an address in its plan, or
+    # whom it wrote to before anything from outside reached it (`task_parties`); talking to them is the task
+    # (jorbs/graph.py).
+    counterpart_seen: bool = False
+    task_parties: list[str] = Field(default_factory=list)
     extra_steps_hour: int = 0  # granted by the user after a rate-limit pause
     extra_steps_day: int = 0
     extra_tokens: int = 0

@@ -282,7 +282,8 @@ class JorbService:
     def create(self, name: str, plan: str, *, contacts: list[str] | None = None, policy: str = "llm",
                autonomy: dict[str, str] | None = None, context: list[str] | None = None, mode: str = "script",
                options: dict[str, Any] | None = None, origin_thread: str | None = None, start: bool = True,
-               background: bool = False) -> JorbView:
+               background: bool = False, untrusted: bool = False) -> JorbView:
+        """`untrusted`: started from a turn that had read outside content (its effects ask first from the start)."""
         if not name.strip() or not plan.strip():
             raise JorbError("a jorb needs a name and a plan")
         try:
@@ -302,6 +303,8 @@ class JorbService:
         self.threads.touch(row.thread_id, kind="jorb", title=name, status=RUNNING)
         first = ({"jorb_id": row.id} if mode == "mission"
                  else {"jorb_id": row.id, "current_event": {"type": "created", "task": name}})
+        if untrusted:
+            first["untrusted"] = True
         if start:
             if background:
                 self.submit(row.id, first)

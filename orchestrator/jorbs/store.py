@@ -50,7 +50,9 @@ class JorbStore:
             id=jorb_id or new_jorb_id(), name=name.strip(), plan=plan.strip(), status=JorbStatus.PLANNING, mode=mode, policy=policy,
             contacts_json=json.dumps(parties),
             autonomy_json=json.dumps(autonomy or {}), context_json=json.dumps(context) if context is not None else None,
-            options_json=json.dumps(options or {}), origin_thread=origin_thread, created_at=utcnow(), updated_at=utcnow(),
+            # the contacts the user gave, apart from those the jorb adds by writing to them (jorbs/graph.py)
+            options_json=json.dumps({**(options or {}), "given_contacts": parties}), origin_thread=origin_thread,
+            created_at=utcnow(), updated_at=utcnow(),
         )
         with Session(self.engine, expire_on_commit=False) as s, s.begin():
             s.add(row)

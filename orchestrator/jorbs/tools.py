@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 
 from integrations.base import ToolError, make_tool
 
-from orchestrator.core.config import Mode
+from orchestrator.core.config import AutonomyConfig, Mode
+from orchestrator.tools.executor import CALL_CONTEXT
 from .service import JorbError, JorbService
 
 
@@ -35,24 +36,40 @@ def _summary(args: dict[str, Any]) -> str:
     return text
 
 
-def _grants_autonomy(args: dict[str, Any]) -> str | None:
-    """A jorb granted `auto` for an effect does it without asking for as long as it runs: only the user can give
-    that, whatever jorb_create's own mode (an automatic jorb_create must not hand out automatic sends)."""
-    granted = sorted(effect for effect, mode in (args.get("autonomy") or {}).items() if mode == "auto")
-    return f"it lets the new task do {', '.join(granted)} without asking: only you can grant that" if granted else None
+_STRICTNESS = {"deny": 0, "confirm": 1, "auto": 2}
 
 
-def build_jorb_tools(service: Callable[[], JorbService]) -> list[BaseTool]:
-    """`service` returns the process's JorbService (App.jorbs), asked on each call."""
+def loosened(autonomy: dict[str, str] | None, config: AutonomyConfig) -> list[str]:
+    """The effects an override lets the new jorb do more freely than the config does: `auto` where the config asks,
+    and `confirm` where it denies (a denied effect then only needs a yes, maybe from a phone)."""
+    return sorted(effect for effect, mode in (autonomy or {}).items()
+                  if _STRICTNESS.get(mode, 0) > _STRICTNESS[config.effects.get(effect, config.default)])
+
+
+def build_jorb_tools(service: Callable[[], JorbService], autonomy: AutonomyConfig) -> list[BaseTool]:
+    """`service` returns the process's JorbService (App.jorbs), asked on each call; `autonomy`: the config's
+    policy, which a new jorb's overrides may only loosen with the user's yes."""
+
+    def grants_autonomy(args: dict[str, Any]) -> str | None:
+        """A jorb's overrides hold for as long as it runs: only the user loosens the policy, whatever
+        jorb_create's own mode (an automatic jorb_create must not hand out automatic sends)."""
+        granted = loosened(args.get("autonomy"), autonomy)
+        return (f"it lets the new task do {', '.join(granted)} more freely than your settings do: only you can grant "
+                "that") if granted else None
 
     def jorb_create(name: str, plan: str, contacts: list[str] | None = None, autonomy: dict[str, str] | None = None,
                     config: RunnableConfig = None) -> dict[str, Any]:
         """Start a long-running task (a jorb) that works in the background, messages people, waits for their
         replies for as long as it takes, and pauses for the user's approval where the plan says so."""
-        origin = str(((config or {}).get("configurable") or {}).get("thread_id") or "") or None
+        configurable = (config or {}).get("configurable") or {}
+        origin = str(configurable.get("thread_id") or "") or None
+        call = configurable.get(CALL_CONTEXT)
+        # Started from a turn that had read outside content: the plan may be that content's, and the jorb's own
+        # effects ask first from its first step, as they would have in the turn (no call context: the same).
+        tainted = not isinstance(call, dict) or bool(call.get("untrusted_seen", True))
         try:
             view = service().create(name, plan, contacts=contacts, autonomy=autonomy, origin_thread=origin,
-                                                background=True)
+                                    background=True, untrusted=tainted)
         except JorbError as exc:
             raise ToolError(str(exc)) from None
         return {"jorb_id": view.row.id, "status": view.row.status,
@@ -64,7 +81,7 @@ def build_jorb_tools(service: Callable[[], JorbService]) -> list[BaseTool]:
                  "pause_reason": r.pause_reason} for r in service().list()]
 
     create = make_tool(jorb_create, args_schema=CreateArgs, side_effects=["jorb_create"], summarize=_summary)
-    create.metadata["requires_confirmation"] = _grants_autonomy
+    create.metadata["requires_confirmation"] = grants_autonomy
     listing = make_tool(jorb_list, args_schema=ListArgs)
     for tool in (create, listing):
         tool.metadata["not_for_scripts"] = True
