@@ -88,6 +88,9 @@ def test_edit_changes_what_is_written_and_deny_writes_nothing(jarvis_env):
     out = graph.invoke(Command(resume={intr.id: {"decision": "edit", "args": {"path": str(target)}}}), _cfg("e"), version="v2")
     (again,) = out.interrupts
     assert "not valid" in again.value["error"] and not target.exists()
+    # asked again about the call as it would run: an approve now runs what is shown, not a refused edit shown
+    # over the original arguments
+    assert again.value["args"] == {"path": str(target), "content": "draft"}
     out = graph.invoke(Command(resume={again.id: {"decision": "edit", "args": {"path": str(target), "content": "final"}}}),
                        _cfg("e"), version="v2")
     assert not out.interrupts and target.read_text() == "final"

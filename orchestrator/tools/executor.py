@@ -31,7 +31,7 @@ from integrations.base import (ToolError, confirmation_demand, is_untrusted, sen
 from orchestrator.tools import autonomy
 from orchestrator.core import secrets
 from orchestrator.core.config import Mode, Settings
-from orchestrator.core.visible import visible
+from orchestrator.core.visible import elide, visible
 from .ledger import SKIPPED, STARTED, AskedCall, EffectsLedger, call_fingerprint
 from .site_grants import SiteGrants, grant_note
 from orchestrator.storage.telemetry import NOT_RUN_EVENT
@@ -384,8 +384,11 @@ class ToolExecutor:
                                              "Do not retry it unless the user asks.", ok=False, args=valid)
                 edited, problem = self.validate_args(tool, answer.args or {})
                 if edited is None:
-                    request.error = f"the edited arguments are not valid: {problem}"
-                    request.args = answer.args or {}
+                    # Asked again about the call as it would run: what is shown is what an approve runs, never the
+                    # refused edit (an approve of that would have run the original arguments under it).
+                    tried = elide(json.dumps(answer.args or {}, ensure_ascii=False, default=str), 300)
+                    request.error = visible(f"the edited arguments are not valid: {problem}; your edit ({tried}) was "
+                                            "not used, and the call is shown again as it would run", one_line=True)
                     continue
                 valid = edited
                 break
