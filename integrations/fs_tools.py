@@ -298,6 +298,15 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
 
     max_results_cap = max_results
 
+    def written_to(path: Any) -> str:
+        """The file a write replaces, as the question names it: a link (`repo/NOTES.md -> ~/.bashrc`) or a
+        relative path is written where it resolves, so the question says where that is."""
+        try:
+            target = str(allowed.resolve(str(path), must_exist=False))
+        except ToolError:
+            return str(path)  # refused when it runs, with the reason
+        return target if target == str(path).strip() else f"{target} (given as {path})"
+
     return [
         # file names are content too: anyone who can put a file in a folder can write an instruction in its name
         make_tool(fs_list_dir, args_schema=ListDirArgs, untrusted_output=True),
@@ -306,7 +315,8 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
             fs_write_text,
             args_schema=WriteTextArgs,
             side_effects=["fs_write"],
-            summarize=lambda a: f"Write {len(str(a.get('content', '')))} characters to {a.get('path')} (replacing it if it exists).",
+            summarize=lambda a: f"Write {len(str(a.get('content', '')))} characters to {written_to(a.get('path'))} "
+                                "(replacing it if it exists).",
         ),
         make_tool(fs_search, args_schema=SearchArgs, untrusted_output=True),
     ]

@@ -169,3 +169,24 @@ def test_the_file_tools_never_write_jarvis_itself(tmp_path, monkeypatch):
     assert config.read_text().startswith("storage:")
     tools["fs_write_text"].func(path=str(home / "notes.txt"), content="fine")
     assert (home / "notes.txt").read_text() == "fine"
+
+
+def test_a_write_question_names_the_file_a_link_inside_the_roots_leads_to(fs, layout):
+    """`repo/NOTES.md -> ~/.bashrc` inside the roots: the write replaces the link's target, and the question
+    named only the link ("Write 5 characters to .../NOTES.md"), so the user approved one file and another changed.
+    It names where the write lands, and what was given."""
+    from integrations.base import summarize_call
+
+    root, _ = layout
+    (root / "repo").mkdir()
+    rc = root / ".bashrc"
+    rc.write_text("# shell start-up\n")
+    os.symlink("../.bashrc", root / "repo" / "NOTES.md")
+    asked = summarize_call(fs["fs_write_text"], {"path": str(root / "repo" / "NOTES.md"), "content": "owned"})
+    assert f"to {rc} (given as {root / 'repo' / 'NOTES.md'})" in asked
+    assert "Wrote 5 bytes to" in fs["fs_write_text"].func(path=str(root / "repo" / "NOTES.md"), content="owned")
+    assert rc.read_text() == "owned"  # where the question said
+    relative = summarize_call(fs["fs_write_text"], {"path": "docs/new.txt", "content": "x"})
+    assert f"to {root / 'docs' / 'new.txt'} (given as docs/new.txt)" in relative
+    plain = summarize_call(fs["fs_write_text"], {"path": str(root / "docs" / "note.txt"), "content": "x"})
+    assert plain == f"Write 1 characters to {root / 'docs' / 'note.txt'} (replacing it if it exists)."
