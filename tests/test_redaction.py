@@ -79,3 +79,16 @@ def test_run_telemetry_keeps_errors_without_url_passwords(tmp_path):
     writer.flush()
     (run,) = list_runs(settings, limit=5)
     assert "pg-s3cret" not in run.error and HIDDEN in run.error
+
+
+def test_a_key_in_a_urls_query_is_hidden_wherever_the_url_is_shown():
+    """`http://host/v1?api_key=...` in a log line, a CLI error or an API answer: the one rule hides the value of
+    every query parameter named like a secret, and only those."""
+    from orchestrator.core.secrets import redact, redacted
+
+    url = "http://jarvis:S3CRET@127.0.0.1:9/v1?model=qwen&api_key=QSECRET&sig=SIGNED&x-api-key=K3Y#top"
+    shown = redact(f"Cannot reach the model endpoint at {url}.")
+    assert "S3CRET" not in shown and "QSECRET" not in shown and "SIGNED" not in shown and "K3Y" not in shown
+    assert "model=qwen" in shown and shown.endswith("#top.")
+    assert redacted({"models": [{"base_url": url}], "n": 3})["models"][0]["base_url"] == redact(url)
+    assert redact("see https://example.com/search?q=key&page=2") == "see https://example.com/search?q=key&page=2"

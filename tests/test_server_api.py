@@ -261,6 +261,23 @@ def test_dropped_pdf_becomes_an_attachment(ui_server, tmp_path):
     assert "report.pdf" in system and "notes.md" in system and "youtu.be" in system
 
 
+def test_an_upload_named_like_the_record_of_uploads_stays_itself(ui_server):
+    """A file dropped as `upload.json` (an allowed suffix) was overwritten by the upload's own record of that
+    name: the attachment then pointed at Jarvis's record, not at the user's file."""
+    data = b'{"name": "upload.json", "kind": "text", "size": 1, "mine": true}'
+    with ui_server.client() as c:
+        for name in ("upload.json", ".upload.json"):
+            stored = c.post("/api/uploads", params={"filename": name}, content=data).json()
+            assert stored["name"] == "upload.json" and stored["size"] == len(data), stored
+            path = ui_server.env.data / "uploads" / stored["upload_id"] / "upload.json"
+            assert path.read_bytes() == data
+            ui_server.env.server.push(answer("Read it."))
+            ui_server.stream(f"/api/threads/web-u{len(name)}/messages",
+                             {"text": "read this", "attachments": [{"upload_id": stored["upload_id"]}]})
+            assert f"- text: {path} (upload.json)" in ui_server.env.server.requests[-1]["messages"][-1]["content"]
+            assert path.read_bytes() == data
+
+
 def test_uploads_are_checked(jarvis_env):
     jarvis_env.write_config(server={"max_upload_mb": 1})
     with start_ui(jarvis_env) as server, server.client() as c:
@@ -440,3 +457,62 @@ def test_a_tainted_thread_is_said_so_and_can_be_trusted_from_the_ui(ui_server):
         assert c.post("/api/threads/web-t/trust").json() == {"thread_id": "web-t", "tainted": False}
         assert c.get("/api/threads/web-t").json()["tainted"] is False
         assert c.post("/api/threads/nope/trust").status_code == 404
+
+
+def test_the_chat_api_refuses_a_jorbs_own_thread(ui_server):
+    """A jorb runs in the LangGraph thread `jorb:<id>`; the chat routes read, deleted and wrote it (a delete erased
+    the jorb's checkpoints, a message wrote a chat turn over them). They refuse it and point to the jorb."""
+    from tests.test_jorbs import step
+    from tests.test_server_jorbs import create, settled
+
+    ui_server.env.server.push(step(reasoning="ask", pause=True, pause_reason="Book the room?"))
+    jid = create(ui_server, name="Hotel", plan="Ask before booking")["id"]
+    paused = settled(ui_server, jid, status="paused")
+    thread = f"jorb:{jid}"
+    with ui_server.client() as c:
+        calls = [c.get(f"/api/threads/{thread}"), c.delete(f"/api/threads/{thread}"),
+                 c.post(f"/api/threads/{thread}/messages", json={"text": "approve it"}),
+                 c.get(f"/api/threads/{thread}/pending"), c.get(f"/api/threads/{thread}/events"),
+                 c.post(f"/api/threads/{thread}/resume", json={"answers": {}}),
+                 c.post(f"/api/threads/{thread}/retry"), c.post(f"/api/threads/{thread}/stop"),
+                 c.post(f"/api/threads/{thread}/trust"), c.patch(f"/api/threads/{thread}", json={"title": "x"})]
+        for resp in calls:
+            assert resp.status_code == 400, (resp.request.method, resp.request.url.path, resp.text)
+            assert f"jorb {jid}" in resp.json()["detail"] and "Jorbs view" in resp.json()["detail"]
+        assert c.get("/api/threads/web-ordinary").status_code == 404  # a chat id still reaches the route
+        # the jorb is untouched: still paused on its question, no model call made for the refused message
+        again = c.get(f"/api/jorbs/{jid}").json()
+        assert again["status"] == "paused" and again["pending"] == paused["pending"]
+        assert len(ui_server.env.server.requests) == 1
+    # the Runs view links a run on a jorb's thread to the jorb (runs.js), since the chat view cannot open it
+    from datetime import datetime, timezone
+
+    from sqlalchemy.orm import Session
+
+    from orchestrator.storage.engines import jarvis_engine
+    from orchestrator.storage.telemetry import RunRow
+
+    with Session(jarvis_engine(ui_server.env.settings)) as s, s.begin():
+        s.add(RunRow(id="run-on-a-jorb", thread_id=thread, started_at=datetime.now(timezone.utc), status="ok"))
+    with ui_server.client() as c:
+        runs = {r["id"]: r for r in c.get("/api/runs").json()}
+    assert runs["run-on-a-jorb"]["jorb_id"] == jid
+
+
+def test_a_model_url_is_shown_without_its_password_or_key(jarvis_env):
+    """A base_url can carry a password and a key; the Settings view, the start-up banner and /api/health showed
+    them back, in the URL and in the messages that quote it. Every URL those answers hold is masked."""
+    url = "http://jarvis:S3CRETPASS@127.0.0.1:9/v1?api_key=QSECRET&subscription-key=KSECRET&v=2"
+    jarvis_env.write_config(models={"primary": {"base_url": url}})
+    with start_ui(jarvis_env) as server, server.client() as c:
+        answers = {path: c.get(path) for path in ("/api/settings/health?sections=false", "/api/settings/health",
+                                                  "/api/settings/models", "/api/health", "/api/settings")}
+        health = answers["/api/settings/health?sections=false"].json()["models"][0]
+        current = answers["/api/settings/models"].json()["current"]
+    for path, resp in answers.items():
+        assert resp.status_code == 200, path
+        for secret in ("S3CRETPASS", "QSECRET", "KSECRET"):
+            assert secret not in resp.text, (path, secret)
+    shown = "http://jarvis:********@127.0.0.1:9/v1?api_key=********&subscription-key=********&v=2"
+    assert health["base_url"] == shown and current["base_url"] == shown
+    assert f"Cannot reach the model endpoint at {shown}." in health["message"]  # the sentence's end kept

@@ -73,6 +73,65 @@ def test_foreign_origin_is_refused(ui_server):
         assert c.get("/api/threads").status_code == 200
 
 
+def test_only_the_ui_itself_or_no_browser_reaches_the_api(ui_server):
+    """A page on another port of the same host is same-site, not cross-site: its <img> and <script> GETs carry the
+    SameSite=Strict cookie and no Origin, and some GETs have effects (GET /api/settings/health starts the MCP
+    servers). /api/ answers only the UI's own page (same-origin), the address bar (none) and non-browsers (absent)."""
+    port = ui_server.url.rsplit(":", 1)[1]
+    cookie = f"jarvis_token_{port}={ui_server.token}"
+    for site in ("same-site", "cross-site", "anything-else"):
+        with ui_server.client(token="", Cookie=cookie, **{"Sec-Fetch-Site": site}) as c:
+            for path in ("/api/settings/health", "/api/settings/models", "/api/threads/web-x", "/api/jorbs/x"):
+                refused = c.get(path)
+                assert refused.status_code == 403 and "other web sites" in refused.json()["detail"], (site, path)
+    for site in ("same-origin", "none"):
+        with ui_server.client(token="", Cookie=cookie, **{"Sec-Fetch-Site": site}) as c:
+            assert c.get("/api/threads").status_code == 200, site
+    with ui_server.client(token="", Cookie=cookie) as c:
+        assert c.get("/api/threads").status_code == 200
+    with ui_server.client(token="", Cookie=cookie, **{"Sec-Fetch-Site": "same-site"}) as c:
+        assert c.get("/static/app.js").status_code == 200  # the UI's code is public anyway
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident size from /proc")
+def test_a_huge_request_head_is_cut_off_without_growing_the_server(ui_server):
+    """The token and the Host are checked once a request's headers are whole, and httptools (uvicorn's parser when
+    installed) kept them whatever their size: 200 headers of 1 MB without a token grew the server by 200 MB. Now
+    the head is cut off past 64 KiB with a 400, the connection closed, and the server answers as before."""
+    import socket
+
+    host, port = ui_server.host.rsplit(":", 1)
+    head = f"GET /api/threads HTTP/1.1\r\nHost: {ui_server.host}\r\nX-Big: ".encode() + b"a" * (1024 * 1024)
+    before = _resident_bytes()
+    held = []
+    try:
+        for _ in range(40):  # never ended: a parser without a bound waits for the rest, holding what it read
+            conn = socket.create_connection((host, int(port)), timeout=10)
+            held.append(conn)
+            try:
+                conn.sendall(head)
+            except OSError:
+                pass  # closed by the server mid-way: what this test wants
+        held[0].settimeout(5)
+        try:
+            answer = held[0].recv(100)
+        except TimeoutError:
+            answer = b"(no answer: the server is still reading the head)"
+        grown = _resident_bytes() - before  # after the wait: the server reads what was sent in its own time
+    finally:
+        for conn in held:
+            conn.close()
+    assert grown < 20 * 1024 * 1024, f"the server grew by {grown // 2**20} MB for 40 heads of 1 MB"
+    assert answer.startswith(b"HTTP/1.1 400"), answer
+    with ui_server.client() as c:
+        assert c.get("/api/threads").status_code == 200
+
+
 def test_first_visit_trades_the_url_token_for_a_strict_cookie(ui_server):
     with httpx.Client(base_url=ui_server.url, follow_redirects=False) as c:
         resp = c.get("/", params={"token": ui_server.token})

@@ -208,6 +208,9 @@ def test_a_jorbs_pause_and_a_missions_question_are_shown_as_they_are(jarvis_env,
     ("[https://bank.example](https://evil.example/)", "https://bank.example (evil.example)"),
     ("[b**an**k](https://b\u0430nk.example/)", "bank (xn--bnk-6cd.example)"),  # a Cyrillic a
     ("[write to me](mailto:eve@evil.example)", "write to me (eve@evil.example)"),
+    ("[write to me](mailto:?to=eve@evil.example&body=all+your+mail)", "write to me (eve@evil.example)"),
+    ("[write to me](mailto:me@home.example?bcc=eve@evil.example)", "write to me (me@home.example, eve@evil.example)"),
+    ("[your bank](https://evil%2Eexample/)", "your bank (evil.example)"),  # as the browser decodes it
     ("<https://ok.example/a>", "https://ok.example/a"),
     ("[ok.example](https://ok.example)", "ok.example"),
 ])
@@ -228,6 +231,29 @@ def test_a_link_in_an_answer_says_where_it_goes(markdown, shown):
     reader.parts = []
     reader.feed(render_markdown(markdown))
     assert "".join(reader.parts).strip() == shown
+
+
+@pytest.mark.parametrize("markdown", [
+    "[your bank](https:evil.example/?d=SECRET)",  # browsers go to https://evil.example/ where urlsplit sees no host
+    "[your bank](https:/evil.example/?d=SECRET)",
+    "[your bank](https:///evil.example/?d=SECRET)",
+    "[your bank](HTTPS:evil.example/?d=SECRET)",
+    "[your bank](https:\\\\evil.example/?d=SECRET)",
+    "[your bank](//evil.example/?d=SECRET)",
+    "<https:evil.example/?d=SECRET>",
+    "[your bank](mailto:?body=SECRET)",
+    "[your bank](ftp://evil.example/SECRET)",
+    "[your bank](#chat/web-SECRET)",  # another conversation, dressed as whatever the text says
+    "[your bank](/api/settings/health?d=SECRET)",  # a GET of Jarvis's own API, with the UI's cookie
+])
+def test_a_link_whose_host_cannot_be_shown_is_not_kept(markdown):
+    """Only absolute http(s) links with a host, and mailto links with an address, stay links; any other link of an
+    answer keeps its text and loses its address, so no click goes where the note does not say."""
+    from orchestrator.server.markdown import render_markdown
+
+    html = render_markdown(f"Pay at {markdown} today.")
+    assert "<a" not in html and "href" not in html, html
+    assert html.startswith("<p>Pay at ") and html.endswith(" today.</p>\n")
 
 
 def test_a_confirmation_names_every_argument_and_the_end_of_each_value():

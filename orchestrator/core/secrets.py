@@ -128,6 +128,17 @@ def redact(text: str) -> str:
     return redact_urls(text)  # a password inside a URL, known or not
 
 
+def redacted(value: Any) -> Any:
+    """An answer about Jarvis's own set-up (dicts and lists walked) with `redact` applied to every string in it:
+    the API's settings and health views, whose base URLs and messages may quote a password or a key.
+    Conversations and tool calls do not go through it: what they show is what is there."""
+    if isinstance(value, dict):
+        return {k: redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redacted(v) for v in value]
+    return redact(value) if isinstance(value, str) else value
+
+
 def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a program Jarvis starts outside the sandbox (a reminder agent): Jarvis's own, minus
     its secrets (`JARVIS_SECRET_*`) and anything named like a secret (OPENAI_API_KEY, GITHUB_TOKEN, ...)."""

@@ -3,7 +3,8 @@
 markdown-it-py renders CommonMark (plus tables and strikethrough) with raw HTML disabled, so whatever the model
 writes, `<script>` stays text and `javascript:` links are dropped; nh3 (the ammonia sanitizer) then keeps only
 an allow-list of tags and attributes, so a future plugin cannot open a hole either. The browser inserts this
-HTML as is and everything else (user text, tool arguments and results) as plain text.
+HTML as is and everything else (user text, tool arguments and results) as plain text. A link stays a link only
+when it is an absolute http(s) URL with a host, or a mailto with an address, and then says where it goes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from html import escape
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import nh3
 from markdown_it import MarkdownIt
@@ -35,43 +36,74 @@ def _parser() -> MarkdownIt:
     return md
 
 
-def destination(href: str) -> str:
+_WEB = ("http://", "https://")
+_HOST = re.compile(r"^(?:[a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?|\[[0-9a-f:.]+\])$")  # what a browser goes to, as shown
+_RECIPIENT_FIELDS = ("to", "cc", "bcc")
+
+
+def destination(href: str) -> str | None:
     """Where a link goes, as a person should read it: the host (IDNA-encoded, so a look-alike letter from another
-    script shows as `xn--`), or a mailto's address."""
-    parts = urlsplit(href)
-    if parts.scheme == "mailto":
-        return parts.path
-    host = parts.hostname or ""
+    script shows as `xn--`), or a mailto's addresses. None for any other link, which is not kept: browsers resolve
+    `https:evil.example/`, `https:/evil.example/` and `https:///evil.example/` to https://evil.example/ where
+    urlsplit sees no host, and a relative link would open a page of Jarvis itself (see _show_link_destinations)."""
+    if href[:7].lower() == "mailto:":
+        return _recipients(href[7:]) or None
     try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
-        return host.encode("ascii", "backslashreplace").decode("ascii")
+        parts = urlsplit(href)
+        if not href.lower().startswith(_WEB) or not parts.hostname:
+            return None
+        host = unquote(parts.hostname)  # a browser decodes `%2E` in a host
+        host = host.encode("idna").decode("ascii").lower()
+    except (ValueError, UnicodeError):
+        return None
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address, written as in the URL
+    return host if _HOST.match(host) else None
+
+
+def _recipients(address: str) -> str:
+    """Every address a mailto: writes to: its path and its `to`, `cc` and `bcc` fields (`mailto:?to=eve@...`
+    has no path at all)."""
+    path, _, query = address.partition("?")
+    found = [unquote(path)] if path else []
+    found += [v for k, v in parse_qsl(query) if k.lower() in _RECIPIENT_FIELDS]
+    return ", ".join(a.strip() for a in found if a.strip())
 
 
 def _show_link_destinations(state: StateCore) -> None:
     """A link whose text is not its address is followed by where it goes: `[your bank](https://evil.example/?d=...)`
     reads "your bank (evil.example)". A model steered by a page or a mail it read can write such a link to carry
-    the user's data off in its address; the click is the user's, made knowing where it goes."""
+    the user's data off in its address; the click is the user's, made knowing where it goes.
+
+    A link that is not an absolute http(s) URL with a host, nor a mailto with an address, is dropped and its text
+    kept. That includes relative and fragment links (`#chat/<id>`, `/api/...`): a model has no page of Jarvis to
+    link to, and such a link would take the user, with the UI's cookie, to a GET of the API (some have effects) or
+    to another conversation dressed as whatever its text says."""
     for block in state.tokens:
         if block.type != "inline" or not block.children:
             continue
         out: list[Token] = []
         href: str | None = None
+        where: str | None = None
         text: list[str] = []
         for token in block.children:
-            out.append(token)
             if token.type == "link_open":
                 href, text = str(token.attrGet("href") or ""), []
+                where = destination(href)
+                if where is None:
+                    continue
             elif token.type == "link_close" and href is not None:
                 shown = "".join(text).strip()
-                where = destination(href)
-                if where and shown not in (href, where, f"mailto:{where}"):
-                    note = Token("text", "", 0)
-                    note.content = f" ({where})"
-                    out.append(note)
-                href = None
+                if where is not None:
+                    out.append(token)
+                    if shown not in (href, where, f"mailto:{where}"):
+                        note = Token("text", "", 0)
+                        note.content = f" ({where})"
+                        out.append(note)
+                href = where = None
+                continue
             elif href is not None and token.type in ("text", "code_inline"):
                 text.append(token.content)
+            out.append(token)
         block.children = out
 
 

@@ -5,8 +5,9 @@
   URL printed by `jarvis run` (`/?token=...`).
 - The Host header must name the server as configured (a loopback name and the port), so a DNS-rebinding page
   (evil.example resolving to 127.0.0.1) is refused even though its requests reach the socket.
-- The Origin header, when sent, must be the UI's own origin, and `Sec-Fetch-Site: cross-site` is refused, so
-  no web page the user visits can drive the API with the user's cookie.
+- The Origin header, when sent, must be the UI's own origin, and an API call's `Sec-Fetch-Site`, when sent, must
+  be `same-origin` or `none` (the page itself, the address bar), so no web page the user visits, not even one on
+  another port of this host, can drive the API with the user's cookie. Other paths refuse only `cross-site`.
 - Security headers (CSP without inline script, no framing, no referrer so the token never leaks).
 """
 
@@ -136,6 +137,20 @@ class Guard:
         return b"set-cookie", value.encode()
 
 
+# Sec-Fetch-Site values an API call may carry: the UI's own page, the address bar or a bookmark. A page on another
+# port of this host is "same-site": its <img> and <script> GETs carry the SameSite=Strict cookie and no Origin, and
+# some GETs have effects (GET /api/settings/health starts MCP servers). Non-browsers send none: the token decides.
+API_FETCH_SITES = ("same-origin", "none")
+
+
+def fetch_site_ok(path: str, site: str | None) -> bool:
+    if site is None:
+        return True
+    if path.startswith("/api/"):
+        return site in API_FETCH_SITES
+    return site != "cross-site"
+
+
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
@@ -179,7 +194,7 @@ class GuardMiddleware:
             await _refuse(send, 421, "This Jarvis only answers under its own address; open the URL printed by "
                                      "`jarvis run` (or add the name to server.allowed_hosts).", html=wants_html)
             return
-        if not guard.origin_ok(headers.get("origin")) or headers.get("sec-fetch-site") == "cross-site":
+        if not guard.origin_ok(headers.get("origin")) or not fetch_site_ok(path, headers.get("sec-fetch-site")):
             log.warning("refused a cross-origin request from %r to %s", headers.get("origin"), path)
             await _refuse(send, 403, "Requests from other web sites are refused.", html=wants_html)
             return

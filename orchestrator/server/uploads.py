@@ -1,5 +1,5 @@
-"""Files dropped on the web UI: size-limited, checked, stored under `<data_dir>/uploads/<id>/<name>`, and
-turned into attachments the planner sees (state.attachments)."""
+"""Files dropped on the web UI: size-limited, checked, stored under `<data_dir>/uploads/<id>/<name>` (their record
+in `<id>/.upload.json`), and turned into attachments the planner sees (state.attachments)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,10 @@ UPLOADS_DIR = "uploads"
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".csv", ".json", ".html", ".htm", ".xml", ".yaml", ".yml", ".log", ".rst"}
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 _SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._ -]+")
+# The upload's own record, next to the file: safe_name strips leading dots, so no upload can take this name
+# (`upload.json` could: a file dropped under it was overwritten by the record).
+META_NAME = ".upload.json"
+LEGACY_META_NAME = "upload.json"
 
 
 class UploadError(Exception):
@@ -100,7 +104,7 @@ class UploadWriter:
             self.abort()
             raise UploadError(f"{self.name} does not look like a text file", 415)
         stored = StoredUpload(self.upload_id, self.kind, self.path, self.name, self.size)
-        (self.folder / "upload.json").write_text(json.dumps(stored.as_dict()), encoding="utf-8")
+        (self.folder / META_NAME).write_text(json.dumps(stored.as_dict()), encoding="utf-8")
         return stored
 
     def abort(self) -> None:
@@ -113,11 +117,16 @@ def find_upload(settings: Settings, upload_id: str) -> StoredUpload | None:
     if not _ID_RE.match(upload_id or ""):
         return None
     folder = uploads_root(settings) / upload_id
-    meta = folder / "upload.json"
+    meta = folder / META_NAME
     if not meta.is_file():
+        meta = folder / LEGACY_META_NAME  # an upload made before the record moved
+        if not meta.is_file():
+            return None
+    try:
+        info = json.loads(meta.read_text(encoding="utf-8"))
+        path = folder / info["name"]
+    except (ValueError, KeyError, TypeError):  # not a record: a file of that name was dropped before the move
         return None
-    info = json.loads(meta.read_text(encoding="utf-8"))
-    path = folder / info["name"]
     if not path.is_file():
         return None
     return StoredUpload(upload_id, info["kind"], path, info["name"], info["size"])

@@ -11,6 +11,9 @@
   POST /api/threads/{id}/retry             continue a turn that stopped on an error -> SSE
   POST /api/threads/{id}/stop              stop the running turn (its own stream then says `stopped`)
   GET  /api/pending                        every confirmation waiting, across threads
+
+A jorb's own thread (`jorb:<id>`) is not a conversation: every route naming a thread refuses it with 400 (the Jorbs view
+and /api/jorbs/{id} show and answer it).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from orchestrator.chat.answering import Incomplete, NotPending
 from orchestrator.chat.live_turns import TurnBusy
 from orchestrator.server.markdown import render_markdown
 from orchestrator.chat.state import tainted
+from orchestrator.core.ids import jorb_id_of
 from orchestrator.storage.threads import ThreadIndex, message_view, pending_confirmations
 from orchestrator.chat.turns import thread_config, user_input
 from orchestrator.tools.answers import with_ref
@@ -39,7 +43,20 @@ from ._sse import sse_response
 
 router = APIRouter()
 
-ThreadId = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$", description="a thread id")]
+
+def chat_thread_id(
+    thread_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$", description="a thread id")],
+) -> str:
+    """A chat thread's id. A jorb's own thread (`jorb:<id>`) is refused: a chat turn written there, or a delete,
+    would overwrite or erase the jorb's checkpoints, and its confirmations are answered through the jorb."""
+    jorb_id = jorb_id_of(thread_id)
+    if jorb_id is not None:
+        raise HTTPException(400, f"{thread_id} is the thread of jorb {jorb_id}, not a conversation: open the jorb "
+                                 f"in the Jorbs view (or use /api/jorbs/{jorb_id}).")
+    return thread_id
+
+
+ThreadId = Annotated[str, Depends(chat_thread_id)]
 _YT_RE = re.compile(r"(?:youtube\.com|youtu\.be|youtube-nocookie\.com)", re.I)
 TOOL_CONTENT_LIMIT = 4000
 

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends
 
 from orchestrator.core.config import Settings
 from orchestrator.server.health import Check, data_folder_check, disk_check, guarded, mcp_checks, model_check, storage_check
+from orchestrator.core.secrets import redacted
 from orchestrator.storage.engines import utcnow
 from orchestrator.server.api import AppContext, app_context
 
@@ -81,4 +82,5 @@ def health_report(ctx: AppContext) -> list[Check]:
 @ROUTER.get("/health")
 def health(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     checks = health_report(ctx)
-    return {"ok": all(c.ok is not False for c in checks), "checks": [c.as_dict() for c in checks]}
+    # masked: the model's check quotes its base URL, which can hold a password or a key
+    return redacted({"ok": all(c.ok is not False for c in checks), "checks": [c.as_dict() for c in checks]})

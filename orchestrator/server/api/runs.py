@@ -1,4 +1,5 @@
-"""GET /api/runs, GET /api/runs/{id}: each run's node timeline, model and tool calls (orchestrator.storage.telemetry)."""
+"""GET /api/runs, GET /api/runs/{id}: each run's node timeline, model and tool calls (orchestrator.storage.telemetry);
+`jorb_id` names the jorb of a jorb's run (its thread is the jorb's, not a conversation)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
 
+from orchestrator.core.ids import jorb_id_of
 from orchestrator.storage.telemetry import get_run, list_runs
 from orchestrator.storage.threads import ThreadIndex
 from . import AppContext, View, app_context
@@ -20,6 +22,7 @@ _RUN_FIELDS = ("id", "thread_id", "graph", "started_at", "duration_ms", "status"
 def _run(row: Any) -> dict[str, Any]:
     out = {f: getattr(row, f) for f in _RUN_FIELDS}
     out["started_at"] = row.started_at.isoformat() if row.started_at else None
+    out["jorb_id"] = jorb_id_of(row.thread_id)  # a jorb's run is shown in the Jorbs view, not as a chat thread
     return out
 
 

@@ -1,7 +1,8 @@
 """GET /api/settings (the active configuration, secrets masked, background services, tool providers),
 GET /api/settings/health (model endpoints, checked with GET /models; slow when one is down), and the model picker:
 GET /api/settings/models (local servers found answering, whether the built-in model is installed) and
-POST /api/settings/models/primary (check a server or the built-in model, write it to the config, switch to it)."""
+POST /api/settings/models/primary (check a server or the built-in model, write it to the config, switch to it).
+Every answer goes through core.secrets.redacted: a base URL's password and secret query values are not shown."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel, Field
 from orchestrator.core import secrets
 from orchestrator.llm.client import check_endpoint, model_config
 from orchestrator.core.redaction import redact_config_text, redact_value
+from orchestrator.core.secrets import redacted
 from . import AppContext, View, app_context
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,7 @@ def settings_view(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     text = None
     if path is not None and path.is_file():
         text = redact_config_text(path.read_text(encoding="utf-8"))
-    return {
+    return redacted({
         "config_file": str(path) if path else None,
         "profile": s.profile,
         "config_text": text,
@@ -44,7 +46,7 @@ def settings_view(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
         "services": ctx.services.report() if ctx.services else [],
         "keyring": secrets.backend_info(),
         "provider_errors": dict(ctx.runtime.catalog.errors),
-    }
+    })
 
 
 @router.get("/settings/health")
@@ -69,7 +71,7 @@ def health(sections: bool = True, ctx: AppContext = Depends(app_context)) -> dic
             log.exception("health check %s failed", getattr(check, "__name__", check))
             found.append({"title": getattr(check, "__name__", "health check"), "items": [
                 {"name": "check", "ok": False, "message": f"{type(exc).__name__}: {exc}", "fix": None}]})
-    return {"models": models, "sections": found}
+    return redacted({"models": models, "sections": found})  # base URLs and the messages quoting them
 
 
 @router.get("/settings/models")
@@ -78,10 +80,10 @@ def found_models(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     from orchestrator.llm.discovery import builtin_model, find_local_servers
 
     primary = ctx.settings.models.primary
-    return {"servers": [{"name": f.name, "base_url": f.base_url, "models": f.models} for f in find_local_servers()],
-            "builtin": builtin_model() is not None,
-            "current": {"model": primary.model, "builtin": primary.provider == "embedded",
-                        "base_url": None if primary.provider == "embedded" else primary.base_url}}
+    return redacted({"servers": [{"name": f.name, "base_url": f.base_url, "models": f.models} for f in find_local_servers()],
+                   "builtin": builtin_model() is not None,
+                   "current": {"model": primary.model, "builtin": primary.provider == "embedded",
+                               "base_url": None if primary.provider == "embedded" else primary.base_url}})
 
 
 class ModelChoiceIn(BaseModel):
@@ -96,12 +98,12 @@ def choose_primary(body: ModelChoiceIn, ctx: AppContext = Depends(app_context)) 
 
     try:
         if body.builtin:
-            return use_builtin(ctx.settings, ctx.runtime)
+            return redacted(use_builtin(ctx.settings, ctx.runtime))
         if not body.base_url:
             raise ModelChoiceError("give the server's base URL (e.g. http://localhost:11434/v1), or pick the built-in model")
-        return use_server(ctx.settings, ctx.runtime, body.base_url, body.model)
+        return redacted(use_server(ctx.settings, ctx.runtime, body.base_url, body.model))
     except ModelChoiceError as exc:
-        raise HTTPException(400, str(exc)) from None
+        raise HTTPException(400, redacted(str(exc))) from None
 
 
 VIEW = View(name="settings", title="Settings", router=router, order=90)

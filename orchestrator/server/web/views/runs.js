@@ -42,10 +42,17 @@ async function loadList(selected) {
       h("td", { text: ms(r.duration_ms) }),
       h("td", { text: tokens(r) }),
       h("td", { text: r.tool_errors ? `${r.tool_calls} (${r.tool_errors} failed)` : String(r.tool_calls) }),
-      h("td", {}, r.thread_id && ui.has("chat") ? h("a", { href: `#chat/${encodeURIComponent(r.thread_id)}`, title: r.thread_id, text: r.thread_title || r.thread_id }) : (r.thread_title || r.thread_id || ""))));
+      h("td", {}, threadCell(r))));
   }
   table.append(tbody);
   listEl.append(table);
+}
+
+// A jorb's run links to the jorb: its thread is not a conversation (the chat API refuses it).
+function threadCell(r) {
+  const text = r.thread_title || r.thread_id || "";
+  if (r.jorb_id) return ui.has("jorbs") ? h("a", { href: `#jorbs/${encodeURIComponent(r.jorb_id)}`, title: r.thread_id, text }) : text;
+  return r.thread_id && ui.has("chat") ? h("a", { href: `#chat/${encodeURIComponent(r.thread_id)}`, title: r.thread_id, text }) : text;
 }
 
 // in/out; a server that reports no usage (llama-cpp-python's, some others) makes the figures a floor, or unknown.
