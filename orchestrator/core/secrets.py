@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import threading
+from typing import Any
 
 from .config import SecretRef, SecretValue
 from .redaction import is_secret_key, redact_urls
