@@ -499,3 +499,20 @@ def test_answered_elsewhere_the_buttons_go_and_the_email_thread_is_no_longer_rea
     assert telegram.state.buttons(message) == [] and app.remote_answers.email_threads() == []
     qid = _press(telegram, _poller(jarvis_env, app), message, approve)
     assert "already answered (approve, from the web UI" in _answer_to(telegram, qid)["text"]
+
+
+def test_the_confirmation_email_masks_a_known_secret_in_its_subject_and_first_line(jarvis_env, mail):
+    """The email's first line quoted the call's summary unmasked (and became the Subject), though the rest of the
+    message masked known secrets: a key in a message's text left the machine in the mail's headers."""
+    from orchestrator.core.secrets import remember
+
+    key = remember("sk-LIVE-SECRET-123456")
+    jarvis_env.server.push(step(reasoning="send", script=f"jarvis.messages.send('local', '@bob', 'the key is {key}')"),
+                           step(reasoning="done", done=True, result="sent"))
+    app = jarvis_env.app()
+    assert app.jorbs.create("Share", "Send Bob the key").row.status == "paused"
+    assert app.notifier().sweep() == 1
+    (sent,) = mail.sent
+    mime = message_from_bytes(base64.urlsafe_b64decode(sent["raw"] + "=="))
+    assert key not in str(mime["Subject"]) and key not in mime.get_payload(decode=True).decode()
+    assert "the key is ***" in mime.get_payload(decode=True).decode()

@@ -121,7 +121,8 @@ class Notifier:
     def send_email(self, item: Mapping[str, Any]) -> None:
         to = str(self.cfg.email)
         token, digest = self.store.issue(item, "email", to)
-        text = (f"Jarvis asks: {item.get('summary') or item.get('tool')}\n\n{describe(item, self.cfg.ui_url)}\n\n"
+        # describe() masks known secrets; its first line, which becomes the Subject, names no argument
+        text = (f"{describe(item, self.cfg.ui_url)}\n\n"
                 f"Reply with \"approve\" or \"deny\" as the first word, keeping this code in the reply: {token}\n"
                 "(only a reply from your own address, as Gmail verified it, is taken)")
         try:
