@@ -344,6 +344,30 @@ def test_an_email_goes_to_the_one_address_it_names_or_not_at_all(email_env, goog
     assert sent.to == "desk@hotel.example" and google_server.sent[0]["to"] == ["desk@hotel.example"]
 
 
+def test_a_thread_that_cannot_be_read_or_a_reply_not_delivered_loses_no_other_reply(email_env, google_server):
+    """One thread Gmail fails to give (deleted, too big, malformed) stopped the whole poll, so other jorbs' replies
+    waited behind it for ever; and a reply marked seen before it was delivered was lost when delivering failed."""
+    from orchestrator.channels.email import EmailPoller
+
+    broken = google_server.add_message(sender="Ann <ann@example.com>", subject="Re: A", body="first thread")
+    fine = google_server.add_message(sender="Bob <bob@example.com>", subject="Re: B", body="second thread")
+    google_server.fail("GET", rf"/threads/{broken['threadId']}$", 500, times=100)
+    got: list[str] = []
+    refuse = [True]
+
+    def deliver(channel, who, text, meta):
+        if refuse[0] and who == "bob@example.com":
+            refuse[0] = False
+            raise OSError("No space left on device")
+        got.append(text)
+
+    poller = EmailPoller(email_env.settings, deliver, lambda: [(broken["threadId"], None), (fine["threadId"], None)])
+    assert poller.poll_once() == 0 and got == []  # Bob's reply could not be stored: not marked seen
+    assert broken["threadId"] in (poller.last_error or "")
+    assert poller.poll_once() == 1 and got == ["second thread"]  # delivered on the next poll, past the broken one
+    assert poller.poll_once() == 0  # and once
+
+
 def _telegram_inbox(jarvis_env, telegram, allowlist: list[str], identities: list[str]):
     """A jorb service whose Telegram poller (the local Bot API) delivers into it, the user known by `identities`."""
     from orchestrator.channels.telegram import TelegramPoller

@@ -141,34 +141,52 @@ class EmailPoller:
         return self._me
 
     def poll_once(self) -> int:
+        """Delivers each new message of the threads jorbs wait on. A thread that cannot be read (deleted, too big,
+        malformed) is said in the log and `last_error` and skipped: the others are still read."""
         delivered = 0
+        problems = []
         for thread_id, since in self.threads():
-            since_ms = int(since.timestamp() * 1000) if since is not None else 0
-            thread = self.api.request("GET", f"{API}/threads/{thread_id}", params={"format": "full"}, what="The thread")
-            for msg in thread.get("messages") or []:
-                mid = msg.get("id")
-                if not mid or not self.state.claim(f"seen:{mid}"):
-                    continue  # seen before, by this worker or another polling the same mailbox
-                if int(msg.get("internalDate") or 0) < since_ms:
-                    continue  # written before the jorb joined the conversation
-                if "SENT" in (msg.get("labelIds") or []) or "DRAFT" in (msg.get("labelIds") or []):
-                    continue
-                raw = _headers(msg).get("from", "")
-                sender = mailbox_of(raw)  # the address a mail server reads, never one inside a display name
-                if sender is not None and sender == self.me():
-                    continue  # our own message (the user's own replies come with their address: see user_identities)
+            try:
+                delivered += self._poll_thread(thread_id, since)
+            except Exception as exc:  # noqa: BLE001 - one thread must not keep the others' replies back
+                problems.append(f"thread {thread_id}: {exc}")
+                log.warning("email thread %s could not be read: %s", thread_id, exc)
+        self.last_error = "; ".join(problems)[:1000] or None
+        return delivered
+
+    def _poll_thread(self, thread_id: str, since: Any) -> int:
+        delivered = 0
+        since_ms = int(since.timestamp() * 1000) if since is not None else 0
+        thread = self.api.request("GET", f"{API}/threads/{thread_id}", params={"format": "full"}, what="The thread")
+        for msg in thread.get("messages") or []:
+            mid = msg.get("id")
+            if not mid or not self.state.claim(f"seen:{mid}"):
+                continue  # seen before, by this worker or another polling the same mailbox
+            if int(msg.get("internalDate") or 0) < since_ms:
+                continue  # written before the jorb joined the conversation
+            if "SENT" in (msg.get("labelIds") or []) or "DRAFT" in (msg.get("labelIds") or []):
+                continue
+            raw = _headers(msg).get("from", "")
+            sender = mailbox_of(raw)  # the address a mail server reads, never one inside a display name
+            if sender is not None and sender == self.me():
+                continue  # our own message (the user's own replies come with their address: see user_identities)
+            try:
                 self.deliver("email", sender or f"(unreadable From: {raw[:200]})",
                              message_body(msg.get("payload") or {}).strip(),
                              {"thread_key": thread_id, "external_id": mid,
                               "verified": sender is not None and sender_verified(msg)})
-                delivered += 1
+            except Exception as exc:  # noqa: BLE001 - not delivered: the next poll tries it again
+                self.state.release(f"seen:{mid}")
+                log.warning("email %s in thread %s could not be delivered (tried again next time): %s",
+                            mid, thread_id, exc)
+                continue
+            delivered += 1
         return delivered
 
     def _run(self) -> None:
         while not self._stop.wait(self.settings.channels.email.poll_interval_s):
             try:
                 self.poll_once()
-                self.last_error = None
             except Exception as exc:  # noqa: BLE001 - keep polling; say why it failed
                 self.last_error = str(exc)
                 log.warning("email polling failed: %s", exc)

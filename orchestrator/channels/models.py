@@ -44,6 +44,12 @@ class ChannelState:
         with self.engine.begin() as conn:
             conn.execute(stmt)
 
+    def release(self, key: str) -> None:
+        """Unset a claimed key: the work it stood for did not happen, and the next one to claim it does it."""
+        table = ChannelStateRow.__table__
+        with self.engine.begin() as conn:
+            conn.execute(table.delete().where(table.c.channel == self.channel, table.c.key == key))
+
     def claim(self, key: str, value: str = "1") -> bool:
         """Set the key only if it is not set yet; True for the one caller (of any worker) that set it."""
         stmt = (self._insert(key, value).on_conflict_do_nothing(index_elements=["channel", "key"])
