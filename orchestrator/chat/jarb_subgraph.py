@@ -291,8 +291,25 @@ class RegistrationArgs(BaseModel):
 
 
 def registration_args(spec: ToolSpec, code: str, report: TestReport) -> dict[str, Any]:
+    # the whole code: what the user approves (and the approval's fingerprint) is every line that will run
     return {"name": spec.name, "description": spec.description, "side_effects": spec.effects(),
-            "uses": derive_manifest(code).capabilities, "tests": report.summary, "code": code[:4000]}
+            "uses": derive_manifest(code).capabilities, "tests": report.summary, "code": code}
+
+
+def uses_shown(manifest: Any, lines_each: int = 12) -> str:
+    """What the code does beyond computing, every kind of it and where: a use after the first few of its kind
+    (eight harmless writes, then one to ~/.bashrc) is not left out of the question."""
+    kinds: dict[str, list[Any]] = {}
+    for e in manifest.evidence:
+        kinds.setdefault(e.capability, []).append(e)
+    parts = []
+    for kind, found in kinds.items():
+        lines = ", ".join(str(e.line) for e in found[:lines_each]) + (f" and {len(found) - lines_each} more"
+                                                                      if len(found) > lines_each else "")
+        parts.append(f"{kind.replace('_', ' ')} at line{'s' if len(found) > 1 else ''} {lines} "
+                     f"(first: {found[0].what}; last: {found[-1].what})" if len(found) > 1
+                     else f"{kind.replace('_', ' ')} at line {lines} ({found[0].what})")
+    return "; ".join(parts) or "nothing beyond computing"
 
 
 def registration_tool(factory: Any, spec: ToolSpec, code: str, tests: str, report: TestReport, *,
@@ -310,7 +327,7 @@ def registration_tool(factory: Any, spec: ToolSpec, code: str, tests: str, repor
         return json.dumps({"name": record.name, "version": record.version, "label": record.label,
                            "path": str(record.path), "tests_path": str(record.tests_path)})
 
-    uses = "; ".join(f"line {e.line}: {e.what}" for e in manifest.evidence[:8]) or "nothing beyond computing"
+    uses = uses_shown(manifest)
     summary = (f"Register the new tool {spec.name}" + (" WITH NETWORK ACCESS" if network else "") +
                f" (tests: {report.summary}; the code uses: {uses}).")
     tool = StructuredTool.from_function(func=register, name=JARB_TOOL, description="Register a generated tool.",
