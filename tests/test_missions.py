@@ -169,6 +169,21 @@ def test_a_call_outside_a_restricted_context_fails_clearly_in_a_mission(jarvis_e
     assert not result.ok and "outside this task's context" in result.error
 
 
+def test_a_mission_job_cannot_start_more_work(jarvis_env, workspace):
+    """A jorb's script cannot call jorb_create (not_for_scripts); a mission's job, unrestricted, could run any tool
+    of the catalog, so a round steered by a file it read could start a jorb of its own."""
+    srv = jarvis_env.server
+    srv.push(sheratan(action="create_followup_jobs", new_jobs=[
+                 {"name": "J", "kind": "jorb_create", "params": {"name": "Spawned", "plan": "mail everyone"}}]),
+             sheratan(action="mission_complete", summary="done"))
+    svc = _svc(jarvis_env)
+    view = svc.create("Spawn", "g", mode="mission", options={"workspace": str(workspace)},
+                      autonomy={"jorb_create": "auto"})
+    (result,) = view.state.results
+    assert not result.ok and "outside this task's context" in result.error
+    assert [r.name for r in svc.list(statuses=None)] == ["Spawn"]
+
+
 def test_a_job_takes_the_jorbs_context_and_workspace_from_its_round(jarvis_env, workspace):
     """Jobs take the jorb's autonomy, context and workspace from the round's plan step (MissionEnv)."""
     from orchestrator.jorbs.mission import Job, JobTask, make_mission_nodes, mission_env

@@ -154,9 +154,10 @@ def _tool_list(namespace: Namespace) -> str:
 
 
 def mission_env(row: Any, namespace: Namespace) -> MissionEnv:
-    allowed = None
-    if row.context is not None:  # a restricted context: the named tools, and the file jobs it names
-        allowed = sorted(namespace.tool_names | {k for k in MISSION_KINDS if k in row.context})
+    # What a job may run: what a jorb's script may call (never the tools that start more work, not_for_scripts:
+    # jorb_create), and the file jobs; in a restricted context, only those it names.
+    kinds = {k for k in MISSION_KINDS if row.context is None or k in row.context}
+    allowed = sorted(namespace.tool_names | kinds)
     return MissionEnv(thread_id=row.thread_id, name=row.name, workspace=row.options.get("workspace"),
                       autonomy=row.autonomy, allowed_tools=allowed)
 
