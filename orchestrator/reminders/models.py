@@ -181,3 +181,14 @@ class Reminder(BaseModel):
         data["target_kind"] = self.target_kind
         data["target"] = self.target
         return data
+
+
+# `created_by` of a reminder the planner made after its thread had read outside content: its title and description
+# may be that content's words (reminders/tools.py)
+PLANNER_AFTER_CONTENT = "planner:after-outside-content"
+
+
+def written_outside_the_conversation(created_by: str) -> bool:
+    """Whether a reminder's text may be someone else's than the user's: an agent program's, or the planner's
+    after reading outside content. Posted into a chat, it taints that thread (reminders/targets.py)."""
+    return created_by == PLANNER_AFTER_CONTENT or created_by.startswith("agent:")

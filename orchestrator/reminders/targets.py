@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from orchestrator.storage.threads import IDLE, RUNNING
-from .models import Reminder, iso_utc, utcnow
+from .models import Reminder, iso_utc, utcnow, written_outside_the_conversation
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,10 @@ class ChatTarget:
             self._threads = getattr(runtime, "threads", None)
         return self._threads
 
-    def post(self, thread_id: str, message_id: str, text: str, metadata: dict[str, Any]) -> None:
+    def post(self, thread_id: str, message_id: str, text: str, metadata: dict[str, Any], *,
+             outside: bool = False) -> None:
+        """`outside`: the text may be someone else's than the user's (an agent program's, or the planner's after
+        it read outside content): the thread is then tainted from its next turn, as if it had read the text."""
         from langchain_core.messages import AIMessage
 
         try:
@@ -157,10 +160,14 @@ class ChatTarget:
                 raise DeliveryDeferred(f"thread {thread_id} is in the middle of a turn")
             # The message id makes a repeated delivery (after a crash) replace, not duplicate, the message.
             message = AIMessage(content=text, id=message_id, response_metadata={"source": "reminder", **metadata})
-            graph.update_state(config, {"messages": [message]}, as_node="respond")
+            update: dict[str, Any] = {"messages": [message]}
+            if outside:  # read by the thread's next turn: that turn and the later ones ask before effects
+                update["untrusted_turn"] = int((snapshot.values or {}).get("turn", 0)) + 1
+            graph.update_state(config, update, as_node="respond")
             if threads is not None:
                 threads.touch(thread_id, title="Reminders" if thread_id == self.default_thread else None, status=IDLE)
 
     def fire(self, reminder: Reminder) -> None:
         self.post(reminder.thread_id or self.default_thread, f"reminder-{reminder.id}",
-                  reminder_text(reminder, self._describe), {"reminder_id": reminder.id})
+                  reminder_text(reminder, self._describe), {"reminder_id": reminder.id},
+                  outside=written_outside_the_conversation(reminder.created_by))

@@ -12,6 +12,9 @@ from pydantic import BaseModel, Field
 from integrations.base import ToolError, make_tool
 
 from orchestrator.core.config import Settings
+from orchestrator.core.visible import elide
+from orchestrator.tools.executor import CALL_CONTEXT
+from .models import PLANNER_AFTER_CONTENT
 from .recurrence import describe
 from .spec import ReminderInputError, ReminderRequest
 from .store import ReminderNotFound, ReminderStateError, ReminderStore
@@ -71,8 +74,10 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
             thread_id = str(((config or {}).get("configurable") or {}).get("thread_id") or settings.scheduler.chat_thread)
         req = ReminderRequest(title=title, when=when, rrule=rrule, description=description, priority=priority,
                               thread_id=thread_id, webhook_url=webhook_url, process_name=process_name, jorb_id=jorb_id)
+        call = ((config or {}).get("configurable") or {}).get(CALL_CONTEXT)
+        after_content = not isinstance(call, dict) or bool(call.get("untrusted_seen", True))
         try:
-            r = store().create(req, created_by="planner")
+            r = store().create(req, created_by=PLANNER_AFTER_CONTENT if after_content else "planner")
         except ReminderInputError as exc:
             raise ToolError(str(exc)) from None
         repeat = f", repeating {r.rrule}" if r.rrule else ""
@@ -108,7 +113,9 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
             side_effects_for=_create_effects,
             summarize=lambda a: (f"Create a reminder {a.get('title')!r} at {a.get('when')}"
                                  f"{', repeating ' + a['rrule'] if a.get('rrule') else ''} and "
-                                 f"{_target_words(a)}.")),
+                                 f"{_target_words(a)}"
+                                 + (f", saying {elide(str(a['description']), 200)!r}" if a.get("description") else "")
+                                 + ".")),
         make_tool(reminder_list, args_schema=ListArgs),
         make_tool(reminder_cancel, args_schema=CancelArgs, side_effects=["reminder_write"],
                   summarize=lambda a: f"Cancel reminder {a.get('reminder_id')}."),
