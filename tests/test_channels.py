@@ -154,6 +154,22 @@ def test_ambiguous_resolved_by_the_model_low_confidence_and_spam_to_the_inbox(ja
     assert inbox["50% off watches"]["status"] == "spam"
 
 
+def test_a_flood_from_strangers_costs_at_most_the_switchboards_budget_of_model_calls(jarvis_env):
+    """Each message the rules cannot place cost a model call, made on the channel's poller (which also carries the
+    approvals' button presses): a stranger's flood held them up. Past channels.judge_per_minute, the inbox."""
+    jarvis_env.write_config(channels={"judge_per_minute": 2})
+    srv = jarvis_env.server
+    router_rule = lambda req: "You route an incoming message" in req["messages"][0]["content"]  # noqa: E731
+    srv.add_rule(lambda req: not router_rule(req), step(reasoning="wait", await_reply=True))
+    srv.add_rule(router_rule, {"content": json.dumps({"jorb_id": None, "confidence": 0.9, "reasoning": "no idea"})})
+    svc = _service(jarvis_env)
+    svc.create("Plumber", "Quote for the kitchen sink", contacts=["bob@example.com"])
+    routes = [svc.inbound("telegram", f"@stranger{i}", "hello") for i in range(6)]
+    assert sum(1 for r in srv.requests if router_rule(r)) == 2
+    assert [("not_judged" in r.flags) for r in routes] == [False, False, True, True, True, True]
+    assert all(r.jorb_id is None and "please assign" in r.reasoning for r in routes[2:])
+
+
 def test_a_burst_of_three_messages_wakes_the_jorb_once(jarvis_env):
     jarvis_env.write_config(channels={"burst_window_s": 0.5})
     srv = jarvis_env.server

@@ -275,6 +275,9 @@ class ChannelsConfig(_Section):
     burst_window_s: float = Field(20.0, ge=0)
     send_per_minute: int = Field(20, ge=1)
     route_min_confidence: float = Field(0.7, ge=0, le=1)
+    # Inbound messages the rules cannot place cost a model call each, made on the channel's poller: past this many
+    # a minute (a flood from strangers) they go to the inbox unjudged, so approvals on that poller are not held up.
+    judge_per_minute: int = Field(10, ge=1)
     user_identities: list[str] = Field(default_factory=list,
                                        description="your own addresses: a message from one of them is your intervention "
                                                    "(an email only when Gmail verified its From:; on Telegram prefer "

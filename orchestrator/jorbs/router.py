@@ -16,6 +16,7 @@ from typing import Any
 
 from orchestrator.channels.addresses import normalize_party
 from orchestrator.channels.handle_pins import account_of
+from orchestrator.channels.ratelimit import bucket
 from orchestrator.channels.switchboard import judge
 from orchestrator.core.config import Settings
 from .schema import OPEN_STATUSES, JorbStatus
@@ -84,6 +85,11 @@ def route_inbound(settings: Settings, store: JorbStore, llm: Any, channel: str, 
     candidates = matches or store.open_jorbs()
     if not use_model or not candidates:
         return Route(None, "ambiguous" if matches else "unmatched", exact_note)
+    # one budget per Jarvis (its data folder), shared by its pollers
+    if not bucket(f"switchboard:{settings.data_dir}", settings.channels.judge_per_minute).acquire(timeout=0):
+        return Route(None, "ambiguous" if matches else "unmatched",
+                     f"{exact_note}; not judged: more than channels.judge_per_minute messages needed the switchboard "
+                     "this minute (please assign it)", flags=["not_judged"])
     decision = judge(llm, channel, who, text, candidates)
     reasoning = f"{exact_note}; the switchboard model says: {decision.reasoning or 'no reason given'}"
     if decision.flags:
