@@ -99,6 +99,33 @@ def test_a_script_that_raises_is_shown_to_the_model(jarvis_env, jorbs):
     assert "CapabilityError" in _events(srv)[1] and "does not exist" in _events(srv)[1]
 
 
+def test_a_script_writing_its_own_lines_on_the_pipe_does_not_break_the_jorb(jarvis_env, jorbs):
+    """The script can write to the protocol's pipe itself (fd 1): a line that is JSON but not a message, or a call
+    whose names are not strings, made the runner raise outside its own errors and the jorb failed."""
+    srv = jarvis_env.server
+    forged = ('import os\nos.write(1, b\'[1, 2]\\n\')\n'
+              'os.write(1, b\'{"type": "call", "id": 99, "ns": 5, "method": ["x"]}\\n\')\n"still here"')
+    srv.push(step(reasoning="forge", script=forged), step(reasoning="done", done=True, result="ok"))
+    view = jorbs().create("Forger", "Write to the pipe")
+    assert view.row.status == "done", (view.row.status, view.row.error)
+    (result,) = view.state.script_results
+    assert result.error is None and result.result == "still here"
+
+
+def test_one_step_makes_no_more_automatic_effects_than_a_chat_turn(jarvis_env, jorbs):
+    """autonomy.max_side_effects_per_turn held for a chat turn only: one script of a jorb granted message_send auto
+    could send any number of messages in one step. Past the budget, each further effect asks."""
+    jarvis_env.write_config(autonomy={"max_side_effects_per_turn": 3})
+    srv = jarvis_env.server
+    srv.push(step(reasoning="spam", script="for i in range(10):\n    jarvis.messages.send('local', '@bob', f'hi {i}')"),
+             step(reasoning="done", done=True, result="ok"))
+    view = jorbs().create("Chatty", "Say hi to @bob", contacts=["@bob"], autonomy={"message_send": "auto"})
+    assert view.row.status == "paused", view.row
+    (pending,) = view.pending
+    assert pending["tool"] == "messages_send" and "already run 3 side effects" in pending["reason"]
+    assert len([m for m in jorbs().store.messages() if m.direction == "out"]) == 3
+
+
 def test_garbage_twice_then_a_valid_step_and_garbage_three_times_pauses(jarvis_env, jorbs):
     srv = jarvis_env.server
     srv.push({"content": "I think we should check the calendar."}, {"content": '{"reasoning": "x"}'},

@@ -22,6 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+from integrations.base import side_effects_of
 from orchestrator.channels.addresses import normalize_party
 from orchestrator.core import json_bounds
 from orchestrator.core.aio import run_sync_in_context
@@ -162,6 +163,7 @@ def make_jorb_nodes(rt: JorbRuntime):
         untrusted = {"seen": state.untrusted}  # what earlier steps read is still in what the model sees
         sends: list[HistoryEntry] = []
         parties: list[str] = []  # whom this step wrote to on the task's word alone
+        effects = {"done": 0}  # effects this step's script made: past autonomy.max_side_effects_per_turn, each asks
 
         def ask(request: Any) -> Any:
             rt.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=f"waiting for confirmation: {request.summary}")
@@ -182,9 +184,12 @@ def make_jorb_nodes(rt: JorbRuntime):
             # named (the task itself). What a script read steers everything alike.
             steered = state.counterpart_seen and not named_by_task(row, state, cap.tool.name, bound)
             ctx = CallContext(thread_id=row.thread_id, key=f"{row.thread_id}|step{state.step}|call{index}",
-                              untrusted_seen=untrusted["seen"] or steered, overrides=row.autonomy,
+                              untrusted_seen=untrusted["seen"] or steered, effects_this_turn=effects["done"],
+                              overrides=row.autonomy,
                               allowed_tools=namespace.tool_names, origin="jorb", config=config)
             outcome = rt.executor.execute(cap.tool.name, bound, ctx, confirm=ask)
+            if outcome.ok and side_effects_of(cap.tool, bound):
+                effects["done"] += 1
             if outcome.untrusted:
                 untrusted["seen"] = True
             if not outcome.ok:

@@ -122,6 +122,9 @@ def run_script(
             except json.JSONDecodeError:
                 log.warning("jorb script wrote a line that is not JSON: %r", line[:200])
                 continue
+            if not isinstance(msg, dict):  # the script itself can write to the pipe: any JSON may come
+                log.warning("jorb script wrote a line that is not a message: %r", line[:200])
+                continue
             if msg.get("type") == "done":
                 outcome.result = msg.get("result")
                 outcome.error = msg.get("error")
@@ -133,7 +136,10 @@ def run_script(
             record = {"id": msg.get("id"), "capability": f"jarvis.{msg.get('ns')}.{msg.get('method')}",
                       "args": msg.get("args") or [], "kwargs": msg.get("kwargs") or {}}
             try:
-                result = handle_call(msg.get("ns", ""), msg.get("method", ""), record["args"], record["kwargs"])
+                if not (isinstance(msg.get("ns"), str) and isinstance(msg.get("method"), str)
+                        and isinstance(record["args"], list) and isinstance(record["kwargs"], dict)):
+                    raise ScriptCallError(f"a malformed call on the pipe: {line[:200]}")
+                result = handle_call(msg["ns"], msg["method"], record["args"], record["kwargs"])
                 reply = {"id": msg.get("id"), "result": result}
                 record["ok"] = True
             except ScriptCallError as exc:
