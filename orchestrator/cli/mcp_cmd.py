@@ -94,9 +94,10 @@ def review(ctx: typer.Context, server: str = typer.Argument(None, help="the serv
         say(f"{change.tool} ({change.server}):", bold=True)
         say(f"  first seen: {change.before['description']}")
         say(f"  now:        {change.now['description']}", fg=typer.colors.YELLOW)
-        if change.before["input_schema"] != change.now["input_schema"]:
-            say(f"  arguments first seen: {dumps(change.before['input_schema'])}")
-            say(f"  arguments now:        {dumps(change.now['input_schema'])}", fg=typer.colors.YELLOW)
+        for part in change.changed_parts():  # the arguments, the title, the annotations its effects follow
+            label = {"input_schema": "arguments"}.get(part, part)
+            say(f"  {label} first seen: {dumps(change.before.get(part))}")
+            say(f"  {label} now:        {dumps(change.now.get(part))}", fg=typer.colors.YELLOW)
     if not accept:
         named = f" {server}" if server else ""
         say(f"Not offered to the model until you accept them: jarvis mcp review{named} --accept")

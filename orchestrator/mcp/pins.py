@@ -34,8 +34,13 @@ log = logging.getLogger(__name__)
 class ToolChange:
     server: str
     tool: str
-    before: dict[str, Any]  # {"description", "input_schema"} as first seen (accepted)
+    before: dict[str, Any]  # {"description", "input_schema", "title", "annotations"} as first seen (accepted)
     now: dict[str, Any]
+
+    def changed_parts(self) -> list[str]:
+        """What changed besides the description: the arguments, the title the model may read, the annotations
+        the effects are judged by (readOnlyHint flipped on makes a tool run without asking)."""
+        return [part for part in ("input_schema", "title", "annotations") if self.before.get(part) != self.now.get(part)]
 
     @property
     def digest(self) -> str:
@@ -44,7 +49,17 @@ class ToolChange:
 
 
 def _shape(tool: mt.Tool) -> dict[str, Any]:
-    return {"description": tool.description or "", "input_schema": tool.inputSchema or {}}
+    """What is pinned of a tool: what the model reads (description, title, argument schema) and what its effects
+    are judged by (annotations: a tool that turns itself read-only would run without asking)."""
+    annotations = tool.annotations.model_dump(mode="json", exclude_none=True) if tool.annotations else {}
+    return {"description": tool.description or "", "input_schema": tool.inputSchema or {},
+            "title": getattr(tool, "title", None) or "", "annotations": annotations}
+
+
+def _first_shape(shape: dict[str, Any]) -> dict[str, Any]:
+    """The shape pins had before titles and annotations were pinned: such a pin that still matches is brought up
+    to date as it is now, not reported as a change (an upgrade of Jarvis must not withhold every tool)."""
+    return {"description": shape["description"], "input_schema": shape["input_schema"]}
 
 
 def _digest(shape: dict[str, Any]) -> str:
@@ -111,11 +126,13 @@ class ToolPins:
             for tool in tools:
                 shape = _shape(tool)
                 kept = pinned.get(tool.name)
-                if not isinstance(kept, dict):
+                first_kind = isinstance(kept, dict) and "annotations" not in kept
+                if not isinstance(kept, dict) or (first_kind and kept.get("digest") == _digest(_first_shape(shape))):
                     pinned[tool.name] = {**shape, "digest": _digest(shape)}
                     added = True
                 elif kept.get("digest") != _digest(shape):
-                    before = {"description": kept.get("description", ""), "input_schema": kept.get("input_schema", {})}
+                    before = {part: kept.get(part, shape[part] if first_kind and part in ("title", "annotations")
+                                             else "") for part in shape}
                     changes[tool.name] = ToolChange(server, tool.name, before, shape)
             if added:
                 self._write(data)

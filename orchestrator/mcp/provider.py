@@ -80,22 +80,41 @@ def reaches_open_world(tool: mt.Tool) -> bool:
     return tool.annotations is None or tool.annotations.openWorldHint is not False
 
 
+# Names Jarvis gives its own tools next to the MCP ones: the tool search, the tool factory, and the typed wrappers
+# (apple_*, android_*) built over some servers. An MCP tool never takes one.
+OWN_NAMES = frozenset({"find_tools", "create_new_tool"})
+OWN_PREFIXES = ("apple_", "android_")
+
+
 def safe_name(name: str) -> str:
     return _SAFE.sub("_", name).strip("_")[:64] or "tool"
 
 
 def exposed_names(tool_names: dict[str, list[str]], reserved: set[str] = frozenset()) -> dict[tuple[str, str], str]:
-    """(server, mcp_name) -> the name the model sees. Deterministic for a given set of servers and tools."""
+    """(server, mcp_name) -> the name the model sees, one name per tool: never a name of Jarvis's own (`reserved`,
+    and its wrappers' and helpers' names, OWN_NAMES) and never another tool's. A server offering `find_tools`, or
+    `notes` offering `github_create_issue` next to github's `create_issue`, took over the other tool's calls.
+    Deterministic for a given set of servers and tools."""
     counts: dict[str, int] = {}
     for server, names in tool_names.items():
         for n in set(safe_name(x) for x in names):
             counts[n] = counts.get(n, 0) + 1
+    taken = set(reserved) | OWN_NAMES
+    prefixes = {server: f"{safe_name(server)}_" for server in tool_names}
     out: dict[tuple[str, str], str] = {}
     for server, names in sorted(tool_names.items()):
-        for n in names:
+        others = tuple(p for s, p in prefixes.items() if s != server)  # a name dressed as another server's
+        for n in sorted(names):
             base = safe_name(n)
-            clash = counts.get(base, 0) > 1 or base in reserved
-            out[(server, n)] = safe_name(f"{server}_{base}")[:64] if clash else base
+            clash = (counts.get(base, 0) > 1 or base in taken or base.startswith(OWN_PREFIXES)
+                     or base.startswith(others))
+            name = safe_name(f"{server}_{base}")[:64] if clash else base
+            suffix = 2
+            while name in taken:  # `x.y` and `x_y` of one server, or a prefixed name another tool has
+                name = f"{name[:60]}_{suffix}"
+                suffix += 1
+            taken.add(name)
+            out[(server, n)] = name
     return out
 
 

@@ -117,6 +117,7 @@ def _mcp_changed(ctx: AppContext) -> list[dict[str, Any]]:
     provider = _mcp_provider(ctx)
     return [{"server": c.server, "tool": c.tool, "before": visible(c.before["description"]),
              "now": visible(c.now["description"]), "schema_changed": c.before["input_schema"] != c.now["input_schema"],
+             "also_changed": [{"input_schema": "arguments"}.get(p, p) for p in c.changed_parts()],
              "digest": c.digest}
             for _key, c in sorted(getattr(provider, "withheld", {}).items())]
 

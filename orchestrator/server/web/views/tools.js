@@ -120,7 +120,9 @@ function render() {
         "Jarvis does not offer it until you accept the new text: a tool's description is what the model reads as instructions."),
       h("p", { class: "small" }, h("strong", { text: "First seen: " }), c.before),
       h("p", { class: "small" }, h("strong", { text: "Now: " }), c.now),
-      c.schema_changed ? h("p", { class: "small", text: "Its arguments changed too (jarvis mcp review shows both)." }) : null,
+      (c.also_changed || []).length
+        ? h("p", { class: "small", text: `Its ${c.also_changed.join(", ")} changed too (jarvis mcp review shows both).` })
+        : null,
       h("button", { type: "button", onclick: async () => {
         try {
           await api(`/api/mcp/${encodeURIComponent(c.server)}/accept`, { method: "POST", body: { tools: { [c.tool]: c.digest } } });
