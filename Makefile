@@ -24,7 +24,7 @@ $(DEV_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,voice]'
 	touch $(DEV_STAMP)
 
-# System packages (bubblewrap and slirp4netns for the sandbox, chromium for browser tests and mcp/playwright.toml, postgresql for the
+# System packages (bubblewrap, libseccomp2 and slirp4netns for the sandbox, chromium for browser tests and mcp/playwright.toml, postgresql for the
 # storage tests, espeak-ng and ffmpeg for voice).
 install-system:
 	@scripts/install-system-deps.sh
@@ -35,7 +35,7 @@ install-system:
 # The browser Jarvis drives (mcp/playwright.toml, on by default) needs chromium and npm (npx), and its pinned
 # package is fetched into npx's cache now rather than at its first step; without them Jarvis runs, without it.
 run: install
-	@scripts/install-system-deps.sh bubblewrap slirp4netns espeak-ng ffmpeg chromium npm
+	@scripts/install-system-deps.sh bubblewrap libseccomp2 slirp4netns espeak-ng ffmpeg chromium npm
 	@$(PY) scripts/fetch_npm_servers.py --npx || echo "Note: the browser's package (mcp/playwright.toml) could not \
 	be fetched (see above); npx tries again when Jarvis first starts the browser." >&2
 	@$(MAKE) --no-print-directory install-local demo-model || echo "Note: the built-in demo model could not be \

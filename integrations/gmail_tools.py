@@ -229,6 +229,8 @@ def build_gmail_tools(api: GoogleApi) -> list[BaseTool]:
     return [
         make_tool(gmail_search, args_schema=SearchArgs, untrusted_output=True),
         make_tool(gmail_get_thread, args_schema=ThreadArgs, untrusted_output=True),
-        make_tool(gmail_draft_reply, args_schema=DraftReplyArgs, side_effects=["email_draft"], summarize=describe_draft),
+        # its result quotes the thread's Subject and Reply-To, which the email's sender wrote
+        make_tool(gmail_draft_reply, args_schema=DraftReplyArgs, side_effects=["email_draft"], summarize=describe_draft,
+                  untrusted_output=True),
         make_tool(gmail_send_draft, args_schema=SendDraftArgs, side_effects=["email_send"], summarize=describe_send),
     ]

@@ -229,10 +229,14 @@ def _probe(backend: BubblewrapBackend) -> str | None:
         return _probe_cache[key]
     plan = backend.plan(["/bin/true"], binds=(), workdir=None, env=None, network=False, limits=Limits())
     try:
-        proc = subprocess.run(plan.argv, cwd=plan.cwd, env=plan.env, capture_output=True, timeout=20)
+        proc = subprocess.run(plan.argv, cwd=plan.cwd, env=plan.env, capture_output=True, timeout=20,
+                              pass_fds=plan.pass_fds)
         problem = None if proc.returncode == 0 else (proc.stderr.decode("utf-8", "replace").strip() or
                                                      f"exit status {proc.returncode}")
     except (OSError, subprocess.TimeoutExpired) as exc:
         problem = str(exc)
+    finally:
+        for done in plan.cleanup:
+            done()
     _probe_cache[key] = problem
     return problem

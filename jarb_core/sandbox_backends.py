@@ -27,7 +27,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,6 +103,7 @@ class LaunchPlan:
     warnings: list[str] = field(default_factory=list)
     cleanup: list[Callable[[], None]] = field(default_factory=list)
     network: Any = None  # sandbox_network.NetworkSetup: what to start once the sandbox's namespaces exist
+    pass_fds: list[int] = field(default_factory=list)  # descriptors the command inherits (the seccomp program)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -232,6 +233,7 @@ class BubblewrapBackend:
             args += ["--bind", inside_wd, inside_wd]
         made.add(inside_wd)
         targets: list[str] = []
+        writable: set[str] = set()
         for b in binds:
             target = _target(b, inside_wd)
             if drop_uid is not None and not b.writable and not readable_by_others(b.source, parents=False):
@@ -240,7 +242,9 @@ class BubblewrapBackend:
             mkdirs(target)
             args += ["--bind" if b.writable else "--ro-bind", str(b.source), target]
             targets.append(target)
-        args += _hide_args(hide, targets)
+            if b.writable:
+                writable.add(target)
+        args += _hide_args(hide, targets, writable)
         # A bind of a folder holding the interpreter (say the home directory) must not make it writable, and
         # hiding the checkout must not hide the interpreter inside it: it goes back on top, read-only.
         for d in pythons:
@@ -251,6 +255,9 @@ class BubblewrapBackend:
             if self.network is None:
                 raise SandboxUnavailable(NETWORK_HINT)
             netns = self.network.prepare(args)
+        seccomp_fd = _no_set_id_filter(writes_to_host=workdir is not None or any(b.writable for b in binds))
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         args += ["--remount-ro", "/", "--chdir", inside_wd, "--"]
 
         inner: list[str] = []
@@ -270,7 +277,24 @@ class BubblewrapBackend:
                           workdir=inside_wd)
         if netns is not None:
             plan.network = netns
+        if seccomp_fd is not None:
+            plan.pass_fds.append(seccomp_fd)
+            plan.cleanup.append(lambda: os.close(seccomp_fd))
         return plan
+
+
+def _no_set_id_filter(*, writes_to_host: bool) -> int | None:
+    """The seccomp program that refuses set-user-ID and set-group-ID files (sandbox_seccomp.py), as a descriptor.
+    Where libseccomp is missing, a run that writes to no host folder goes without it; one that does is refused:
+    what it creates there belongs to the folder's owner on the host."""
+    from .sandbox_seccomp import SeccompUnavailable, program_fd
+
+    try:
+        return program_fd()
+    except SeccompUnavailable as exc:
+        if writes_to_host:
+            raise SandboxUnavailable(f"a sandboxed run that writes to a host folder needs its seccomp filter: {exc}")
+        return None
 
 
 def _setpriv(setpriv: str | None, uid: int) -> list[str]:
@@ -297,16 +321,26 @@ def _idmap_prefix(binds: Sequence[Bind], drop_uid: int | None) -> list[str]:
     return [sys.executable, "-I", "-S", str(IDMAP_EXEC), json.dumps(spec), "--"]
 
 
-def _hide_args(hide: Sequence[Path], targets: Sequence[str]) -> list[str]:
+def _hide_args(hide: Sequence[Path], targets: Sequence[str], writable: Collection[str] = ()) -> list[str]:
     """Cover each hidden path that a bind shows (strictly inside a bound target). A folder that does not exist yet
     is made first (empty, 0700, by this process: the mount needs a mount point, and bubblewrap cannot make one in
     an idmapped folder), so that a tool cannot create it: a new ~/.ssh/authorized_keys in a writable home is as
-    bad as a changed one."""
+    bad as a changed one.
+
+    In a `writable` target, the folders between it and a hidden path are bound onto themselves first: a mount
+    point cannot be renamed, but a folder above one could, and renaming `~/src` to `~/src-old` took the cover
+    along with it and left `~/src/jarvis/config/...` free to be written again."""
     args: list[str] = []
-    for h in hide:
-        h_abs = os.path.abspath(h)
-        if not any(_under(h_abs, t) and h_abs != t for t in targets):
-            continue
+    shown = [(os.path.abspath(h), t) for h in hide for t in targets
+             if _under(os.path.abspath(h), t) and os.path.abspath(h) != t]
+    pinned: set[str] = set()
+    for h_abs, t in shown:
+        if t in writable and (os.path.lexists(h_abs) or _can_make(h_abs)):
+            for a in _ancestors(h_abs):
+                if _under(a, t) and a not in (t, h_abs) and a not in pinned and os.path.isdir(a):
+                    pinned.add(a)
+                    args += ["--bind", a, a]
+    for h_abs, _t in shown:
         if os.path.isfile(h_abs):
             args += ["--ro-bind", "/dev/null", h_abs]
             continue
@@ -318,6 +352,15 @@ def _hide_args(hide: Sequence[Path], targets: Sequence[str]) -> list[str]:
         if os.path.isdir(h_abs):
             args += ["--perms", "0700", "--tmpfs", h_abs, "--remount-ro", h_abs]
     return args
+
+
+def _can_make(path: str) -> bool:
+    """Makes a hidden folder that does not exist yet (see _hide_args), so its own folders exist to be pinned."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise SandboxUnavailable(f"cannot protect {path} inside a writable folder: {exc.strerror}") from None
+    return True
 
 
 def _give_to(folder: Path, uid: int) -> None:

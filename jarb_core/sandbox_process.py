@@ -169,7 +169,7 @@ class SandboxProcess:
         try:
             self._popen = subprocess.Popen(
                 plan.argv, cwd=plan.cwd, env=plan.env, start_new_session=True, close_fds=True,
-                pass_fds=self._network.child_fds if self._network is not None else (),
+                pass_fds=(*plan.pass_fds, *(self._network.child_fds if self._network is not None else ())),
                 stdin=subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Jarvis uses, where apt-get is available; says what to do where it is not.
-# Usage: install-system-deps.sh [bubblewrap] [slirp4netns] [chromium] [postgresql] [espeak-ng] [ffmpeg] [systemd] [npm] [g++]
+# Usage: install-system-deps.sh [bubblewrap] [libseccomp2] [slirp4netns] [chromium] [postgresql] [espeak-ng] [ffmpeg] [systemd] [npm] [g++]
 #        (no argument: all but g++; g++ is asked for by `make install-local` when no C++ compiler is there)
 set -u
 wanted=("$@")
-[ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap slirp4netns chromium postgresql espeak-ng ffmpeg systemd npm)
+[ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap libseccomp2 slirp4netns chromium postgresql espeak-ng ffmpeg systemd npm)
 
 have() {
   case "$1" in
     bubblewrap) command -v bwrap >/dev/null 2>&1 ;;
+    libseccomp2) ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' ;;
     slirp4netns) command -v slirp4netns >/dev/null 2>&1 ;;
     chromium) command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 ;;
     postgresql) ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 ;;
@@ -22,6 +23,7 @@ have() {
 why() {
   case "$1" in
     bubblewrap) echo "the sandbox that runs generated tools and jorb scripts" ;;
+    libseccomp2) echo "the sandbox's seccomp filter, without which a generated tool may not write your folders" ;;
     slirp4netns) echo "network for the generated tools whose network access you approved, outside the host's network namespace" ;;
     chromium) echo "the browser tests of the web UI, and the browser Jarvis drives (mcp/playwright.toml)" ;;
     postgresql) echo "the PostgreSQL storage tests" ;;

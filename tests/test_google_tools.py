@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from integrations.base import ToolError
+from integrations.base import ToolError, is_untrusted
 from integrations.gcal_tools import build_gcal_tools
 from integrations.gmail_tools import build_gmail_tools
 from integrations.google_api import NOT_CONFIGURED, GoogleApi
@@ -115,6 +115,8 @@ def test_draft_reply_then_send(gmail, google_server):
     assert send.metadata["side_effects"] == ["email_send"]
     assert gmail["gmail_draft_reply"].metadata["side_effects"] == ["email_draft"]
     assert gmail["gmail_get_thread"].metadata["untrusted_output"] is True
+    # the draft's answer quotes the thread's Subject and Reply-To, which the email's sender wrote: outside content
+    assert is_untrusted(gmail["gmail_draft_reply"]) and draft["subject"] == "Re: Q3 report"
 
 
 def test_401_refreshes_the_token_and_hands_it_back(gmail, google_server, keeper):

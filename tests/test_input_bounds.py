@@ -406,3 +406,26 @@ def test_a_model_list_too_large_is_refused_not_read_whole(jarvis_env):
     ok, message = check_endpoint(jarvis_env.settings)
     assert ok, message
     assert probe("small", jarvis_env.server.base_url).models == ["scripted-model"]
+
+
+def test_a_tools_huge_error_is_cut_like_its_results(tmp_path):
+    """A result is cut at MAX_RESULT_CHARS; an error was not: an MCP server's 3 MB isError message went whole into
+    the thread's checkpoint and prompt, and that turn was too long for the model."""
+    from pydantic import BaseModel
+
+    from integrations.base import ToolError, make_tool
+    from orchestrator.core.config import settings_from_dict
+    from orchestrator.tools.catalog import StaticProvider, ToolCatalog
+    from orchestrator.tools.executor import MAX_RESULT_CHARS, CallContext, ToolExecutor
+
+    class Args(BaseModel):
+        x: str
+
+    def shout(x: str) -> str:
+        """Fail loudly."""
+        raise ToolError("no! " * 750_000)
+
+    settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")}}, tmp_path)
+    executor = ToolExecutor(settings, ToolCatalog([StaticProvider("t", [make_tool(shout, args_schema=Args)])]))
+    outcome = executor.execute("shout", {"x": "a"}, CallContext(thread_id="t", key="k"), lambda r: "approve")
+    assert not outcome.ok and len(outcome.content) < MAX_RESULT_CHARS + 100 and "more characters cut" in outcome.content

@@ -103,7 +103,7 @@ def test_a_script_writing_its_own_lines_on_the_pipe_does_not_break_the_jorb(jarv
     """The script can write to the protocol's pipe itself (fd 1): a line that is JSON but not a message, or a call
     whose names are not strings, made the runner raise outside its own errors and the jorb failed."""
     srv = jarvis_env.server
-    forged = ('import os\nos.write(1, b\'[1, 2]\\n\')\n'
+    forged = ('import os\nos.write(1, b\'[1, 2]\\n\')\nos.write(1, b\'[\' * 100000 + b\'\\n\')\n'
               'os.write(1, b\'{"type": "call", "id": 99, "ns": 5, "method": ["x"]}\\n\')\n"still here"')
     srv.push(step(reasoning="forge", script=forged), step(reasoning="done", done=True, result="ok"))
     view = jorbs().create("Forger", "Write to the pipe")

@@ -82,7 +82,8 @@ def test_a_tool_of_a_restarting_server_says_so_not_that_it_does_not_exist(jarvis
     jarvis_env.write_config(mcp={"restart_backoff_s": 30, "max_restart_backoff_s": 30},
                             autonomy={"effects": {"ui_automation": "auto"}})
     write_server(jarvis_env.path / "mcp", "notes", "tests.fakes.mcp_test_server", "--only", "write_note,crash")
-    graph = jarvis_env.graph()
+    app = jarvis_env.app()
+    graph = app.graph
     jarvis_env.server.push(tool_call("crash"), answer("It crashed."))
     graph.invoke({"messages": [("user", "crash it")]}, {"configurable": {"thread_id": "down-1"}})
     jarvis_env.server.push(tool_call("write_note", text="buy milk"), answer("Not now."))
@@ -91,6 +92,10 @@ def test_a_tool_of_a_restarting_server_says_so_not_that_it_does_not_exist(jarvis
     assert err.status == "error" and "there is no tool named" not in err.content, err.content
     assert "write_note is a tool of the MCP server 'notes', which is not available right now" in err.content
     assert "it restarts in" in err.content
+    # what the server itself wrote (its last error, from its stderr) is for `jarvis mcp status`, not the model:
+    # nothing marks this answer as outside content
+    (notes,) = [s for s in app.mcp_manager.status() if s.name == "notes"]
+    assert notes.last_error and notes.last_error not in err.content
 
 
 def test_a_tool_of_a_server_added_while_running_says_it_is_starting_not_that_it_does_not_exist(jarvis_env):

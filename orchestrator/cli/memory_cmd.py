@@ -140,8 +140,11 @@ MAX_IMPORT_BYTES = 200_000_000
 
 @memory_app.command("import")
 def import_(ctx: typer.Context, path: str = typer.Argument(..., help="a file written by `jarvis memory export`, or - "
-                                                                    "for standard input")) -> None:
-    """Add an exported memory to this one (what is already known is confirmed, not copied)."""
+                                                                    "for standard input"),
+            trust: bool = typer.Option(False, "--trust", help="keep what the file says about each fact's source and "
+                                                              "trust: only for your own export")) -> None:
+    """Add an exported memory to this one (what is already known is confirmed, not copied). Its facts are kept as
+    imported and untrusted (data to the planner, not your words) unless --trust: a file can say anything."""
     from orchestrator.memory import MemoryError
     from orchestrator.memory.transfer import import_memory
 
@@ -163,11 +166,12 @@ def import_(ctx: typer.Context, path: str = typer.Argument(..., help="a file wri
     except json_bounds.TooDeep as exc:  # an export nests four levels; 100,000 were a RecursionError traceback
         fail(f"{path} is not a memory export ({exc}): give a file written by `jarvis memory export`")
     try:
-        added = import_memory(_store(ctx), data)
+        added = import_memory(_store(ctx), data, trust=trust)
     except MemoryError as exc:
         fail(str(exc))
     say(f"imported: {added['entities']} new entities, {added['facts']} new facts, "
-        f"{added['relations']} new relations")
+        f"{added['relations']} new relations" + ("" if trust else " (as imported, untrusted: --trust keeps what "
+                                                 "the file says, for your own export)"))
 
 
 @memory_app.command("proposals")

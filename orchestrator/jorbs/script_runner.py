@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.core import json_bounds
+
 log = logging.getLogger(__name__)
 
 SHIM = Path(__file__).with_name("script_shim.py")
@@ -118,9 +120,9 @@ def run_script(
                     outcome.error = f"the script process ended without a result (exit code {proc.poll()}). {tail}".strip()
                 return outcome
             try:
-                msg = json.loads(line)
-            except json.JSONDecodeError:
-                log.warning("jorb script wrote a line that is not JSON: %r", line[:200])
+                msg = json_bounds.loads(line)  # the script can write any line itself: a deep one too
+            except ValueError:
+                log.warning("jorb script wrote a line that is not JSON (or nested too deep): %r", line[:200])
                 continue
             if not isinstance(msg, dict):  # the script itself can write to the pipe: any JSON may come
                 log.warning("jorb script wrote a line that is not a message: %r", line[:200])

@@ -424,8 +424,10 @@ class McpProvider:
         if status is None or status.state == "ready":
             return None
         when = f"; it restarts in {status.next_restart_in_s:.0f} s" if status.next_restart_in_s is not None else ""
-        why = status.last_error or status.state
-        return (f"Error: {name} is a tool of the MCP server '{server}', which is not available right now ({why}{when}). "
+        # its state, not its last error: that is the server's own text (its stderr), which would reach the model
+        # in a result nothing marks as outside content; `jarvis mcp status` shows it to the user
+        return (f"Error: {name} is a tool of the MCP server '{server}', which is not available right now "
+                f"({status.state}{when}). "
                 "Try again later or use another tool; `jarvis mcp status` shows the details.")
 
     def infos(self) -> list[McpToolInfo]:
@@ -437,7 +439,7 @@ class McpProvider:
 def _when_back(status: Any) -> str:
     if status.state == "unhealthy":
         again = f", it restarts in {status.next_restart_in_s:.0f} s" if status.next_restart_in_s is not None else ""
-        return f"not available: {status.last_error or 'it stopped'}{again}"
+        return f"not available{again}"
     return "still starting"
 
 

@@ -29,7 +29,9 @@ def _line(fact: FactView) -> str:
     about = f"{fact.entity_kind}: {fact.entity}; " if fact.entity else ""
     if fact.trusted:
         return f"- [m{fact.id}] {fact.text} ({about}{fact.source})"
-    return f"- [m{fact.id}] {json.dumps(fact.text, ensure_ascii=False)} ({about}{fact.source})"
+    # its source too: a document or a file wrote its reference as well as its text
+    return (f"- [m{fact.id}] {json.dumps(fact.text, ensure_ascii=False)} "
+            f"({json.dumps(about + fact.source, ensure_ascii=False)})")
 
 
 def render(facts: list[FactView], budget_tokens: int) -> str | None:

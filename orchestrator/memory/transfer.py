@@ -91,9 +91,18 @@ def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
 
 
-def import_memory(store: MemoryStore, data: Any) -> dict[str, int]:
+def import_memory(store: MemoryStore, data: Any, *, trust: bool = False) -> dict[str, int]:
     """Add a file's memory to the store. The whole file is checked before anything is written; a bad file says
-    which entry is wrong."""
+    which entry is wrong. A file can say anything about where its facts came from: they are kept as imported and
+    untrusted (shown to the planner as data, never as the user's words), unless `trust` (the user's own export,
+    moved to another machine) keeps what the file says. Either way its source fields are one line each."""
+
+    def provenance(kind: SourceKind, trusted: bool, ref: str | None, detail: str | None = None) -> Provenance:
+        if trust:
+            return Provenance(kind, trusted, _one_line(ref), _one_line(detail))
+        said = f"the file said: {kind}" + (", trusted" if trusted else "") + (f"; {detail}" if detail else "")
+        return Provenance(SourceKind.IMPORT, False, _one_line(ref), _one_line(said))
+
     try:
         parsed = MemoryFile.model_validate(data)
     except ValidationError as exc:
@@ -108,14 +117,19 @@ def import_memory(store: MemoryStore, data: Any) -> dict[str, int]:
     for e in parsed.entities:
         store.ensure_entity(e.name, e.kind, e.link)
     for f in parsed.facts:
-        view = store.remember(f.text, Provenance(f.source_kind, f.trusted, f.source_ref, f.source_detail),
+        view = store.remember(f.text, provenance(f.source_kind, f.trusted, f.source_ref, f.source_detail),
                               about=f.about.name if f.about else None, kind=f.about.kind if f.about else None,
                               expires_at=_aware(f.expires_at) if f.expires_at else None)
         store.set_times(view.id, _aware(f.learned_at), _aware(f.confirmed_at))
     for r in parsed.relations:
-        store.relate(r.subject.name, r.predicate, r.object.name, Provenance(r.source_kind, r.trusted, r.source_ref),
+        store.relate(r.subject.name, r.predicate, r.object.name, provenance(r.source_kind, r.trusted, r.source_ref),
                      subject_kind=r.subject.kind, object_kind=r.object.kind)
     after = store.stats()
     for key in added:
         added[key] = after[key] - before[key]
     return added
+
+
+def _one_line(text: str | None) -> str | None:
+    """A source field as one line: a line break in it could start what reads as another section of the prompt."""
+    return " ".join(text.split())[:500] if text else text

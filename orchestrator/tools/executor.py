@@ -227,7 +227,12 @@ def to_text(result: Any) -> str:
         text = result
     else:
         text = json.dumps(result, default=str, ensure_ascii=False)
-    text = secrets.redact(text)
+    return _capped(secrets.redact(text))
+
+
+def _capped(text: str) -> str:
+    """A result or an error as the model and the checkpoint get it: at most MAX_RESULT_CHARS (an MCP server's error
+    of 3 MB went whole into the thread and made its turn too long for the model)."""
     if len(text) > MAX_RESULT_CHARS:
         text = text[:MAX_RESULT_CHARS] + f"\n[... {len(text) - MAX_RESULT_CHARS} more characters cut]"
     return text
@@ -493,7 +498,7 @@ class ToolExecutor:
     @staticmethod
     def _error_text(name: str, exc: BaseException) -> str:
         if isinstance(exc, ToolError):
-            return f"Error from {name}: {secrets.redact(str(exc))}"
+            return _capped(f"Error from {name}: {secrets.redact(str(exc))}")
         if isinstance(exc, ValidationError):
             return f"Error: bad arguments for {name}: {exc.errors()[0]['msg']}"
         if isinstance(exc, TimeoutError):
