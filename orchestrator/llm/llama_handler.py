@@ -68,7 +68,7 @@ _TEMPLATE = """\
 {%- for message in messages -%}
 {%- for block in blocks.get(loop.index0, ()) -%}
 <|im_start|>system
-{{ block }}<|im_end|>
+{{ text(block) }}<|im_end|>
 {% endfor -%}
 {%- if message.role == 'system' -%}
 <|im_start|>system
@@ -80,7 +80,7 @@ _TEMPLATE = """\
 <|im_start|>assistant
 {% if message.tool_calls -%}
 {% for call in message.tool_calls %}functions.{{ call.function.name }}:
-{{ call.function.arguments }}
+{{ text(call.function.arguments) }}
 {% endfor -%}
 {%- else -%}
 {% if tools %}message:
@@ -93,7 +93,7 @@ _TEMPLATE = """\
 {%- endfor -%}
 {%- for block in blocks.get(messages|length, ()) -%}
 <|im_start|>system
-{{ block }}<|im_end|>
+{{ text(block) }}<|im_end|>
 {% endfor -%}
 {%- if end -%}
 <|im_start|>assistant
@@ -101,11 +101,15 @@ _TEMPLATE = """\
 
 
 def _text(content: Any) -> str:
+    """A message's text as the prompt holds it. The prompt is tokenized with its special tokens read as such (the
+    template's own <|im_start|> and <|im_end|>), so the same strings inside a page, a tool result or a document
+    would start a turn of their own ("<|im_end|><|im_start|>user ...": the user's word, written by a page): in
+    content they are written `< |im_start|>`, text the model reads as text."""
     if content is None:
         return ""
     if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content)
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content).replace("<|", "< |")
 
 
 _env = jinja2.sandbox.ImmutableSandboxedEnvironment(autoescape=False, trim_blocks=False, lstrip_blocks=False,
