@@ -245,3 +245,17 @@ def test_the_registration_question_shows_all_the_code_and_every_use():
     assert args["code"] == code  # all of it, as it will run
     last = code[:code.index(".bashrc")].count("\n") + 1
     assert f"{last}" in uses_shown(derive_manifest(code)).split("(first")[0]
+
+
+def test_with_the_tool_factory_switched_off_a_call_to_it_builds_nothing(jarvis_env):
+    """jarb.enabled: false took create_new_tool from the model's tools, but a call to it (a model that names it
+    anyway) still generated code, ran its tests and asked to register it."""
+    _config(jarvis_env, jarb={"enabled": False})
+    server = jarvis_env.server
+    server.push(spec_call(WORD_COUNT_SPEC), answer("I cannot build tools here."))
+    out = jarvis_env.graph().invoke({"messages": [("user", "count words")]}, {"configurable": {"thread_id": "off"}},
+                                    version="v2")
+    assert not out.interrupts
+    (result,) = [m for m in out.value["messages"] if m.type == "tool"]
+    assert result.status == "error" and "no tool named 'create_new_tool'" in result.content
+    assert len(server.requests) == 2 and _registry(jarvis_env).all() == []  # no code asked for, none kept

@@ -137,7 +137,8 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
         judge = (judge_calls(rt.catalog, messages, tainted(state["untrusted_turn"], state["trusted_after_turn"]))
                  if settings.autonomy.argument_provenance else None)
         for i, call in enumerate(last.tool_calls):
-            if call.get("name") == JARB_TOOL:  # the tool factory, not the executor
+            if call.get("name") == JARB_TOOL and settings.jarb.enabled:  # the tool factory, not the executor
+                # (switched off, a call to it is a call to no tool: the executor says so, nothing is written)
                 sends.append(Send("jarb", jarb_task_for(dict(call), i, base)))
                 continue
             sends.append(Send("tool_node", ToolTask(call=dict(call), index=i, **base,
