@@ -163,6 +163,21 @@ def test_an_mcp_servers_stderr_is_kept_up_to_its_limit(jarvis_env, _stop_mcp):
     assert _mcp_call(executor, "echo", {"text": "still here"}).content == "still here"  # never blocked on stderr
 
 
+def test_an_mcp_servers_whole_tool_list_is_bounded(jarvis_env, _stop_mcp):
+    """Each message of a server was bounded, its tool list was not: page after page of tools under the message limit
+    kept about 256 MB of Jarvis's memory each. Past MAX_TOOLS (or MAX_TOOL_LIST_CHARS) the server is not loaded,
+    and its status says why."""
+    from orchestrator.mcp.server_state import MAX_TOOLS
+    from tests.mcp_helpers import wait_for, write_server
+
+    write_server(jarvis_env.path / "mcp", "many", FLOOD, "--tools", str(MAX_TOOLS + 10), timeout_s=20)
+    _executor, manager = _mcp_executor(jarvis_env)
+    manager.ensure_started()
+    wait_for(lambda: "tool list is over" in (next(s for s in manager.status() if s.name == "many").last_error or ""),
+             timeout=60)
+    assert manager.state_of("many").value != "ready"
+
+
 def test_an_inbound_message_is_kept_up_to_its_limit(jarvis_env):
     # POST /api/inbound refused a text over 100,000 characters, but the pollers (an email's body: Gmail allows tens
     # of MB) handed theirs to JorbService.inbound whole: all of it went into the database and the jorb's prompt.

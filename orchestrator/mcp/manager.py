@@ -342,7 +342,9 @@ class McpManager:
     def _message_handler(self, srv: ServerRuntime):
         async def handle(message: Any) -> None:
             if isinstance(message, mt.ServerNotification) and isinstance(message.root, mt.ToolListChangedNotification):
-                if srv.session is not None:
+                if srv.relisting is not None and not srv.relisting.done():
+                    srv.relist_again = True  # one listing at a time: a flood of notices is one more listing
+                elif srv.session is not None:
                     # Not awaited here: this handler runs inside the session's receive loop, which must go on to
                     # read the list's answer (Playwright MCP announces a change in the middle of a navigation, and
                     # awaiting the list hung that call until timeout_s).
@@ -356,14 +358,19 @@ class McpManager:
         return handle
 
     async def _relist(self, srv: ServerRuntime, session: Any) -> None:
-        try:
-            tools = await list_all_tools(session)
-        except Exception as exc:  # noqa: BLE001 - a session that went away meanwhile: its restart lists again
-            log.debug("MCP server %s: listing its changed tools failed: %s", srv.cfg.name, exc)
-            return
-        if srv.session is session:
-            srv.tools = tools
-            self._notify(srv.cfg.name)
+        while True:
+            srv.relist_again = False
+            try:
+                with anyio.fail_after(srv.cfg.timeout_s):
+                    tools = await list_all_tools(session)
+            except Exception as exc:  # noqa: BLE001 - a session that went away meanwhile: its restart lists again
+                log.warning("MCP server %s: listing its changed tools failed: %s", srv.cfg.name, exc)
+                return
+            if srv.session is session:
+                srv.tools = tools
+                self._notify(srv.cfg.name)
+            if not srv.relist_again:
+                return
 
     def _trouble(self, srv: ServerRuntime, generation: int, reason: str) -> None:
         """Mark the running session of `generation` as failed; its runner tears it down and restarts it."""

@@ -65,17 +65,34 @@ class ServerRuntime:
     inflight: set[asyncio.Task] = field(default_factory=set)  # tasks waiting on a call to this server
     killed: set[asyncio.Task] = field(default_factory=set)  # ... cancelled because the session failed
     relisting: asyncio.Task | None = None  # the listing of its tools after a tools/list_changed
+    relist_again: bool = False  # changed again while that listing ran: it lists once more when done
     label: str | None = None  # its log's name when not the server's (a task's browser: "playwright-2")
     browser_dir: Path | None = None  # `{browser_dir}` of a browser server's run (mcp/browser_pool.py)
     cgroup: RunCgroup | None = None  # the cgroup its process runs in from its first instruction (a browser's)
 
 
+# A server's whole tool list, not only each message, is bounded: pages of 11 MB, each under the message limit, one
+# after the other kept about 256 MB of Jarvis's memory each (five pages: 1.28 GB). Past either bound the server is
+# refused at start, saying why, rather than a part of its tools offered.
+MAX_TOOLS = 2000
+MAX_TOOL_LIST_CHARS = 8_000_000
+
+
+class ToolListTooLarge(RuntimeError):
+    pass
+
+
 async def list_all_tools(session: ClientSession) -> list[mt.Tool]:
     tools: list[mt.Tool] = []
     cursor: str | None = None
+    size = 0
     for _ in range(1000):
         page = await session.list_tools(cursor=cursor)
         tools.extend(page.tools or [])
+        size += sum(len(t.model_dump_json()) for t in page.tools or [])
+        if len(tools) > MAX_TOOLS or size > MAX_TOOL_LIST_CHARS:
+            raise ToolListTooLarge(f"its tool list is over {MAX_TOOLS} tools or {MAX_TOOL_LIST_CHARS // 1_000_000} MB "
+                                   f"({len(tools)} tools, {size // 1_000_000} MB so far): not loaded")
         cursor = page.nextCursor
         if not cursor:
             break

@@ -1,6 +1,6 @@
 """An MCP server (the real SDK's FastMCP, over stdio) that floods its pipes on request, for the bounds tests.
 
-    python -m tests.fakes.mcp_flood_server
+    python -m tests.fakes.mcp_flood_server [--tools N]   (N more tools, named extra_0 ..., for the tool list's bound)
 """
 
 from __future__ import annotations
@@ -40,5 +40,17 @@ def stderr_flood(mb: int) -> str:
     return "flooded"
 
 
+def _extra(i: int):
+    def extra(text: str) -> str:
+        return f"{i}: {text}"
+
+    extra.__name__ = f"extra_{i}"
+    extra.__doc__ = f"Extra tool number {i}."
+    return extra
+
+
 if __name__ == "__main__":
+    if "--tools" in sys.argv:
+        for i in range(int(sys.argv[sys.argv.index("--tools") + 1])):
+            server.add_tool(_extra(i))
     server.run()
