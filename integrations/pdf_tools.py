@@ -83,6 +83,32 @@ def _notes(notes: list[Partial]) -> str:
     return "\n\n".join(f"<<pages {n.first.meta['page']}-{n.last.meta['page']}>>\n{n.text}" for n in notes)
 
 
+# The text of one document kept for the index. A 10 KB PDF whose 60 pages share one compressed 1 MB stream gave
+# 30 MB of text, all of it held in memory and written to the index past the answer's own cut; past this much
+# (a 1,500-page book) the document is not kept, and past the answer's cut reading stops.
+MAX_INDEXED_CHARS = 5_000_000
+
+
+class KeptPages(list):
+    """The pages kept for the index while a document is read, until MAX_INDEXED_CHARS: then none (`over`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chars = 0
+        self.over = False
+
+    def add(self, segment: Segment) -> None:
+        if self.over:
+            return
+        self.chars += len(segment.text)
+        if self.chars > MAX_INDEXED_CHARS:
+            self.over = True
+            self.clear()
+            log.info("a document of more than %d characters is not kept in the index", MAX_INDEXED_CHARS)
+            return
+        self.append(segment)
+
+
 def build_pdf_tools(
     roots: Sequence[Path | str],
     model: ChatModelSource | None = None,
@@ -123,12 +149,14 @@ def build_pdf_tools(
         with PdfPages(file, shown, password=password, pages=pages, budget_s=time_budget_s) as doc:
             info = doc.info
             digest, wanted = _offer_wanted(file, info, "pdf_extract_text")
-            kept: list[Segment] = []
+            kept = KeptPages()
             progress = Progress("pdf_extract_text", len(info.selected))
             for number, text in doc:
                 progress(doc.stats.pages_read)
                 if wanted:
-                    kept.append(Segment(text=text, page=number))
+                    kept.add(Segment(text=text, page=number))
+                if cut_at is not None and kept.over:
+                    break  # read past the cut only for the index, which does not keep a document this long
                 if cut_at is not None or not text.strip():
                     continue  # past the cut, pages are read only to hand the whole document to the index
                 block = f"--- page {number} ---\n{text.strip()}\n"
@@ -142,7 +170,7 @@ def build_pdf_tools(
             stats = doc.stats
         if not out:
             raise ToolError(no_text_message(shown, info, stats))
-        if wanted and not stats.failed_pages:
+        if wanted and not stats.failed_pages and not kept.over:
             _keep(file, info, digest, kept, "pdf_extract_text")
         title = f" ({info.title})" if info.title else ""
         head = f"PDF {shown}{title}: {info.page_count} page{'s' if info.page_count != 1 else ''}."
@@ -152,11 +180,11 @@ def build_pdf_tools(
                          f"{info.selected[-1]}' for the rest, or use pdf_summarize / pdf_qa.]")
         return "\n".join([head, *notes, "", *out]).rstrip() + "\n"
 
-    def _pieces(doc: PdfPages, wanted: bool, kept: list[Segment], progress: Progress):
+    def _pieces(doc: PdfPages, wanted: bool, kept: KeptPages, progress: Progress):
         for number, text in doc:
             progress(doc.stats.pages_read)
             if wanted:
-                kept.append(Segment(text=text, page=number))
+                kept.add(Segment(text=text, page=number))
             if text.strip():
                 yield Piece(text.strip(), f"page {number}", {"page": number})
 
@@ -168,7 +196,7 @@ def build_pdf_tools(
         with PdfPages(file, shown, password=password, pages=pages, budget_s=time_budget_s) as doc:
             info = doc.info
             digest, wanted = _offer_wanted(file, info, "pdf_summarize")
-            kept: list[Segment] = []
+            kept = KeptPages()
             progress = Progress("pdf_summarize", len(info.selected))
             chunks = pack(_pieces(doc, wanted, kept, progress), text_budget)
             result = map_reduce(model, chunks, _pdf_prompts(shown, style), chunk_tokens=chunk_tokens,
@@ -176,7 +204,7 @@ def build_pdf_tools(
             stats = doc.stats
         if result.chunks == 0:
             raise ToolError(no_text_message(shown, info, stats))
-        if wanted and not result.truncated and not stats.failed_pages:
+        if wanted and not result.truncated and not stats.failed_pages and not kept.over:
             _keep(file, info, digest, kept, "pdf_summarize")
         notes = _notes_for(stats)
         if result.truncated and result.last_piece is not None:
@@ -201,12 +229,12 @@ def build_pdf_tools(
             with PdfPages(file, shown, password=password, budget_s=time_budget_s) as doc:
                 info = doc.info
                 digest, wanted = _offer_wanted(file, info, "pdf_qa")
-                kept: list[Segment] = []
+                kept = KeptPages()
                 passages = _rank_pages(doc, question, text_budget, kept if wanted else None)
                 stats = doc.stats
             if not passages:
                 raise ToolError(no_text_message(shown, info, stats))
-            if wanted and not stats.failed_pages:
+            if wanted and not stats.failed_pages and not kept.over:
                 _keep(file, info, digest, kept, "pdf_qa")
         context = "\n\n".join(f"<<page {s.page}>>\n{s.text}" for s in passages)
         prompt = (f"Answer the question from these pages of the PDF {shown}. Cite the pages you use as (p. N). If the "
@@ -250,7 +278,7 @@ def _notes_for(stats: ReadStats) -> list[str]:
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def _rank_pages(doc: PdfPages, question: str, budget: int, kept: list[Segment] | None) -> list[Segment]:
+def _rank_pages(doc: PdfPages, question: str, budget: int, kept: KeptPages | None) -> list[Segment]:
     """The pages best matching the question (SQLite FTS5 bm25 over the pages, in memory), within budget.
 
     With no matching word (a question like "what is this about?") the first pages are used."""
@@ -261,7 +289,7 @@ def _rank_pages(doc: PdfPages, question: str, budget: int, kept: list[Segment] |
         first_used = 0
         for number, text in doc:
             if kept is not None:
-                kept.append(Segment(text=text, page=number))
+                kept.add(Segment(text=text, page=number))
             if not text.strip():
                 continue
             db.execute("INSERT INTO pages(body, page) VALUES (?, ?)", (text, number))

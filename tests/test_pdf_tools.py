@@ -386,3 +386,34 @@ def test_qa_without_matching_words_uses_the_first_pages(tools, sample_pdfs, llm_
     llm_server.push({"content": "It is a report (p. 1)."})
     run(tools["pdf_qa"], path=str(sample_pdfs.fifty), question="zzz?")
     assert "<<page 1>>" in last_message_text(llm_server.requests[0])
+
+
+class _Keeper:
+    """A document index that wants every document and keeps what it is handed."""
+
+    def __init__(self):
+        self.kept = []
+
+    def wants(self, kind, source, content_hash):
+        return True
+
+    def add(self, doc):
+        self.kept.append(doc)
+
+    def passages(self, source, content_hash, question, k):
+        return None
+
+
+def test_a_document_too_long_for_the_index_is_not_held_whole_or_kept(sample_pdfs, monkeypatch):
+    """With auto-indexing on, pdf_extract_text read on past its answer's cut and held every page's text for the
+    index: a 10 KB PDF whose pages share one compressed stream gave 30 MB, in memory and in the index. Past
+    MAX_INDEXED_CHARS a document is not kept, and reading stops at the answer's cut."""
+    import integrations.pdf_tools as pdf_tools
+
+    keeper = _Keeper()
+    extract = next(t for t in build_pdf_tools([sample_pdfs.folder], sink=keeper) if t.name == "pdf_extract_text")
+    run(extract, path=str(sample_pdfs.fifty))
+    assert len(keeper.kept) == 1  # an ordinary document is kept whole
+    monkeypatch.setattr(pdf_tools, "MAX_INDEXED_CHARS", 20_000)
+    out = run(extract, path=str(sample_pdfs.five_hundred))
+    assert "[Cut at page" in out and len(keeper.kept) == 1  # the long one answered, not kept
