@@ -14,7 +14,7 @@ import heapq
 import os
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,8 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 class FsRoots:
     """The folders the file tools may touch, resolved once."""
 
-    def __init__(self, roots: Sequence[Path | str], protected: Sequence[Path | str] = (), *,
+    def __init__(self, roots: Sequence[Path | str],
+                 protected: Sequence[Path | str] | Callable[[], Sequence[Path | str]] = (), *,
                  name_root_when_outside: bool = False):
         """protected: places inside the roots that are never written (Jarvis's own config, data, tools and code,
         key stores): a document must not be able to talk Jarvis into rewriting its own policy.
@@ -42,7 +43,12 @@ class FsRoots:
         if not resolved:
             raise ValueError("fs.roots is empty: list at least one folder Jarvis may use")
         self.roots = resolved
-        self.protected = [Path(os.path.realpath(os.path.expanduser(str(p)))) for p in protected]
+        self._protected = protected if callable(protected) else (lambda fixed=list(protected): fixed)
+
+    @property
+    def protected(self) -> list[Path]:
+        """Read at each check: a key file or start-up file made since Jarvis started is protected too."""
+        return [Path(os.path.realpath(os.path.expanduser(str(p)))) for p in self._protected()]
 
     def check_writable(self, real: Path, path: str) -> None:
         for p in self.protected:
@@ -163,7 +169,7 @@ class SearchArgs(BaseModel):
 
 
 def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000, max_results: int = 200,
-                   protected: Sequence[Path | str] = (), max_listed: int = 1000,
+                   protected: Sequence[Path | str] | Callable[[], Sequence[Path | str]] = (), max_listed: int = 1000,
                    search_budget_s: float = 30.0) -> list[BaseTool]:
     """max_listed: entries fs_list_dir shows (a folder of a million files was read, stat'ed and sent whole);
     search_budget_s: how long fs_search walks before answering with what it found (a search for a name that is

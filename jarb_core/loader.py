@@ -87,15 +87,16 @@ class GeneratedToolProvider:
 
     def __init__(self, open_registry: Callable[[], ToolRegistry], open_sandbox: Callable[[], Sandbox], *,
                  trust_after: int = 3, call_limits: Limits | None = None, file_roots: Sequence[Path] = (),
-                 protected: Sequence[Path] = ()):
+                 protected: Sequence[Path] | Callable[[], Sequence[Path]] = ()):
         """file_roots: the folders a tool declaring fs_write may write (fs.roots); other tools see no user files.
-        protected: folders such a tool must never see even inside those roots (Jarvis' data and tools)."""
+        protected: folders such a tool must never see even inside those roots (Jarvis' data and tools), or what
+        gives them at each call (a key file made since start is covered too)."""
         self._open_registry = open_registry
         self._open_sandbox = open_sandbox
         self.trust_after = trust_after
         self.call_limits = call_limits
         self.file_roots = list(file_roots)
-        self.protected = list(protected)
+        self._protected = protected if callable(protected) else (lambda fixed=list(protected): fixed)
         self._registry: ToolRegistry | None = None
         self._lock = threading.Lock()
         self._tools: dict[str, tuple[tuple, BaseTool]] = {}
@@ -185,7 +186,7 @@ class GeneratedToolProvider:
         writes = "fs_write" in record.side_effects
         try:
             outcome = call_tool(sandbox, name, source, arguments, network=network, limits=self.call_limits,
-                                writable=self.file_roots if writes else (), hide=self.protected)
+                                writable=self.file_roots if writes else (), hide=list(self._protected()))
         except SandboxUnavailable as exc:  # e.g. network approved but slirp4netns missing: say how to fix it
             raise ToolError(f"{record.label} cannot run: {exc}") from None
         for warning in outcome.warnings:

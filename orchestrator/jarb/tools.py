@@ -27,14 +27,22 @@ def sandbox_limits(settings: Settings) -> Limits:
 
 
 # What a key or a password may sit in, under the home directory (hidden from tools even when a root holds them).
+# Under the home, what no generated tool sees and no file tool writes. Folders are covered even before they exist
+# (made empty first, so a tool cannot create them); files only when they exist: a missing one made as a folder
+# broke the program that later writes it (~/.netrc), and an empty ~/.bash_login made would shadow ~/.profile.
 KEY_STORES = (".local/share/python_keyring", ".config/python_keyring", ".local/share/keyrings", ".ssh", ".gnupg",
-              ".password-store", ".config/gcloud", ".aws", ".netrc")
+              ".password-store", ".config/gcloud", ".aws", ".config/gh", ".kube")
+KEY_FILES = (".netrc", ".git-credentials", ".docker/config.json")
+# Run by the user's next shell or login, outside every sandbox: a write there is a program started
+STARTUP_FOLDERS = (".config/autostart", ".config/systemd/user")
+STARTUP_FILES = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zprofile",
+                 ".zshenv", ".zlogin", ".xprofile", ".xsessionrc", ".config/fish/config.fish")
 
 
 def protected_paths(settings: Settings) -> list[Path]:
     """What a generated tool must never see, and the file tools never write, even inside a folder of fs.roots:
     Jarvis's data, tools, config and checkout (else a tool, or a document talking the model into a write, could
-    turn the autonomy policy off or rewrite Jarvis), and key stores."""
+    turn the autonomy policy off or rewrite Jarvis), key stores, and the files a shell or login runs."""
     # The config file itself, not its folder: a config given as ~/jarvis.yml would otherwise cover the whole home.
     # The MCP folder: a server TOML written there would start a program at Jarvis's next start.
     paths = [settings.data_dir, settings.tools_dir, settings.mcp.dir, REPO_ROOT]
@@ -43,7 +51,8 @@ def protected_paths(settings: Settings) -> list[Path]:
     if settings.google.client_secrets is not None:
         paths.append(settings.google.client_secrets)
     home = Path.home()
-    paths += [home / p for p in KEY_STORES]
+    paths += [home / p for p in (*KEY_STORES, *STARTUP_FOLDERS)]
+    paths += [home / p for p in (*KEY_FILES, *STARTUP_FILES) if (home / p).exists()]
     return paths
 
 
@@ -69,7 +78,7 @@ def generated_provider(settings: Settings, sandbox: Callable[[], Sandbox] | None
     return GeneratedToolProvider(lambda: open_registry(settings), sandbox or _own_sandbox(settings),
                                  trust_after=settings.jarb.trust_after, call_limits=call_limits(settings),
                                  file_roots=settings.fs.roots,
-                                 protected=protected_paths(settings))
+                                 protected=lambda: protected_paths(settings))
 
 
 def make_factory(settings: Settings, taken_names: Callable[[], Iterable[str]] = lambda: (),
