@@ -444,3 +444,36 @@ def test_a_tools_huge_error_is_cut_like_its_results(tmp_path):
     executor = ToolExecutor(settings, ToolCatalog([StaticProvider("t", [make_tool(shout, args_schema=Args)])]))
     outcome = executor.execute("shout", {"x": "a"}, CallContext(thread_id="t", key="k"), lambda r: "approve")
     assert not outcome.ok and len(outcome.content) < MAX_RESULT_CHARS + 100 and "more characters cut" in outcome.content
+
+
+def test_an_mcp_answer_over_http_is_bounded_like_one_over_stdio():
+    """The SDK read a streamable-HTTP answer whole and an SSE event of any size: a remote server could fill Jarvis's
+    memory with one answer. A run without a line break past mcp.max_message_mb now ends the read; many lines, as
+    in a long SSE stream, do not."""
+    import asyncio
+
+    import httpx
+
+    from orchestrator.mcp.http_bounds import MessageTooLong, _BoundedTransport, bounded_client_factory
+
+    class Streamed(httpx.AsyncByteStream):  # as a server sends it: in pieces, not read yet
+        def __init__(self, body: bytes):
+            self.body = body
+
+        async def __aiter__(self):
+            for at in range(0, len(self.body), 65536):
+                yield self.body[at:at + 65536]
+
+    async def read(body: bytes) -> int:
+        transport = _BoundedTransport(httpx.MockTransport(lambda request: httpx.Response(200, stream=Streamed(body))),
+                                      1024 * 1024)
+        async with httpx.AsyncClient(transport=transport) as client:
+            return len((await client.get("http://mcp.test/")).content)
+
+    assert asyncio.run(read(b"x" * 1000 + b"\n")) == 1001
+    assert asyncio.run(read((b"data: " + b"y" * 1000 + b"\n\n") * 3000)) > 3_000_000  # a long stream of events
+    with pytest.raises(MessageTooLong, match="longer than 1 MB"):
+        asyncio.run(read(b"z" * (3 * 1024 * 1024)))
+    client = bounded_client_factory(1024)(headers={"x": "1"})
+    assert isinstance(client._transport, _BoundedTransport) and client.headers["x"] == "1"  # what the SDK is given
+    asyncio.run(client.aclose())

@@ -33,6 +33,7 @@ from orchestrator.core.aio import background_loop, run_sync
 from orchestrator.core.config import Settings
 from .browser_pool import BrowserPool
 from .config import LoadedServers, ServerConfig, expand, load_servers
+from .http_bounds import bounded_client_factory
 from .session import ValidatorCachingSession
 from .stdio import bounded_stdio_client, rotate_log
 from .server_state import (
@@ -328,15 +329,18 @@ class McpManager:
                 params, errlog, max_line_bytes=limits.max_message_mb * 1024 * 1024,
                 max_log_bytes=limits.max_log_mb * 1024 * 1024))
         headers = {k: secrets.resolve(v, what=f"{cfg.name} header {k}") or "" for k, v in cfg.headers.items()}
+        bounded = bounded_client_factory(self.settings.mcp.max_message_mb * 1024 * 1024)  # http_bounds.py
         if cfg.transport == "sse":
             from mcp.client.sse import sse_client
 
             return await stack.enter_async_context(sse_client(cfg.url or "", headers=headers or None,
-                                                               timeout=cfg.startup_timeout_s))
+                                                               timeout=cfg.startup_timeout_s,
+                                                               httpx_client_factory=bounded))
         from mcp.client.streamable_http import streamablehttp_client
 
         read, write, _ = await stack.enter_async_context(
-            streamablehttp_client(cfg.url or "", headers=headers or None, timeout=cfg.startup_timeout_s))
+            streamablehttp_client(cfg.url or "", headers=headers or None, timeout=cfg.startup_timeout_s,
+                                  httpx_client_factory=bounded))
         return read, write
 
     def _message_handler(self, srv: ServerRuntime):
