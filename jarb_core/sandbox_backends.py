@@ -255,7 +255,7 @@ class BubblewrapBackend:
             if self.network is None:
                 raise SandboxUnavailable(NETWORK_HINT)
             netns = self.network.prepare(args)
-        seccomp_fd = _no_set_id_filter(writes_to_host=workdir is not None or any(b.writable for b in binds))
+        seccomp_fd = _seccomp_filter(writes_to_host=workdir is not None or any(b.writable for b in binds))
         if seccomp_fd is not None:
             args += ["--seccomp", str(seccomp_fd)]
         args += ["--remount-ro", "/", "--chdir", inside_wd, "--"]
@@ -283,8 +283,9 @@ class BubblewrapBackend:
         return plan
 
 
-def _no_set_id_filter(*, writes_to_host: bool) -> int | None:
-    """The seccomp program that refuses set-user-ID and set-group-ID files (sandbox_seccomp.py), as a descriptor.
+def _seccomp_filter(*, writes_to_host: bool) -> int | None:
+    """The seccomp program that refuses set-user-ID and set-group-ID files and user namespaces (sandbox_seccomp.py),
+    as a descriptor.
     Where libseccomp is missing, a run that writes to no host folder goes without it; one that does is refused:
     what it creates there belongs to the folder's owner on the host."""
     from .sandbox_seccomp import SeccompUnavailable, program_fd

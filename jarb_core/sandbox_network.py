@@ -111,10 +111,12 @@ class NetworkSetup:
         ready_r, ready_w = os.pipe()
         exit_r, self.exit_w = os.pipe()
         self._open += [ready_r, self.exit_w]
-        # --enable-sandbox and --enable-seccomp: slirp4netns parses the sandbox's traffic (libslirp) and may run as
-        # root; it then runs in a mount namespace of its own without the host's files, under its own seccomp filter
-        argv = [self.slirp4netns, "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-sandbox",
-                "--enable-seccomp", f"--ready-fd={ready_w}", f"--exit-fd={exit_r}"]
+        # As root, slirp4netns (which parses the sandbox's traffic with libslirp) runs in a mount namespace of its
+        # own without the host's files and under its own seccomp filter. An ordinary user's slirp4netns joins the
+        # sandbox's user namespace, where --enable-sandbox fails ("setegid(0)"); a bug hit there gives that user.
+        hardened = ["--enable-sandbox", "--enable-seccomp"] if os.geteuid() == 0 else []
+        argv = [self.slirp4netns, "--configure", "--mtu=65520", "--disable-host-loopback", *hardened,
+                f"--ready-fd={ready_w}", f"--exit-fd={exit_r}"]
         if userns_fd is not None:
             argv.append(f"--userns-path=/proc/self/fd/{userns_fd}")
         argv += [str(pid), "tap0"]

@@ -1,4 +1,4 @@
-"""A seccomp filter that keeps sandboxed code from making set-user-ID or set-group-ID files.
+"""A seccomp filter that keeps sandboxed code from making set-user-ID or set-group-ID files, or user namespaces.
 
 Why: a writable folder is shown to the sandbox as its own (an idmapped mount), so what the sandbox's uid creates
 there belongs, on the host, to the folder's owner: root's folder, a root-owned file. `chmod 4755` on it left a
@@ -7,6 +7,11 @@ only on the sandbox's own mount of it). The filter refuses (EPERM) every way to 
 fchmod, fchmodat with them, and open, openat, creat, mknod, mknodat creating a file with them. fchmodat2 and
 openat2 (whose mode sits in a struct a filter cannot read) answer ENOSYS, so libc falls back to the calls above.
 Other architectures' system calls (the i386 and x32 ABIs on x86-64) are refused by libseccomp's default.
+
+It also refuses new user namespaces (unshare or clone with CLONE_NEWUSER; clone3, whose flags sit in a struct,
+answers ENOSYS and libc falls back to clone): inside one a process is root of its own namespace, the way in to
+kernel code unprivileged users otherwise cannot reach. bubblewrap's --disable-userns would need a user namespace
+of the sandbox's own, which a run as root does not have.
 
 libseccomp (the system's libseccomp.so.2, through pyseccomp's ctypes binding) writes the BPF program; bubblewrap
 loads it (`--seccomp FD`) just before it runs the command, so it holds for every process of the run.
@@ -25,7 +30,8 @@ O_TMPFILE_BIT = 0o20000000  # __O_TMPFILE: O_TMPFILE is it plus O_DIRECTORY
 # (syscall, index of its mode argument, index of its flags argument or None)
 _MODE_CALLS = (("chmod", 1, None), ("fchmod", 1, None), ("fchmodat", 2, None), ("mknod", 1, None),
                ("mknodat", 2, None), ("creat", 1, None), ("open", 2, 1), ("openat", 3, 2))
-_UNREADABLE = ("fchmodat2", "openat2")  # their mode is not an argument a filter can see
+_UNREADABLE = ("fchmodat2", "openat2", "clone3")  # their mode or flags are not an argument a filter can see
+CLONE_NEWUSER = 0x10000000
 
 
 class SeccompUnavailable(RuntimeError):
@@ -33,7 +39,7 @@ class SeccompUnavailable(RuntimeError):
 
 
 @lru_cache(maxsize=1)
-def no_set_id_program() -> bytes:
+def filter_program() -> bytes:
     """The BPF program, built once per process."""
     try:
         import pyseccomp as seccomp
@@ -58,8 +64,11 @@ def no_set_id_program() -> bytes:
         try:
             flt.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
         except Exception:  # noqa: BLE001 - a libseccomp too old to know the call: the kernel's number is used
-            number = {"fchmodat2": 452, "openat2": 437}[name]
+            number = {"fchmodat2": 452, "openat2": 437, "clone3": 435}[name]
             flt.add_rule(seccomp.ERRNO(errno.ENOSYS), number)
+    new_user = seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER)
+    for name in ("unshare", "clone"):  # both take their flags first on x86-64 and aarch64
+        flt.add_rule(refuse, name, new_user)
     with os.fdopen(os.memfd_create("jarvis-seccomp-build", os.MFD_CLOEXEC), "w+b") as buffer:
         flt.export_bpf(buffer)
         buffer.flush()
@@ -69,7 +78,7 @@ def no_set_id_program() -> bytes:
 
 def program_fd() -> int:
     """A file descriptor holding the program, read from its start (for bubblewrap's --seccomp). The caller closes it."""
-    program = no_set_id_program()
+    program = filter_program()
     fd = os.memfd_create("jarvis-seccomp", os.MFD_CLOEXEC)
     os.write(fd, program)
     os.lseek(fd, 0, os.SEEK_SET)

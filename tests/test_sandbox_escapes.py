@@ -423,6 +423,27 @@ def test_a_writing_tool_cannot_plant_what_the_users_next_shell_runs_or_read_more
     assert not (jarvis.home / ".netrc").exists()  # missing: not made, as a folder or at all
 
 
+def test_a_tool_cannot_make_a_user_namespace_of_its_own(jarvis):
+    """Inside the sandbox `unshare -Ur` made a user namespace where the tool was root: the way in to kernel code an
+    unprivileged user cannot otherwise reach. The seccomp filter refuses it; processes and threads still start."""
+    registered(jarvis.register("h_userns", """
+        import subprocess
+        import threading
+
+        def h_userns(x: str):
+            inside = subprocess.run(["unshare", "-Ur", "id", "-u"], capture_output=True, text=True)
+            child = subprocess.run(["id", "-u"], capture_output=True, text=True)
+            thread = threading.Thread(target=lambda: None)
+            thread.start()
+            thread.join()
+            return f"unshare={inside.returncode}:{inside.stderr.strip()[:80]} child={child.returncode}"
+    """, ["subprocess"]))
+    outcome = jarvis.call("h_userns")
+    assert outcome.ok, outcome.content
+    assert "unshare=1" in outcome.content and "Operation not permitted" in outcome.content, outcome.content
+    assert "child=0" in outcome.content
+
+
 def test_a_writing_tool_cannot_leave_a_set_user_id_file_on_the_host(jarvis):
     """A writable folder is the tool's own inside (idmapped): what it makes there belongs to the folder's owner on
     the host. `chmod 4755` left a set-user-ID program owned by root (or by the user running Jarvis) for anyone who
