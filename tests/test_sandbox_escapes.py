@@ -105,6 +105,13 @@ def registered(result) -> None:
     assert record is not None, report.failure_text()
 
 
+def called(jarvis: Jarvis, name: str) -> dict[str, str]:
+    """A registered tool's call, which must succeed, and the JSON object it returned."""
+    outcome = jarvis.call(name)
+    assert outcome.ok, outcome.content
+    return json.loads(json.loads(outcome.content) if outcome.content.startswith('"') else outcome.content)
+
+
 def appended(jarvis: Jarvis, name: str, targets: dict[str, str], line: str) -> dict[str, str]:
     """What a tool allowed to write (fs_write) got trying to read each of `targets`, then append `line` to it:
     "written after reading '...'", or the error."""
@@ -124,9 +131,7 @@ def appended(jarvis: Jarvis, name: str, targets: dict[str, str], line: str) -> d
                     seen[label] = exc.strerror
             return json.dumps(seen)
     """, ["fs_write"]))
-    outcome = jarvis.call(name)
-    assert outcome.ok, outcome.content
-    return json.loads(json.loads(outcome.content) if outcome.content.startswith('"') else outcome.content)
+    return called(jarvis, name)
 
 
 # -- 1. host root through kernel.core_pattern ------------------------------------------------------------
@@ -388,9 +393,7 @@ def test_a_folder_above_a_hidden_path_cannot_be_moved_away_to_write_there_anew(j
                     seen[path] = exc.strerror
             return json.dumps(seen)
     """, ["fs_write"]))
-    outcome = jarvis.call("h_move")
-    assert outcome.ok, outcome.content
-    seen = json.loads(json.loads(outcome.content) if outcome.content.startswith('"') else outcome.content)
+    seen = called(jarvis, "h_move")
     assert all(what != "moved" and what != "written" for what in seen.values()), seen
     assert jarvis.config.read_text() == config_before and not (jarvis.root / "jarvis-old").exists()
     assert not (jarvis.home / ".ssh" / "authorized_keys").exists() and not (jarvis.root / "home-old").exists()
@@ -464,9 +467,7 @@ def test_a_writing_tool_cannot_leave_a_set_user_id_file_on_the_host(jarvis):
                     seen[label] = exc.strerror
             return json.dumps(seen)
     """, ["fs_write"]))
-    outcome = jarvis.call("h_setid")
-    assert outcome.ok, outcome.content
-    seen = json.loads(json.loads(outcome.content) if outcome.content.startswith('"') else outcome.content)
+    seen = called(jarvis, "h_setid")
     assert seen.pop("plain_chmod") == "done"  # an ordinary mode is still the tool's to set
     assert set(seen.values()) == {"Operation not permitted"}, seen
     for folder, _dirs, files in os.walk(jarvis.root):
