@@ -26,7 +26,8 @@ export function mount(el, shell) {
   ui = shell;
   showAll = h("input", { type: "checkbox", id: "jorbs-all" });
   showAll.addEventListener("change", () => loadList());
-  listEl = h("div", { class: "jorb-list", "aria-label": "Jorbs" });
+  // a labelled region: an aria-label on a plain div is not allowed (axe found it while the list was still empty)
+  listEl = h("div", { class: "jorb-list", role: "region", "aria-label": "Jorbs" });
   detailEl = h("div", { class: "jorb-detail" });
   el.append(
     h("div", { class: "view-head" }, h("h1", {}, "Jorbs and missions"),
