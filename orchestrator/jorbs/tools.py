@@ -12,7 +12,8 @@ from pydantic import BaseModel, Field
 from integrations.base import ToolError, make_tool
 
 from orchestrator.core.config import AutonomyConfig, Mode
-from orchestrator.tools.executor import CALL_CONTEXT
+from orchestrator.tools.autonomy import looser, mode_for_effect
+from orchestrator.tools.executor import read_outside_content
 from .service import JorbError, JorbService
 
 
@@ -36,14 +37,10 @@ def _summary(args: dict[str, Any]) -> str:
     return text
 
 
-_STRICTNESS = {"deny": 0, "confirm": 1, "auto": 2}
-
-
 def loosened(autonomy: dict[str, str] | None, config: AutonomyConfig) -> list[str]:
     """The effects an override lets the new jorb do more freely than the config does: `auto` where the config asks,
     and `confirm` where it denies (a denied effect then only needs a yes, maybe from a phone)."""
-    return sorted(effect for effect, mode in (autonomy or {}).items()
-                  if _STRICTNESS.get(mode, 0) > _STRICTNESS[config.effects.get(effect, config.default)])
+    return sorted(effect for effect, mode in (autonomy or {}).items() if looser(mode, mode_for_effect(effect, config)))
 
 
 def build_jorb_tools(service: Callable[[], JorbService], autonomy: AutonomyConfig) -> list[BaseTool]:
@@ -61,15 +58,12 @@ def build_jorb_tools(service: Callable[[], JorbService], autonomy: AutonomyConfi
                     config: RunnableConfig = None) -> dict[str, Any]:
         """Start a long-running task (a jorb) that works in the background, messages people, waits for their
         replies for as long as it takes, and pauses for the user's approval where the plan says so."""
-        configurable = (config or {}).get("configurable") or {}
-        origin = str(configurable.get("thread_id") or "") or None
-        call = configurable.get(CALL_CONTEXT)
-        # Started from a turn that had read outside content: the plan may be that content's, and the jorb's own
-        # effects ask first from its first step, as they would have in the turn (no call context: the same).
-        tainted = not isinstance(call, dict) or bool(call.get("untrusted_seen", True))
+        origin = str(((config or {}).get("configurable") or {}).get("thread_id") or "") or None
         try:
+            # started from a turn that had read outside content, the plan may be that content's: the jorb's own
+            # effects ask first from its first step, as they would have in the turn
             view = service().create(name, plan, contacts=contacts, autonomy=autonomy, origin_thread=origin,
-                                    background=True, untrusted=tainted)
+                                    background=True, untrusted=read_outside_content(config))
         except JorbError as exc:
             raise ToolError(str(exc)) from None
         return {"jorb_id": view.row.id, "status": view.row.status,

@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from integrations.base import ToolError, make_tool
 
 from orchestrator.core.config import Settings
-from orchestrator.tools.executor import CALL_CONTEXT
+from orchestrator.tools.executor import call_context, read_outside_content
 from .models import SourceKind
 from .store import MemoryError, MemoryStore, Provenance
 
@@ -64,11 +64,11 @@ def content_sources(read: Any) -> str:
 def provenance_of(config: RunnableConfig | None) -> Provenance:
     """Who told the fact, from the executor's call context: the user (trusted) when the thread had read no outside
     content, else that content (untrusted), naming what was read (source_detail) and the thread (source_ref)."""
-    call = ((config or {}).get("configurable") or {}).get(CALL_CONTEXT)
-    if not isinstance(call, dict):
+    call = call_context(config)
+    if call is None:
         return Provenance(SourceKind.CONTENT, False, None, "no call context")
     where = f"thread {call.get('thread_id')}"
-    if call.get("untrusted_seen", True):
+    if read_outside_content(config):
         return Provenance(SourceKind.CONTENT, False, where, content_sources(call.get("read")))
     return Provenance(SourceKind.USER, True, where, str(call.get("key") or "")[:500])
 

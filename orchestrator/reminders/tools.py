@@ -13,7 +13,7 @@ from integrations.base import ToolError, make_tool
 
 from orchestrator.core.config import Settings
 from orchestrator.core.visible import elide
-from orchestrator.tools.executor import CALL_CONTEXT
+from orchestrator.tools.executor import read_outside_content
 from .models import PLANNER_AFTER_CONTENT
 from .recurrence import describe
 from .spec import ReminderInputError, ReminderRequest
@@ -74,10 +74,8 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
             thread_id = str(((config or {}).get("configurable") or {}).get("thread_id") or settings.scheduler.chat_thread)
         req = ReminderRequest(title=title, when=when, rrule=rrule, description=description, priority=priority,
                               thread_id=thread_id, webhook_url=webhook_url, process_name=process_name, jorb_id=jorb_id)
-        call = ((config or {}).get("configurable") or {}).get(CALL_CONTEXT)
-        after_content = not isinstance(call, dict) or bool(call.get("untrusted_seen", True))
         try:
-            r = store().create(req, created_by=PLANNER_AFTER_CONTENT if after_content else "planner")
+            r = store().create(req, created_by=PLANNER_AFTER_CONTENT if read_outside_content(config) else "planner")
         except ReminderInputError as exc:
             raise ToolError(str(exc)) from None
         repeat = f", repeating {r.rrule}" if r.rrule else ""

@@ -23,6 +23,11 @@ from orchestrator.core.config import AutonomyConfig, Mode
 _RANK: dict[str, int] = {"auto": 0, "confirm": 1, "deny": 2}
 
 
+def looser(mode: str, than: Mode) -> bool:
+    """Whether `mode` lets more happen without the user than `than` does (an unknown mode never does)."""
+    return mode in _RANK and _RANK[mode] < _RANK[than]
+
+
 def strictest(modes: Iterable[Mode]) -> Mode:
     result: Mode = "auto"
     for m in modes:

@@ -202,6 +202,20 @@ def tool_config(ctx: CallContext, read: list[str] | None = None) -> dict:
     return config
 
 
+def call_context(config: dict | None) -> dict | None:
+    """What a tool may know of its call (tool_config), from the RunnableConfig it was given; None outside the
+    executor."""
+    call = ((config or {}).get("configurable") or {}).get(CALL_CONTEXT)
+    return call if isinstance(call, dict) else None
+
+
+def read_outside_content(config: dict | None) -> bool:
+    """Whether the call's thread (or jorb) had read content from outside the conversation: what the tool writes
+    or starts may be that content's words. A call with no context counts as having read some."""
+    call = call_context(config)
+    return call is None or bool(call.get("untrusted_seen", True))
+
+
 @dataclass
 class CallOutcome:
     tool: str
