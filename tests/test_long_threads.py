@@ -115,3 +115,37 @@ def test_a_turn_folds_the_history_at_most_once(jarvis_env):
     assert len(summaries) <= 1, [s["messages"][1]["content"][-200:] for s in summaries]
     planner_requests = [r for r in srv.requests if not _is_summary_request(r)]
     assert "numbers 12 34 56" in str(planner_requests[-1]["messages"][-1].get("content"))  # the result was read
+
+
+def test_a_turn_trims_its_thread_only_once_it_holds_more_than_kept(jarvis_env, monkeypatch):
+    """A turn knows from its step how many checkpoints its thread holds: the trim's query runs only past
+    storage.keep_checkpoints (it ran after every turn, a quarter of a millisecond of each: bench/turn_overhead.py),
+    and the thread still ends each turn with the newest kept."""
+    import sqlite3
+
+    from orchestrator.storage import checkpoints, writer
+
+    jarvis_env.write_config(storage={"keep_checkpoints": 10})
+    jarvis_env.server.add_rule(lambda req: True, lambda req: answer("Noted."))
+    trims: list[int] = []
+    real = checkpoints.prune_thread
+
+    def counted(settings, thread_id, keep):
+        trims.append(len(trims))
+        return real(settings, thread_id, keep)
+
+    monkeypatch.setattr(checkpoints, "prune_thread", counted)
+    graph = jarvis_env.graph()
+    config = {"configurable": {"thread_id": "trimmed"}}
+    held = []
+    for turn in range(5):
+        graph.invoke({"messages": [("user", f"turn {turn}")]}, config)
+        writer.flush()
+        conn = sqlite3.connect(jarvis_env.data / "checkpoints.sqlite")
+        (count,) = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'trimmed' "
+                                "AND checkpoint_ns = ''").fetchone()
+        conn.close()
+        held.append(count)
+    # a turn without tools writes four checkpoints (its input, then __start__, planner, respond)
+    assert held == [4, 8, 10, 10, 10], held
+    assert len(trims) == 3, trims  # turns 3, 4 and 5; the first two left 4 and 8, no more than kept

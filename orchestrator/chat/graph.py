@@ -59,6 +59,15 @@ def _thread_id(config: RunnableConfig) -> str:
     return str((config.get("configurable") or {}).get("thread_id") or "default")
 
 
+def checkpoints_so_far(config: RunnableConfig) -> int | None:
+    """How many checkpoints the thread holds at most once the running step's is written: LangGraph numbers a
+    thread's checkpoints by step, from -1 (the first input) on, across its turns, and update_state adds the next
+    one. More only where a thread was forked from an older checkpoint (LangGraph's own server can; Jarvis does
+    not), and those are trimmed once the step passes storage.keep_checkpoints. None: the step is not known."""
+    step = (config.get("metadata") or {}).get("langgraph_step")
+    return step + 2 if isinstance(step, int) else None
+
+
 def _writer():
     try:
         return get_stream_writer()
@@ -198,7 +207,7 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
         rt.threads.set_status_later(_thread_id(config), IDLE)
         rt.executor.sites.end_task(_thread_id(config))  # the turn's site approvals end, its browser is closed
         if prunes:
-            prune_later(settings, _thread_id(config))
+            prune_later(settings, _thread_id(config), at_most=checkpoints_so_far(config))
         last = state.messages[-1] if state.messages else None
         if isinstance(last, AIMessage) and not last.tool_calls and not (last.text or "").strip():
             return {"messages": [AIMessage(content="(The model returned an empty answer. Try rephrasing the request.)")]}
