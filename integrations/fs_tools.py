@@ -54,7 +54,8 @@ class FsRoots:
         for p in self.protected:
             if real == p or p in real.parents:
                 raise ToolError(f"{path} is inside {p}, which is part of Jarvis itself (its config, data, tools or "
-                                "code) or a key store: Jarvis does not write there. Edit it yourself if you mean to.")
+                                "code), a key store, or what your shell, login, git or Python runs: Jarvis does "
+                                "not write there. Edit it yourself if you mean to.")
 
     def describe(self) -> str:
         return ", ".join(str(r) for r in self.roots)

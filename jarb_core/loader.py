@@ -186,7 +186,8 @@ class GeneratedToolProvider:
         writes = "fs_write" in record.side_effects
         try:
             outcome = call_tool(sandbox, name, source, arguments, network=network, limits=self.call_limits,
-                                writable=self.file_roots if writes else (), hide=list(self._protected()))
+                                writable=self.file_roots if writes else (), hide=list(self._protected()),
+                                home=Path.home())
         except SandboxUnavailable as exc:  # e.g. network approved but slirp4netns missing: say how to fix it
             raise ToolError(f"{record.label} cannot run: {exc}") from None
         for warning in outcome.warnings:

@@ -133,7 +133,7 @@ class Sandbox:
     def spawn(self, argv: Sequence[str], *, binds: Sequence[Bind] = (), workdir: Path | None = None,
               env: Mapping[str, str] | None = None, network: bool = False, limits: Limits | None = None,
               stdin: bool = True, capture_stdout: bool = False, capture_stderr: bool = True,
-              hide: Sequence[Path] = ()) -> SandboxProcess:
+              hide: Sequence[Path] = (), home: Path | None = None) -> SandboxProcess:
         """Start `argv` in the sandbox and return at once (stdin/stdout pipes for a long-lived conversation).
 
         binds: host files/folders to show read-only (or writable) inside; a relative target lands in the work
@@ -142,7 +142,8 @@ class Sandbox:
         size-limited scratch directory, or a host folder to work in (when Jarvis runs as root it is handed to
         the sandbox uid so the command can write there). network: a network namespace of its own with egress
         only (only for tools whose network access the user approved). hide: host folders or files kept out of
-        sight where binds would show them.
+        sight where binds would show them. home: the user's home, whose top level stays read-only where a
+        writable bind shows it (no start-up file, ~/.local/bin program or .pth file is made or changed there).
         """
         limits = self.bounded(limits or self.limits)
         if not argv:
@@ -161,7 +162,7 @@ class Sandbox:
         try:
             plan = self._backend.plan(list(argv), binds=binds, workdir=workdir, env=env, network=network, limits=limits,
                                       cgroup_procs=cgroup.procs_files if cgroup else (), hide=hide,
-                                      pids_capped=cgroup is not None and "pids" in cgroup.dirs)
+                                      pids_capped=cgroup is not None and "pids" in cgroup.dirs, home=home)
         except BaseException:
             if cgroup is not None:
                 cgroup.remove()
@@ -173,10 +174,10 @@ class Sandbox:
 
     def run(self, argv: Sequence[str], *, input: bytes | None = None, binds: Sequence[Bind] = (),
             workdir: Path | None = None, env: Mapping[str, str] | None = None, network: bool = False,
-            limits: Limits | None = None, hide: Sequence[Path] = ()) -> SandboxResult:
+            limits: Limits | None = None, hide: Sequence[Path] = (), home: Path | None = None) -> SandboxResult:
         """Run `argv` to completion and return what it did (stdout and stderr captured, capped)."""
         proc = self.spawn(argv, binds=binds, workdir=workdir, env=env, network=network, limits=limits,
-                          stdin=input is not None, capture_stdout=True, hide=hide)
+                          stdin=input is not None, capture_stdout=True, hide=hide, home=home)
         return proc.communicate(input)
 
     def with_limits(self, **changes: Any) -> Limits:

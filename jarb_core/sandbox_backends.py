@@ -189,9 +189,10 @@ class BubblewrapBackend:
 
     def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
              network: bool, limits: Limits, cgroup_procs: Sequence[Path] = (), hide: Sequence[Path] = (),
-             pids_capped: bool = False) -> LaunchPlan:
+             pids_capped: bool = False, home: Path | None = None) -> LaunchPlan:
         """hide: host folders or files kept out of sight where a bind would show them (Jarvis' own config, data,
-        checkout and keyring, for instance): a folder is covered by an empty read-only tmpfs, a file by /dev/null."""
+        checkout and keyring, for instance): a folder is covered by an empty read-only tmpfs, a file by /dev/null.
+        home: the user's home; where a writable bind shows it, its top level stays read-only (_home_lock_args)."""
         drop_uid = self.drop_uid
         inside_wd = str(workdir) if workdir is not None else SCRATCH
         args = [self.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try",
@@ -244,7 +245,9 @@ class BubblewrapBackend:
             targets.append(target)
             if b.writable:
                 writable.add(target)
-        args += _hide_args(hide, targets, writable)
+        lock, reopened = _home_lock_args(home, writable)
+        args += lock
+        args += _hide_args(hide, targets, writable, read_only=lambda path: _locked(path, home, reopened) if lock else False)
         # A bind of a folder holding the interpreter (say the home directory) must not make it writable, and
         # hiding the checkout must not hide the interpreter inside it: it goes back on top, read-only.
         for d in pythons:
@@ -322,7 +325,49 @@ def _idmap_prefix(binds: Sequence[Bind], drop_uid: int | None) -> list[str]:
     return [sys.executable, "-I", "-S", str(IDMAP_EXEC), json.dumps(spec), "--"]
 
 
-def _hide_args(hide: Sequence[Path], targets: Sequence[str], writable: Collection[str] = ()) -> list[str]:
+# Entries of the home a program may run from at the user's next login (Debian's and Ubuntu's ~/.profile put ~/bin
+# on PATH when it exists), read-only like the hidden ones.
+HOME_PROGRAM_FOLDERS = ("bin",)
+
+
+def _home_lock_args(home: Path | None, writable: Collection[str]) -> tuple[list[str], list[str]]:
+    """Where a writable bind shows the user's home: the home bound read-only on top, then each of its entries
+    that is neither hidden (a name with a leading dot) nor HOME_PROGRAM_FOLDERS bound writable again. (The
+    arguments, the entries reopened.)
+
+    What a login, a shell, git or Python runs from the home is almost all there: start-up files (~/.bashrc,
+    ~/.profile, ~/.zshenv...), ~/.local/bin on PATH, .pth files of ~/.local/lib/pythonX.Y/site-packages that
+    every Python of the user runs, ~/.gitconfig and ~/.config/git (hooks, aliases), ~/.config/autostart,
+    ~/.config/systemd/user. A list of them always missed one, and could not cover a file that did not exist yet
+    (a mount needs a mount point, and one made would shadow the file the shell reads instead: an empty
+    ~/.bash_login hides ~/.profile). With the top level read-only nothing new is made there, what is hidden stays
+    as it is, and a tool still writes inside the user's folders (~/Documents/...) and to the top-level files it
+    was shown. Symbolic links are left as they are (read where they point, if that is shown)."""
+    if home is None:
+        return [], []
+    h = os.path.abspath(home)
+    if not os.path.isdir(h) or not any(_under(h, t) for t in writable):
+        return [], []
+    args = ["--ro-bind", h, h]
+    reopened: list[str] = []
+    for entry in sorted(os.scandir(h), key=lambda e: e.name):
+        if entry.name.startswith(".") or entry.name in HOME_PROGRAM_FOLDERS or entry.is_symlink():
+            continue
+        if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
+            args += ["--bind", entry.path, entry.path]
+            reopened.append(entry.path)
+    return args, reopened
+
+
+def _locked(path: str, home: Path | None, reopened: Sequence[str]) -> bool:
+    """Whether `path` lies in the read-only part of a locked home."""
+    if home is None or not _under(path, os.path.abspath(home)):
+        return False
+    return not any(_under(path, e) for e in reopened)
+
+
+def _hide_args(hide: Sequence[Path], targets: Sequence[str], writable: Collection[str] = (),
+               read_only: Callable[[str], bool] = lambda path: False) -> list[str]:
     """Cover each hidden path that a bind shows (strictly inside a bound target). A folder that does not exist yet
     is made first (empty, 0700, by this process: the mount needs a mount point, and bubblewrap cannot make one in
     an idmapped folder), so that a tool cannot create it: a new ~/.ssh/authorized_keys in a writable home is as
@@ -330,7 +375,9 @@ def _hide_args(hide: Sequence[Path], targets: Sequence[str], writable: Collectio
 
     In a `writable` target, the folders between it and a hidden path are bound onto themselves first: a mount
     point cannot be renamed, but a folder above one could, and renaming `~/src` to `~/src-old` took the cover
-    along with it and left `~/src/jarvis/config/...` free to be written again."""
+    along with it and left `~/src/jarvis/config/...` free to be written again. A folder already `read_only` there
+    (the locked top of a home, _home_lock_args) cannot be renamed anyway, and binding it onto itself would make it
+    writable again: it is left as it is."""
     args: list[str] = []
     shown = [(os.path.abspath(h), t) for h in hide for t in targets
              if _under(os.path.abspath(h), t) and os.path.abspath(h) != t]
@@ -338,7 +385,7 @@ def _hide_args(hide: Sequence[Path], targets: Sequence[str], writable: Collectio
     for h_abs, t in shown:
         if t in writable and (os.path.lexists(h_abs) or _can_make(h_abs)):
             for a in _ancestors(h_abs):
-                if _under(a, t) and a not in (t, h_abs) and a not in pinned and os.path.isdir(a):
+                if _under(a, t) and a not in (t, h_abs) and a not in pinned and os.path.isdir(a) and not read_only(a):
                     pinned.add(a)
                     args += ["--bind", a, a]
     for h_abs, _t in shown:
@@ -456,7 +503,7 @@ class HostDirBackend:
 
     def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
              network: bool, limits: Limits, cgroup_procs: Sequence[Path] = (), hide: Sequence[Path] = (),
-             pids_capped: bool = False) -> LaunchPlan:
+             pids_capped: bool = False, home: Path | None = None) -> LaunchPlan:
         cleanup: list[Callable[[], None]] = []
         wd, tmp = self._workdir(workdir, binds, cleanup)
         drop = [] if self.drop_uid is None else _setpriv(self.setpriv, self.drop_uid)
@@ -479,7 +526,7 @@ class SeatbeltBackend(HostDirBackend):
 
     def plan(self, argv: Sequence[str], *, binds: Sequence[Bind], workdir: Path | None, env: Mapping[str, str] | None,
              network: bool, limits: Limits, cgroup_procs: Sequence[Path] = (), hide: Sequence[Path] = (),
-             pids_capped: bool = False) -> LaunchPlan:
+             pids_capped: bool = False, home: Path | None = None) -> LaunchPlan:
         cleanup: list[Callable[[], None]] = []
         wd, tmp = self._workdir(workdir, binds, cleanup)
         readable = [*python_dirs(), *(str(b.source) for b in binds if b.target is None or b.target.startswith("/")),

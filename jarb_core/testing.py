@@ -141,14 +141,15 @@ class CallResult:
 
 def call_tool(sandbox: Sandbox, name: str, module_code: str, arguments: Mapping[str, Any], *,
               network: bool = False, limits: Limits | None = None, writable: Sequence[Path] = (),
-              hide: Sequence[Path] = ()) -> CallResult:
+              hide: Sequence[Path] = (), home: Path | None = None) -> CallResult:
     """Run `name(**arguments)` from `module_code` in the sandbox: JSON in, JSON out.
-    writable: host folders the tool may write (at their own paths); hide: folders kept out of sight."""
+    writable: host folders the tool may write (at their own paths); hide: folders kept out of sight; home: the
+    user's home, whose top level stays read-only where `writable` shows it (sandbox_backends._home_lock_args)."""
     binds_extra = [Bind(Path(p), writable=True) for p in writable if Path(p).is_dir()]
     with Staging({f"{name}.py": module_code, "_jarb_call.py": _runner_source()}) as stage:
         result = sandbox.run([sandbox.python, "-I", "-S", "-B", "_jarb_call.py", name, *site_dirs()],
                              input=json.dumps(dict(arguments)).encode(), binds=[*binds_extra, *stage.binds()],
-                             network=network, limits=limits, hide=hide)
+                             network=network, limits=limits, hide=hide, home=home)
     lines = [ln for ln in result.stdout_text.splitlines() if ln.strip()]
     answer: dict[str, Any] | None = None
     if lines:

