@@ -351,9 +351,13 @@ def _home_lock_args(home: Path | None, writable: Collection[str]) -> tuple[list[
     args = ["--ro-bind", h, h]
     reopened: list[str] = []
     for entry in sorted(os.scandir(h), key=lambda e: e.name):
-        if entry.name.startswith(".") or entry.name in HOME_PROGRAM_FOLDERS or entry.is_symlink():
+        if entry.name.startswith(".") or entry.name in HOME_PROGRAM_FOLDERS:
             continue
-        if entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False):
+        try:
+            plain = not entry.is_symlink() and (entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False))
+        except OSError:  # a mount this process cannot look into: it stays read-only, as the safe side
+            plain = False
+        if plain:
             args += ["--bind", entry.path, entry.path]
             reopened.append(entry.path)
     return args, reopened
