@@ -516,3 +516,35 @@ def test_the_confirmation_email_masks_a_known_secret_in_its_subject_and_first_li
     mime = message_from_bytes(base64.urlsafe_b64decode(sent["raw"] + "=="))
     assert key not in str(mime["Subject"]) and key not in mime.get_payload(decode=True).decode()
     assert "the key is ***" in mime.get_payload(decode=True).decode()
+
+
+def test_the_phones_acknowledgement_masks_a_known_secret(jarvis_env, telegram):
+    """The question masked a known secret, but the toast that acknowledged the press ("Approved: <summary>") quoted
+    the summary unmasked: the key left the machine in Telegram's answerCallbackQuery."""
+    from orchestrator.core.secrets import remember
+
+    key = remember("sk-LIVE-ACK-7788990011")
+    jarvis_env.server.push(step(reasoning="send", script=f"jarvis.messages.send('local', '@bob', 'the key is {key}')"),
+                           step(reasoning="done", done=True, result="sent"))
+    app = jarvis_env.app()
+    assert app.jorbs.create("Share", "Send Bob the key").row.status == "paused"
+    assert app.notifier().sweep() == 1
+    message, approve, _ = _sent_with_buttons(telegram)
+    assert key not in message["text"]
+    answer = _answer_to(telegram, _press(telegram, _poller(jarvis_env, app), message, approve))
+    assert answer is not None and answer["text"].startswith("Approved"), answer
+    assert key not in answer["text"] and "***" in answer["text"], answer
+
+
+def test_a_secret_is_masked_before_the_arguments_are_quoted_and_cut():
+    """The question's arguments were quoted (a quote or backslash escaped) and cut in the middle, then masked: the
+    escaped form of a secret holding a quote, or the half of one across the cut, was no longer found."""
+    from orchestrator.approvals.notifier import describe
+    from orchestrator.core.secrets import remember
+
+    quoted = remember('pa"ss\\word-4455667788')
+    long_one = remember("sk-LIVE-" + "B" * 400)
+    text = describe({"thread_id": "t", "tool": "messages_send", "summary": "Send a message",
+                     "args": {"text": f"one {quoted} two", "note": "x" * 100 + long_one}}, None)
+    assert "4455667788" not in text and "pa\\\"ss" not in text and "pa\"ss" not in text, text
+    assert "sk-LIVE-BBB" not in text and "BBBBBBBBBB" not in text, text

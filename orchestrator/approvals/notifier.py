@@ -21,7 +21,7 @@ from orchestrator.channels.ratelimit import bucket
 from orchestrator.channels.telegram import lazy_bot_api
 from orchestrator.core.config import Settings
 from orchestrator.core.ids import jorb_id_of
-from orchestrator.core.secrets import redact
+from orchestrator.core.secrets import redact, redacted
 from orchestrator.core.visible import shown_arguments, visible
 from orchestrator.storage.claims import Claims
 from orchestrator.storage.engines import utcnow
@@ -39,7 +39,9 @@ def aware(when: datetime | None) -> datetime | None:
 
 def describe(item: Mapping[str, Any], ui_url: str | None) -> str:
     """What the message says: the summary, the effects, why it asks, the exact call (known secrets masked)."""
-    args = shown_arguments(item.get("args") or {})
+    # masked before it is quoted and cut: a secret holding a quote or a backslash is escaped by the quoting, and
+    # one across a cut loses its end, and neither is then found by the mask of the whole text below
+    args = shown_arguments(redacted(item.get("args") or {}))
     jorb_id = jorb_id_of(str(item.get("thread_id")))
     where = f"jorb {jorb_id}" if jorb_id else f"conversation {item.get('thread_id')}"
     lines = [f"Jarvis asks before it acts ({where}):", str(item.get("summary") or item.get("tool")),

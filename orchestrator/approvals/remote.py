@@ -24,6 +24,8 @@ from orchestrator.channels.addresses import mailbox_of
 from orchestrator.channels.email import EmailChannel
 from orchestrator.channels.telegram import lazy_bot_api
 from orchestrator.core.config import Settings
+from orchestrator.core.secrets import redact
+from orchestrator.core.visible import visible
 from .notifier import APPROVE, DENY, aware
 from .store import ApprovalStore, ApprovalTokenRow, token_hash
 
@@ -46,6 +48,11 @@ class Outcome:
     text: str  # what the person who answered is told
     applied: bool = False
     closed: bool = False  # the question is settled: take the buttons off
+
+    def __post_init__(self) -> None:
+        # it leaves the machine (a Telegram toast, an email) and quotes the call's summary or an error: known
+        # secrets masked, as the question itself was (notifier.describe)
+        self.text = visible(redact(self.text))
 
 
 class RemoteAnswers:
