@@ -111,12 +111,28 @@ def test_bad_times_and_rules_say_what_to_write(jarvis_env):
         ({"when": "2030-01-01T09:00", "webhook_url": "http://x/y", "jorb_id": "j"}, "one target"),
         ({"when": "2030-01-01T09:00", "process_name": "no/such/agent.py", "thread_id": None}, "no such file"),
         ({"when": "2030-01-01T09:00", "thread_id": None}, "no target"),
+        ({"when": "2030-01-01T09:00", "thread_id": "jorb:abc"}, "give jorb_id to wake the jorb"),
     ]
     for extra, message in cases:
         fields = {"title": "t", "thread_id": "th", **extra}
         with pytest.raises(ReminderInputError, match=re.escape(message)):
             store.create(ReminderRequest(**fields))
     assert store.list() == []
+
+
+def test_a_reminder_made_inside_a_jorb_wakes_the_jorb_instead_of_writing_its_thread(jarvis_env):
+    """Without a target a reminder went to the caller's thread: inside a jorb `jorb:<id>`, the jorb's own
+    checkpoints, where the chat graph would then have posted a turn over the jorb's state (the chat API refuses
+    that id). It wakes the jorb now, and a jorb's thread is no reminder target at all."""
+    from orchestrator.reminders.tools import build_reminder_tools
+
+    settings = settings_for(jarvis_env)
+    create = next(t for t in build_reminder_tools(settings) if t.name == "reminder_create")
+    said = create.func(title="follow up", when="2030-01-01T09:00", config={"configurable": {"thread_id": "jorb:j42"}})
+    (made,) = ReminderStore(settings).list()
+    assert made.jorb_id == "j42" and made.thread_id is None, (made, said)
+    chat = create.func(title="chat", when="2030-01-01T09:00", config={"configurable": {"thread_id": "t1"}})
+    assert "t1" in chat
 
 
 def test_naive_times_are_local_for_people_and_utc_for_agents(jarvis_env):

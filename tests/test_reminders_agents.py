@@ -61,7 +61,7 @@ def test_seed_agent_acks_and_schedules_a_follow_up_with_unicode(jarvis_env, tmp_
 
 
 def test_agent_is_spawned_once_and_gets_answers_to_its_requests(jarvis_env, tmp_path, make_scheduler):
-    settings = settings_for(jarvis_env, max_creates_per_hour=2)
+    settings = settings_for(jarvis_env, max_creates_per_hour=2, agents_may_target=["http://127.0.0.1:9/"])
     agent = write_agent(tmp_path / "recorder.py", RECORDING_AGENT)
     record = tmp_path / "recorder.py.log"
     sched = make_scheduler(settings)
@@ -238,3 +238,38 @@ def test_a_hung_agent_holds_up_only_its_own_reminders(jarvis_env, tmp_path, make
     assert _status(sched.store, stuck.id) == PENDING, "the hung agent is still waited for"
     wait_for(lambda: _status(sched.store, stuck.id) == FAILED, timeout=10)
     assert woken == ["unrelated"]
+
+
+def test_an_agents_reminders_come_back_to_it_unless_the_config_says_where_else(jarvis_env, tmp_path, make_scheduler):
+    """An agent's `reminders.create` could name any program (started at fire time, outside every sandbox) or any
+    URL (169.254.169.254, a service on localhost): the question the planner's reminders get (process_start,
+    network) was never asked. Another program or a webhook is refused now unless scheduler.agents_may_target lists
+    it, the URL matched by scheme, host and port, not as a string prefix."""
+    marker = tmp_path / "PWNED"
+    other = write_agent(tmp_path / "other.py", f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n")
+    listed = write_agent(tmp_path / "listed.py", SEED_AGENT)
+    settings = settings_for(jarvis_env, agents_may_target=[str(listed), "http://127.0.0.1:8070/agent"])
+    agent = write_agent(tmp_path / "recorder.py", RECORDING_AGENT)
+    record = tmp_path / "recorder.py.log"
+    sched = make_scheduler(settings)
+    asks = {"other": {"process_name": str(other)}, "touch": {"process_name": f"/usr/bin/touch {marker}"},
+            "metadata": {"webhook_url": "http://169.254.169.254/latest/meta-data/"},
+            "lookalike": {"webhook_url": "http://127.0.0.1:8070.evil.example/agent/7"},
+            "sibling": {"webhook_url": "http://127.0.0.1:8070/agentx"},
+            "listed_hook": {"webhook_url": "http://127.0.0.1:8070/agent/7"},
+            "listed_program": {"process_name": str(listed)}, "itself": {"process_name": str(agent)}}
+    requests = [{"jsonrpc": "2.0", "id": key, "method": "reminders.create",
+                 "params": {"title": key, "when": "2030-06-01T09:00:00Z", **target}} for key, target in asks.items()]
+    first = sched.store.create(ReminderRequest(title="go", when=utcnow().isoformat(), process_name=str(agent),
+                                               description=json.dumps(requests)))
+    wait_for(lambda: _status(sched.store, first.id) == SENT)
+    answers = wait_for(lambda: {m["msg"].get("id"): m["msg"] for m in read_record(record) if "method" not in m["msg"]
+                                and m["msg"].get("id") in asks} if len(read_record(record)) >= 1 + len(asks) else None)
+    for refused in ("other", "touch", "metadata", "lookalike", "sibling"):
+        error = answers[refused].get("error") or {}
+        assert error.get("code") == -32602 and "agents_may_target" in error.get("message", ""), (refused, answers[refused])
+    for allowed in ("listed_hook", "listed_program", "itself"):
+        assert sched.store.get(answers[allowed]["result"]["id"]) is not None, answers[allowed]
+    titles = {r.title for r in sched.store.list(limit=50)}
+    assert not titles & {"other", "touch", "metadata", "lookalike", "sibling"}, titles
+    assert not marker.exists()

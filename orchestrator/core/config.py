@@ -331,6 +331,10 @@ class SchedulerConfig(_Section):
     workers: int = Field(4, ge=1, description="deliveries in parallel")
     batch_size: int = Field(200, ge=1, description="reminders taken per tick")
     chat_thread: str = Field("reminders", min_length=1, description="thread for reminders with no other target")
+    agents_may_target: list[str] = Field(
+        default_factory=list,
+        description="what an agent program's own reminders may fire into besides the agent itself: other agent "
+                    "programs (paths) and webhook URLs (each a prefix: scheme, host and port exact, then the path)")
 
 
 class DocsConfig(_Section):

@@ -24,7 +24,7 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from orchestrator.core import json_bounds
 from orchestrator.core.secrets import child_environment
 from .models import Reminder, utcnow
-from .spec import ReminderInputError, ReminderRequest
+from .spec import ReminderInputError, ReminderRequest, resolve_process_name, url_within
 from .targets import DeliveryDeferred, DeliveryError
 
 log = logging.getLogger(__name__)
@@ -350,8 +350,10 @@ class AgentManager:
     """The agent processes of one scheduler, by command, and the `reminders.create` side of the contract."""
 
     def __init__(self, store: Any, *, ack_timeout_s: float, max_creates_per_hour: int,
-                 on_created: Callable[[Reminder], None] | None = None):
+                 on_created: Callable[[Reminder], None] | None = None, may_target: Sequence[str] = ()):
+        """may_target: scheduler.agents_may_target, what an agent's reminders may fire into besides itself."""
         self.store = store
+        self.may_target = list(may_target)
         self.ack_timeout_s = ack_timeout_s
         self.max_creates_per_hour = max_creates_per_hour
         self.on_created = on_created
@@ -374,6 +376,7 @@ class AgentManager:
             raise RpcError(RATE_LIMITED, f"rate limit: this agent created {count} reminders in the last hour, the "
                                          f"most allowed (scheduler.max_creates_per_hour = {self.max_creates_per_hour}); "
                                          "try again later")
+        self._check_target(agent, params)
         req = ReminderRequest(title=params.title, when=params.when, rrule=params.rrule,
                               description=params.description, priority=params.priority, project_id=params.project_id,
                               missed_policy=params.missed_policy, webhook_url=params.webhook_url,
@@ -386,6 +389,31 @@ class AgentManager:
         if self.on_created is not None:
             self.on_created(created)
         return created.id
+
+    def _check_target(self, agent: AgentProcess, params: CreateParams) -> None:
+        """An agent's reminder comes back to the agent itself, or goes where scheduler.agents_may_target says: a
+        reminder that starts another program or POSTs to a URL is a side effect the user is asked about when the
+        planner makes one (process_start, network), and no one is asked when an agent does, so an agent passing on
+        what it read (a feed, a model's answer) could start any program or reach any address."""
+        if params.process_name:
+            try:
+                wanted = resolve_process_name(params.process_name)
+            except ReminderInputError as exc:
+                raise RpcError(INVALID_PARAMS, f"invalid params: {exc}") from None
+            allowed = set()
+            for entry in self.may_target:
+                try:
+                    allowed.add(resolve_process_name(entry))
+                except ReminderInputError:
+                    continue  # a URL, or a program gone since: not this one
+            if wanted != agent.command and wanted not in allowed:
+                raise RpcError(INVALID_PARAMS, f"invalid params: process_name {params.process_name!r} is another "
+                                               "program; an agent's reminders come back to the agent itself unless "
+                                               "scheduler.agents_may_target in the config lists the program")
+        if params.webhook_url and not any(url_within(params.webhook_url, entry) for entry in self.may_target):
+            raise RpcError(INVALID_PARAMS, f"invalid params: webhook_url {params.webhook_url!r} is not in "
+                                           "scheduler.agents_may_target; an agent's reminders come back to the agent "
+                                           "itself unless the config lists where else they may go")
 
     def stop_all(self) -> None:
         self.stopping = True

@@ -62,7 +62,8 @@ class Scheduler:
         self._graph_factory = graph_factory
         self._graph_lock = threading.Lock()
         self.agents = AgentManager(self.store, ack_timeout_s=self.cfg.ack_timeout_s,
-                                   max_creates_per_hour=self.cfg.max_creates_per_hour, on_created=self._created)
+                                   max_creates_per_hour=self.cfg.max_creates_per_hour, on_created=self._created,
+                                   may_target=self.cfg.agents_may_target)
         self.webhooks = WebhookTarget(self.cfg.webhook_timeout_s, self.cfg.webhook_tries)
         self.chat = ChatTarget(self._chat_graph, self.describe, self.cfg.chat_thread)
         self.targets: dict[str, ReminderTarget] = {

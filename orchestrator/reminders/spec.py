@@ -14,6 +14,8 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel
 
+from orchestrator.core.ids import jorb_id_of
+
 from .models import MISSED_POLICIES, PRIORITIES
 from .recurrence import RecurrenceError, first_occurrence, format_local, parse_when
 
@@ -90,6 +92,16 @@ def resolve_process_name(value: str, base_dir: Path | None = None) -> str:
     return text
 
 
+def url_within(url: str, prefix: str) -> bool:
+    """Whether `url` is `prefix` or below it: the same scheme, host and port, and a path under the prefix's (a
+    plain string prefix let http://localhost:8070 stand for http://localhost:8070.evil.example)."""
+    u, p = urlparse(url.strip()), urlparse(prefix.strip())
+    if (u.scheme.lower(), u.netloc.lower()) != (p.scheme.lower(), p.netloc.lower()) or not p.netloc:
+        return False
+    base = p.path.rstrip("/")
+    return u.path == base or u.path.startswith(base + "/") or not base
+
+
 def check_webhook_url(value: str) -> str:
     url = value.strip()
     parsed = urlparse(url)
@@ -122,6 +134,9 @@ def resolve_request(req: ReminderRequest, *, naive_zone: tzinfo, user_zone: tzin
                                  "into one agent, webhook, jorb or chat thread")
     if not targets:
         raise ReminderInputError("no target: give process_name, webhook_url, jorb_id or thread_id")
+    if req.thread_id and jorb_id_of(req.thread_id.strip()):
+        raise ReminderInputError(f"thread_id {req.thread_id!r} is a jorb's own thread, which only the jorb writes: "
+                                 "give jorb_id to wake the jorb instead")
     process_name = resolve_process_name(req.process_name, base_dir) if req.process_name else None
     webhook_url = check_webhook_url(req.webhook_url) if req.webhook_url else None
     jorb_id = req.jorb_id.strip() if req.jorb_id else None
