@@ -2,7 +2,8 @@
 
 A tool is a LangChain `BaseTool` whose `metadata` holds:
   side_effects      list of effect names (empty: read-only)
-  untrusted_output  its result is content from outside the conversation (files, email, web, PDFs...)
+  untrusted_output  its result is content from outside the conversation (files, email, web, PDFs...); a tool
+                    whose result is so only at times returns a FromOutside string then
   summarize         optional callable(args) -> one plain sentence of what the call will do
   side_effects_for  optional callable(args) -> the effects of this particular call
   sends_out         the tool can carry data off the machine though it declares no effect (an open-world fetch)
@@ -53,8 +54,13 @@ def sends_out(tool: BaseTool, effects: Iterable[str] = ()) -> bool:
     return bool((tool.metadata or {}).get("sends_out")) or bool(SENDS_OUT_EFFECTS & set(effects))
 
 
-def is_untrusted(tool: BaseTool) -> bool:
-    return bool((tool.metadata or {}).get("untrusted_output"))
+class FromOutside(str):
+    """A result of a tool whose output is the user's own (no `untrusted_output`) that this time holds text from
+    outside the conversation (a reminder an agent program wrote): the call counts as reading outside content."""
+
+
+def is_untrusted(tool: BaseTool, result: Any = None) -> bool:
+    return bool((tool.metadata or {}).get("untrusted_output")) or isinstance(result, FromOutside)
 
 
 def source_of(tool: BaseTool) -> str:

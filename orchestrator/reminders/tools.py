@@ -9,13 +9,13 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
-from integrations.base import ToolError, make_tool
+from integrations.base import FromOutside, ToolError, make_tool
 
 from orchestrator.core.config import Settings
 from orchestrator.core.ids import jorb_id_of
 from orchestrator.core.visible import elide
 from orchestrator.tools.executor import read_outside_content
-from .models import PLANNER_AFTER_CONTENT
+from .models import PLANNER_AFTER_CONTENT, written_outside_the_conversation
 from .recurrence import describe
 from .spec import ReminderInputError, ReminderRequest
 from .store import ReminderNotFound, ReminderStateError, ReminderStore
@@ -91,14 +91,18 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
         if not rows:
             return "No reminders" + (f" with status {status}." if status else ".")
         lines = []
+        outside = False  # a title an agent or a page wrote, or an error quoting a webhook's answer or agent's stderr
         for r in rows:
             line = f"{r.id} [{r.status}] {describe(r.due_date, store().zone)} {r.title!r} -> {r.target_kind} {r.target}"
+            outside = outside or written_outside_the_conversation(r.created_by)
             if r.rrule:
                 line += f" (repeats {r.rrule})"
             if r.last_error and r.status in ("failed", "missed", "skipped"):
                 line += f" ({r.last_error[:150]})"
+                outside = outside or r.target_kind in ("webhook", "agent")
             lines.append(line)
-        return "\n".join(lines)
+        text = "\n".join(lines)
+        return FromOutside(text) if outside else text
 
     def reminder_cancel(reminder_id: str) -> str:
         """Cancel a pending reminder; a repeating one stops repeating."""

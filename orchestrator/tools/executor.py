@@ -482,7 +482,8 @@ class ToolExecutor:
             content = f"{content}\n\n{note}" if note else content
         if prepared.effects:
             self.ledger.complete(ctx.key, content, ok)
-        outcome = CallOutcome(name, content, ok=ok, executed_effect=bool(prepared.effects), untrusted=is_untrusted(prepared.tool),
+        outcome = CallOutcome(name, content, ok=ok, executed_effect=bool(prepared.effects),
+                              untrusted=is_untrusted(prepared.tool, result),
                               args=prepared.args, duration_ms=duration, raw=result if ok else None)
         if outcome.untrusted:
             self.reads.saw(ctx.thread_id, ctx.task, describe_source(name, prepared.args))
