@@ -3,7 +3,7 @@ names and arguments, over stdio, on the real `mcp` SDK. The phone has a home scr
 a Nest thermostat (the thermostat example of the Unified Jorbs seed).
 
 The phone's state lives in the JSON file named by $FAKE_PHONE_STATE, so a test can set it up and check it:
-    {"screen": "home", "heat": 66, "cool": 72, "indoor": 68, "log": [...]}
+    {"screen": "home", "heat": 66, "cool": 72, "indoor": 68, "log": [...], "notifications": ["SMS from ..."]}
 """
 
 from __future__ import annotations
@@ -83,7 +83,9 @@ def mobile_list_elements_on_screen(device: str) -> str:
     _check(device)
     state = _load()
     if state["screen"] == "home":
-        return "\n".join(['@e1 "Google Home" (180, 1500)', '@e2 "Settings" (540, 1500)', '@e3 "12:30" (540, 40)'])
+        lines = ['@e1 "Google Home" (180, 1500)', '@e2 "Settings" (540, 1500)', '@e3 "12:30" (540, 40)']
+        lines += [f'@n{i} "{note}" (540, {100 + 60 * i})' for i, note in enumerate(state.get("notifications", []))]
+        return "\n".join(lines)
     lines = ['@e1 "Living Room Thermostat" (540, 200)', f'@e2 "Indoor {state["indoor"]}°F" (540, 400)',
              f'@e3 "Heat {state["heat"]}°F" (300, 800)', f'@e4 "Cool {state["cool"]}°F" (780, 800)']
     for i, (label, (x, y)) in enumerate(BUTTONS.items(), start=5):
@@ -130,6 +132,16 @@ def mobile_press_button(device: str, button: str) -> str:
     state["log"].append(f"press {button}")
     _save(state)
     return f"Pressed the button: {button}"
+
+
+@server.tool(annotations=ACT)
+def mobile_open_url(device: str, url: str) -> str:
+    """Open a URL in the device's browser."""
+    _check(device)
+    state = _load()
+    state["log"].append(f"open {url}")
+    _save(state)
+    return f"Opened URL: {url}"
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
