@@ -44,7 +44,7 @@ def test_the_installed_unit_passes_systemd_analyze_verify(jarvis_env, tmp_path):
     text = path.read_text()
     assert "Restart=on-failure" in text and "RestartSec=5" in text and "StartLimitBurst=5" in text
     assert f'Environment="JARVIS_CONFIG={jarvis_env.config_path}"' in text
-    assert re.search(r'^ExecStart=".*jarvis" "run" "--no-open"$', text, re.M)
+    assert re.search(r'^ExecStart=".*jarvis" "run" "--no-open" "--no-token-in-output"$', text, re.M)
 
 
 @needs_systemd_analyze
@@ -105,7 +105,7 @@ def test_the_launchd_agent_is_a_valid_plist_that_restarts_on_failure(jarvis_env,
     plist = plistlib.loads(path.read_bytes())
     jsonschema.validate(plist, LAUNCHD_SCHEMA)
     assert plist["KeepAlive"] == {"SuccessfulExit": False} and plist["ThrottleInterval"] == 5
-    assert plist["ProgramArguments"][-2:] == ["run", "--no-open"]
+    assert plist["ProgramArguments"][-3:] == ["run", "--no-open", "--no-token-in-output"]
     assert plist["EnvironmentVariables"]["JARVIS_CONFIG"] == str(jarvis_env.config_path)
     assert plist["StandardOutPath"] == str(tmp_path / "home" / "Library" / "Logs" / "Jarvis" / "jarvis.log")
 
@@ -209,7 +209,10 @@ def test_a_killed_jarvis_run_is_started_again_and_the_waiting_jorb_resumes(jarvi
     out, err = _Lines(proc.stdout), _Lines(proc.stderr)
     try:
         first_pid = int(err.wait_for(r"started jarvis run \(pid (\d+)\)").group(1))
-        url, token = out.wait_for(r"running at (http://[^/]+)/\?token=(\S+)").groups()
+        # the service's output goes to the journal, which others may read: the address, not the token
+        url, token_file = out.wait_for(r"running at (http://[^/]+)/ \(the access token is in (\S+):").groups()
+        token = Path(token_file).read_text().strip()
+        assert token not in "".join(out.seen) + "".join(err.seen)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
             made = c.post("/api/jorbs", json={"name": "hotel", "plan": "ask Magic", "contacts": ["@magicapp"],
                                               "autonomy": {"message_send": "auto"}, "approve_autonomy": True})
@@ -221,7 +224,7 @@ def test_a_killed_jarvis_run_is_started_again_and_the_waiting_jorb_resumes(jarvi
         err.wait_for(r"jarvis run killed by SIGKILL; starting it again in 5 s")
         second_pid = int(err.wait_for(r"started jarvis run \(pid (\d+)\)").group(1))
         assert second_pid != first_pid
-        url, token = out.wait_for(r"running at (http://[^/]+)/\?token=(\S+)").groups()
+        url = out.wait_for(r"running at (http://[^/]+)/ \(the access token is in").group(1)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
             assert c.get(f"/api/jorbs/{jid}").json()["status"] == "awaiting_reply"
             sent = c.post("/api/inbound", json={"channel": "local", "sender": "@magicapp", "text": "Le Marais, 175"})

@@ -20,13 +20,16 @@ def register(app: typer.Typer) -> None:
         port: int = typer.Option(None, "--port", help="override server.port (0: any free port)"),
         no_services: bool = typer.Option(False, "--no-services", help="serve the UI only; start no background service"),
         open_browser: bool = typer.Option(None, "--open/--no-open", help="open the UI in the browser (server.open_browser)"),
+        token_in_output: bool = typer.Option(True, "--token-in-output/--no-token-in-output",
+                                             help="print the UI's link with its access token (the service does not: "
+                                                  "its output goes to the journal, which others may read)"),
     ) -> None:
         """Serve the local web UI (chat, confirmations, tools, runs, settings) and run the background services."""
         from orchestrator.llm.client import check_endpoint
         from orchestrator.llm.discovery import choose_model
         from orchestrator.server.app import bind_socket, create_app, make_server
         from orchestrator.server.schema_tables import migrate_whole_schema
-        from orchestrator.server.security import is_loopback, load_or_create_token
+        from orchestrator.server.security import TOKEN_FILE, is_loopback, load_or_create_token
 
         st = state(ctx)
         settings = st.settings
@@ -68,8 +71,13 @@ def register(app: typer.Typer) -> None:
         real_port = sock.getsockname()[1]
         shown_host = "127.0.0.1" if bound in ("0.0.0.0", "::") else (f"[{bound}]" if ":" in bound else bound)
         url = f"http://{shown_host}:{real_port}/?token={token}"
-        say(f"Jarvis is running at {url}", err=False)
-        say("Open that URL in your browser (it carries your access token). Ctrl-C stops Jarvis.", err=True)
+        if token_in_output:
+            say(f"Jarvis is running at {url}", err=False)
+            say("Open that URL in your browser (it carries your access token). Ctrl-C stops Jarvis.", err=True)
+        else:
+            token_file = settings.data_path(TOKEN_FILE)
+            say(f"Jarvis is running at http://{shown_host}:{real_port}/ (the access token is in {token_file}: "
+                "open the address with ?token=<it>)", err=False)
         if open_browser if open_browser is not None else settings.server.open_browser:
             import webbrowser
 

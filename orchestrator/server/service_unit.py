@@ -54,7 +54,8 @@ def run_command(settings: Settings) -> ServiceCommand:
         env["JARVIS_CONFIG"] = str(settings.source_path)
     if settings.profile:
         env["JARVIS_PROFILE"] = settings.profile
-    return ServiceCommand([*jarvis_argv(), "run", "--no-open"], env, REPO_ROOT)
+    # its output goes to the journal (or a log file), which others may read: no access token there
+    return ServiceCommand([*jarvis_argv(), "run", "--no-open", "--no-token-in-output"], env, REPO_ROOT)
 
 
 def _refuse_unwritable(values: Sequence[str]) -> None:
