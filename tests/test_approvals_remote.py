@@ -548,3 +548,26 @@ def test_a_secret_is_masked_before_the_arguments_are_quoted_and_cut():
                      "args": {"text": f"one {quoted} two", "note": "x" * 100 + long_one}}, None)
     assert "4455667788" not in text and "pa\\\"ss" not in text and "pa\"ss" not in text, text
     assert "sk-LIVE-BBB" not in text and "BBBBBBBBBB" not in text, text
+
+
+@pytest.mark.parametrize("address", ["me@example.com", "Me+jarvis@Example.com"])
+def test_email_approvals_to_the_account_jarvis_reads_are_refused_with_why(jarvis_env, mail, address):
+    """A reply from the Gmail account Jarvis reads is that account's own mail, which the poller ignores (as it must:
+    Jarvis's own sending tools can read the code in that mailbox): with confirmations.notify.email set to it, every
+    email approval waited forever and nobody said why. The service stops saying so, and `jarvis doctor` says it."""
+    from orchestrator.server.doctor import email_approvals_check
+    from orchestrator.server.services import ServiceContext, approvals_notify_service
+
+    mail.state.me = "me@example.com"
+    _config(jarvis_env, google=mail, to=["email"], email=address, check_s=0.05)
+    check = email_approvals_check(jarvis_env.settings)
+    assert check.ok is False and "is the Gmail account Jarvis reads" in check.detail, check
+    service = approvals_notify_service(jarvis_env.settings)
+    stop = threading.Event()
+    threading.Timer(20, stop.set).start()  # without the check the loop would go on: it ends, and the test fails
+    with pytest.raises(ValueError, match="is the Gmail account Jarvis reads"):  # the loop stops, its error shown
+        service.target(ServiceContext(app=jarvis_env.app(), turns=None), stop)
+    stop.set()
+
+    _config(jarvis_env, google=mail, to=["email"], email="boss@home.example")
+    assert email_approvals_check(jarvis_env.settings).ok is True

@@ -55,6 +55,28 @@ class Outcome:
         self.text = visible(redact(self.text))
 
 
+def same_mailbox(a: str, b: str) -> bool:
+    """Whether two addresses reach one mailbox: case aside, a `+tag` aside, and on gmail.com the dots of the
+    local part aside (Gmail ignores them)."""
+    def key(address: str) -> tuple[str, str]:
+        local, _, domain = (mailbox_of(address) or address).strip().lower().rpartition("@")
+        local = local.split("+", 1)[0]
+        domain = "gmail.com" if domain == "googlemail.com" else domain
+        return (local.replace(".", "") if domain == "gmail.com" else local), domain
+    return key(a) == key(b)
+
+
+def own_account_problem(account: str, address: str | None) -> str | None:
+    """Why email answers cannot work when confirmations.notify.email is the Gmail account Jarvis reads: a reply
+    from it is the account's own sent mail, which the poller leaves alone (it must: Jarvis's own sending tools
+    could otherwise answer a question with the code they can read in that mailbox)."""
+    if not address or not account or not same_mailbox(account, address):
+        return None
+    return (f"confirmations.notify.email ({address}) is the Gmail account Jarvis reads ({account}): your reply "
+            "would be that account's own mail, which Jarvis never takes as an answer, so no email approval could "
+            "ever be answered. Set confirmations.notify.email to another address of yours (the one on your phone).")
+
+
 class RemoteAnswers:
     """`pending(thread_id)`: that thread's pending items (App.pending); `answer`: applies an answer (App.answer_item),
     raising store.AlreadyAnswered-like errors whose message is told to the user, or Busy."""

@@ -3,7 +3,7 @@
 Each check is a small function returning a `health.Check` (ok, a problem, or not applying here) with one sentence
 of what to do. The model, the data folder, the database and the disk are the health checks the server reports too;
 here come the machine's own: the sandbox (bubblewrap present and working, user namespaces, cgroup delegation), the
-keyring, Google's token, the port, and, when a Jarvis already serves on that port, its scheduler's last tick
+keyring, Google's token, where email approvals go, the port, and, when a Jarvis already serves on that port, its scheduler's last tick
 (asked of its /api/health with the token of the data folder). Nothing is changed: the database is read, not
 migrated; MCP servers are started to see that they answer, and stopped again.
 """
@@ -195,6 +195,24 @@ def scheduler_check(settings: Settings) -> Check:
     return Check("scheduler", found["ok"], found["detail"], found.get("fix"), found.get("last_error"))
 
 
+def email_approvals_check(settings: Settings) -> Check:
+    """confirmations.notify.email must not be the Gmail account Jarvis reads (approvals/remote.own_account_problem)."""
+    notify = settings.confirmations.notify
+    if "email" not in notify.to:
+        return Check("email approvals", None, "not configured (confirmations.notify.to has no email)")
+    from orchestrator.approvals.remote import own_account_problem
+    from orchestrator.channels.email import EmailPoller
+
+    try:
+        account = EmailPoller(settings, lambda *a: None, lambda: []).me()
+    except Exception as exc:  # noqa: BLE001 - said, not raised: the other checks still run
+        return Check("email approvals", None, f"the Gmail account could not be read to compare ({exc})")
+    problem = own_account_problem(account, notify.email)
+    if problem:
+        return Check("email approvals", False, problem, "Set confirmations.notify.email to another address of yours.")
+    return Check("email approvals", True, f"sent to {notify.email}, read from {account}")
+
+
 def mcp_servers(settings: Settings) -> list[Check]:
     """Starts the servers in a manager of its own, to see that they answer, and stops them again."""
     from orchestrator.mcp.manager import McpManager
@@ -208,7 +226,7 @@ def mcp_servers(settings: Settings) -> list[Check]:
 
 CHECKS: list[Callable[[Settings], Check | list[Check]]] = [
     model_check, data_folder_check, storage_check, disk_check, sandbox_check, cgroup_check,
-    mcp_servers, keyring_check, google_check, port_check, scheduler_check,
+    mcp_servers, keyring_check, google_check, email_approvals_check, port_check, scheduler_check,
 ]
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from orchestrator.channels.email import EmailPoller
+from orchestrator.approvals.remote import own_account_problem
 from orchestrator.channels.telegram import TelegramPoller
 from orchestrator.chat.warm_up import wants_warm_up, warm_up
 from orchestrator.core.config import Settings
@@ -287,7 +288,17 @@ def approvals_notify_service(settings: Settings) -> ThreadService | None:
         notifier = ctx.app.notifier()
         remote = ctx.app.remote_answers
         replies = EmailPoller(ctx.settings, remote.on_email, remote.email_threads) if "email" in notify.to else None
+        account_checked = replies is None
         while not stop.wait(notify.check_s):
+            if not account_checked:
+                try:
+                    problem = own_account_problem(replies.me(), notify.email)
+                except Exception as exc:  # noqa: BLE001 - Gmail unreachable now: asked again next round
+                    log.info("approvals: the Gmail account could not be read yet: %s", exc)
+                else:
+                    account_checked = True
+                    if problem:
+                        raise ValueError(problem)  # the service stops, and Settings and `jarvis doctor` say why
             for job in (notifier.sweep, replies.poll_once if replies else None):
                 if job is None:
                     continue
