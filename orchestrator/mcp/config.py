@@ -89,6 +89,13 @@ class BrowserSection(_Model):
     close_tool: str | None = Field("browser_close", description="the tool that closes the browser")
     downloads_dir: str | None = Field(None, description="where the server saves downloads ({data_dir} expands)")
     max_download_mb: float = Field(200.0, gt=0, description="a bigger download stays in downloads_dir, unmoved")
+    # A page starts downloads without a click: what one task's browser moves into the root is bounded in all.
+    max_task_download_mb: float = Field(1024.0, gt=0, description="downloads one task moves into the file root, "
+                                                                   "in all; past it they stay in downloads_dir")
+    max_task_downloads: int = Field(100, ge=0, description="files one task moves into the file root; past it they "
+                                                           "stay in downloads_dir")
+    min_free_disk_mb: float = Field(1024.0, ge=0, description="a download that would leave less free space on the "
+                                                              "file root's disk stays in downloads_dir")
     unknown_target: list[str] = Field(default_factory=lambda: ["browser_navigate_back"],
                                       description="tools that go where no argument says: they always ask")
     # One browser (one server process) per task (mcp/browser_pool.py):

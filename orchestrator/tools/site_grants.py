@@ -8,7 +8,12 @@ on the same origin run without asking. Anything else still asks:
 - a step on another origin (a navigation to another site, or a page that moved there: the origin a step acts on
   is the one of the URL it navigates to, else the page the browser showed after the last step that named one);
 - a step whose origin is unknown or not http(s) (a blank page, file:, data:, javascript:), or that goes where no
-  argument says (back in the history);
+  argument says (back in the history); a step that may have switched tabs and whose result does not name the
+  page leaves it unknown;
+- every step of a task whose browser showed a site it has not approved after a step judged on another (a link, a
+  redirect, a tab, a page that moved by itself), until the user approves a step on that site: its text reached
+  the model without the user's yes, and a step on an approved site could carry it there (`?d=...`). (Keeping
+  that text from the model would be the executor's job, which owns results; here its steps ask instead.)
 - a step with any effect besides the granted ones (`sends` is for the whole browser server's `ui_automation`);
 - another task, even of the same thread (a new turn asks again), a jorb, or after `ttl_s`;
 - a call the policy denies, or past the turn's side-effect budget (the grant is re-judged by the policy with
@@ -50,7 +55,10 @@ class SiteScope:
 
     browser: str  # the server's name: grants are per browser server, pages per browser server and task
     url_arg: str = "url"  # a call with this argument acts on that URL's origin (navigate, a new tab)
-    page_url: Callable[[str], str | None] = lambda _text: None
+    page_url: Callable[[str], str | None] = lambda _text: None  # None: names no page; "": a page nobody can tell
+    # the page a result names after text the page wrote (so maybe the page's own): believed on the judged site only
+    claimed_page_url: Callable[[str], str | None] = lambda _text: None
+    may_switch_tab: Callable[[Mapping[str, Any], str], bool] = lambda _args, _text: False  # (call's args, result)
     close: Callable[[str, str | None, set[str]], None] | None = None  # (thread id, task, origins it approved)
     effects: frozenset[str] = GRANTED_EFFECTS
     unknown_target: bool = False  # the tool goes where no argument says (back in the history): it always asks
@@ -79,6 +87,7 @@ def origin_of(url: Any) -> str | None:
 class _Task:
     origins: dict[str, set[str]] = field(default_factory=dict)  # browser -> granted origins
     browsers: dict[str, SiteScope] = field(default_factory=dict)  # the browsers this task used
+    unapproved: set[tuple[str, str]] = field(default_factory=set)  # (browser, origin) shown to it, never approved
     touched: float = field(default_factory=time.monotonic)
 
 
@@ -104,12 +113,16 @@ class SiteGrants:
 
     def target(self, scope: SiteScope, args: Mapping[str, Any], thread_id: str, task: str | None) -> str | None:
         """The origin a call acts on: the URL it navigates to, else the page its task's browser shows."""
+        with self._lock:
+            return self._judged_on(scope, args, self._pages.get((scope.browser, thread_id, task)))
+
+    @staticmethod
+    def _judged_on(scope: SiteScope, args: Mapping[str, Any], page: str | None) -> str | None:
         if scope.unknown_target:
             return None
         if scope.url_arg in args and args[scope.url_arg] not in (None, ""):
             return origin_of(args[scope.url_arg])
-        with self._lock:
-            return self._pages.get((scope.browser, thread_id, task))
+        return page
 
     def allows(self, scope: SiteScope, thread_id: str, task: str | None, origin: str | None,
                effects: list[str]) -> bool:
@@ -117,7 +130,7 @@ class SiteGrants:
             return False
         with self._lock:
             found = self._live((thread_id, task))
-            if found is None or origin not in found.origins.get(scope.browser, set()):
+            if found is None or origin not in found.origins.get(scope.browser, set()) or found.unapproved:
                 return False
             found.touched = self.clock()
             return True
@@ -128,27 +141,47 @@ class SiteGrants:
         with self._lock:
             found = self._live((thread_id, task)) or self._tasks.setdefault((thread_id, task), _Task())
             found.origins.setdefault(scope.browser, set()).add(origin)
+            found.unapproved.discard((scope.browser, origin))
             found.touched = self.clock()
 
     def saw(self, scope: SiteScope, thread_id: str, task: str | None, result_text: str, ok: bool,
             args: Mapping[str, Any] | None = None) -> str | None:
-        """After a call of the browser: the page it shows now, as its result says (a result that names no page, as
-        after typing into a field, leaves it as it was; a failed call makes it unknown, so the next step asks),
-        and that this task uses the browser. Returns a note for the model when the browser shows a blank page
-        after a step that went nowhere while it showed a site: its Chromium died and the server started another
-        (Playwright MCP does so on the next call when it has seen the old one go), so the page is gone."""
+        """After a call of the browser: the page it shows now, as its result says, and that this task uses the
+        browser. A result that names no page leaves it as it was (typing into a field) unless the call may have
+        switched tabs; a Page section after text the page wrote counts only on the site the step was judged on; a
+        failed call makes the page unknown. Unknown, the next step asks.
+        Returns a note for the model: when the step led to a site the task has not approved (from then on every
+        step asks, see the module's docstring), or when the browser shows a blank page after a step that went
+        nowhere while it showed a site: its Chromium died and the server started another (Playwright MCP does so
+        on the next call when it has seen the old one go), so the page is gone."""
+        args = args or {}
         url = scope.page_url(result_text) if ok else None
+        claimed = scope.claimed_page_url(result_text) if ok and url == "" else None
+        key = (scope.browser, thread_id, task)
         with self._lock:
-            before = self._pages.get((scope.browser, thread_id, task))
-            if not ok or url is not None:
-                self._pages[(scope.browser, thread_id, task)] = origin_of(url)
+            before = self._pages.get(key)
+            judged = self._judged_on(scope, args, before)
+            shown = origin_of(url or claimed)  # the site whose text the result may hold
+            if url:
+                self._pages[key] = origin_of(url)
+            elif claimed is not None:
+                self._pages[key] = judged if shown == judged else None
+            elif not ok or url == "" or scope.may_switch_tab(args, result_text):
+                self._pages[key] = None
             # the browsers a task uses, a jorb's (task None: it never holds grants) too, so its end closes them
             found = self._live((thread_id, task)) or self._tasks.setdefault((thread_id, task), _Task())
             found.browsers[scope.browser] = scope
             found.touched = self.clock()
-        went_somewhere = bool((args or {}).get(scope.url_arg))
+            moved = (task is not None and shown is not None and shown != judged
+                     and shown not in found.origins.get(scope.browser, set()))
+            if moved:
+                found.unapproved.add((scope.browser, shown))
+        went_somewhere = bool(args.get(scope.url_arg))
         if url == BLANK_PAGE and before is not None and not went_somewhere:
             return RESTARTED_NOTE
+        if moved:
+            return (f"(Note from Jarvis: the browser now shows {shown}, which the user has not approved for this task; "
+                    "until they approve a step there, every browser step of this task asks them first.)")
         return None
 
     def end_task(self, thread_id: str, task: str | None = None) -> list[str]:
