@@ -263,16 +263,20 @@ def test_a_step_that_shows_a_site_not_approved_makes_every_step_ask_until_it_is(
     scope = playwright_scope()
     nav = _tool("nav", ["ui_automation"], scope, lands={f"{A}/redirect": f"{B}/account"})
     executor = _executor(tmp_path, jarvis_env, [nav])
-    asked = []
+    asked, reasons = [], []
 
     def call(url, n=[0]):
         n[0] += 1
         ctx = CallContext(thread_id="t", key=f"k{n[0]}", task="turn 1", untrusted_seen=True)
-        return executor.execute("nav", {"url": url}, ctx, confirm=lambda r: asked.append(r.args["url"]) or "approve")
+        return executor.execute("nav", {"url": url}, ctx,
+                                confirm=lambda r: asked.append(r.args["url"]) or reasons.append(r.reason) or "approve")
 
     assert call(f"{A}/login").ok and asked == [f"{A}/login"]
+    assert "for the rest of this task without asking again" in reasons[-1]
     landed = call(f"{A}/redirect")  # on A: runs without asking, and lands on B
     assert call(f"{A}/?d=12-345") and asked[-1] == f"{A}/?d=12-345"  # back on A with what B showed: asks
+    # and does not promise what it cannot keep: the later steps still ask while B is not approved
+    assert "without asking again" not in reasons[-1] and f"showed {B}, which you have not approved" in reasons[-1]
     assert f"the browser now shows {B}, which the user has not approved" in landed.content  # the model is told
     assert call(f"{A}/") and asked[-1] == f"{A}/"  # and asks again while B is not approved
     assert call(f"{B}/") and asked[-1] == f"{B}/"  # approving a step on B approves B for the task

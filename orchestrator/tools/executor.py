@@ -377,7 +377,8 @@ class ToolExecutor:
                 editable=meta.get("editable", True),
             )
             if grants:
-                request.reason = f"{request.reason}; {grant_note(site)}" if request.reason else grant_note(site)
+                note = grant_note(site, self.sites.unapproved(scope, ctx.thread_id, ctx.task))
+                request.reason = f"{request.reason}; {note}" if request.reason else note
             shown = made
             asked = self.ledger.asked(ctx.key)
             for seq in itertools.count():

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -135,6 +135,12 @@ class SiteGrants:
             found.touched = self.clock()
             return True
 
+    def unapproved(self, scope: SiteScope, thread_id: str, task: str | None) -> list[str]:
+        """The sites this task's browser showed that the user has not approved (each makes every step ask)."""
+        with self._lock:
+            found = self._live((thread_id, task))
+            return sorted(origin for browser, origin in (found.unapproved if found else ()) if browser == scope.browser)
+
     def grant(self, scope: SiteScope, thread_id: str, task: str | None, origin: str | None) -> None:
         if task is None or origin is None:
             return
@@ -208,6 +214,12 @@ class SiteGrants:
         return closed
 
 
-def grant_note(origin: str) -> str:
+def grant_note(origin: str, unapproved: Iterable[str] = ()) -> str:
+    """What approving a step on `origin` grants; `unapproved`: the sites the task's browser showed that are not
+    approved (SiteGrants.unapproved), whose mark makes every step ask whatever is approved."""
+    others = sorted(set(unapproved) - {origin})
+    if others:
+        return (f"approving lets Jarvis take this step on {origin}; its later steps still ask, since this task's browser "
+                f"showed {', '.join(others)}, which you have not approved (approve a step there to end that)")
     return (f"approving lets Jarvis control {origin} for the rest of this task without asking again "
             "(another site, or another task, asks again)")
