@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from .base import ToolError, make_tool
 from .google_api import GoogleApi
+from .mail_headers import UnsafeMessage, checked_bytes, message_ids, plain_subject
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +186,7 @@ def build_gmail_tools(api: GoogleApi) -> list[BaseTool]:
             to = h.get("reply-to") or h.get("from", "")
         if not to:
             raise ToolError(f"The last message of thread {thread_id} has no sender to reply to.")
-        subject = h.get("subject", "")
+        subject = plain_subject(h.get("subject", ""))  # the sender wrote it, and the threading headers
         if not re.match(r"^\s*re:", subject, re.I):
             subject = f"Re: {subject}".strip()
         mail = EmailMessage()
@@ -193,12 +194,17 @@ def build_gmail_tools(api: GoogleApi) -> list[BaseTool]:
         if me:
             mail["From"] = me
         mail["Subject"] = subject
-        if h.get("message-id"):
-            mail["In-Reply-To"] = h["message-id"]
-            mail["References"] = f"{h.get('references', '')} {h['message-id']}".strip()
+        replied = message_ids(h.get("message-id"))
+        if replied:
+            mail["In-Reply-To"] = replied
+            mail["References"] = f"{message_ids(h.get('references'))} {replied}".strip()
         mail.set_content(body_md)
         mail.add_alternative(markdown_to_html(body_md), subtype="html")
-        raw = base64.urlsafe_b64encode(mail.as_bytes()).decode("ascii")
+        try:
+            data = checked_bytes(mail, [a for _, a in getaddresses([to]) if a])
+        except UnsafeMessage as exc:
+            raise ToolError(str(exc)) from None
+        raw = base64.urlsafe_b64encode(data).decode("ascii")
         draft = api.request("POST", f"{API}/drafts", json={"message": {"raw": raw, "threadId": thread_id}},
                             what="The draft")
         return {"draft_id": draft.get("id"), "thread_id": thread_id, "to": to, "subject": subject,

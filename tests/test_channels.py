@@ -360,6 +360,26 @@ def test_an_email_goes_to_the_one_address_it_names_or_not_at_all(email_env, goog
     assert sent.to == "desk@hotel.example" and google_server.sent[0]["to"] == ["desk@hotel.example"]
 
 
+def test_a_reply_in_a_thread_someone_else_wrote_last_copies_no_hidden_header(email_env, google_server):
+    """A jorb's email in a thread copies the Subject and Message-ID of its last message, which anyone can write (a
+    thread is joined by its Subject and References). An encoded word holding line breaks came out of Python 3.11.7
+    as a raw `Bcc:` line: the card number went to eve as well as to the hotel the question named."""
+    import base64
+    import email
+
+    first = google_server.add_message(sender="Hotel <booking@hotel.example>", subject="Booking", body="Your card?")
+    google_server.add_message(sender="Hotel <booking@hotel.example>", thread_id=first["threadId"],
+                              subject="=?utf-8?q?Booking=0ABcc:_eve@evil.example?=", body="(anything)",
+                              message_id="<b2@hotel.example> =?utf-8?q?x=0ACc:_eve@evil.example?=")
+    sent = get_channel(email_env.settings, "email").send("booking@hotel.example", "Card 4111 1111 1111 1111",
+                                                          thread_key=first["threadId"])
+    assert sent.to == "booking@hotel.example"
+    mail = email.message_from_bytes(base64.urlsafe_b64decode(google_server.sent[-1]["raw"] + "=="))
+    assert mail.get_all("Bcc") is None and mail.get_all("Cc") is None, mail.items()
+    assert mail["Subject"] == "Re: Booking Bcc: eve@evil.example" and mail["In-Reply-To"] == "<b2@hotel.example>"
+    assert google_server.sent[-1]["to"] == ["booking@hotel.example"]
+
+
 def test_a_thread_that_cannot_be_read_or_a_reply_not_delivered_loses_no_other_reply(email_env, google_server):
     """One thread Gmail fails to give (deleted, too big, malformed) stopped the whole poll, so other jorbs' replies
     waited behind it for ever; and a reply marked seen before it was delivered was lost when delivering failed."""

@@ -119,6 +119,47 @@ def test_draft_reply_then_send(gmail, google_server):
     assert is_untrusted(gmail["gmail_draft_reply"]) and draft["subject"] == "Re: Q3 report"
 
 
+INJECTED = "=?utf-8?q?Q3=0ABcc:_eve@evil.example=0AX-Pad:?="  # an encoded word holding line breaks
+
+
+def test_a_reply_copies_no_header_line_the_sender_hid_in_an_encoded_word(gmail, google_server):
+    """The reply copied the Subject and Message-ID of the message it answers, which the sender wrote. Python 3.11.7
+    writes an encoded word holding a line break back out raw (CVE-2024-6923): the draft got a `Bcc:
+    eve@evil.example` header, and sending it (the question names only the To) mailed her a copy. Now the subject
+    is plain text and the threading headers keep only their <id@host> tokens."""
+    first = google_server.add_message(sender="Boss <boss@company.example>", subject=INJECTED, body="numbers?",
+                                      message_id=f"<q3@company.example> {INJECTED}")
+    draft = gmail["gmail_draft_reply"].invoke({"thread_id": first["threadId"], "body_md": "Here they are."})
+    raw = google_server.drafts[draft["draft_id"]]["message"]["raw"]
+    mail = email.message_from_bytes(base64.urlsafe_b64decode(raw + "=="))
+    assert mail.get_all("Bcc") is None and mail.get_all("X-Pad") is None, mail.items()
+    assert mail["Subject"] == "Re: Q3 Bcc: eve@evil.example X-Pad:"  # the sender's words, on one line
+    assert mail["In-Reply-To"] == "<q3@company.example>" and mail["References"] == "<q3@company.example>"
+    gmail["gmail_send_draft"].invoke({"draft_id": draft["draft_id"]})
+    assert google_server.sent[-1]["to"] == ["boss@company.example"]
+
+
+def test_a_message_that_came_out_with_other_headers_is_not_sent():
+    """The last check of what is sent: the bytes parsed back hold the headers written, to the recipients shown."""
+    from email.message import EmailMessage
+
+    from integrations.mail_headers import UnsafeMessage, checked_bytes
+
+    mail = EmailMessage()
+    mail["To"] = "hotel@x.example"
+    mail["Subject"] = INJECTED  # written as given: what this Python does with it is what is checked
+    mail.set_content("card 4111")
+    with pytest.raises(UnsafeMessage, match="Nothing was sent"):
+        checked_bytes(mail, ["hotel@x.example"])
+    with pytest.raises(UnsafeMessage):
+        checked_bytes(mail, ["someone@else.example"])
+    plain = EmailMessage()
+    plain["To"] = "hotel@x.example"
+    plain["Subject"] = "Booking"
+    plain.set_content("ok")
+    assert checked_bytes(plain, ["Hotel@X.example"]).startswith(b"To: hotel@x.example")
+
+
 def test_401_refreshes_the_token_and_hands_it_back(gmail, google_server, keeper):
     google_server.add_message(sender="alice@example.com", subject="hello", body="hi")
     google_server.expire_tokens()

@@ -14,6 +14,7 @@ from typing import Any
 import authres
 from integrations.base import ToolError
 from integrations.gmail_tools import message_body
+from integrations.mail_headers import UnsafeMessage, checked_bytes, message_ids, plain_subject
 
 from orchestrator.core.config import Settings
 from orchestrator.tools.google_auth import google_api
@@ -99,16 +100,21 @@ class EmailChannel:
         if thread_key:
             thread = self._call("GET", f"{API}/threads/{thread_key}", params={"format": "metadata"}, what="The thread")
             msgs = thread.get("messages") or []
-            if msgs:
+            if msgs:  # the thread's last message may be anyone's: its headers are made safe (mail_headers.py)
                 h = _headers(msgs[-1])
-                first = h.get("subject", subject)
+                first = plain_subject(h.get("subject", "")) or subject
                 subject = first if first.lower().startswith("re:") else f"Re: {first}"
-                if h.get("message-id"):
-                    mail["In-Reply-To"] = h["message-id"]
-                    mail["References"] = f"{h.get('references', '')} {h['message-id']}".strip()
+                replied = message_ids(h.get("message-id"))
+                if replied:
+                    mail["In-Reply-To"] = replied
+                    mail["References"] = f"{message_ids(h.get('references'))} {replied}".strip()
         mail["Subject"] = subject
         mail.set_content(text)
-        raw = base64.urlsafe_b64encode(mail.as_bytes()).decode("ascii")
+        try:
+            data = checked_bytes(mail, [address])
+        except UnsafeMessage as exc:
+            raise ChannelError(str(exc)) from None
+        raw = base64.urlsafe_b64encode(data).decode("ascii")
         message: dict[str, Any] = {"raw": raw}
         if thread_key:
             message["threadId"] = thread_key
