@@ -98,6 +98,8 @@ def test_langgraph_dev_serves_the_graph_to_the_sdk(jarvis_env, dev_server):
     interrupts = [i for task in state["tasks"] for i in task.get("interrupts", [])]
     assert interrupts and interrupts[0]["value"]["tool"] == "fs_write_text", state
     assert not target.exists()
+    _a_web_page_cannot_drive_it(client, thread["thread_id"], interrupts[0]["id"])
+    assert not target.exists()
     out = client.runs.wait(thread["thread_id"], "jarvis",
                            command={"resume": {interrupts[0]["id"]: {"decision": "approve"}}})
     assert target.read_text() == "hi" and out["messages"][-1]["content"] == "Written."
@@ -105,6 +107,25 @@ def test_langgraph_dev_serves_the_graph_to_the_sdk(jarvis_env, dev_server):
     log = log_path.read_text()
     for bad in ("Blocking call", "BlockingError", "Deserializing unregistered type", "Traceback", "could not prune"):
         assert bad not in log, re.findall(rf".*{bad}.*", log)[:3]
+
+
+def _a_web_page_cannot_drive_it(client, thread_id: str, interrupt_id: str) -> None:
+    """`langgraph dev` answered any origin and any Host: a page on any site the user opened approved the write this
+    thread waits for (a text/plain POST needs no CORS preflight), read every thread, or marked one trusted for
+    good; a DNS name rebound to 127.0.0.1 reached it as well (orchestrator/platform_auth.py)."""
+    import httpx
+
+    base = str(client.http.client.base_url).rstrip("/")
+    approve = '{"assistant_id": "jarvis", "command": {"resume": {"%s": {"decision": "approve"}}}}' % interrupt_id
+    page = {"Origin": "https://evil.example", "Content-Type": "text/plain"}
+    with httpx.Client(base_url=base, timeout=30) as http:
+        for headers in (page, {**page, "x-auth-scheme": "langsmith"}, {"Host": "rebind.evil.example"}):
+            assert http.post(f"/threads/{thread_id}/runs/wait", content=approve, headers=headers).status_code == 403
+            assert http.post("/threads/search", content="{}", headers=headers).status_code == 403
+            assert http.post(f"/threads/{thread_id}/state", content='{"values": {"trusted_after_turn": 99}}',
+                             headers=headers).status_code == 403
+        studio = http.post("/threads/search", json={}, headers={"Origin": "https://smith.langchain.com"})
+        assert studio.status_code == 200 and any(t["thread_id"] == thread_id for t in studio.json())
 
 
 def test_the_platform_graph_leaves_checkpoint_pruning_to_the_platform(jarvis_env, caplog):

@@ -128,8 +128,11 @@ class ToolTask(BaseModel):
 
 def tainted(untrusted_turn: int, trusted_after_turn: int = -1) -> bool:
     """Whether content from outside the conversation is still in what the model sees: read in any turn of the
-    thread so far, and not cleared by the user since."""
-    return untrusted_turn >= 0 and untrusted_turn > trusted_after_turn
+    thread so far, and not cleared by the user since. Clearing marks the latest such turn (`jarvis threads trust`,
+    the UI's trust button: trusted_after_turn = untrusted_turn), never a later one: a mark past it was not the
+    user's (a state update through LangGraph's server naming turn 99 would have trusted every read up to it), and
+    counts for nothing."""
+    return untrusted_turn >= 0 and untrusted_turn != trusted_after_turn
 
 
 _ROUTE_DEFAULTS = {name: ConversationState.model_fields[name].get_default(call_default_factory=True)
