@@ -35,7 +35,7 @@ from .summarize import (
 
 log = logging.getLogger(__name__)
 
-_ID = re.compile(r"^[A-Za-z0-9_-]{11}$")
+_ID = re.compile(r"[A-Za-z0-9_-]{11}")  # fullmatch: a "$" let an id end in a line break
 _HOSTS = ("youtube.com", "youtube-nocookie.com", "youtu.be")
 _PATH_ID = re.compile(r"^/(?:shorts|embed|live|v|e)/([A-Za-z0-9_-]{11})(?:[/?#]|$)")
 _STAMP = re.compile(r"\[(\d{1,2}):(\d{2})(?::(\d{2}))?\]")
@@ -76,7 +76,7 @@ def parse_offset(value: str) -> float | None:
 
 def parse_video(url: str) -> VideoRef:
     raw = (url or "").strip()
-    if _ID.match(raw):
+    if _ID.fullmatch(raw):
         return VideoRef(raw)
     candidate = raw if "://" in raw else "https://" + raw
     parsed = urlparse(candidate)
@@ -93,7 +93,7 @@ def parse_video(url: str) -> VideoRef:
     else:
         m = _PATH_ID.match(parsed.path)
         video_id = m.group(1) if m else None
-    if not video_id or not _ID.match(video_id):
+    if not video_id or not _ID.fullmatch(video_id):
         raise _bad_url(url)
     start = None
     for key in ("t", "start", "time_continue"):

@@ -72,7 +72,9 @@ def test_every_url_shape(url, start):
 
 
 @pytest.mark.parametrize("url", ["https://vimeo.com/12345", "https://www.youtube.com/watch?v=short", "hello world",
-                                 "https://www.youtube.com/channel/UC123", ""])
+                                 "https://www.youtube.com/channel/UC123", "",
+                                 # a "$" in the id's pattern let it end in a line break
+                                 f"https://www.youtube.com/watch?v={VIDEO}%0A", f"{VIDEO}x"])
 def test_bad_urls_are_refused_in_one_sentence(tools, url):
     with pytest.raises(ToolError, match="is not a YouTube video link"):
         tools["yt_get_transcript"].func(url)
