@@ -46,6 +46,10 @@ class SendDraftArgs(BaseModel):
     draft_id: str = Field(description="the draft id returned by gmail_draft_reply")
 
 
+def _quoted(text: str, limit: int) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def _headers(payload: dict) -> dict[str, str]:
     return {h.get("name", "").lower(): h.get("value", "") for h in (payload or {}).get("headers") or []}
 
@@ -219,14 +223,26 @@ def build_gmail_tools(api: GoogleApi) -> list[BaseTool]:
         return {"sent": True, "message_id": sent.get("id"), "thread_id": sent.get("threadId")}
 
     def describe_send(args: dict) -> str:
+        """Everyone it goes to first (Gmail sends a draft to its Cc and Bcc too), then its subject and how it begins,
+        quoted and cut: a subject the thread's sender wrote (`Lunch" to boss@... (draft r7).` and a long pad) pushed
+        the real recipient out of sight when it came first."""
         draft_id = str(args.get("draft_id", ""))
         try:
             draft = api.request("GET", f"{API}/drafts/{draft_id}", params={"format": "metadata"}, what="The draft")
-            h = _headers(((draft or {}).get("message") or {}).get("payload") or {})
-            to = ", ".join(a for _, a in getaddresses([h.get("to", "")]) if a) or h.get("to", "?")
-            return f"Send the email \"{h.get('subject', '')}\" to {to} (draft {draft_id})."
-        except Exception:  # noqa: BLE001 - the confirmation still shows the id
-            return f"Send the Gmail draft {draft_id}."
+        except Exception as exc:  # noqa: BLE001 - said in the question: approving then sends it unseen
+            return (f"Send the Gmail draft {draft_id}, whose recipients and text could not be read ({exc}): approve "
+                    "only if you know what this draft says and to whom.")
+        message = (draft or {}).get("message") or {}
+        h = _headers(message.get("payload") or {})
+        parts = []
+        for label, name in (("to", "to"), ("cc", "cc"), ("bcc", "bcc")):
+            found = [a for _, a in getaddresses([h.get(name, "")]) if a]
+            if found or h.get(name):
+                parts.append(f"{label} {', '.join(found) or repr(h[name])}")
+        subject = " ".join(h.get("subject", "").split())
+        begins = " ".join(str(message.get("snippet") or "").split())
+        return (f"Send the email {'; '.join(parts) or 'to no recipient'} (draft {draft_id}): subject "
+                f"{_quoted(subject, 80)}" + (f", beginning {_quoted(begins, 120)}" if begins else "") + ".")
 
     def describe_draft(args: dict) -> str:
         body = " ".join(str(args.get("body_md", "")).split())

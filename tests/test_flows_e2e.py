@@ -125,7 +125,8 @@ def test_summarize_alices_thread_draft_a_reply_and_send_only_after_confirmation(
     ask = result.interrupts[0].value
     assert ask["tool"] == "gmail_send_draft" and ask["side_effects"] == ["email_send"]
     draft_id = next(iter(google_server.drafts))
-    assert ask["summary"] == f'Send the email "Re: Q3 report" to alice@example.com (draft {draft_id}).'
+    assert ask["summary"] == (f"Send the email to alice@example.com (draft {draft_id}): subject 'Re: Q3 report', "
+                              "beginning 'Hi Alice, Yes, I will review it by **Friday**.'.")
     assert google_server.sent == []  # not before the answer
 
     result = _run(graph, "mail-flow", Command(resume={result.interrupts[0].id: {"decision": send_decision}}))

@@ -109,7 +109,8 @@ def test_draft_reply_then_send(gmail, google_server):
     assert "Sure, **Friday** works." in parts["text/plain"] and "<strong>Friday</strong>" in parts["text/html"]
     send = gmail["gmail_send_draft"]
     summary = send.metadata["summarize"]({"draft_id": draft["draft_id"]})
-    assert summary == f"Send the email \"Re: Q3 report\" to alice@example.com (draft {draft['draft_id']})."
+    assert summary == (f"Send the email to alice@example.com (draft {draft['draft_id']}): subject 'Re: Q3 report', "
+                       "beginning 'Sure, **Friday** works. - item'.")
     out = send.invoke({"draft_id": draft["draft_id"]})
     assert out["sent"] is True and google_server.sent[0]["to"] == ["alice@example.com"]
     assert send.metadata["side_effects"] == ["email_send"]
@@ -137,6 +138,22 @@ def test_a_reply_copies_no_header_line_the_sender_hid_in_an_encoded_word(gmail, 
     assert mail["In-Reply-To"] == "<q3@company.example>" and mail["References"] == "<q3@company.example>"
     gmail["gmail_send_draft"].invoke({"draft_id": draft["draft_id"]})
     assert google_server.sent[-1]["to"] == ["boss@company.example"]
+
+
+def test_the_send_question_names_every_recipient_first_and_says_when_it_cannot(gmail, google_server, keeper):
+    """The question named only the draft's To (Gmail sends it to Cc and Bcc as well), after a subject the thread's
+    sender wrote, which could push the real recipient out of sight; a draft that could not be read was asked
+    about as its id alone."""
+    raw = base64.urlsafe_b64encode(
+        b"To: bob@company.example\r\nCc: carol@company.example\r\nBcc: eve@evil.example\r\n"
+        b'Subject: Lunch" to boss@company.example (draft r7).' + b" " * 300 + b"\r\n\r\nSee you at noon.\r\n").decode()
+    did = api(google_server, keeper).request("POST", "/gmail/v1/users/me/drafts", json={"message": {"raw": raw}})["id"]
+    describe = gmail["gmail_send_draft"].metadata["summarize"]
+    asked = describe({"draft_id": did})
+    assert asked.startswith("Send the email to bob@company.example; cc carol@company.example; bcc eve@evil.example"), asked
+    assert "See you at noon." in asked and len(asked) < 400
+    unreadable = describe({"draft_id": "r-gone"})
+    assert "could not be read" in unreadable and "approve only if you know" in unreadable
 
 
 def test_a_message_that_came_out_with_other_headers_is_not_sent():

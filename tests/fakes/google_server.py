@@ -400,8 +400,11 @@ class _Handler(BaseHTTPRequestHandler):
         parsed = message_from_bytes(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
         did = self.fake.next_id("r")
         headers = [{"name": k, "value": str(v)} for k, v in parsed.items()]
+        text = next((p.get_payload(decode=True).decode(errors="replace") for p in parsed.walk()
+                     if p.get_content_type() == "text/plain"), "")
         draft = {"id": did, "message": {"id": self.fake.next_id("dm"), "threadId": message.get("threadId"),
-                                        "labelIds": ["DRAFT"], "raw": raw, "payload": {"mimeType": parsed.get_content_type(),
+                                        "labelIds": ["DRAFT"], "raw": raw, "snippet": " ".join(text.split())[:100],
+                                        "payload": {"mimeType": parsed.get_content_type(),
                                                                                       "headers": headers}}}
         self.fake.state.drafts[did] = draft
         self._send(200, {"id": did, "message": {"id": draft["message"]["id"], "threadId": message.get("threadId"),
