@@ -49,6 +49,11 @@ def test_apple_wrappers_call_macuse_with_mapped_arguments(jarvis_env, tmp_path):
     assert side_effects_of(tools["apple_calendar_create_event"]) == ["calendar_write"]
     assert side_effects_of(tools["apple_notes_create_note"]) == ["note_write"]
     assert side_effects_of(tools["mail_reply_message"]) == ["email_send"]  # the raw tool, per macuse.toml
+    # the raw tools the wrappers call are the model's too: a new message sent was judged as ui_automation, so a
+    # config driving the Mac unasked (ui_automation: auto) sent mail unasked
+    assert side_effects_of(tools["mail_compose_message"]) == ["email_send"]
+    assert side_effects_of(tools["calendar_create_event"]) == ["calendar_write"]
+    assert side_effects_of(tools["notes_write_note"]) == ["note_write"]
     executor = ToolExecutor(settings, catalog)
     asked: list = []
 
