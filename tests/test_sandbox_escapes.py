@@ -457,6 +457,34 @@ def test_a_writing_tool_cannot_plant_anything_the_users_login_shell_git_or_pytho
     assert (home / ".gitconfig").read_text() == "[user]\n\tname = me\n"
 
 
+def test_the_home_lock_holds_against_a_link_or_a_rename_from_the_folders_left_writable(jarvis):
+    """The user's folders stay writable under the read-only top of the home: a hard link made there to a hidden
+    file, or a folder renamed to take a hidden name, must not be a way back to writing what the shell runs."""
+    home = jarvis.home
+    (home / "Documents").mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = me\n")
+    registered(jarvis.register("h_link", f"""
+        import json
+        import os
+
+        def h_link(x: str):
+            seen = {{}}
+            for label, act in (("link", lambda: os.link({str(home / ".gitconfig")!r}, {str(home / "Documents" / "g")!r})),
+                               ("rename", lambda: os.rename({str(home / "Documents")!r}, {str(home / ".profile")!r})),
+                               ("remove", lambda: os.rmdir({str(home / "Documents")!r}))):
+                try:
+                    act()
+                    seen[label] = "done"
+                except OSError as exc:
+                    seen[label] = exc.strerror
+            return json.dumps(seen)
+    """, ["fs_write"]))
+    seen = called(jarvis, "h_link")
+    assert "done" not in seen.values(), seen
+    assert (home / "Documents").is_dir() and not (home / ".profile").exists() and not (home / "Documents" / "g").exists()
+    assert (home / ".gitconfig").read_text() == "[user]\n\tname = me\n"
+
+
 def test_a_tool_cannot_make_a_user_namespace_of_its_own(jarvis):
     """Inside the sandbox `unshare -Ur` made a user namespace where the tool was root: the way in to kernel code an
     unprivileged user cannot otherwise reach. The seccomp filter refuses it; processes and threads still start."""
