@@ -384,7 +384,7 @@ def test_only_a_file_that_came_into_the_folder_during_the_task_is_moved(tmp_path
     time.sleep(0.1)  # file times have a coarse clock
     downloads = Downloads(staging, root)
     task = ["turn 1"]
-    monkeypatch.setattr(browser, "_task_of_step", lambda: ("t", task[0]), raising=False)
+    monkeypatch.setattr(browser, "task_of_call", lambda: ("t", task[0]))
     (staging / "page-2026-11-27T17-05-20-101Z.yml").write_text("- heading: Account 12-345-678")  # a snapshot
     (staging / "left.csv").write_text("turn 1's download, never reported")
     time.sleep(0.1)
@@ -402,7 +402,7 @@ def test_a_task_s_downloads_are_bounded_in_number_in_bytes_and_by_the_free_disk(
     """A page starts any number of downloads without a click: each under max_download_mb was moved."""
     staging, root, downloads = _staged(tmp_path, max_task_files=3, max_task_bytes=2500, min_free_bytes=10_000)
     task = ["turn 1"]
-    monkeypatch.setattr(browser, "_task_of_step", lambda: ("t", task[0]), raising=False)
+    monkeypatch.setattr(browser, "task_of_call", lambda: ("t", task[0]))
     for n in range(5):
         (staging / f"f{n}.bin").write_bytes(b"x" * 1000)
     text = downloads.collect(events("f0.bin", "f1.bin", "f2.bin"))

@@ -43,6 +43,7 @@ from langchain_core.runnables.config import ensure_config
 
 from integrations.base import ToolError
 
+from orchestrator.tools.executor import call_context
 from orchestrator.tools.site_grants import SiteScope
 from .config import BrowserSection, expand
 
@@ -147,10 +148,11 @@ def safe_download_name(name: str) -> str:
 TaskKey = tuple[str, str | None]  # (thread id, task): tools/site_grants.py's key, mcp/browser_pool.py's too
 
 
-def _task_of_step() -> TaskKey:
-    """(thread id, task) of the executor's call whose result is read (tools/executor.py tool_config), as
-    mcp/provider.py routes the call to that task's browser."""
-    call = (ensure_config().get("configurable") or {}).get("jarvis_call") or {}
+def task_of_call() -> TaskKey:
+    """(thread id, task) of the executor's call running now (tools/executor.py tool_config): a browser step goes
+    to that task's own browser (mcp/provider.py), and what it downloads counts against that task's budget. A call
+    from outside the executor is ("", None), a task of its own."""
+    call = call_context(ensure_config()) or {}
     return str(call.get("thread_id") or ""), call.get("task")
 
 
@@ -214,7 +216,7 @@ class Downloads:
         folder: only a file that came there since this task's first step, and not one of the server's own
         (snapshots, logs), is moved. Not "since this step": a download that ends as a step's result is written
         is reported in the next one, and a page that starts several at once has most of them end so."""
-        now, task, tally = time.time_ns(), _task_of_step(), self._tally
+        now, task, tally = time.time_ns(), task_of_call(), self._tally
         with tally.lock:
             user = tally.users.get(self.staging)
             if user is None or user[0] != task:  # the folder's run is another task's now

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langchain_core.runnables.config import ensure_config
 from langchain_core.tools import BaseTool, ToolException
 from langchain_mcp_adapters.tools import convert_mcp_tool_to_langchain_tool
 from mcp import types as mt
@@ -37,7 +36,7 @@ from integrations.base import ToolError, set_tool_meta
 
 from orchestrator.core.aio import run_on_background
 from orchestrator.tools.site_grants import SiteScope
-from .browser import Downloads, browser_parts
+from .browser import Downloads, browser_parts, task_of_call
 from orchestrator.core.config import Settings
 from orchestrator.core.visible import elide, visible
 from .config import ServerConfig
@@ -182,7 +181,7 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
     # No annotations on purpose: LangChain resolves the coroutine's type hints on every call, and string
     # annotations (from __future__) cost a compile() each time.
     async def call(*args, **kwargs):  # type: ignore[no-untyped-def]
-        task = _task_of_call() if browser else None
+        task = task_of_call() if browser else None
 
         async def for_task():  # type: ignore[no-untyped-def]
             _TASK.set(task)  # in the background loop's own task: the session proxy reads it there
@@ -213,13 +212,6 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
                          summarize=lambda a, s=server, n=mcp_name: (
                              f"Use {n} on the MCP server '{s}'" + (f" with {_args_text(a)}." if a else ".")),
                          **({"site_scope": _scope_of(browser[0], cfg, tool.name)} if browser else {}))
-
-
-def _task_of_call() -> tuple[str, str | None]:
-    """(thread id, task) of the executor's call running this tool (tools/executor.py tool_config): a browser step
-    goes to that task's own browser. A call from outside the executor gets a browser of its own too."""
-    call = (ensure_config().get("configurable") or {}).get("jarvis_call") or {}
-    return str(call.get("thread_id") or ""), call.get("task")
 
 
 def _scope_of(scope: SiteScope, cfg: ServerConfig, tool: str) -> SiteScope:
