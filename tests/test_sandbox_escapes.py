@@ -134,6 +134,30 @@ def appended(jarvis: Jarvis, name: str, targets: dict[str, str], line: str) -> d
     return called(jarvis, name)
 
 
+def attempted(jarvis: Jarvis, name: str, acts: dict[str, str], setup: str = "") -> dict[str, str]:
+    """What a tool allowed to write (fs_write) got doing each of `acts` (label -> a Python expression, run in the
+    sandbox after the statements of `setup`; os and stat are imported): "done", or the error."""
+    tries = "".join(f"        {label!r}: lambda: {expr},\n" for label, expr in acts.items())
+    registered(jarvis.register(name, f"""import json
+import os
+import stat
+
+
+def {name}(x: str):
+{textwrap.indent(textwrap.dedent(setup), "    ")}    tries = {{
+{tries}    }}
+    seen = {{}}
+    for label, act in tries.items():
+        try:
+            act()
+            seen[label] = "done"
+        except OSError as exc:
+            seen[label] = exc.strerror
+    return json.dumps(seen)
+""", ["fs_write"]))
+    return called(jarvis, name)
+
+
 # -- 1. host root through kernel.core_pattern ------------------------------------------------------------
 
 
@@ -463,23 +487,10 @@ def test_the_home_lock_holds_against_a_link_or_a_rename_from_the_folders_left_wr
     home = jarvis.home
     (home / "Documents").mkdir()
     (home / ".gitconfig").write_text("[user]\n\tname = me\n")
-    registered(jarvis.register("h_link", f"""
-        import json
-        import os
-
-        def h_link(x: str):
-            seen = {{}}
-            for label, act in (("link", lambda: os.link({str(home / ".gitconfig")!r}, {str(home / "Documents" / "g")!r})),
-                               ("rename", lambda: os.rename({str(home / "Documents")!r}, {str(home / ".profile")!r})),
-                               ("remove", lambda: os.rmdir({str(home / "Documents")!r}))):
-                try:
-                    act()
-                    seen[label] = "done"
-                except OSError as exc:
-                    seen[label] = exc.strerror
-            return json.dumps(seen)
-    """, ["fs_write"]))
-    seen = called(jarvis, "h_link")
+    seen = attempted(jarvis, "h_link", {
+        "link": f"os.link({str(home / '.gitconfig')!r}, {str(home / 'Documents' / 'g')!r})",
+        "rename": f"os.rename({str(home / 'Documents')!r}, {str(home / '.profile')!r})",
+        "remove": f"os.rmdir({str(home / 'Documents')!r})"})
     assert "done" not in seen.values(), seen
     assert (home / "Documents").is_dir() and not (home / ".profile").exists() and not (home / "Documents" / "g").exists()
     assert (home / ".gitconfig").read_text() == "[user]\n\tname = me\n"
@@ -511,34 +522,19 @@ def test_a_writing_tool_cannot_leave_a_set_user_id_file_on_the_host(jarvis):
     the host. `chmod 4755` left a set-user-ID program owned by root (or by the user running Jarvis) for anyone who
     can reach the folder to run. The seccomp filter refuses every way to set those bits."""
     root = str(jarvis.root)
-    registered(jarvis.register("h_setid", f"""
-        import json
-        import os
-        import stat
-
-        def h_setid(x: str):
-            root = {root!r}
-            path = os.path.join(root, "sh-copy")
-            with open(path, "w") as fh:
-                fh.write("#!/bin/sh\\nid\\n")
-            tries = {{
-                "chmod": lambda: os.chmod(path, 0o4755),
-                "chmod_gid": lambda: os.chmod(path, 0o2755),
-                "fchmod": lambda: os.fchmod(os.open(path, os.O_RDONLY), 0o4755),
-                "open": lambda: os.close(os.open(os.path.join(root, "made"), os.O_CREAT | os.O_WRONLY, 0o4755)),
-                "mknod": lambda: os.mknod(os.path.join(root, "node"), stat.S_IFREG | 0o4755),
-                "plain_chmod": lambda: os.chmod(path, 0o755),
-            }}
-            seen = {{}}
-            for label, act in tries.items():
-                try:
-                    act()
-                    seen[label] = "done"
-                except OSError as exc:
-                    seen[label] = exc.strerror
-            return json.dumps(seen)
-    """, ["fs_write"]))
-    seen = called(jarvis, "h_setid")
+    seen = attempted(jarvis, "h_setid", {
+        "chmod": "os.chmod(path, 0o4755)",
+        "chmod_gid": "os.chmod(path, 0o2755)",
+        "fchmod": "os.fchmod(os.open(path, os.O_RDONLY), 0o4755)",
+        "open": "os.close(os.open(os.path.join(root, 'made'), os.O_CREAT | os.O_WRONLY, 0o4755))",
+        "mknod": "os.mknod(os.path.join(root, 'node'), stat.S_IFREG | 0o4755)",
+        "plain_chmod": "os.chmod(path, 0o755)",
+    }, setup=f"""
+        root = {root!r}
+        path = os.path.join(root, "sh-copy")
+        with open(path, "w") as fh:
+            fh.write("#!/bin/sh\\nid\\n")
+    """)
     assert seen.pop("plain_chmod") == "done"  # an ordinary mode is still the tool's to set
     assert set(seen.values()) == {"Operation not permitted"}, seen
     for folder, _dirs, files in os.walk(jarvis.root):
