@@ -503,17 +503,25 @@ def test_answered_elsewhere_the_buttons_go_and_the_email_thread_is_no_longer_rea
     assert "already answered (approve, from the web UI" in _answer_to(telegram, qid)["text"]
 
 
-def test_the_confirmation_email_masks_a_known_secret_in_its_subject_and_first_line(jarvis_env, mail):
-    """The email's first line quoted the call's summary unmasked (and became the Subject), though the rest of the
-    message masked known secrets: a key in a message's text left the machine in the mail's headers."""
+def _sent_a_jorb_sending(jarvis_env, key: str):
+    """An App whose jorb paused to send Bob a message holding `key`, a known secret, and whose notifier sent the
+    question."""
     from orchestrator.core.secrets import remember
 
-    key = remember("sk-LIVE-SECRET-123456")
+    remember(key)
     jarvis_env.server.push(step(reasoning="send", script=f"jarvis.messages.send('local', '@bob', 'the key is {key}')"),
                            step(reasoning="done", done=True, result="sent"))
     app = jarvis_env.app()
     assert app.jorbs.create("Share", "Send Bob the key").row.status == "paused"
     assert app.notifier().sweep() == 1
+    return app
+
+
+def test_the_confirmation_email_masks_a_known_secret_in_its_subject_and_first_line(jarvis_env, mail):
+    """The email's first line quoted the call's summary unmasked (and became the Subject), though the rest of the
+    message masked known secrets: a key in a message's text left the machine in the mail's headers."""
+    key = "sk-LIVE-SECRET-123456"
+    app = _sent_a_jorb_sending(jarvis_env, key)
     (sent,) = mail.sent
     mime = message_from_bytes(base64.urlsafe_b64decode(sent["raw"] + "=="))
     assert key not in str(mime["Subject"]) and key not in mime.get_payload(decode=True).decode()
@@ -523,14 +531,8 @@ def test_the_confirmation_email_masks_a_known_secret_in_its_subject_and_first_li
 def test_the_phones_acknowledgement_masks_a_known_secret(jarvis_env, telegram):
     """The question masked a known secret, but the toast that acknowledged the press ("Approved: <summary>") quoted
     the summary unmasked: the key left the machine in Telegram's answerCallbackQuery."""
-    from orchestrator.core.secrets import remember
-
-    key = remember("sk-LIVE-ACK-7788990011")
-    jarvis_env.server.push(step(reasoning="send", script=f"jarvis.messages.send('local', '@bob', 'the key is {key}')"),
-                           step(reasoning="done", done=True, result="sent"))
-    app = jarvis_env.app()
-    assert app.jorbs.create("Share", "Send Bob the key").row.status == "paused"
-    assert app.notifier().sweep() == 1
+    key = "sk-LIVE-ACK-7788990011"
+    app = _sent_a_jorb_sending(jarvis_env, key)
     message, approve, _ = _sent_with_buttons(telegram)
     assert key not in message["text"]
     answer = _answer_to(telegram, _press(telegram, _poller(jarvis_env, app), message, approve))
