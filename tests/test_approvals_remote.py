@@ -521,7 +521,7 @@ def test_the_confirmation_email_masks_a_known_secret_in_its_subject_and_first_li
     """The email's first line quoted the call's summary unmasked (and became the Subject), though the rest of the
     message masked known secrets: a key in a message's text left the machine in the mail's headers."""
     key = "sk-LIVE-SECRET-123456"
-    app = _sent_a_jorb_sending(jarvis_env, key)
+    _sent_a_jorb_sending(jarvis_env, key)
     (sent,) = mail.sent
     mime = message_from_bytes(base64.urlsafe_b64decode(sent["raw"] + "=="))
     assert key not in str(mime["Subject"]) and key not in mime.get_payload(decode=True).decode()
