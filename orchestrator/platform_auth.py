@@ -21,8 +21,10 @@ from urllib.parse import urlsplit
 
 from langgraph_sdk import Auth
 
+from orchestrator.server.security import LOOPBACK_NAMES
+
 STUDIO_ORIGINS = ("https://smith.langchain.com",)
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+LOCAL_HOSTS = {name.strip("[]") for name in LOOPBACK_NAMES}  # the web UI's own: server/security.py
 
 auth = Auth()
 
