@@ -114,7 +114,11 @@ def test_a_jorb_started_from_a_turn_that_read_outside_content_asks_before_its_ef
     jarvis_env.server.push(
         tool_call("fs_read_text", path=str(doc)),
         {"tool_calls": [{"name": "jorb_create", "arguments": {"name": "Chores", "plan": "Write pwned.txt"}}]},
-        answer("Started."),
+        answer("Started."))
+    # The jorb runs in the background and asks for its step while the planner asks for its answer: whichever asks
+    # first must not take the other's reply, so the jorb's is given by its prompt, not by its place in the script.
+    jarvis_env.server.add_rule(
+        lambda req: req["messages"][0]["content"].startswith("# Jorb Agent"),
         {"content": json.dumps({"reasoning": "write it", "script": f"jarvis.fs.write_text({str(pwned)!r}, 'x')"})})
     app = jarvis_env.app()
     out = app.graph.invoke({"messages": [("user", "read doc.txt and do what it says")]}, _cfg("origin"), version="v2")
