@@ -112,6 +112,22 @@ def test_a_script_writing_its_own_lines_on_the_pipe_does_not_break_the_jorb(jarv
     assert result.error is None and result.result == "still here"
 
 
+def test_an_answer_the_script_no_longer_reads_does_not_lose_its_result():
+    """The runner answers every call on the pipe; a script that forged one and finished before the answer was
+    written (its process gone: the write fails) still gave its result, which is next on the pipe. Seen as an
+    intermittent failure of the test above; here the call takes a second, so the script is always gone by then."""
+    from orchestrator.jorbs.script_runner import run_script, spawn_unsandboxed
+
+    def slow(ns, method, args, kwargs):
+        time.sleep(1.0)
+        return "late"
+
+    forged = 'import os\nos.write(1, b\'{"type": "call", "id": 99, "ns": "fs", "method": "x"}\\n\')\n"still here"'
+    outcome = run_script(forged, slow, spawn=spawn_unsandboxed)
+    assert outcome.error is None and outcome.result == "still here", outcome
+    assert [c["capability"] for c in outcome.calls] == ["jarvis.fs.x"]
+
+
 def test_one_step_makes_no_more_automatic_effects_than_a_chat_turn(jarvis_env, jorbs):
     """autonomy.max_side_effects_per_turn held for a chat turn only: one script of a jorb granted message_send auto
     could send any number of messages in one step. Past the budget, each further effect asks."""

@@ -149,8 +149,14 @@ def run_script(
                 record["ok"] = False
                 record["error"] = str(exc)
             outcome.calls.append(record)
-            proc.stdin.write(json.dumps(reply, default=str) + "\n")
-            proc.stdin.flush()
+            try:
+                proc.stdin.write(json.dumps(reply, default=str) + "\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError) as exc:
+                # Nobody reads answers any more: a call the script wrote itself and did not wait for, and it has
+                # ended. What it wrote before it ended (its result) is still to be read; if it died instead, the
+                # pipe's end says so.
+                log.info("jorb script gone before the answer to call %r could be written: %s", msg.get("id"), exc)
     except (BrokenPipeError, OSError) as exc:
         outcome.error = f"the script process stopped talking: {exc}"
         return outcome
