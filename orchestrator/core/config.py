@@ -252,7 +252,12 @@ class JorbsConfig(_Section):
     max_malformed: int = Field(2, ge=0)
     script_timeout_s: float = Field(60.0, gt=0)
     sweep_interval_s: float = Field(30.0, gt=0, description="how often `jarvis run` wakes jorbs whose reply came in "
-                                    "while another worker held them")
+                                    "while another worker held them, and jorbs whose model retry is due")
+    model_retry_first_s: float = Field(60.0, gt=0, description="a jorb whose model is down (unreachable, busy, timed "
+                                       "out) waits this long before it tries again; the wait doubles each time")
+    model_retry_max_s: float = Field(3600.0, gt=0, description="the longest wait between two tries")
+    model_retry_for_h: float = Field(24.0, ge=0, description="after the model has been down this long, the jorb "
+                                     "stops trying and waits for the user (0: never try again by itself)")
 
 
 class TelegramConfig(_Section):

@@ -5,4 +5,12 @@ from __future__ import annotations
 
 
 class ModelEndpointError(RuntimeError):
-    """The model endpoint cannot be reached or refused the request; the message says what to do."""
+    """The model endpoint cannot be reached or refused the request; the message says what to do.
+
+    `transient`: the same request may well succeed later unchanged (the server down or restarting, busy, timed
+    out, cut off mid-answer); a jorb waits and tries again by itself (jorbs/retry.py). Not transient: a refused
+    key, an unknown model, a prompt too large, an answer past its limit: only a change of config or prompt helps."""
+
+    def __init__(self, message: str, *, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient

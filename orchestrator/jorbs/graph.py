@@ -37,6 +37,7 @@ from .models import JorbRow
 from .namespace import Namespace, bind_arguments
 from .policies import PolicyContext, resolve_policy
 from .prompt import build_prompt
+from .retry import MODEL_DOWN, MODEL_ERROR, RETRY, next_try, pause_reason
 from .schema import HistoryEntry, JorbState, JorbStatus, JorbStep, ScriptResult, parse_step
 from .script_runner import ScriptCallError, SpawnScript, run_script
 from .store import JorbStore
@@ -88,6 +89,9 @@ def _usage_tokens(messages: list[Any]) -> int:
     return total
 
 
+MODEL_UP = {"model_down_since": None, "model_failures": 0, "retry_at": None}  # a step the model answered
+
+
 def _hold(reason: str, kind: str) -> dict[str, Any]:
     return {"decision": JorbStep(reasoning=f"({kind})", pause=True, pause_reason=reason), "hold_kind": kind}
 
@@ -132,8 +136,7 @@ def make_jorb_nodes(rt: JorbRuntime):
             try:
                 actions = run_sync_in_context(policy(ctx, observations))
             except ModelEndpointError as exc:
-                return {**_hold(f"The model is not available: {exc} Approve to try again.", "error"),
-                        "step_times": step_times, "tokens_used": state.tokens_used + tokens}
+                return {**model_down(state, exc), "tokens_used": state.tokens_used + tokens}
             tokens += _usage_tokens(actions)
             reply = actions[-1] if actions else AIMessage(content="")
             try:
@@ -146,11 +149,24 @@ def make_jorb_nodes(rt: JorbRuntime):
                 continue
             rt.store.update(row.id, steps=row.steps + 1, tokens=row.tokens + tokens)
             return {"decision": step, "hold_kind": None, "step": state.step + 1, "step_times": step_times,
-                    "tokens_used": state.tokens_used + tokens}
+                    "tokens_used": state.tokens_used + tokens, **MODEL_UP}
         rt.store.update(row.id, steps=row.steps + 1, tokens=row.tokens + tokens)
         return {**_hold(f"The policy answered {cfg.max_malformed + 1} times with output that could not be used "
                         f"(last problem: {error}). Approve to let it try again, or cancel the jorb.", "malformed"),
-                "step": state.step + 1, "step_times": step_times, "tokens_used": state.tokens_used + tokens}
+                "step": state.step + 1, "step_times": step_times, "tokens_used": state.tokens_used + tokens, **MODEL_UP}
+
+    def model_down(state: JorbState, exc: ModelEndpointError) -> dict[str, Any]:
+        """Pause until the next try (a transient failure within jorbs.model_retry_for_h) or until the user says.
+        A failed call is no step: it counts against neither rate limit (the waits bound the tries)."""
+        now = time.time()
+        since = state.model_down_since or now
+        failures = state.model_failures + 1
+        retry_at = next_try(cfg, since, failures, now) if getattr(exc, "transient", False) else None
+        log.warning("jorb %s: the model is not available (%s); %s", state.jorb_id, exc,
+                    f"trying again in {retry_at - now:.0f} s" if retry_at else "waiting for the user")
+        reason = pause_reason(exc, retry_at, failures, since, now)
+        return {**_hold(reason, MODEL_DOWN if retry_at is not None else MODEL_ERROR),
+                "model_down_since": since, "model_failures": failures, "retry_at": retry_at}
 
     def act(state: JorbState, config: RunnableConfig) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
@@ -249,12 +265,12 @@ def make_jorb_nodes(rt: JorbRuntime):
             entries.append(HistoryEntry(role=role, channel=m.channel, party=m.party, text=m.text,
                                         at=at.isoformat(timespec="seconds")))
         event: dict[str, Any] = {**extra}
-        if entries:
+        if entries:  # added to what `extra` holds already (the event of a step taken again)
             event.setdefault("type", "reply")
-            event["messages"] = [e.model_dump() for e in entries]
+            event["messages"] = [*event.get("messages", []), *(e.model_dump() for e in entries)]
         if events:
             event.setdefault("type", "event")
-            event["events"] = events
+            event["events"] = [*event.get("events", []), *events]
         heard = state.counterpart_seen or bool(events) or any(e.role != "user" for e in entries)
         return {"history": [*state.history, *entries], "current_event": event or None, "decision": None,
                 "counterpart_seen": heard}
@@ -264,12 +280,19 @@ def make_jorb_nodes(rt: JorbRuntime):
         # the model wrote it, maybe after reading a counterpart's reply: shown to the user as it is (core/visible.py)
         reason = visible(state.decision.pause_reason if state.decision else "paused")
         rt.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=reason)
-        answer = interrupt({"type": "jorb_pause", "jorb_id": row.id, "jorb_name": row.name, "reason": reason,
-                            "kind": state.hold_kind or "policy"})
+        asked = {"type": "jorb_pause", "jorb_id": row.id, "jorb_name": row.name, "reason": reason,
+                 "kind": state.hold_kind or "policy"}
+        if state.hold_kind == MODEL_DOWN:
+            asked["retry_at"] = state.retry_at  # the sweep resumes it then (JorbService.retry_due)
+        answer = interrupt(asked)
         kind = answer.get("type") if isinstance(answer, dict) else str(answer)
         note = answer.get("note") if isinstance(answer, dict) else None
         if kind == "cancel":
             return {"outcome": "cancelled"}
+        if state.hold_kind in (MODEL_DOWN, MODEL_ERROR) and kind in ("approve", RETRY):
+            # the step the model could not take is taken again: on the same event, with what came in meanwhile
+            delivered = _deliver(state, rt.store.take_pending(row.id), extra=dict(state.current_event or {}))
+            return {**delivered, "hold_kind": None, "retry_at": None}
         extra: dict[str, Any] = {}
         if kind == "approve":
             if state.hold_kind == "rate_hour":

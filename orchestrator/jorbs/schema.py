@@ -128,6 +128,10 @@ class JorbState(BaseModel):
     extra_steps_hour: int = 0  # granted by the user after a rate-limit pause
     extra_steps_day: int = 0
     extra_tokens: int = 0
+    # The model was down (jorbs/retry.py): since when, how many tries failed, when the next one is due.
+    model_down_since: float | None = None
+    model_failures: int = 0
+    retry_at: float | None = None
     outcome: Literal["done", "failed", "cancelled"] | None = None
     result: Any = None
     error: str | None = None

@@ -42,6 +42,7 @@ from .graph import JorbRuntime, build_jorb_graph
 from .mission import MissionState, build_mission_graph
 from .models import JorbRow
 from .policies import resolve_policy
+from .retry import RETRY, is_due
 from .router import Route, route_inbound
 from .schema import OPEN_STATUSES, JorbState, JorbStatus, parse_step
 from .store import JorbStore, new_jorb_id
@@ -652,6 +653,30 @@ class JorbService:
             raise JorbError(str(exc)) from None
         self.store.update(row.id, policy=policy)
         return self.store.get(row.id)
+
+    def retry_due(self, now: float | None = None) -> list[str]:
+        """Jorbs paused because their model was down whose next try has come (jorbs/retry.py) take their step
+        again, one after the other. One another worker holds, or the user answered meanwhile, is left as it is."""
+        tried = []
+        for row in self.store.list(statuses=(JorbStatus.PAUSED,), mode="script", limit=100_000):
+            if self.busy(row.id):
+                continue
+            try:
+                with self._hold(row.id):
+                    view = self.view(row.id)  # again, under the claim: it may have moved on
+                    due = next((p for p in view.pending if is_due(p, now)), None)
+                    if due is None or view.row.status != JorbStatus.PAUSED:
+                        continue
+                    log.info("jorb %s (%s): trying the model again", row.id, row.name)
+                    view = self._run_held(view.row, Command(resume={due["interrupt_id"]: {"type": RETRY}}))
+            except JorbBusy:
+                continue
+            except Exception:  # noqa: BLE001 - recorded on the jorb row by _run_held
+                continue
+            tried.append(row.id)
+            if any(p.get("type") == "await_reply" for p in view.pending) and self.store.has_pending(row.id):
+                self._wake_now(row.id)  # a reply came in while it was down
+        return tried
 
     # -- restarts -----------------------------------------------------------------------------------------
     def recover(self) -> list[str]:

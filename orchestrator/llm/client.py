@@ -215,6 +215,9 @@ def make_chat_model(settings: Settings, role: Role = "primary", *, streaming: bo
     return model
 
 
+TRANSIENT_STATUS = (408, 409, 425, 429)  # timeout, conflict, too early, too many requests: worth asking again
+
+
 def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "primary") -> ModelEndpointError | None:
     """Translate a client exception into one clear sentence, or None when it is not an endpoint problem."""
     import httpx
@@ -230,8 +233,7 @@ def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "prim
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
         return ModelEndpointError(
             f"The model at {base_url} did not answer in time: check that the model is loaded, "
-            f"or raise models.{role}.timeout_s."
-        )
+            f"or raise models.{role}.timeout_s.", transient=True)
     chain, link = [], exc
     while link is not None and len(chain) < 10:
         chain.append(link)
@@ -242,14 +244,14 @@ def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "prim
         return ModelEndpointError(
             f"The model at {base_url} closed the connection in the middle of its answer, so nothing of it was "
             "kept. Ask again; if it keeps happening, look at the model server's log (it may have crashed or "
-            "run out of memory).")
+            "run out of memory).", transient=True)
     if isinstance(exc, openai.APIConnectionError | httpx.ConnectError | ConnectionError):
         return ModelEndpointError(
             f"Cannot reach the model endpoint at {base_url}. Either start Jan (open Jan, load a model and turn "
             f"on its Local API Server, port 1337) or your model server; or point models.{role}.base_url in "
             "config/config.yml (or a --profile) at another OpenAI-compatible endpoint; or run a GGUF model inside "
-            f"Jarvis with models.{role}.provider: embedded and gguf: PATH (`make demo` shows a tiny one)."
-        )
+            f"Jarvis with models.{role}.provider: embedded and gguf: PATH (`make demo` shows a tiny one).",
+            transient=True)
     if isinstance(exc, openai.AuthenticationError):
         return ModelEndpointError(
             f"The model endpoint at {base_url} refused the API key: set models.{role}.api_key "
@@ -269,14 +271,15 @@ def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "prim
                 f"{secrets.redact(_server_message(exc))[:200]}. Set models.{role}.context_tokens to the window{size} "
                 "so Jarvis folds older turns to fit, or start the server with a larger one (llama.cpp: --ctx-size; "
                 "Ollama: OLLAMA_CONTEXT_LENGTH; vLLM: --max-model-len).")
+        # busy, restarting or behind a proxy that lost it: the same request may pass later; other 4xx will not
         return ModelEndpointError(
-            f"The model endpoint at {base_url} answered HTTP {exc.status_code}: {secrets.redact(str(exc))[:300]}"
-        )
+            f"The model endpoint at {base_url} answered HTTP {exc.status_code}: {secrets.redact(str(exc))[:300]}",
+            transient=exc.status_code in TRANSIENT_STATUS or exc.status_code >= 500)
     if isinstance(exc, openai.APIError):  # an error event inside a stream that had begun (vLLM, OpenAI)
         return ModelEndpointError(
             f"The model at {base_url} stopped with an error in the middle of its answer, so nothing of it was kept: "
             f"{secrets.redact(_server_message(exc))[:300]}. Ask again; if it keeps happening, look at the model "
-            "server's log.")
+            "server's log.", transient=True)
     return None
 
 

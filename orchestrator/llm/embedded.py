@@ -280,8 +280,7 @@ class EmbeddedServer:
                 raise EmbeddedServerError(
                     f"the embedded model server ({self.spec.gguf.name}) did not answer {url} within "
                     f"{self.spec.start_timeout_s:.0f} s (models.{self.role}.start_timeout_s). Its output ends with:\n"
-                    f"{self.output_tail(log_offset)}\n(full log: {self.log_path})"
-                )
+                    f"{self.output_tail(log_offset)}\n(full log: {self.log_path})", transient=True)
             time.sleep(0.1)
 
     def output_tail(self, offset: int = 0, chars: int = 2000) -> str:

@@ -250,25 +250,29 @@ def email_inbound_service(settings: Settings) -> _StartStop | None:
 
 
 def jorbs_recover_service(settings: Settings) -> ThreadService:
-    """At start: jorbs a dead worker left mid-step retry that step (executed side effects are not repeated). With
-    several workers (storage.url), also every jorbs.sweep_interval_s: jorbs of a worker that died on another machine
-    (once its claims' lease ends), and jorbs whose reply came in while another worker held them."""
+    """At start: jorbs a dead worker left mid-step retry that step (executed side effects are not repeated). Then
+    every jorbs.sweep_interval_s: jorbs whose model was down try again once their retry is due (jorbs/retry.py);
+    with several workers (storage.url), also jorbs of a worker that died on another machine (once its claims' lease
+    ends), and jorbs whose reply came in while another worker held them."""
 
     def run(ctx: ServiceContext, stop: threading.Event) -> None:
         jorbs = ctx.app.jorbs
         resumed = jorbs.recover()
         if resumed:
             log.info("resumed %d jorbs after the restart: %s", len(resumed), ", ".join(resumed))
-        if not is_postgres(ctx.settings):
-            return  # one worker: a reply that comes in while its jorb runs is taken when the run ends (service.run)
+        # one worker: a reply that comes in while its jorb runs is taken when the run ends (service.run)
+        several = is_postgres(ctx.settings)
         while not stop.wait(ctx.settings.jorbs.sweep_interval_s):
             try:
-                woken = jorbs.recover()
+                woken = jorbs.recover() if several else []
+                retried = jorbs.retry_due()
             except Exception as exc:  # noqa: BLE001 - the next sweep tries again
                 log.warning("jorb sweep failed: %s", exc)
                 continue
             if woken:
                 log.info("resumed %d jorbs: %s", len(woken), ", ".join(woken))
+            if retried:
+                log.info("tried the model again for %d jorbs: %s", len(retried), ", ".join(retried))
 
     return ThreadService("jorbs-recover", run)
 
