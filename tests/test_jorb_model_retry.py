@@ -77,6 +77,24 @@ def test_a_model_that_refuses_the_request_waits_for_the_user_and_approve_takes_t
     assert first == second  # the same step, not an "approved" event for a pause the model never asked for
 
 
+def test_a_mission_whose_model_is_down_plans_the_same_round_again_by_itself(jarvis_env):
+    """A mission used to ask the user "Answer anything to try again", and took the answer for one to a question
+    the model had asked."""
+    jarvis_env.write_config(jorbs={"model_retry_first_s": 60})
+    srv = jarvis_env.server
+    srv.push(down(), {"content": json.dumps({"ok": True, "action": "mission_complete", "summary": "Nothing to do"})})
+    svc = jorb_service(jarvis_env.settings)
+    view = svc.create("Tidy", "Nothing to do", mode="mission")
+    (paused,) = view.pending
+    assert view.row.status == "paused" and paused["kind"] == "model_down" and "by itself" in paused["reason"]
+    assert svc.retry_due(now=paused["retry_at"] - 1) == []
+    assert svc.retry_due(now=paused["retry_at"]) == [view.row.id]
+    view = svc.view(view.row.id)
+    assert view.row.status == "done", view
+    first, second = (json.loads(text) for text in _events(srv))
+    assert first == second and "answer_to_your_question" not in second  # the same round, no answer made up
+
+
 def test_jarvis_runs_sweep_takes_the_step_once_the_model_is_back(jarvis_env):
     """Nobody answers anything: the service `jarvis run` starts tries again (server/services.py)."""
     from orchestrator.server.services import ServiceContext, jorbs_recover_service

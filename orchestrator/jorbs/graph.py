@@ -37,7 +37,8 @@ from .models import JorbRow
 from .namespace import Namespace, bind_arguments
 from .policies import PolicyContext, resolve_policy
 from .prompt import build_prompt
-from .retry import MODEL_DOWN, MODEL_ERROR, RETRY, next_try, pause_reason
+from .retry import MODEL_DOWN, MODEL_ERROR, MODEL_UP, RETRY
+from .retry import model_down as down
 from .schema import HistoryEntry, JorbState, JorbStatus, JorbStep, ScriptResult, parse_step
 from .script_runner import ScriptCallError, SpawnScript, run_script
 from .store import JorbStore
@@ -87,9 +88,6 @@ def _usage_tokens(messages: list[Any]) -> int:
         usage = getattr(m, "usage_metadata", None) or {}
         total += int(usage.get("total_tokens", 0) or 0)
     return total
-
-
-MODEL_UP = {"model_down_since": None, "model_failures": 0, "retry_at": None}  # a step the model answered
 
 
 def _hold(reason: str, kind: str) -> dict[str, Any]:
@@ -158,15 +156,8 @@ def make_jorb_nodes(rt: JorbRuntime):
     def model_down(state: JorbState, exc: ModelEndpointError) -> dict[str, Any]:
         """Pause until the next try (a transient failure within jorbs.model_retry_for_h) or until the user says.
         A failed call is no step: it counts against neither rate limit (the waits bound the tries)."""
-        now = time.time()
-        since = state.model_down_since or now
-        failures = state.model_failures + 1
-        retry_at = next_try(cfg, since, failures, now) if getattr(exc, "transient", False) else None
-        log.warning("jorb %s: the model is not available (%s); %s", state.jorb_id, exc,
-                    f"trying again in {retry_at - now:.0f} s" if retry_at else "waiting for the user")
-        reason = pause_reason(exc, retry_at, failures, since, now)
-        return {**_hold(reason, MODEL_DOWN if retry_at is not None else MODEL_ERROR),
-                "model_down_since": since, "model_failures": failures, "retry_at": retry_at}
+        kind, reason, fields = down(cfg, state.jorb_id, state.model_down_since, state.model_failures, exc)
+        return {**_hold(reason, kind), **fields}
 
     def act(state: JorbState, config: RunnableConfig) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)

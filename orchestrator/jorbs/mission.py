@@ -30,6 +30,7 @@ from .graph import DAY, JorbRuntime
 from .mission_tools import MISSION_KINDS, mission_tools
 from .namespace import Namespace
 from .policies import PolicyContext, resolve_policy
+from .retry import MODEL_DOWN, MODEL_ERROR, MODEL_UP, model_down
 from .schema import JorbStatus, now_iso
 
 MAX_JOBS = 5
@@ -119,6 +120,11 @@ class MissionState(BaseModel):
     untrusted: Annotated[bool, operator.or_] = False
     reply: MissionReply | None = None
     pending_ask: str | None = None
+    ask_kind: str | None = None  # a question of Jarvis's, not the model's: the model was down (jorbs/retry.py)
+    # The model was down: since when, how many tries failed, when the next one is due.
+    model_down_since: float | None = None
+    model_failures: int = 0
+    retry_at: float | None = None
     step_times: list[float] = Field(default_factory=list)
     tokens_used: int = 0
     outcome: Literal["done", "cancelled"] | None = None
@@ -207,7 +213,8 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
             try:
                 actions = run_sync_in_context(policy(ctx, observations))
             except ModelEndpointError as exc:
-                return {"pending_ask": f"The model is not available: {exc} Answer anything to try again.", "reply": None}
+                kind, reason, fields = model_down(cfg, state.jorb_id, state.model_down_since, state.model_failures, exc)
+                return {"pending_ask": reason, "ask_kind": kind, "reply": None, **fields}
             reply_msg = actions[-1] if actions else AIMessage(content="")
             tokens += int((getattr(reply_msg, "usage_metadata", None) or {}).get("total_tokens", 0) or 0)
             try:
@@ -228,8 +235,8 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
             if text:
                 notes.append(MissionNote(iteration=iteration, kind=kind, text=text))
         update: dict[str, Any] = {"iteration": iteration, "step_times": recent + [now], "reply": reply,
-                                  "tokens_used": state.tokens_used + tokens, "pending_ask": None,
-                                  "env": mission_env(row, namespace)}
+                                  "tokens_used": state.tokens_used + tokens, "pending_ask": None, "ask_kind": None,
+                                  "env": mission_env(row, namespace), **MODEL_UP}
         rt.store.update(row.id, steps=row.steps + 1, tokens=row.tokens + tokens)
         if reply.action == "create_followup_jobs" and len(reply.new_jobs) > MAX_JOBS:
             notes.append(MissionNote(iteration=iteration, kind="refused",
@@ -302,11 +309,16 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
         row = rt.store.get(state.jorb_id)
         question = visible(state.pending_ask or "")  # the model's words, shown to the user as they are
         rt.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=question)
-        answer = interrupt({"type": "jorb_pause", "jorb_id": row.id, "jorb_name": row.name, "reason": question,
-                            "kind": "ask"})
+        asked = {"type": "jorb_pause", "jorb_id": row.id, "jorb_name": row.name, "reason": question,
+                 "kind": state.ask_kind or "ask"}
+        if state.ask_kind == MODEL_DOWN:
+            asked["retry_at"] = state.retry_at  # the sweep resumes it then (JorbService.retry_due)
+        answer = interrupt(asked)
         kind = answer.get("type") if isinstance(answer, dict) else "approve"
         if kind == "cancel":
             return {"outcome": "cancelled", "pending_ask": None}
+        if state.ask_kind in (MODEL_DOWN, MODEL_ERROR):  # the model asked nothing: it plans the same round again
+            return {"pending_ask": None, "ask_kind": None, "reply": None, "retry_at": None}
         text = (answer.get("note") if isinstance(answer, dict) else str(answer)) or (
             "approved" if kind == "approve" else "rejected")
         notes = [*state.notes, MissionNote(iteration=state.iteration, kind="answer", text=text)]

@@ -1,10 +1,11 @@
-"""A jorb whose model is down tries again by itself: a wait that doubles from `jorbs.model_retry_first_s` up to
+"""A jorb (or mission) whose model is down tries again by itself: a wait that doubles from `jorbs.model_retry_first_s` up to
 `model_retry_max_s`, for `model_retry_for_h` after the first failure; after that the user decides (Approve tries
 again). Only a transient failure is retried (core/errors.ModelEndpointError.transient): a refused key or a prompt
 too large fails the same way every time. The jorb's step is the one it could not take: its event is kept."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -12,9 +13,26 @@ from typing import Any
 
 from orchestrator.core.config import JorbsConfig
 
+log = logging.getLogger(__name__)
+
 MODEL_DOWN = "model_down"  # the pause's kind while a retry is due
 MODEL_ERROR = "error"  # the pause's kind once the jorb waits for the user
 RETRY = "retry"  # the resume value's type of an automatic try (the sweep in server/services.py)
+MODEL_UP = {"model_down_since": None, "model_failures": 0, "retry_at": None}  # a step the model answered
+
+
+def model_down(cfg: JorbsConfig, jorb_id: str, down_since: float | None, failures: int,
+               error: Exception) -> tuple[str, str, dict[str, Any]]:
+    """After a failed model call of a jorb or mission that had failed `failures` times since `down_since`: the
+    pause's kind (MODEL_DOWN while a try is due, else MODEL_ERROR), what it says, and the state's new fields."""
+    now = time.time()
+    since = down_since or now
+    failures += 1
+    retry_at = next_try(cfg, since, failures, now) if getattr(error, "transient", False) else None
+    log.warning("jorb %s: the model is not available (%s); %s", jorb_id, error,
+                f"trying again in {retry_at - now:.0f} s" if retry_at else "waiting for the user")
+    return (MODEL_DOWN if retry_at is not None else MODEL_ERROR, pause_reason(error, retry_at, failures, since, now),
+            {"model_down_since": since, "model_failures": failures, "retry_at": retry_at})
 
 
 def next_try(cfg: JorbsConfig, down_since: float, failures: int, now: float) -> float | None:

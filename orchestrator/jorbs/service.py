@@ -658,7 +658,7 @@ class JorbService:
         """Jorbs paused because their model was down whose next try has come (jorbs/retry.py) take their step
         again, one after the other. One another worker holds, or the user answered meanwhile, is left as it is."""
         tried = []
-        for row in self.store.list(statuses=(JorbStatus.PAUSED,), mode="script", limit=100_000):
+        for row in self.store.list(statuses=(JorbStatus.PAUSED,), limit=100_000):  # jorbs and missions
             if self.busy(row.id):
                 continue
             try:
