@@ -295,7 +295,9 @@ def test_a_link_to_another_site_makes_the_next_step_ask(jarvis_env):
         assert f"control {other.url} for the rest" in asked[1]["reason"]
         assert set(other.hits) <= {"/login", "/favicon.ico"}  # the link was followed; nothing sent there
         assert "browser_type" not in [m.name for m in tool_messages(result)]
-        assert f"- Page URL: {other.url}/login" in tool_messages(result)[-1].content
+        clicked = tool_messages(result)[-1]  # Y is not approved: its page is withheld, the model told where it is
+        assert clicked.name == "browser_click" and "Y records" not in clicked.content
+        assert f"the browser now shows {other.url}, which the user has not approved" in clicked.content
 
 
 def test_the_browser_killed_mid_task_is_reported_and_the_task_goes_on(jarvis_env, app_x):
@@ -534,8 +536,8 @@ def test_a_tab_a_page_opened_is_neither_read_nor_acted_on_under_its_opener_s_app
     """The reviewer's flow: a page of the approved site opens a logged-in site (here a bank) in a new tab and tells
     the model to select it, read it and bring what it read back to the approved site. browser_tabs' result names
     no page, so the bank tab was judged as the approved site: the read and the step carrying the account number
-    back ran without a question. Now a tab switch leaves the page unknown, so the read asks, and once the bank's
-    text reached the model, steps on the approved site ask too."""
+    back ran without a question. Now a tab switch leaves the page unknown, so the read asks; what it shows, the
+    bank, is not approved, so its text is withheld, and steps on the approved site ask too."""
     install_browser(jarvis_env)
     app = jarvis_env.app()
     with Site() as bank, Site() as a:
@@ -555,7 +557,10 @@ def test_a_tab_a_page_opened_is_neither_read_nor_acted_on_under_its_opener_s_app
     steps = tool_messages(result)
     assert [q["tool"] for q in asked] == ["browser_navigate", "browser_snapshot", "browser_navigate"], \
         [(q["tool"], q["args"]) for q in asked]
-    assert "12-345-678" in steps[-1].content and "has not approved for this task" in steps[-1].content
+    # the read approved on an unknown page showed the bank, which the task has not approved: the model got a note
+    # instead of the bank's page (it had the account number before)
+    assert steps[-1].name == "browser_snapshot" and "12-345-678" not in steps[-1].content
+    assert f"the browser now shows {bank.url}, which the user has not approved for this task" in steps[-1].content
     assert not any(hit.startswith("/collect") for hit in a.hits)  # the account number never reached A
 
 
@@ -578,8 +583,8 @@ def test_a_redirect_to_another_site_makes_the_approved_site_s_steps_ask(jarvis_e
                             {"messages": [("user", "look at A")]}, approve=1)
     assert [(q["tool"], q["args"]["url"]) for q in asked] == [
         ("browser_navigate", f"{a.url}/"), ("browser_navigate", f"{a.url}/?d=12-345-678")]
-    landed = tool_messages(result)[1]
-    assert f"- Page URL: {bank.url}/account" in landed.content
+    landed = tool_messages(result)[1]  # the bank's page reached the model unasked; now only the note does
+    assert "12-345-678" not in landed.content and f"- Page URL: {bank.url}/account" not in landed.content
     assert f"the browser now shows {bank.url}, which the user has not approved" in landed.content
     assert "/?d=12-345-678" not in a.hits
 

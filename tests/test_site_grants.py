@@ -18,7 +18,7 @@ from orchestrator.mcp import browser
 from orchestrator.mcp.browser import Downloads, claimed_page_url, may_switch_tab, page_url, safe_download_name
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
 from orchestrator.tools.executor import CallContext, ToolExecutor
-from orchestrator.tools.site_grants import SiteGrants, SiteScope, origin_of
+from orchestrator.tools.site_grants import Seen, SiteGrants, SiteScope, origin_of
 
 A, B = "http://127.0.0.1:8080", "http://127.0.0.1:9090"
 
@@ -108,12 +108,12 @@ def test_a_blank_page_after_a_step_that_went_nowhere_is_said_to_be_a_restarted_b
     # whose result was a blank page with no word of the crash. The model must know the page is gone.
     grants = SiteGrants()
     scope = SiteScope("pw", page_url=page_url)
-    assert grants.saw(scope, "t", "turn 1", page("about:blank"), ok=True, args={}) is None  # nothing shown before
-    assert grants.saw(scope, "t", "turn 1", page(f"{A}/records"), ok=True, args={"url": f"{A}/records"}) is None
-    note = grants.saw(scope, "t", "turn 1", page("about:blank"), ok=True, args={})
-    assert note is not None and "started again" in note and "gone" in note
+    assert grants.saw(scope, "t", "turn 1", page("about:blank"), ok=True, args={}) == Seen()  # nothing shown before
+    assert grants.saw(scope, "t", "turn 1", page(f"{A}/records"), ok=True, args={"url": f"{A}/records"}) == Seen()
+    seen = grants.saw(scope, "t", "turn 1", page("about:blank"), ok=True, args={})
+    assert not seen.withheld and "started again" in seen.note and "gone" in seen.note
     grants.saw(scope, "t", "turn 1", page(f"{A}/records"), ok=True, args={"url": f"{A}/records"})
-    assert grants.saw(scope, "t", "turn 1", page("about:blank"), ok=True, args={"url": "about:blank"}) is None
+    assert grants.saw(scope, "t", "turn 1", page("about:blank"), ok=True, args={"url": "about:blank"}) == Seen()
 
 
 def test_a_page_cannot_name_the_site_it_is_on():
@@ -278,8 +278,12 @@ def test_a_step_that_shows_a_site_not_approved_makes_every_step_ask_until_it_is(
     # and does not promise what it cannot keep: the later steps still ask while B is not approved
     assert "without asking again" not in reasons[-1] and f"showed {B}, which you have not approved" in reasons[-1]
     assert f"the browser now shows {B}, which the user has not approved" in landed.content  # the model is told
+    assert f"Page URL: {B}/account" not in landed.content and "withheld" in landed.content  # and sees none of it
+    assert landed.raw is None  # nor does a jorb's script or a mission's job
     assert call(f"{A}/") and asked[-1] == f"{A}/"  # and asks again while B is not approved
-    assert call(f"{B}/") and asked[-1] == f"{B}/"  # approving a step on B approves B for the task
+    on_b = call(f"{B}/")
+    assert asked[-1] == f"{B}/"  # approving a step on B approves B for the task
+    assert f"Page URL: {B}/" in on_b.content and "withheld" not in on_b.content  # and B's text is the model's now
     assert call(f"{A}/records").ok and len(asked) == 4  # every site it was shown approved: no question
 
 

@@ -477,14 +477,17 @@ class ToolExecutor:
         duration = (time.perf_counter() - started) * 1000
         content = to_text(result) if error is None else error
         ok = error is None
+        untrusted = is_untrusted(prepared.tool, result)
         scope = (prepared.tool.metadata or {}).get("site_scope")
         if scope is not None:
-            note = self.sites.saw(scope, ctx.thread_id, ctx.task, content, ok, prepared.args)
-            content = f"{content}\n\n{note}" if note else content
+            seen = self.sites.saw(scope, ctx.thread_id, ctx.task, content, ok, prepared.args)
+            if seen.withheld:  # a site the task has not approved: the model gets the note, not its text
+                content, result = seen.note or "", None
+            elif seen.note:
+                content = f"{content}\n\n{seen.note}"
         if prepared.effects:
             self.ledger.complete(ctx.key, content, ok)
-        outcome = CallOutcome(name, content, ok=ok, executed_effect=bool(prepared.effects),
-                              untrusted=is_untrusted(prepared.tool, result),
+        outcome = CallOutcome(name, content, ok=ok, executed_effect=bool(prepared.effects), untrusted=untrusted,
                               args=prepared.args, duration_ms=duration, raw=result if ok else None)
         if outcome.untrusted:
             self.reads.saw(ctx.thread_id, ctx.task, describe_source(name, prepared.args))

@@ -12,8 +12,9 @@ on the same origin run without asking. Anything else still asks:
   page leaves it unknown;
 - every step of a task whose browser showed a site it has not approved after a step judged on another (a link, a
   redirect, a tab, a page that moved by itself), until the user approves a step on that site: its text reached
-  the model without the user's yes, and a step on an approved site could carry it there (`?d=...`). (Keeping
-  that text from the model would be the executor's job, which owns results; here its steps ask instead.)
+  the model without the user's yes, and a step on an approved site could carry it there (`?d=...`). The result of
+  the step that landed there is withheld from the model (`Seen.withheld`: the executor gives it the note
+  instead), so that site's text reaches the model only after the user approved a step there.
 - a step with any effect besides the granted ones (`sends` is for the whole browser server's `ui_automation`);
 - another task, even of the same thread (a new turn asks again), a jorb, or after `ttl_s`;
 - a call the policy denies, or past the turn's side-effect budget (the grant is re-judged by the policy with
@@ -46,6 +47,15 @@ GRANTED_EFFECTS = frozenset({"ui_automation"})
 BLANK_PAGE = "about:blank"
 RESTARTED_NOTE = ("(Note from Jarvis: the browser closed since the last step and was started again: the page it "
                   "showed, its tabs and anything typed there are gone. Open the page again to go on.)")
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What becomes of a browser step's result: `note` is added for the model; when `withheld`, the note replaces
+    the result (it showed a site the task has not approved: its text must not reach the model unasked)."""
+
+    note: str | None = None
+    withheld: bool = False
 
 
 @dataclass(frozen=True)
@@ -151,15 +161,16 @@ class SiteGrants:
             found.touched = self.clock()
 
     def saw(self, scope: SiteScope, thread_id: str, task: str | None, result_text: str, ok: bool,
-            args: Mapping[str, Any] | None = None) -> str | None:
+            args: Mapping[str, Any] | None = None) -> Seen:
         """After a call of the browser: the page it shows now, as its result says, and that this task uses the
         browser. A result that names no page leaves it as it was (typing into a field) unless the call may have
         switched tabs; a Page section after text the page wrote counts only on the site the step was judged on; a
         failed call makes the page unknown. Unknown, the next step asks.
-        Returns a note for the model: when the step led to a site the task has not approved (from then on every
-        step asks, see the module's docstring), or when the browser shows a blank page after a step that went
-        nowhere while it showed a site: its Chromium died and the server started another (Playwright MCP does so
-        on the next call when it has seen the old one go), so the page is gone."""
+        When the step led to a site the task has not approved, its result is withheld and the model told why
+        (from then on every step asks, see the module's docstring). When the browser shows a blank page after a
+        step that went nowhere while it showed a site, its Chromium died and the server started another
+        (Playwright MCP does so on the next call when it has seen the old one go): the model is told the page is
+        gone."""
         args = args or {}
         url = scope.page_url(result_text) if ok else None
         claimed = scope.claimed_page_url(result_text) if ok and url == "" else None
@@ -183,12 +194,13 @@ class SiteGrants:
             if moved:
                 found.unapproved.add((scope.browser, shown))
         went_somewhere = bool(args.get(scope.url_arg))
-        if url == BLANK_PAGE and before is not None and not went_somewhere:
-            return RESTARTED_NOTE
         if moved:
-            return (f"(Note from Jarvis: the browser now shows {shown}, which the user has not approved for this task; "
-                    "until they approve a step there, every browser step of this task asks them first.)")
-        return None
+            return Seen(f"(Note from Jarvis: the browser now shows {shown}, which the user has not approved for this "
+                        "task, so what this step returned is withheld. A browser step there (a snapshot) asks the user "
+                        "first; until they approve one, every browser step of this task asks them.)", withheld=True)
+        if url == BLANK_PAGE and before is not None and not went_somewhere:
+            return Seen(RESTARTED_NOTE)
+        return Seen()
 
     def end_task(self, thread_id: str, task: str | None = None) -> list[str]:
         """The task ended (the turn answered, stopped or failed: chat/graph.py, chat/turns.py): its grants go, and
