@@ -140,6 +140,36 @@ def test_summarize_alices_thread_draft_a_reply_and_send_only_after_confirmation(
         assert "denied" in denied.content
 
 
+def test_a_draft_changed_after_the_question_is_not_sent_on_the_yes_to_what_it_was(google_env, google_server):
+    """The question names the draft's recipients and text, read from Gmail when it is asked; the approval was bound
+    to the draft's id only, so a draft changed meanwhile (another client, a shared mailbox) was sent as changed,
+    to someone the user never saw. Now the yes holds only while the call reads as it did; else it asks again."""
+    env, server = google_env, google_env.server
+    env.write_config(**_google_config(google_server))
+    thread_id = _alice(google_server)
+    server.push(tool_call("gmail_draft_reply", thread_id=thread_id, body_md="Hi Alice, yes."), answer("Drafted."))
+    graph = env.graph()
+    result = _run(graph, "swap", {"messages": [("user", "draft a reply to Alice saying yes")]})
+    result = _run(graph, "swap", Command(resume={result.interrupts[0].id: {"decision": "approve"}}))
+    draft_id = next(iter(google_server.drafts))
+    server.push(tool_call("gmail_send_draft", draft_id=draft_id), answer("Sent."))
+    result = _run(graph, "swap", {"messages": [("user", "send it")]})
+    (ask,) = result.interrupts
+    assert "to alice@example.com" in ask.value["summary"]
+    headers = google_server.drafts[draft_id]["message"]["payload"]["headers"]  # changed in Gmail meanwhile
+    for h in headers:
+        if h["name"] == "To":
+            h["value"] = "eve@evil.example"
+
+    result = _run(graph, "swap", Command(resume={ask.id: {"decision": "approve"}}))
+    (again,) = result.interrupts
+    assert google_server.sent == []  # the yes was for Alice
+    assert "to eve@evil.example" in again.value["summary"] and "changed since you were asked" in again.value["error"]
+    assert "alice@example.com" in again.value["error"]
+    result = _run(graph, "swap", Command(resume={again.id: {"decision": "approve"}}))  # seen, and approved
+    assert not result.interrupts and [m["to"] for m in google_server.sent] == [["eve@evil.example"]]
+
+
 def test_long_summary_reports_progress_to_the_turn(jarvis_env, sample_pdfs):
     from orchestrator.chat.turns import stream_turn, user_input
 

@@ -392,6 +392,13 @@ class ToolExecutor:
                     request.error = (f"the answer given was for another call ({asked[seq].summary}); "
                                      f"this call is different: {request.summary}")
                     continue
+                if answer.decision == "approve" and asked[seq].summary != request.summary:
+                    # The same call, but what it does reads differently now: its summary is read from the world
+                    # (the draft gmail_send_draft sends, changed in Gmail since the question). The yes was for
+                    # what was shown; ask about what would run.
+                    request.error = (f"what this call does changed since you were asked: it was "
+                                     f"\"{asked[seq].summary}\"; it is now \"{request.summary}\"")
+                    continue
                 if answer.decision == "approve":
                     break
                 if answer.decision == "edit" and not request.editable:
