@@ -366,6 +366,48 @@ def test_webhooks_post_the_params_retry_and_time_out(jarvis_env):
         assert g.status == FAILED and g.attempts == 1 and "HTTP 404" in g.last_error
 
 
+def test_a_webhook_named_by_a_host_name_never_reaches_this_machine_or_link_local(jarvis_env, monkeypatch):
+    """DNS rebinding: the user approved https://hooks.example/..., whose name answers with a public address then;
+    when it fires, it answers 127.0.0.1 (a service of this machine) or 169.254.169.254 (cloud metadata). The name's
+    addresses are checked when the connection is made and the connection goes to the checked one. The system
+    resolver is replaced here by a table (no DNS server to change here); everything after it is the real code."""
+    import socket
+
+    from orchestrator.reminders.webhook import WebhookTarget
+
+    real = socket.getaddrinfo
+    table = {"rebound.example": "127.0.0.1", "metadata.example": "169.254.169.254", "mapped.example": "::ffff:127.0.0.1"}
+
+    def resolve(host, port, *args, **kwargs):
+        if host in table:
+            family = socket.AF_INET6 if ":" in table[host] else socket.AF_INET
+            return [(family, socket.SOCK_STREAM, 6, "", (table[host], port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    settings = settings_for(jarvis_env, webhook_timeout_s=2, webhook_tries=3, max_attempts=3)
+    with HttpSink() as sink:
+        port = sink.base_url.rsplit(":", 1)[1]
+        store = ReminderStore(settings)
+        hooks = {name: store.create(ReminderRequest(title=name, when=utcnow().isoformat(),
+                                                    webhook_url=f"http://{name}:{port}/hook"))
+                 for name in table}
+        written = store.create(ReminderRequest(title="local", when=utcnow().isoformat(),
+                                               webhook_url=f"{sink.base_url}/hook"))  # the address itself: approved
+        named = store.create(ReminderRequest(title="localhost", when=utcnow().isoformat(),
+                                             webhook_url=f"http://localhost:{port}/hook"))
+        sched = Scheduler(settings, store=store)
+        _fire_all(sched, utcnow())
+        assert [p["body"]["title"] for p in sink.posts("/hook")] in (["local", "localhost"], ["localhost", "local"])
+        assert store.get(written.id).status == SENT and store.get(named.id).status == SENT
+        for name, hook in hooks.items():
+            failed = store.get(hook.id)
+            assert failed.status == FAILED and failed.attempts == 1, (name, failed.last_error)  # refused at once
+            assert f"resolves to {table[name]}" in failed.last_error and "write it in the URL" in failed.last_error
+    with WebhookTarget(timeout_s=2, tries=1)._client as client:  # TLS keeps the name for the certificate check
+        assert client._transport._pool._ssl_context.check_hostname
+
+
 # Planner tools, the CLI-facing store, the index ---------------------------------------------------------------
 
 def test_planner_tools_create_list_and_cancel(jarvis_env):

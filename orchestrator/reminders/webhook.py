@@ -12,6 +12,7 @@ import logging
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from orchestrator.core.pinned_dns import NameLeadsHome, PinnedTransport
 from .models import Reminder
 from .targets import DeliveryError
 
@@ -24,8 +25,20 @@ class _RetryableStatus(Exception):
         self.response = response
 
 
+def _leads_home(exc: BaseException) -> bool:
+    """httpx raises its own ConnectError from httpcore's: the refusal is found in the chain."""
+    link: BaseException | None = exc
+    for _ in range(5):
+        if link is None:
+            return False
+        if isinstance(link, NameLeadsHome):
+            return True
+        link = link.__cause__ or link.__context__
+    return False
+
+
 def _retryable(exc: BaseException) -> bool:
-    return isinstance(exc, (httpx.TransportError, _RetryableStatus))
+    return isinstance(exc, (httpx.TransportError, _RetryableStatus)) and not _leads_home(exc)
 
 
 def _describe(exc: BaseException, url: str, timeout: float) -> str:
@@ -46,8 +59,10 @@ class WebhookTarget:
         self.tries = tries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        # a webhook named by a host name never reaches this machine or a link-local address through it, whatever
+        # its DNS says when it fires (core/pinned_dns.py); a proxy from the environment still takes its URLs
         self._client = httpx.Client(timeout=httpx.Timeout(timeout_s), follow_redirects=False,
-                                    headers={"User-Agent": "jarvis-reminders/1"})
+                                    headers={"User-Agent": "jarvis-reminders/1"}, transport=PinnedTransport())
 
     def close(self) -> None:
         self._client.close()
@@ -66,6 +81,8 @@ class WebhookTarget:
         try:
             response = retrying(self._post_once, url, body)
         except (httpx.HTTPError, _RetryableStatus) as exc:
+            if _leads_home(exc):  # refused, not failed: trying again would be refused again
+                raise DeliveryError(f"webhook {url} not posted: {exc}", permanent=True) from None
             raise DeliveryError(_describe(exc, url, self.timeout_s) + f" ({self.tries} tries)") from None
         if 300 <= response.status_code < 400:
             raise DeliveryError(f"webhook {url} redirected (HTTP {response.status_code}) to "

@@ -1,0 +1,82 @@
+"""An HTTP transport for URLs someone approved by name (a reminder's webhook): a host *name* may not lead to this
+machine or to a link-local address (cloud metadata, 169.254.169.254), however its DNS answers change after the
+approval (DNS rebinding). The addresses are checked when the connection is made, and the connection goes to an
+address checked, so the name cannot change between the check and the connect. An address written in the URL
+itself, or `localhost`, is what the user approved and is used as it is; private networks (a NAS at 192.168.x.x
+named `nas.lan`) stay reachable by name.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterable
+from typing import Any
+
+import httpcore
+import httpx
+
+LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
+
+
+def written_as_address(host: str) -> bool:
+    """Whether the URL names the machine itself or an address: nothing to resolve, nothing to rebind."""
+    name = host.strip("[]").rstrip(".").lower()
+    if name in LOCAL_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(name.split("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
+def forbidden_for_a_name(address: str) -> bool:
+    """This machine (loopback, 0.0.0.0 which Linux takes for it) or link-local (cloud metadata, a router's
+    neighbours), also inside an IPv4-mapped IPv6 address."""
+    ip = ipaddress.ip_address(address.split("%")[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast
+
+
+class NameLeadsHome(httpcore.ConnectError):
+    """A host name resolved to this machine or a link-local address."""
+
+
+class _CheckedBackend(httpcore.SyncBackend):
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        if written_as_address(host):
+            return super().connect_tcp(host, port, timeout, local_address, socket_options)
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        home = [a for a in addresses if forbidden_for_a_name(a)]
+        if home:
+            raise NameLeadsHome(
+                f"{host} resolves to {home[0]}, an address of this machine or a link-local one, which a name may "
+                "not lead to (its DNS answer may have changed since it was approved); if that address is meant, "
+                "write it in the URL itself")
+        error: Exception | None = None
+        for address in addresses:  # the checked addresses, in the resolver's order
+            try:
+                return super().connect_tcp(address, port, timeout, local_address, socket_options)
+            except httpcore.ConnectError as exc:
+                error = exc
+        raise error or httpcore.ConnectError(f"{host} has no address")
+
+
+class PinnedTransport(httpx.HTTPTransport):
+    """httpx's own transport with its connection pool built as httpx builds it (no proxy), connecting through
+    _CheckedBackend. TLS still checks the certificate against the name: httpcore gives the URL's host as the server
+    name, whichever checked address the stream goes to."""
+
+    def __init__(self, *, verify: bool = True, trust_env: bool = True, limits: httpx.Limits = httpx.Limits()):
+        super().__init__(verify=verify, trust_env=trust_env, limits=limits)
+        self._pool = httpcore.ConnectionPool(  # what handle_request sends through (httpx 0.28)
+            ssl_context=httpx.create_ssl_context(verify=verify, trust_env=trust_env),
+            max_connections=limits.max_connections, max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry, network_backend=_CheckedBackend())
