@@ -61,6 +61,29 @@ def test_a_jorb_whose_model_is_down_tries_again_by_itself_later_and_each_time_la
     assert second == third and '"type": "created"' in second and "Use the blue folder." in second
 
 
+def test_a_jorb_cancelled_while_its_retry_waits_on_the_model_stays_cancelled(jarvis_env):
+    """The sweep's try waits on a model still down; a cancel meanwhile was kept only for a follow-up the sweep
+    never made, and the pause written when the try failed again put the jorb back to paused, trying for a day."""
+    jarvis_env.write_config(jorbs={"model_retry_first_s": 60})
+    srv = jarvis_env.server
+    srv.push(down(), {**down(), "delay_s": 1.5}, step(reasoning="done", done=True, result="too late"))
+    svc = jorb_service(jarvis_env.settings)
+    view = svc.create("Chores", "say done")
+    (paused,) = view.pending
+    sweep = threading.Thread(target=svc.retry_due, kwargs={"now": paused["retry_at"]})
+    sweep.start()
+    deadline = time.monotonic() + 10
+    while len(srv.requests) < 2:  # the try is waiting on the model
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert svc.cancel(view.row.id).row.status == "cancelled"
+    sweep.join(10)
+    svc.wait_background()
+    view = svc.view(view.row.id)
+    assert view.row.status == "cancelled" and not view.pending, view
+    assert svc.retry_due(now=time.time() + 10 * 86400) == [] and len(srv.requests) == 2
+
+
 def test_a_model_that_refuses_the_request_waits_for_the_user_and_approve_takes_the_same_step(jarvis_env):
     """A refused key or an unknown model fails the same way every time: no retry, the user decides."""
     srv = jarvis_env.server

@@ -37,7 +37,7 @@ from .models import JorbRow
 from .namespace import Namespace, bind_arguments
 from .policies import PolicyContext, resolve_policy
 from .prompt import build_prompt
-from .retry import MODEL_DOWN, MODEL_ERROR, MODEL_UP, RETRY
+from .retry import MODEL_DOWN, MODEL_ERROR, MODEL_UP
 from .retry import model_down as down
 from .schema import HistoryEntry, JorbState, JorbStatus, JorbStep, ScriptResult, parse_step
 from .script_runner import ScriptCallError, SpawnScript, run_script
@@ -229,6 +229,8 @@ def make_jorb_nodes(rt: JorbRuntime):
 
     def wait(state: JorbState) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
+        if row.status == JorbStatus.CANCELLED:  # cancelled while its step ran (a retry in the sweep): not parked again
+            return {"outcome": "cancelled"}
         last_sent = next((h for h in reversed(state.history) if h.role == "jarvis"), None)
         channel = last_sent.channel if last_sent else None
         party = last_sent.party if last_sent else None
@@ -268,6 +270,8 @@ def make_jorb_nodes(rt: JorbRuntime):
 
     def hold(state: JorbState) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
+        if row.status == JorbStatus.CANCELLED:  # cancelled while its step ran: the pause would overwrite that
+            return {"outcome": "cancelled"}
         # the model wrote it, maybe after reading a counterpart's reply: shown to the user as it is (core/visible.py)
         reason = visible(state.decision.pause_reason if state.decision else "paused")
         rt.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=reason)
@@ -280,9 +284,13 @@ def make_jorb_nodes(rt: JorbRuntime):
         note = answer.get("note") if isinstance(answer, dict) else None
         if kind == "cancel":
             return {"outcome": "cancelled"}
-        if state.hold_kind in (MODEL_DOWN, MODEL_ERROR) and kind in ("approve", RETRY):
-            # the step the model could not take is taken again: on the same event, with what came in meanwhile
-            delivered = _deliver(state, rt.store.take_pending(row.id), extra=dict(state.current_event or {}))
+        if state.hold_kind in (MODEL_DOWN, MODEL_ERROR):
+            # whatever the answer (the model asked nothing), the step it could not take is taken again: on the same
+            # event (a reminder lives only there), with what came in meanwhile and the user's note if any
+            again = dict(state.current_event or {})
+            if note:
+                again["note"] = note
+            delivered = _deliver(state, rt.store.take_pending(row.id), extra=again)
             return {**delivered, "hold_kind": None, "retry_at": None}
         extra: dict[str, Any] = {}
         if kind == "approve":

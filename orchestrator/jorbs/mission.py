@@ -307,6 +307,8 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
 
     def ask(state: MissionState) -> dict[str, Any]:
         row = rt.store.get(state.jorb_id)
+        if row.status == JorbStatus.CANCELLED:  # cancelled while its round ran: the question would overwrite that
+            return {"outcome": "cancelled", "pending_ask": None}
         question = visible(state.pending_ask or "")  # the model's words, shown to the user as they are
         rt.store.update(row.id, status=JorbStatus.PAUSED, pause_reason=question)
         asked = {"type": "jorb_pause", "jorb_id": row.id, "jorb_name": row.name, "reason": question,
@@ -318,7 +320,10 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
         if kind == "cancel":
             return {"outcome": "cancelled", "pending_ask": None}
         if state.ask_kind in (MODEL_DOWN, MODEL_ERROR):  # the model asked nothing: it plans the same round again
-            return {"pending_ask": None, "ask_kind": None, "reply": None, "retry_at": None}
+            note = answer.get("note") if isinstance(answer, dict) else None
+            notes = [*state.notes, MissionNote(iteration=state.iteration, kind="answer", text=note)] if note else \
+                state.notes
+            return {"pending_ask": None, "ask_kind": None, "reply": None, "retry_at": None, "notes": notes}
         text = (answer.get("note") if isinstance(answer, dict) else str(answer)) or (
             "approved" if kind == "approve" else "rejected")
         notes = [*state.notes, MissionNote(iteration=state.iteration, kind="answer", text=text)]

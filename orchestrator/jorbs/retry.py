@@ -49,8 +49,8 @@ def pause_reason(error: Exception, retry_at: float | None, failures: int, down_s
     if retry_at is not None:
         at = datetime.fromtimestamp(retry_at).astimezone().strftime("%H:%M:%S")
         tries = "1 try" if failures == 1 else f"{failures} tries"
-        return (f"The model is not available: {error} Jarvis tries again by itself at {at} ({tries} failed so far); "
-                "approve to try now, or cancel the jorb.")
+        return (f"The model is not available: {error} Jarvis tries again by itself at {at} while `jarvis run` is "
+                f"up ({tries} failed so far); approve to try now, or cancel the jorb.")
     if failures > 1:
         hours = (now - down_since) / 3600
         return (f"The model is not available: {error} It has failed {failures} times over {hours:.1f} h, so the jorb "

@@ -659,7 +659,8 @@ class JorbService:
         again, one after the other. One another worker holds, or the user answered meanwhile, is left as it is."""
         tried = []
         for row in self.store.list(statuses=(JorbStatus.PAUSED,), limit=100_000):  # jorbs and missions
-            if self.busy(row.id):
+            # read without the claim first: a user answering another paused jorb is not told it is busy
+            if self.busy(row.id) or not any(is_due(p, now) for p in self.view(row.id).pending):
                 continue
             try:
                 with self._hold(row.id):
@@ -668,14 +669,14 @@ class JorbService:
                     if due is None or view.row.status != JorbStatus.PAUSED:
                         continue
                     log.info("jorb %s (%s): trying the model again", row.id, row.name)
-                    view = self._run_held(view.row, Command(resume={due["interrupt_id"]: {"type": RETRY}}))
+                    self._run_held(view.row, Command(resume={due["interrupt_id"]: {"type": RETRY}}))
             except JorbBusy:
                 continue
             except Exception:  # noqa: BLE001 - recorded on the jorb row by _run_held
                 continue
             tried.append(row.id)
-            if any(p.get("type") == "await_reply" for p in view.pending) and self.store.has_pending(row.id):
-                self._wake_now(row.id)  # a reply came in while it was down
+            # as after any run in the background: a cancel that came while it ran lands, a reply wakes it
+            self._after(row.id)
         return tried
 
     # -- restarts -----------------------------------------------------------------------------------------
