@@ -365,6 +365,14 @@ class ToolExecutor:
             decision = autonomy.decide(
                 effects, self.settings.autonomy, overrides={**(ctx.overrides or {}), **{e: "auto" for e in effects}},
                 effects_this_turn=ctx.effects_this_turn, tool_requires_confirmation=demand)
+        if (decision.mode == "auto" and scope is not None and ctx.task is not None
+                and self.sites.shows_unapproved(scope, ctx.thread_id, ctx.task, site)):
+            # a step with nothing to ask about by itself (a snapshot) on a site this task's browser showed and the user
+            # has not approved: its result is that site's text, withheld until the user approves a step there
+            shown_sites = ", ".join(self.sites.unapproved(scope, ctx.thread_id, ctx.task))
+            decision = autonomy.PolicyDecision("confirm", [f"this task's browser showed {shown_sites}, which you have "
+                                                           "not approved; what it shows reaches the model only once "
+                                                           "you approve a step there"], escalated=True)
         grants = (scope is not None and site is not None and ctx.task is not None
                   and set(effects) <= scope.effects)
         if decision.mode == "deny":
@@ -487,7 +495,13 @@ class ToolExecutor:
         untrusted = is_untrusted(prepared.tool, result)
         scope = (prepared.tool.metadata or {}).get("site_scope")
         if scope is not None:
-            seen = self.sites.saw(scope, ctx.thread_id, ctx.task, content, ok, prepared.args)
+            # read whole: the page's own text can fill the cap and cut off the section naming the page; an error as
+            # the server wrote it (ToolError's text, without the line Jarvis puts before it)
+            if ok:
+                whole = result if isinstance(result, str) else content
+            else:
+                whole = content.removeprefix(f"Error from {name}: ")
+            seen = self.sites.saw(scope, ctx.thread_id, ctx.task, whole, ok, prepared.args)
             if seen.withheld:  # a site the task has not approved: the model gets the note, not its text
                 content, result = seen.note or "", None
             elif seen.note:

@@ -45,6 +45,7 @@ GRANTED_EFFECTS = frozenset({"ui_automation"})
 
 
 BLANK_PAGE = "about:blank"
+UNKNOWN_SITE = "a site Jarvis could not tell"  # a result whose page the page itself may have written
 RESTARTED_NOTE = ("(Note from Jarvis: the browser closed since the last step and was started again: the page it "
                   "showed, its tabs and anything typed there are gone. Open the page again to go on.)")
 
@@ -158,7 +159,16 @@ class SiteGrants:
             found = self._live((thread_id, task)) or self._tasks.setdefault((thread_id, task), _Task())
             found.origins.setdefault(scope.browser, set()).add(origin)
             found.unapproved.discard((scope.browser, origin))
+            # the user approved a step after a question naming the site that could not be told: it asked once
+            found.unapproved.discard((scope.browser, UNKNOWN_SITE))
             found.touched = self.clock()
+
+    def shows_unapproved(self, scope: SiteScope, thread_id: str, task: str | None, origin: str | None) -> bool:
+        """Whether a step on `origin` (None: an unknown page) would show the model a site this task's browser
+        showed and the user has not approved: such a step asks even when it has no effect (a snapshot), since
+        its result is that site's text, which is withheld until then."""
+        marks = set(self.unapproved(scope, thread_id, task))
+        return (origin in marks) if origin is not None else bool(marks)
 
     def saw(self, scope: SiteScope, thread_id: str, task: str | None, result_text: str, ok: bool,
             args: Mapping[str, Any] | None = None) -> Seen:
@@ -172,32 +182,45 @@ class SiteGrants:
         (Playwright MCP does so on the next call when it has seen the old one go): the model is told the page is
         gone."""
         args = args or {}
-        url = scope.page_url(result_text) if ok else None
-        claimed = scope.claimed_page_url(result_text) if ok and url == "" else None
+        # read from a failed call too: an error result can hold the page's text and name its page
+        url = scope.page_url(result_text)
+        claimed = scope.claimed_page_url(result_text) if url == "" else None
         key = (scope.browser, thread_id, task)
         with self._lock:
             before = self._pages.get(key)
             judged = self._judged_on(scope, args, before)
             shown = origin_of(url or claimed)  # the site whose text the result may hold
-            if url:
+            # a result whose page cannot be told: the page wrote header lines, or named another site than the one
+            # judged after text of its own (its claim is not believed)
+            untold = url == "" and (claimed is None or shown != judged)
+            if not ok:
+                self._pages[key] = None
+            elif url:
                 self._pages[key] = origin_of(url)
             elif claimed is not None:
                 self._pages[key] = judged if shown == judged else None
-            elif not ok or url == "" or scope.may_switch_tab(args, result_text):
+            elif url == "" or scope.may_switch_tab(args, result_text):
                 self._pages[key] = None
             # the browsers a task uses, a jorb's (task None: it never holds grants) too, so its end closes them
             found = self._live((thread_id, task)) or self._tasks.setdefault((thread_id, task), _Task())
             found.browsers[scope.browser] = scope
             found.touched = self.clock()
-            moved = (task is not None and shown is not None and shown != judged
-                     and shown not in found.origins.get(scope.browser, set()))
-            if moved:
-                found.unapproved.add((scope.browser, shown))
+            withheld = None
+            if task is not None:
+                approved = found.origins.get(scope.browser, set())
+                if untold:
+                    withheld = UNKNOWN_SITE
+                elif shown is not None and shown not in approved and (shown != judged or
+                                                                        (scope.browser, shown) in found.unapproved):
+                    withheld = shown  # led there by a step judged elsewhere, or read there before any approval
+                if withheld is not None:
+                    found.unapproved.add((scope.browser, withheld))
         went_somewhere = bool(args.get(scope.url_arg))
-        if moved:
-            return Seen(f"(Note from Jarvis: the browser now shows {shown}, which the user has not approved for this "
-                        "task, so what this step returned is withheld. A browser step there (a snapshot) asks the user "
-                        "first; until they approve one, every browser step of this task asks them.)", withheld=True)
+        if withheld is not None:
+            return Seen(f"(Note from Jarvis: the browser now shows {withheld}, which the user has not approved for "
+                        "this task, so what this step returned is withheld. A browser step there (a snapshot) asks the "
+                        "user first; until they approve one, every browser step of this task asks them.)",
+                        withheld=True)
         if url == BLANK_PAGE and before is not None and not went_somewhere:
             return Seen(RESTARTED_NOTE)
         return Seen()
