@@ -140,7 +140,8 @@ def test_summarize_alices_thread_draft_a_reply_and_send_only_after_confirmation(
         assert "denied" in denied.content
 
 
-def test_a_draft_changed_after_the_question_is_not_sent_on_the_yes_to_what_it_was(google_env, google_server):
+@pytest.mark.parametrize("yes", ["approve", "edit"])  # an edit saved unchanged is the same yes
+def test_a_draft_changed_after_the_question_is_not_sent_on_the_yes_to_what_it_was(google_env, google_server, yes):
     """The question names the draft's recipients and text, read from Gmail when it is asked; the approval was bound
     to the draft's id only, so a draft changed meanwhile (another client, a shared mailbox) was sent as changed,
     to someone the user never saw. Now the yes holds only while the call reads as it did; else it asks again."""
@@ -161,7 +162,8 @@ def test_a_draft_changed_after_the_question_is_not_sent_on_the_yes_to_what_it_wa
         if h["name"] == "To":
             h["value"] = "eve@evil.example"
 
-    result = _run(graph, "swap", Command(resume={ask.id: {"decision": "approve"}}))
+    answer_given = {"decision": yes, **({"args": {"draft_id": draft_id}} if yes == "edit" else {})}
+    result = _run(graph, "swap", Command(resume={ask.id: answer_given}))
     (again,) = result.interrupts
     assert google_server.sent == []  # the yes was for Alice
     assert "to eve@evil.example" in again.value["summary"] and "changed since you were asked" in again.value["error"]

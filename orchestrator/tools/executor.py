@@ -400,7 +400,9 @@ class ToolExecutor:
                     request.error = (f"the answer given was for another call ({asked[seq].summary}); "
                                      f"this call is different: {request.summary}")
                     continue
-                if answer.decision == "approve" and asked[seq].summary != request.summary:
+                same_call = answer.decision == "approve" or (
+                    answer.decision == "edit" and call_fingerprint(name, answer.args or {}) == shown)  # saved unchanged
+                if same_call and asked[seq].summary != request.summary:
                     # The same call, but what it does reads differently now: its summary is read from the world
                     # (the draft gmail_send_draft sends, changed in Gmail since the question). The yes was for
                     # what was shown; ask about what would run.

@@ -13,8 +13,10 @@ on the same origin run without asking. Anything else still asks:
 - every step of a task whose browser showed a site it has not approved after a step judged on another (a link, a
   redirect, a tab, a page that moved by itself), until the user approves a step on that site: its text reached
   the model without the user's yes, and a step on an approved site could carry it there (`?d=...`). The result of
-  the step that landed there is withheld from the model (`Seen.withheld`: the executor gives it the note
-  instead), so that site's text reaches the model only after the user approved a step there.
+  the step that landed there, and of any later step there, is withheld from the model (`Seen.withheld`: the
+  executor gives it the note instead), and a step there with no effect of its own (a snapshot) asks, so that
+  site's text reaches the model only after the user approved a step there. A result whose page cannot be told
+  (the page wrote header lines of its own) is withheld the same way, as UNKNOWN_SITE.
 - a step with any effect besides the granted ones (`sends` is for the whole browser server's `ui_automation`);
 - another task, even of the same thread (a new turn asks again), a jorb, or after `ttl_s`;
 - a call the policy denies, or past the turn's side-effect budget (the grant is re-judged by the policy with
