@@ -24,7 +24,12 @@ from .effects import KNOWN_SIDE_EFFECTS  # noqa: F401 - re-exported: the tools a
 
 
 class ToolError(Exception):
-    """A tool failed for a reason the user can act on; the message is shown as the tool's result."""
+    """A tool failed for a reason the user can act on; the message is shown as the tool's result. `server_text`:
+    the failing server's own words, whole (a browser's error names the page it shows, read by tools/site_grants)."""
+
+    def __init__(self, *args: object, server_text: str | None = None):
+        super().__init__(*args)
+        self.server_text = server_text
 
 
 def side_effects_of(tool: BaseTool, args: dict[str, Any] | None = None) -> list[str]:

@@ -366,6 +366,19 @@ def test_webhooks_post_the_params_retry_and_time_out(jarvis_env):
         assert g.status == FAILED and g.attempts == 1 and "HTTP 404" in g.last_error
 
 
+def _own_lan_address() -> str | None:
+    """The address this machine would send from (no packet is sent), unless it is a loopback one."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))
+            address = probe.getsockname()[0]
+    except OSError:
+        return None
+    return None if address.startswith("127.") else address
+
+
 def test_a_webhook_named_by_a_host_name_never_reaches_this_machine_or_link_local(jarvis_env, monkeypatch):
     """DNS rebinding: the user approved https://hooks.example/..., whose name answers with a public address then;
     when it fires, it answers 127.0.0.1 (a service of this machine) or 169.254.169.254 (cloud metadata). The name's
@@ -377,6 +390,9 @@ def test_a_webhook_named_by_a_host_name_never_reaches_this_machine_or_link_local
 
     real = socket.getaddrinfo
     table = {"rebound.example": "127.0.0.1", "metadata.example": "169.254.169.254", "mapped.example": "::ffff:127.0.0.1"}
+    own = _own_lan_address()
+    if own:  # this machine's own LAN (or bridge) address reaches its services listening on every address
+        table["own.example"] = own
 
     def resolve(host, port, *args, **kwargs):
         if host in table:
@@ -406,6 +422,28 @@ def test_a_webhook_named_by_a_host_name_never_reaches_this_machine_or_link_local
             assert f"resolves to {table[name]}" in failed.last_error and "write it in the URL" in failed.last_error
     with WebhookTarget(timeout_s=2, tries=1)._client as client:  # TLS keeps the name for the certificate check
         assert client._transport._pool._ssl_context.check_hostname
+
+
+def test_a_webhook_still_goes_through_the_proxy_the_environment_names(jarvis_env, monkeypatch):
+    """httpx leaves out the environment's proxies when a client is given its own transport, as the pinned one is:
+    a webhook behind a proxy stopped going out. The proxy gets it (it resolves the name itself)."""
+    from orchestrator.reminders.webhook import WebhookTarget
+
+    with HttpSink() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        settings = settings_for(jarvis_env)
+        store = ReminderStore(settings)
+        hook = store.create(ReminderRequest(title="out", when=utcnow().isoformat(),
+                                            webhook_url="http://hooks.example/agent/7"))
+        target = WebhookTarget(timeout_s=5, tries=1)
+        try:
+            target.fire(store.get(hook.id))
+        finally:
+            target.close()
+        (posted,) = proxy.posts("http://hooks.example/agent/7")  # the absolute form a proxy is sent
+        assert posted["body"]["title"] == "out"
 
 
 # Planner tools, the CLI-facing store, the index ---------------------------------------------------------------

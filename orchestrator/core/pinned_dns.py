@@ -32,12 +32,24 @@ def written_as_address(host: str) -> bool:
 
 
 def forbidden_for_a_name(address: str) -> bool:
-    """This machine (loopback, 0.0.0.0 which Linux takes for it) or link-local (cloud metadata, a router's
-    neighbours), also inside an IPv4-mapped IPv6 address."""
+    """This machine (loopback, 0.0.0.0 which Linux takes for it, or any address of its own interfaces: a LAN or
+    docker-bridge address reaches its services listening on all of them) or link-local (cloud metadata, a
+    router's neighbours), also inside an IPv4-mapped IPv6 address."""
     ip = ipaddress.ip_address(address.split("%")[0])
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
-    return ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast
+    return ip.is_loopback or ip.is_link_local or ip.is_unspecified or ip.is_multicast or _own_address(ip)
+
+
+def _own_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether `ip` is one of this machine's: only those can be bound to (any other gives EADDRNOTAVAIL)."""
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((str(ip), 0))
+    except OSError:
+        return False
+    return True
 
 
 class NameLeadsHome(httpcore.ConnectError):
@@ -67,6 +79,16 @@ class _CheckedBackend(httpcore.SyncBackend):
             except httpcore.ConnectError as exc:
                 error = exc
         raise error or httpcore.ConnectError(f"{host} has no address")
+
+
+def environment_proxies() -> dict[str, httpx.BaseTransport | None]:
+    """The proxies the environment names (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY), as httpx reads them, as a
+    client's `mounts`: httpx drops them when a client is given its own transport. Behind a proxy the name is the
+    proxy's to resolve; URLs NO_PROXY lists go through the client's (pinned) transport."""
+    from httpx._utils import get_environment_proxies  # httpx's own reading, so the two never disagree
+
+    return {pattern: httpx.HTTPTransport(proxy=url) if url else None
+            for pattern, url in get_environment_proxies().items()}
 
 
 class PinnedTransport(httpx.HTTPTransport):

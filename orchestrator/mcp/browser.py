@@ -57,6 +57,9 @@ _HEADER = re.compile(r"^### (.*)$", re.M)
 _PAGE_URL = re.compile(r"- Page URL: (\S+)\s*$")
 _DOWNLOADED = re.compile(r'^- Downloaded file (.+?) to "([^"\n]+)"\s*$', re.M)
 _TAB_LIST = re.compile(r"^(?:- \d+: (?:\(current\) )?\[|No open tabs\.)", re.M)
+# one tab as Playwright MCP lists it: "- 1: (current) [title](url)" (" [crashed]" after); the title is the page's
+# own text and may hold "](": the address is the last parenthesised part of the line
+TAB_LINE = re.compile(r"^- (?P<n>\d+):(?P<current> \(current\))? \[.*\]\((?P<url>\S*)\)(?: \[crashed\])?$", re.M)
 _SERVER_FILE = re.compile(r"[a-z]+-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z\.\w+")  # page-<time>.yml, console-<time>.log
 _TAB_ACTIONS = frozenset({"new", "close", "select"})  # browser_tabs' actions that can change the current tab
 _UNSAFE = re.compile(r"[^\w.\- ()\[\]+,=@]+")
@@ -336,5 +339,5 @@ def browser_parts(server: str, section: BrowserSection, data_dir: Path, fs_roots
         close(thread_id, task, approved)  # type: ignore[operator]
 
     scope = SiteScope(browser=server, url_arg=section.url_arg, page_url=page_url, claimed_page_url=claimed_page_url,
-                      may_switch_tab=may_switch_tab, close=end_task if callable(close) else None)
+                      may_switch_tab=may_switch_tab, close=end_task if callable(close) else None, tab_line=TAB_LINE)
     return scope, downloads

@@ -190,7 +190,7 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
         try:
             content, artifact = await run_on_background(for_task())
         except ToolException as exc:  # the tool answered isError=True: its message is for the model
-            raise ToolError(f"{server}'s {mcp_name} reported an error: {exc}") from None
+            raise ToolError(f"{server}'s {mcp_name} reported an error: {exc}", server_text=str(exc)) from None
         text = content_to_text(content, artifact)
         mover = downloads.at(manager.browsers.folder_of(server, task)) if downloads is not None and task else None
         if mover is not None:

@@ -12,7 +12,7 @@ import logging
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from orchestrator.core.pinned_dns import NameLeadsHome, PinnedTransport
+from orchestrator.core.pinned_dns import NameLeadsHome, PinnedTransport, environment_proxies
 from .models import Reminder
 from .targets import DeliveryError
 
@@ -62,7 +62,8 @@ class WebhookTarget:
         # a webhook named by a host name never reaches this machine or a link-local address through it, whatever
         # its DNS says when it fires (core/pinned_dns.py); a proxy from the environment still takes its URLs
         self._client = httpx.Client(timeout=httpx.Timeout(timeout_s), follow_redirects=False,
-                                    headers={"User-Agent": "jarvis-reminders/1"}, transport=PinnedTransport())
+                                    headers={"User-Agent": "jarvis-reminders/1"}, transport=PinnedTransport(),
+                                    mounts=environment_proxies())
 
     def close(self) -> None:
         self._client.close()

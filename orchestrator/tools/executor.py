@@ -489,7 +489,8 @@ class ToolExecutor:
                 return CallOutcome(name, note, ok=False, args=entry.args)
             request.error = "to run it again, approve this question itself (its key must be given)"
 
-    def _finish(self, prepared: _Prepared, ctx: CallContext, result: Any, error: str | None, started: float) -> CallOutcome:
+    def _finish(self, prepared: _Prepared, ctx: CallContext, result: Any, error: str | None, started: float,
+                server_text: str | None = None) -> CallOutcome:
         name = prepared.tool.name
         duration = (time.perf_counter() - started) * 1000
         content = to_text(result) if error is None else error
@@ -498,16 +499,18 @@ class ToolExecutor:
         scope = (prepared.tool.metadata or {}).get("site_scope")
         if scope is not None:
             # read whole: the page's own text can fill the cap and cut off the section naming the page; an error as
-            # the server wrote it (ToolError's text, without the line Jarvis puts before it)
+            # the server wrote it (ToolError.server_text), not behind the words Jarvis and the provider put first
             if ok:
                 whole = result if isinstance(result, str) else content
             else:
-                whole = content.removeprefix(f"Error from {name}: ")
+                whole = server_text if server_text is not None else content.removeprefix(f"Error from {name}: ")
             seen = self.sites.saw(scope, ctx.thread_id, ctx.task, whole, ok, prepared.args)
             if seen.withheld:  # a site the task has not approved: the model gets the note, not its text
                 content, result = seen.note or "", None
-            elif seen.note:
-                content = f"{content}\n\n{seen.note}"
+            else:
+                content = self.sites.hide_tabs(scope, ctx.thread_id, ctx.task, content)
+                if seen.note:
+                    content = f"{content}\n\n{seen.note}"
         if prepared.effects:
             self.ledger.complete(ctx.key, content, ok)
         outcome = CallOutcome(name, content, ok=ok, executed_effect=bool(prepared.effects), untrusted=untrusted,
@@ -571,4 +574,5 @@ class ToolExecutor:
         except GraphBubbleUp:
             raise
         except Exception as exc:  # noqa: BLE001 - any tool failure becomes a ToolMessage, never a crash
-            return self._finish(prepared, ctx, None, self._error_text(name, exc), started)
+            return self._finish(prepared, ctx, None, self._error_text(name, exc), started,
+                                server_text=getattr(exc, "server_text", None))

@@ -33,6 +33,7 @@ whose logins it may keep).
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -75,6 +76,20 @@ class SiteScope:
     close: Callable[[str, str | None, set[str]], None] | None = None  # (thread id, task, origins it approved)
     effects: frozenset[str] = GRANTED_EFFECTS
     unknown_target: bool = False  # the tool goes where no argument says (back in the history): it always asks
+    # a line of a result listing a tab, with the groups n, current, url (and the title between): see hide_tabs
+    tab_line: re.Pattern[str] | None = None
+
+
+NO_SITE_SCHEMES = ("about:", "chrome-error:")  # the browser's own pages (a new tab, a failed load): no site's text
+
+
+def site_of(url: str | None) -> str | None:
+    """The site a page URL shows: its origin; None for no page or the browser's own (about:blank, an error page);
+    UNKNOWN_SITE for one no approval can name (too long, `blob:`, `data:`, credentials in it): such a page may
+    hold any site's text."""
+    if not url or url.strip().lower().startswith(NO_SITE_SCHEMES):
+        return None
+    return origin_of(url) or UNKNOWN_SITE
 
 
 def origin_of(url: Any) -> str | None:
@@ -165,6 +180,27 @@ class SiteGrants:
             found.unapproved.discard((scope.browser, UNKNOWN_SITE))
             found.touched = self.clock()
 
+    def hide_tabs(self, scope: SiteScope, thread_id: str, task: str | None, text: str) -> str:
+        """A result's tab lines (a tab list, "### Open tabs") keep, for a site the task has not approved, their
+        number and site but not their title and address, which that site wrote: a page of the approved site opens
+        another site in a tab the browser does not switch to, and its title came with every later result. A line
+        the page wrote in that form is rewritten too, which hides nothing of the server's."""
+        if scope.tab_line is None or task is None:
+            return text
+        with self._lock:
+            found = self._live((thread_id, task))
+            approved = set(found.origins.get(scope.browser, set())) if found else set()
+
+        def line(m: re.Match[str]) -> str:
+            site = site_of(m.group("url"))
+            if site is None or site in approved:
+                return m.group(0)
+            shown = site if site != UNKNOWN_SITE else ""
+            return (f"- {m.group('n')}:{m.group('current') or ''} [a tab of {site}, not approved for this task: its "
+                    f"title is withheld]({shown})")
+
+        return scope.tab_line.sub(line, text)
+
     def shows_unapproved(self, scope: SiteScope, thread_id: str, task: str | None, origin: str | None) -> bool:
         """Whether a step on `origin` (None: an unknown page) would show the model a site this task's browser
         showed and the user has not approved: such a step asks even when it has no effect (a snapshot), since
@@ -191,7 +227,7 @@ class SiteGrants:
         with self._lock:
             before = self._pages.get(key)
             judged = self._judged_on(scope, args, before)
-            shown = origin_of(url or claimed)  # the site whose text the result may hold
+            shown = site_of(url or claimed)  # the site whose text the result may hold
             # a result whose page cannot be told: the page wrote header lines, or named another site than the one
             # judged after text of its own (its claim is not believed)
             untold = url == "" and (claimed is None or shown != judged)
