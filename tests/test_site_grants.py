@@ -391,6 +391,18 @@ def test_a_tab_of_a_site_not_approved_shows_its_site_but_not_its_title(tmp_path,
     assert "- 2: [](about:blank)" in out.content
 
 
+def test_on_an_unknown_page_a_page_section_after_the_page_s_text_is_not_believed_even_naming_no_site(tmp_path,
+                                                                                                       jarvis_env):
+    """The page unknown (after an error), a result whose Page section comes after console text and says
+    about:blank agreed with "no site known" and passed, console text and all."""
+    tool_error, results, call = _scripted_browser(tmp_path, jarvis_env)
+    results += [page(f"{A}/"), tool_error("boom"), "### Result\n- console: 12-345\n### Page\n- Page URL: about:blank\n"]
+    assert call("act", f"{A}/")[0].ok
+    assert not call("act")[0].ok  # the page is unknown now
+    out, asked = call("act")
+    assert len(asked) == 1 and "12-345" not in out.content and "withheld" in out.content
+
+
 def test_a_browser_error_is_read_as_the_server_wrote_it(tmp_path, jarvis_env):
     """The provider puts its own words before the server's error ("pw's browser_click reported an error: ### Error
     ..."), which made every real error unreadable, so withheld: the model never saw "Ref e5 not found". The

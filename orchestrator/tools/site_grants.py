@@ -230,7 +230,7 @@ class SiteGrants:
             shown = site_of(url or claimed)  # the site whose text the result may hold
             # a result whose page cannot be told: the page wrote header lines, or named another site than the one
             # judged after text of its own (its claim is not believed)
-            untold = url == "" and (claimed is None or shown != judged)
+            untold = url == "" and (shown is None or shown != judged)  # no page believed: not even "no site"
             if not ok:
                 self._pages[key] = None
             elif url:
