@@ -288,13 +288,13 @@ def test_a_step_that_shows_a_site_not_approved_makes_every_step_ask_until_it_is(
     assert call(f"{A}/records").ok and len(asked) == 4  # every site it was shown approved: no question
 
 
-def _scripted_browser(tmp_path, jarvis_env):
+def _scripted_browser(tmp_path, jarvis_env, **scope_kw):
     """A browser whose acting tool `act` and reading tool `snap` (no effect, as browser_snapshot) return, or raise,
     the next scripted result; (executor, results, call). `call(tool, url=None)` answers every question yes and
     returns (outcome, questions asked)."""
     from integrations.base import ToolError
 
-    scope = playwright_scope()
+    scope = playwright_scope(**scope_kw)
     results: list = []
 
     def run(**kwargs):
@@ -464,6 +464,26 @@ def _staged(tmp_path, **limits):
 
 def events(*names: str) -> str:
     return "### Events\n" + "".join(f'- Downloaded file {n} to "output/{n}"\n' for n in names)
+
+
+def test_a_download_a_withheld_result_reports_stays_out_of_the_root(tmp_path, jarvis_env):
+    """The mover ran in the provider, before the executor judged the page: a step that landed on a site the task
+    had not approved had its result withheld, and the file that site's page started was in the root all the same."""
+    (tmp_path / "dl").mkdir()
+    staging, root, downloads = _staged(tmp_path / "dl")
+    _, results, call = _scripted_browser(tmp_path, jarvis_env,
+                                         collect=lambda text, thread, task: downloads.collect(text, (thread, task)))
+    results.append(page(f"{A}/"))
+    assert call("act", f"{A}/")[0].ok
+    (staging / "payload.sh").write_text("x")
+    results.append(f"{page(f'{B}/')}\n{events('payload.sh')}")
+    out, _ = call("act")  # a link on A to B, whose page starts a download
+    assert "withheld" in out.content and not list(root.iterdir()) and (staging / "payload.sh").exists()
+    (staging / "report.csv").write_text("a,b\n")
+    results.append(f"{page(f'{A}/')}\n{events('report.csv')}")
+    out, _ = call("act", f"{A}/")  # on the approved site a download is moved as before
+    assert (root / "report.csv").read_text() == "a,b\n" and f'to "{root / "report.csv"}"' in out.content
+    assert not (root / "payload.sh").exists()
 
 
 def test_a_download_is_moved_into_the_root_without_replacing_anything(tmp_path):

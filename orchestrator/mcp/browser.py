@@ -6,8 +6,10 @@
 - Downloads: the server saves them in its own folder under data/ (`downloads_dir`, with snapshots and logs). Only a
   file an event of the result reports as downloaded ("Downloaded file NAME to ..." in "### Events"), that is
   really in that folder and came there during the task (never a file of an earlier task, nor one of the server's
-  own snapshots and logs) is moved into the first of `fs.roots`, under a plain name (no folders, no leading dot)
-  that never replaces a file already there ("records (1).csv"); the result then says where it is. A page chooses
+  own snapshots and logs), reported by a result the executor does not withhold (a site the task has not approved
+  puts no file there: tools/site_grants.py; SiteScope.collect), is moved into the first of `fs.roots`, under a
+  plain name (no folders, no leading dot) that never replaces a file already there ("records (1).csv"); the
+  result then says where it is. A page chooses
   the name and starts downloads without a click, so it is treated as hostile: a page cannot write outside the
   root, hide a dotfile there, overwrite the user's files, or fill the disk: per task at most `max_task_downloads`
   files and `max_task_download_mb` in all are moved, and none that would leave the root's disk with less than
@@ -213,13 +215,14 @@ class Downloads:
         with self._tally.lock:
             self._tally.spent.pop(task, None)
 
-    def collect(self, text: str) -> str:
+    def collect(self, text: str, task: TaskKey | None = None) -> str:
         """The result with each download its events report moved into the root and its line saying where it is now.
         A page can write "Downloaded file" lines of its own (a console message, a dialog) naming any file of the
         folder: only a file that came there since this task's first step, and not one of the server's own
         (snapshots, logs), is moved. Not "since this step": a download that ends as a step's result is written
         is reported in the next one, and a page that starts several at once has most of them end so."""
-        now, task, tally = time.time_ns(), task_of_call(), self._tally
+        now, tally = time.time_ns(), self._tally
+        task = task if task is not None else task_of_call()
         with tally.lock:
             user = tally.users.get(self.staging)
             if user is None or user[0] != task:  # the folder's run is another task's now

@@ -191,13 +191,15 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
             content, artifact = await run_on_background(for_task())
         except ToolException as exc:  # the tool answered isError=True: its message is for the model
             raise ToolError(f"{server}'s {mcp_name} reported an error: {exc}", server_text=str(exc)) from None
-        text = content_to_text(content, artifact)
-        mover = downloads.at(manager.browsers.folder_of(server, task)) if downloads is not None and task else None
-        if mover is not None:
-            text = mover.collect(text)
-        return text, artifact
+        return content_to_text(content, artifact), artifact
 
     downloads = browser[1] if browser else None
+
+    def collect(text: str, thread_id: str, task: str | None) -> str:
+        """The downloads a result reports, moved from this task's browser folder (mcp/browser.Downloads)."""
+        key = (thread_id, task)
+        mover = downloads.at(manager.browsers.folder_of(server, key)) if downloads is not None else None
+        return mover.collect(text, key) if mover is not None else text
 
     lc.coroutine = call
     lc.name = exposed
@@ -211,13 +213,12 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
                          mcp_name=mcp_name, sends_out=reaches_open_world(tool),
                          summarize=lambda a, s=server, n=mcp_name: (
                              f"Use {n} on the MCP server '{s}'" + (f" with {_args_text(a)}." if a else ".")),
-                         **({"site_scope": _scope_of(browser[0], cfg, tool.name)} if browser else {}))
+                         **({"site_scope": _scope_of(browser[0], cfg, tool.name, collect)} if browser else {}))
 
 
-def _scope_of(scope: SiteScope, cfg: ServerConfig, tool: str) -> SiteScope:
-    if cfg.browser is not None and tool in cfg.browser.unknown_target:
-        return dataclasses.replace(scope, unknown_target=True)
-    return scope
+def _scope_of(scope: SiteScope, cfg: ServerConfig, tool: str, collect: Any) -> SiteScope:
+    unknown = cfg.browser is not None and tool in cfg.browser.unknown_target
+    return dataclasses.replace(scope, collect=collect, unknown_target=unknown or scope.unknown_target)
 
 
 def _args_text(args: dict[str, Any]) -> str:

@@ -508,6 +508,9 @@ class ToolExecutor:
             if seen.withheld:  # a site the task has not approved: the model gets the note, not its text
                 content, result = seen.note or "", None
             else:
+                if ok and scope.collect is not None and isinstance(result, str):
+                    result = scope.collect(result, ctx.thread_id, ctx.task)
+                    content = to_text(result)
                 content = self.sites.hide_tabs(scope, ctx.thread_id, ctx.task, content)
                 if seen.note:
                     content = f"{content}\n\n{seen.note}"
