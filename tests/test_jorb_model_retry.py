@@ -143,6 +143,17 @@ def test_jarvis_runs_sweep_takes_the_step_once_the_model_is_back(jarvis_env):
     assert app.jorbs.store.get(view.row.id).result == "back" and len(srv.requests) == 2
 
 
+def test_the_pause_says_why_the_jorb_stopped_trying():
+    from orchestrator.core.errors import ModelEndpointError
+    from orchestrator.jorbs.retry import model_down
+
+    cfg = JorbsConfig(model_retry_for_h=1)
+    kind, reason, _ = model_down(cfg, "j", time.time() - 7200, 9, ModelEndpointError("down.", transient=True))
+    assert kind == "error" and "stopped trying by itself (jorbs.model_retry_for_h)" in reason
+    kind, reason, _ = model_down(cfg, "j", time.time() - 60, 2, ModelEndpointError("no such model."))
+    assert kind == "error" and reason == "The model is not available: no such model. Approve to try again."
+
+
 def test_the_wait_doubles_up_to_its_cap_and_stops_after_model_retry_for_h():
     cfg = JorbsConfig(model_retry_first_s=60, model_retry_max_s=600, model_retry_for_h=1)
     waits = [next_try(cfg, 0.0, failures, 0.0) for failures in range(1, 7)]

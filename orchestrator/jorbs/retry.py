@@ -1,7 +1,8 @@
-"""A jorb (or mission) whose model is down tries again by itself: a wait that doubles from `jorbs.model_retry_first_s` up to
-`model_retry_max_s`, for `model_retry_for_h` after the first failure; after that the user decides (Approve tries
-again). Only a transient failure is retried (core/errors.ModelEndpointError.transient): a refused key or a prompt
-too large fails the same way every time. The jorb's step is the one it could not take: its event is kept."""
+"""A jorb (or mission) whose model is down tries again by itself: a wait that doubles from
+`jorbs.model_retry_first_s` up to `model_retry_max_s`, for `model_retry_for_h` after the first failure; after that
+the user decides (Approve tries again). Only a transient failure is retried (core/errors.ModelEndpointError
+.transient): a refused key or a prompt too large fails the same way every time. The jorb's step is the one it
+could not take: its event is kept."""
 
 from __future__ import annotations
 
@@ -28,10 +29,13 @@ def model_down(cfg: JorbsConfig, jorb_id: str, down_since: float | None, failure
     now = time.time()
     since = down_since or now
     failures += 1
-    retry_at = next_try(cfg, since, failures, now) if getattr(error, "transient", False) else None
+    transient = bool(getattr(error, "transient", False))
+    retry_at = next_try(cfg, since, failures, now) if transient else None
     log.warning("jorb %s: the model is not available (%s); %s", jorb_id, error,
                 f"trying again in {retry_at - now:.0f} s" if retry_at else "waiting for the user")
-    return (MODEL_DOWN if retry_at is not None else MODEL_ERROR, pause_reason(error, retry_at, failures, since, now),
+    gave_up = transient and retry_at is None and cfg.model_retry_for_h > 0
+    return (MODEL_DOWN if retry_at is not None else MODEL_ERROR,
+            pause_reason(error, retry_at, failures, since, now, gave_up=gave_up),
             {"model_down_since": since, "model_failures": failures, "retry_at": retry_at})
 
 
@@ -44,14 +48,15 @@ def next_try(cfg: JorbsConfig, down_since: float, failures: int, now: float) -> 
     return now + wait
 
 
-def pause_reason(error: Exception, retry_at: float | None, failures: int, down_since: float, now: float) -> str:
-    """What the user reads on the paused jorb."""
+def pause_reason(error: Exception, retry_at: float | None, failures: int, down_since: float, now: float, *,
+                 gave_up: bool = False) -> str:
+    """What the user reads on the paused jorb. `gave_up`: it stopped trying by itself after model_retry_for_h."""
     if retry_at is not None:
         at = datetime.fromtimestamp(retry_at).astimezone().strftime("%H:%M:%S")
         tries = "1 try" if failures == 1 else f"{failures} tries"
         return (f"The model is not available: {error} Jarvis tries again by itself at {at} while `jarvis run` is "
                 f"up ({tries} failed so far); approve to try now, or cancel the jorb.")
-    if failures > 1:
+    if gave_up:
         hours = (now - down_since) / 3600
         return (f"The model is not available: {error} It has failed {failures} times over {hours:.1f} h, so the jorb "
                 "stopped trying by itself (jorbs.model_retry_for_h). Approve to try again.")
