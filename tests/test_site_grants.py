@@ -468,22 +468,36 @@ def events(*names: str) -> str:
 
 def test_a_download_a_withheld_result_reports_stays_out_of_the_root(tmp_path, jarvis_env):
     """The mover ran in the provider, before the executor judged the page: a step that landed on a site the task
-    had not approved had its result withheld, and the file that site's page started was in the root all the same."""
+    had not approved had its result withheld, and the file that site's page started was in the root all the same.
+    Nor does a later result move it (a slow download is reported by the next step's result): while the task's
+    browser showed a site the user has not approved, nothing is moved."""
     (tmp_path / "dl").mkdir()
     staging, root, downloads = _staged(tmp_path / "dl")
-    _, results, call = _scripted_browser(tmp_path, jarvis_env,
-                                         collect=lambda text, thread, task: downloads.collect(text, (thread, task)))
+    _, results, call = _scripted_browser(
+        tmp_path, jarvis_env, collect=lambda text, thread, task, move: downloads.collect(text, (thread, task), move=move))
     results.append(page(f"{A}/"))
     assert call("act", f"{A}/")[0].ok
     (staging / "payload.sh").write_text("x")
     results.append(f"{page(f'{B}/')}\n{events('payload.sh')}")
     out, _ = call("act")  # a link on A to B, whose page starts a download
     assert "withheld" in out.content and not list(root.iterdir()) and (staging / "payload.sh").exists()
+    (staging / "late.sh").write_text("x")
+    results.append(f"{page(f'{A}/')}\n{events('late.sh')}")
+    out, _ = call("act", f"{A}/")  # back on A (asked: B is not approved); B's slow download reported now
+    assert not list(root.iterdir()) and (staging / "late.sh").exists()
+    results.append(page(f"{B}/"))
+    assert call("act", f"{B}/")[1]  # the user approves a step on B: every site shown is approved
     (staging / "report.csv").write_text("a,b\n")
     results.append(f"{page(f'{A}/')}\n{events('report.csv')}")
-    out, _ = call("act", f"{A}/")  # on the approved site a download is moved as before
+    out, _ = call("act", f"{A}/")
     assert (root / "report.csv").read_text() == "a,b\n" and f'to "{root / "report.csv"}"' in out.content
-    assert not (root / "payload.sh").exists()
+    assert sorted(p.name for p in root.iterdir()) == ["report.csv"]
+
+
+def test_a_download_name_a_page_wrote_with_a_nul_is_refused_not_raised(tmp_path):
+    staging, root, downloads = _staged(tmp_path)
+    text = downloads.collect('### Events\n- Downloaded file x to "output/a\x00b"\n')
+    assert "could not be moved" in text and not list(root.iterdir())
 
 
 def test_a_download_is_moved_into_the_root_without_replacing_anything(tmp_path):

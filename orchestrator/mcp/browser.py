@@ -6,8 +6,8 @@
 - Downloads: the server saves them in its own folder under data/ (`downloads_dir`, with snapshots and logs). Only a
   file an event of the result reports as downloaded ("Downloaded file NAME to ..." in "### Events"), that is
   really in that folder and came there during the task (never a file of an earlier task, nor one of the server's
-  own snapshots and logs), reported by a result the executor does not withhold (a site the task has not approved
-  puts no file there: tools/site_grants.py; SiteScope.collect), is moved into the first of `fs.roots`, under a
+  own snapshots and logs), reported while the task's browser has shown no site the user has not approved (such a
+  site puts no file there: tools/site_grants.py; SiteScope.collect), is moved into the first of `fs.roots`, under a
   plain name (no folders, no leading dot) that never replaces a file already there ("records (1).csv"); the
   result then says where it is. A page chooses
   the name and starts downloads without a click, so it is treated as hostile: a page cannot write outside the
@@ -177,6 +177,7 @@ class _Tally:
     spent: dict[TaskKey, _Spent] = field(default_factory=dict)  # per task
     users: dict[Path, tuple[TaskKey, int]] = field(default_factory=dict)  # per run's folder: its task, and since when
     last_step: dict[Path, int] = field(default_factory=dict)  # per run's folder: when its last result was read
+    moving: dict[Path, threading.Lock] = field(default_factory=dict)  # per run's folder: one move at a time
     # a file older than this is no download of this process (a tick less, so one written just after is not older)
     started: int = field(default_factory=lambda: time.time_ns() - _CLOCK_TICK_NS)
 
@@ -215,12 +216,14 @@ class Downloads:
         with self._tally.lock:
             self._tally.spent.pop(task, None)
 
-    def collect(self, text: str, task: TaskKey | None = None) -> str:
+    def collect(self, text: str, task: TaskKey | None = None, *, move: bool = True) -> str:
         """The result with each download its events report moved into the root and its line saying where it is now.
         A page can write "Downloaded file" lines of its own (a console message, a dialog) naming any file of the
         folder: only a file that came there since this task's first step, and not one of the server's own
         (snapshots, logs), is moved. Not "since this step": a download that ends as a step's result is written
-        is reported in the next one, and a page that starts several at once has most of them end so."""
+        is reported in the next one, and a page that starts several at once has most of them end so.
+        `move=False` (a result the executor withholds, or while the task's browser showed a site the user has not
+        approved): nothing is moved, but the step is counted, so what it left is never taken for a later task's."""
         now, tally = time.time_ns(), self._tally
         task = task if task is not None else task_of_call()
         with tally.lock:
@@ -229,21 +232,23 @@ class Downloads:
                 user = tally.users[self.staging] = (task, tally.last_step.get(self.staging, tally.started))
             tally.last_step[self.staging] = now
             since, spent = user[1], tally.spent.setdefault(task, _Spent())
-        spans = server_sections(text) if "Downloaded file" in text else None
+            moving = tally.moving.setdefault(self.staging, threading.Lock())
+        spans = server_sections(text) if move and "Downloaded file" in text else None
         if not spans or "Events" not in spans:
             return text
 
-        def move(match: re.Match[str]) -> str:
+        def move_one(match: re.Match[str]) -> str:
             reported = match.group(2)
             try:
-                final = self._move(Path(reported).name, since, spent)
-            except (OSError, ToolError) as exc:
+                with moving:  # two calls of a step naming one file: it is moved once, and counted once
+                    final = self._move(Path(reported).name, since, spent)
+            except (OSError, ValueError, ToolError) as exc:  # ValueError: a NUL in a name a page wrote
                 log.warning("a download could not be moved into %s: %s", self.root, exc)
                 return f"- Downloaded file {match.group(1)}, but it could not be moved into {self.root}: {exc}"
             return f'- Downloaded file {match.group(1)} to "{final}"'
 
         start, end = spans["Events"]
-        return text[:start] + _DOWNLOADED.sub(move, text[start:end]) + text[end:]
+        return text[:start] + _DOWNLOADED.sub(move_one, text[start:end]) + text[end:]
 
     def _move(self, staged_name: str, since: int, spent: _Spent) -> Path:
         if staged_name in ("", ".", "..") or "/" in staged_name:

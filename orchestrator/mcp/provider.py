@@ -195,11 +195,11 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
 
     downloads = browser[1] if browser else None
 
-    def collect(text: str, thread_id: str, task: str | None) -> str:
+    def collect(text: str, thread_id: str, task: str | None, move: bool) -> str:
         """The downloads a result reports, moved from this task's browser folder (mcp/browser.Downloads)."""
         key = (thread_id, task)
         mover = downloads.at(manager.browsers.folder_of(server, key)) if downloads is not None else None
-        return mover.collect(text, key) if mover is not None else text
+        return mover.collect(text, key, move=move) if mover is not None else text
 
     lc.coroutine = call
     lc.name = exposed

@@ -505,12 +505,17 @@ class ToolExecutor:
             else:
                 whole = server_text if server_text is not None else content.removeprefix(f"Error from {name}: ")
             seen = self.sites.saw(scope, ctx.thread_id, ctx.task, whole, ok, prepared.args)
+            if ok and scope.collect is not None and isinstance(result, str):
+                move = not seen.withheld and not self.sites.unapproved(scope, ctx.thread_id, ctx.task)
+                try:
+                    result = scope.collect(result, ctx.thread_id, ctx.task, move)
+                except Exception as exc:  # noqa: BLE001 - the step happened: its result stays, the failure said
+                    log.warning("the downloads of %s could not be handled: %s", name, exc)
+                    result = f"{result}\n\n(Note from Jarvis: its downloads could not be moved: {exc})"
+                content = to_text(result)
             if seen.withheld:  # a site the task has not approved: the model gets the note, not its text
                 content, result = seen.note or "", None
             else:
-                if ok and scope.collect is not None and isinstance(result, str):
-                    result = scope.collect(result, ctx.thread_id, ctx.task)
-                    content = to_text(result)
                 content = self.sites.hide_tabs(scope, ctx.thread_id, ctx.task, content)
                 if seen.note:
                     content = f"{content}\n\n{seen.note}"

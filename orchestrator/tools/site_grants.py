@@ -78,9 +78,10 @@ class SiteScope:
     unknown_target: bool = False  # the tool goes where no argument says (back in the history): it always asks
     # a line of a result listing a tab, with the groups n, current, url (and the title between): see hide_tabs
     tab_line: re.Pattern[str] | None = None
-    # (result, thread id, task) -> the result with the downloads it reports moved into the file root: run by the
-    # executor only on a result it does not withhold, so a site the task has not approved puts no file there
-    collect: Callable[[str, str, str | None], str] | None = None
+    # (result, thread id, task, move) -> the result with the downloads it reports moved into the file root; the
+    # executor says move only for a result it keeps while the task's browser showed no site the user has not
+    # approved, so such a site puts no file there (its download may be reported by a later step's result)
+    collect: Callable[[str, str, str | None, bool], str] | None = None
 
 
 NO_SITE_SCHEMES = ("about:", "chrome-error:")  # the browser's own pages (a new tab, a failed load): no site's text
