@@ -18,7 +18,7 @@ from langchain_core.language_models import BaseChatModel
 from orchestrator.core import secrets
 from orchestrator.core.config import ModelConfig, Settings
 from .embedded import check_embedded, embedded_server  # a child llama.cpp server, started on first use
-from orchestrator.core.errors import ModelEndpointError
+from orchestrator.core.errors import ModelEndpointError, causes
 from .answer_bounds import bound_answers
 from .model_list import BodyTooLarge, get_small_json, read_model_list
 from .request_shape import adapt_for_server
@@ -223,21 +223,15 @@ def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "prim
     import httpx
     import openai
 
-    cause: BaseException | None = exc
-    for _ in range(10):  # an error raised inside the HTTP client (the embedded server) comes wrapped
-        if cause is None or isinstance(cause, ModelEndpointError):
-            break
-        cause = cause.__cause__ or cause.__context__
-    if isinstance(cause, ModelEndpointError):
-        return cause
+    chain = list(causes(exc))
+    # an error raised inside the HTTP client (the embedded server) comes wrapped
+    raised = next((e for e in chain if isinstance(e, ModelEndpointError)), None)
+    if raised is not None:
+        return raised
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
         return ModelEndpointError(
             f"The model at {base_url} did not answer in time: check that the model is loaded, "
             f"or raise models.{role}.timeout_s.", transient=True)
-    chain, link = [], exc
-    while link is not None and len(chain) < 10:
-        chain.append(link)
-        link = link.__cause__ or link.__context__
     # by name: the openai SDK may bring its own copy of httpx (httpx2), whose classes are not httpx's
     if any(type(e).__name__ in ("RemoteProtocolError", "ReadError") for e in chain):
         # reached, then the connection closed mid-answer: not "cannot reach", and not a place to suggest Jan

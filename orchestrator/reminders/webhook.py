@@ -12,6 +12,7 @@ import logging
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from orchestrator.core.errors import causes
 from orchestrator.core.pinned_dns import NameLeadsHome, PinnedTransport, environment_proxies
 from .models import Reminder
 from .targets import DeliveryError
@@ -27,14 +28,7 @@ class _RetryableStatus(Exception):
 
 def _leads_home(exc: BaseException) -> bool:
     """httpx raises its own ConnectError from httpcore's: the refusal is found in the chain."""
-    link: BaseException | None = exc
-    for _ in range(5):
-        if link is None:
-            return False
-        if isinstance(link, NameLeadsHome):
-            return True
-        link = link.__cause__ or link.__context__
-    return False
+    return any(isinstance(e, NameLeadsHome) for e in causes(exc))
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -493,7 +493,6 @@ class ToolExecutor:
                 server_text: str | None = None) -> CallOutcome:
         name = prepared.tool.name
         duration = (time.perf_counter() - started) * 1000
-        content = to_text(result) if error is None else error
         ok = error is None
         untrusted = is_untrusted(prepared.tool, result)
         scope = (prepared.tool.metadata or {}).get("site_scope")
@@ -501,9 +500,9 @@ class ToolExecutor:
             # read whole: the page's own text can fill the cap and cut off the section naming the page; an error as
             # the server wrote it (ToolError.server_text), not behind the words Jarvis and the provider put first
             if ok:
-                whole = result if isinstance(result, str) else content
+                whole = result if isinstance(result, str) else to_text(result)
             else:
-                whole = server_text if server_text is not None else content.removeprefix(f"Error from {name}: ")
+                whole = server_text if server_text is not None else error.removeprefix(f"Error from {name}: ")
             seen = self.sites.saw(scope, ctx.thread_id, ctx.task, whole, ok, prepared.args)
             if ok and scope.collect is not None and isinstance(result, str):
                 move = not seen.withheld and not self.sites.unapproved(scope, ctx.thread_id, ctx.task)
@@ -512,7 +511,8 @@ class ToolExecutor:
                 except Exception as exc:  # noqa: BLE001 - the step happened: its result stays, the failure said
                     log.warning("the downloads of %s could not be handled: %s", name, exc)
                     result = f"{result}\n\n(Note from Jarvis: its downloads could not be moved: {exc})"
-                content = to_text(result)
+        content = to_text(result) if ok else error
+        if scope is not None:
             if seen.withheld:  # a site the task has not approved: the model gets the note, not its text
                 content, result = seen.note or "", None
             else:
