@@ -188,3 +188,25 @@ def pg_env(jarvis_env: JarvisEnv, postgres_server) -> JarvisEnv:
     jarvis_env.write_config(storage={"url": jarvis_env.pg_url})
     yield jarvis_env
     storage.dispose_all()
+
+
+def wait_until_up(base_url: str, timeout_s: float = 300.0) -> None:
+    """Wait for a `jarvis run` that printed its URL to have finished starting (server/starting.py: its port
+    answers at once, /healthz says "starting" until the full app is there). Bounded generously: a busy machine
+    is slow, not broken."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            reply = httpx.get(base_url.rstrip("/") + "/healthz", timeout=10)
+            if reply.status_code == 200 and reply.json().get("status") == "up":
+                return
+            last = reply.text
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(0.1)
+    raise AssertionError(f"jarvis run at {base_url} did not finish starting in {timeout_s:.0f} s: {last}")

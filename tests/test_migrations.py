@@ -4,6 +4,7 @@ jarb_core/sql_schema.py, and recorded in its version table."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -138,7 +139,7 @@ def test_jarvis_run_migrates_the_whole_database_at_start(jarvis_env):
     import signal
     import subprocess
 
-    from tests.conftest import JARVIS_BIN
+    from tests.conftest import JARVIS_BIN, wait_until_up
 
     _all_tables()
     jarvis_env.data.mkdir(exist_ok=True)
@@ -149,7 +150,9 @@ def test_jarvis_run_migrates_the_whole_database_at_start(jarvis_env):
     proc = subprocess.Popen([str(JARVIS_BIN), "run", "--no-services"], env=jarvis_env.env(), stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
     try:
-        assert "running at" in proc.stdout.readline()
+        line = proc.stdout.readline()
+        assert "running at" in line
+        wait_until_up(re.search(r"running at (http://[^/\s]+)", line).group(1))  # migrated before it is up
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

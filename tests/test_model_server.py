@@ -17,7 +17,7 @@ import pytest
 from orchestrator.core.config import ConfigError, settings_from_dict
 from orchestrator.llm.client import check_endpoint
 from orchestrator.llm.model_server import running, start_configured
-from tests.conftest import JARVIS_BIN, REPO
+from tests.conftest import JARVIS_BIN, REPO, wait_until_up
 from tests.mcp_helpers import wait_for
 
 
@@ -106,6 +106,7 @@ def test_jarvis_run_starts_the_model_server_and_takes_it_down_when_killed(jarvis
     try:
         line = proc.stdout.readline()
         url, token = re.search(r"running at (http://[^/]+)/\?token=(\S+)", line).groups()
+        wait_until_up(url)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
             model = next(x for x in c.get("/api/health").json()["checks"] if x["name"] == "model (primary)")
         assert model["ok"] and "started by Jarvis" in model["detail"], model

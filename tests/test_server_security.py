@@ -11,7 +11,7 @@ import subprocess
 import httpx
 import pytest
 
-from tests.conftest import JARVIS_BIN
+from tests.conftest import JARVIS_BIN, wait_until_up
 from tests.ui_server import ui_server  # noqa: F401 - fixture
 
 
@@ -178,6 +178,9 @@ def _start_run(jarvis_env, *args):
     proc = subprocess.Popen([str(JARVIS_BIN), "run", "--port", "0", *args], env=jarvis_env.env(), cwd=str(jarvis_env.path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     line = proc.stdout.readline()
+    started = re.search(r"running at (http://[^/\s]+)", line)
+    if started:
+        wait_until_up(started.group(1))
     return proc, line
 
 

@@ -23,7 +23,7 @@ import pytest
 from orchestrator.server.service_unit import (LaunchdAgent, ServiceCommand, ServiceError, SystemdUserService,
                                        launchd_plist, service_for_platform, systemd_unit_text)
 from orchestrator.core.supervisor import RestartPolicy, Supervisor
-from tests.conftest import JARVIS_BIN
+from tests.conftest import JARVIS_BIN, wait_until_up
 from tests.test_jorbs import step
 
 needs_systemd_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None,
@@ -213,6 +213,7 @@ def test_a_killed_jarvis_run_is_started_again_and_the_waiting_jorb_resumes(jarvi
         url, token_file = out.wait_for(r"running at (http://[^/]+)/ \(the access token is in (\S+):").groups()
         token = Path(token_file).read_text().strip()
         assert token not in "".join(out.seen) + "".join(err.seen)
+        wait_until_up(url)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
             made = c.post("/api/jorbs", json={"name": "hotel", "plan": "ask Magic", "contacts": ["@magicapp"],
                                               "autonomy": {"message_send": "auto"}, "approve_autonomy": True})
@@ -225,6 +226,7 @@ def test_a_killed_jarvis_run_is_started_again_and_the_waiting_jorb_resumes(jarvi
         second_pid = int(err.wait_for(r"started jarvis run \(pid (\d+)\)").group(1))
         assert second_pid != first_pid
         url = out.wait_for(r"running at (http://[^/]+)/ \(the access token is in").group(1)
+        wait_until_up(url)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
             assert c.get(f"/api/jorbs/{jid}").json()["status"] == "awaiting_reply"
             sent = c.post("/api/inbound", json={"channel": "local", "sender": "@magicapp", "text": "Le Marais, 175"})

@@ -87,6 +87,11 @@ class CliState:
     def graph(self) -> Any:
         return self.starting(lambda: self.app().graph)
 
+    def close_app(self) -> None:
+        """Close this command's App, if it was built."""
+        if self._app is not None:
+            self._app.close()
+
     def starting(self, build: Callable[[], Any]) -> Any:
         """`build()`, or one clear line saying why Jarvis cannot start instead of a traceback."""
         try:

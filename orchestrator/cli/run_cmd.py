@@ -7,6 +7,9 @@ routing...) are listed in orchestrator/server/services.py SERVICE_FACTORIES.
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import typer
 
 from orchestrator.cli import fail, say, state
@@ -25,11 +28,9 @@ def register(app: typer.Typer) -> None:
                                                   "its output goes to the journal, which others may read)"),
     ) -> None:
         """Serve the local web UI (chat, confirmations, tools, runs, settings) and run the background services."""
-        from orchestrator.llm.client import check_endpoint
-        from orchestrator.llm.discovery import choose_model
-        from orchestrator.server.app import bind_socket, create_app, make_server
-        from orchestrator.server.schema_tables import migrate_whole_schema
-        from orchestrator.server.security import TOKEN_FILE, is_loopback, load_or_create_token
+        from orchestrator.server.listen import bind_socket, uvicorn_server
+        from orchestrator.server.security import TOKEN_FILE, Guard, GuardMiddleware, is_loopback, load_or_create_token
+        from orchestrator.server.starting import StartingApp
 
         st = state(ctx)
         settings = st.settings
@@ -50,9 +51,62 @@ def register(app: typer.Typer) -> None:
         except OSError as exc:
             fail(f"cannot listen on {bound}:{settings.server.port}: {exc.strerror or exc}. Stop the other program, or "
                  "pick another port with --port or server.port.")
+        real_port = sock.getsockname()[1]
+        token = st.starting(lambda: load_or_create_token(settings))  # the data folder: a clear line when unusable
+        # The port answers at once (/healthz, the page); Jarvis is built behind it and requests wait for it.
+        guard = Guard(settings, token, real_port)
+        shell = StartingApp(lambda inner: GuardMiddleware(inner, guard_of=lambda: guard))
+        server = uvicorn_server(shell)
+        shown_host = "127.0.0.1" if bound in ("0.0.0.0", "::") else (f"[{bound}]" if ":" in bound else bound)
+        url = f"http://{shown_host}:{real_port}/?token={token}"
+        if token_in_output:
+            say(f"Jarvis is running at {url}", err=False)
+            say("Open that URL in your browser (it carries your access token). Ctrl-C stops Jarvis.", err=True)
+        else:
+            token_file = settings.data_path(TOKEN_FILE)
+            say(f"Jarvis is running at http://{shown_host}:{real_port}/ (the access token is in {token_file}: "
+                "open the address with ?token=<it>)", err=False)
+        import sys
+
+        sys.stdout.flush()
+        started: list = []
+        outcome: dict[str, int] = {}
+        builder = threading.Thread(target=_build, name="jarvis-start", daemon=True,
+                                   args=(st, shell, server, token, real_port, no_services, started, outcome))
+        builder.start()
+        if open_browser if open_browser is not None else settings.server.open_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+        try:
+            server.run(sockets=[sock])
+        except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has shut down cleanly
+            pass
+        finally:
+            # Stopped while still starting: the build is not waited for (it may be reading a large model); what it
+            # started so far is stopped, and the process's exit ends the rest.
+            builder.join(timeout=2)
+            for model_server in list(started):
+                model_server.stop()
+        if not builder.is_alive():
+            st.close_app()
+        if outcome.get("code"):
+            raise typer.Exit(outcome["code"])
+        say("Jarvis stopped.", err=True)
+
+
+def _build(st: Any, shell: Any, server: Any, token: str, port: int, no_services: bool, started: list,
+           outcome: dict[str, int]) -> None:
+    """Everything `jarvis run` needs behind its port, in the order a request may need it; then the full app
+    takes the requests. When Jarvis cannot start, the line saying why is printed and the server stops."""
+    try:
+        settings = st.settings
+        shell.stage = "checking the model"
+        from orchestrator.llm.client import check_endpoint
+        from orchestrator.llm.discovery import choose_model
         from orchestrator.llm.model_server import start_configured
 
-        started = start_configured(settings)  # models.*.start: a model server Jarvis starts and watches
+        started.extend(start_configured(settings))  # models.*.start: a model server Jarvis starts and watches
         ok, message = check_endpoint(settings)
         switched = choose_model(settings, ok)
         if switched:
@@ -63,34 +117,23 @@ def register(app: typer.Typer) -> None:
                 err=True, fg=typer.colors.YELLOW)
         if settings.models.primary.notice and not switched:  # e.g. the demo model's "do not trust its answers"
             say(settings.models.primary.notice, err=True, fg=typer.colors.YELLOW, bold=True)
-        st.graph()  # built before serving: a clear error when Jarvis cannot start
+        shell.stage = "loading the tools and the conversation graph"
+        from orchestrator.server.app import bind_port, create_app
+        from orchestrator.server.schema_tables import migrate_whole_schema
+
+        st.graph()  # a clear error when Jarvis cannot start
+        shell.stage = "bringing the database up to date"
         st.starting(lambda: migrate_whole_schema(settings))  # after a `git pull`: the tables the graph does not use too
-        token = load_or_create_token(settings)
+        shell.stage = "starting the background services"
         app = create_app(st.app(), token=token, services=[] if no_services else None)
-        server = make_server(app, sock)
-        real_port = sock.getsockname()[1]
-        shown_host = "127.0.0.1" if bound in ("0.0.0.0", "::") else (f"[{bound}]" if ":" in bound else bound)
-        url = f"http://{shown_host}:{real_port}/?token={token}"
-        if token_in_output:
-            say(f"Jarvis is running at {url}", err=False)
-            say("Open that URL in your browser (it carries your access token). Ctrl-C stops Jarvis.", err=True)
-        else:
-            token_file = settings.data_path(TOKEN_FILE)
-            say(f"Jarvis is running at http://{shown_host}:{real_port}/ (the access token is in {token_file}: "
-                "open the address with ?token=<it>)", err=False)
-        if open_browser if open_browser is not None else settings.server.open_browser:
-            import webbrowser
+        bind_port(app, port)
+        shell.ready(app)
+    except (Exception, SystemExit) as exc:  # typer.Exit: `fail` already said why
+        code = getattr(exc, "exit_code", None) or getattr(exc, "code", None) or 1
+        if not isinstance(exc, (typer.Exit, SystemExit)):
+            from orchestrator.core.secrets import redact
 
-            webbrowser.open(url)
-        import sys
-
-        sys.stdout.flush()
-        try:
-            server.run(sockets=[sock])
-        except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C once it has shut down cleanly
-            pass
-        finally:
-            for model_server in started:
-                model_server.stop()
-        st.app().close()
-        say("Jarvis stopped.", err=True)
+            say(f"error: could not start Jarvis: {redact(str(exc))}", err=True, fg=typer.colors.RED)
+        outcome["code"] = int(code) if isinstance(code, int) else 1
+        shell.failed(f"Jarvis could not start: {exc}" if str(exc) else "Jarvis could not start (see its terminal)")
+        server.should_exit = True

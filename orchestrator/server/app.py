@@ -33,6 +33,7 @@ from .body_limit import BodyLimitMiddleware, validation_failed
 from orchestrator.core.disk_full import disk_full_message, is_disk_full
 from orchestrator.app import App
 from .health import alive, record_error
+from .listen import bind_socket, uvicorn_server  # noqa: F401 - bind_socket re-exported for the tests and benches
 from .markdown import render_markdown
 from orchestrator.core.secrets import redact
 from .security import Guard, GuardMiddleware, load_or_create_token
@@ -41,8 +42,6 @@ from .services import ServiceContext, ServiceManager
 log = logging.getLogger(__name__)
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
-MAX_HEAD_BYTES = 64 * 1024  # a request's line and headers; the UI's are under 2 KB
-MAX_CONCURRENT = 100  # connections and requests at once: every tab's streams and calls, with room to spare
 
 
 def decorate_event(event: dict[str, Any]) -> dict[str, Any]:
@@ -146,34 +145,9 @@ def bind_port(app: FastAPI, port: int) -> None:
     app.state.guard = Guard(ctx.settings, app.state.token, port)
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
-
-
 def make_server(app: FastAPI, sock: socket.socket):
-    import uvicorn
-
     bind_port(app, sock.getsockname()[1])
-    # log_config=None: uvicorn's records (an exception in a request, with its traceback) go to the root logger's
-    # handlers, which mask secrets and write out escape sequences (core/secrets.ShownFormatter), not to its own
-    # http="h11": httptools (uvicorn's default when installed) buffers a request line and headers of any size, and
-    # the token is checked only once they are whole: 200 headers of 1 MB without a token grew the server by 200 MB.
-    # h11 answers 400 and closes past MAX_HEAD_BYTES. limit_concurrency bounds the requests worked on at once
-    # (each may hold a body of server.max_request_kb); past it a request gets 503.
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5,
-                            access_log=False, log_config=None, http="h11",
-                            h11_max_incomplete_event_size=MAX_HEAD_BYTES, limit_concurrency=MAX_CONCURRENT)
-    return uvicorn.Server(config)
+    return uvicorn_server(app)
 
 
 @contextmanager

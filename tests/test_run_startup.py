@@ -1,0 +1,121 @@
+"""`jarvis run` answers its port before Jarvis is built (server/starting.py): /healthz says "starting", the page is
+served, other requests wait for the full app and are answered by it, the checks of the full app hold meanwhile,
+and a Jarvis that cannot start says why and stops."""
+
+from __future__ import annotations
+
+import http.client
+import re
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from orchestrator.server.listen import bind_socket, uvicorn_server
+from orchestrator.server.security import Guard, GuardMiddleware
+from orchestrator.server.starting import StartingApp
+from tests.conftest import JARVIS_BIN
+
+TOKEN = "t" * 43
+
+
+@pytest.fixture
+def starting(jarvis_env):
+    """A StartingApp served by uvicorn on a free port, guarded as `jarvis run` guards it; nothing built yet."""
+    sock = bind_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    guard = Guard(jarvis_env.settings, TOKEN, port)
+    shell = StartingApp(lambda inner: GuardMiddleware(inner, guard_of=lambda: guard))
+    server = uvicorn_server(shell)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    with httpx.Client(base_url=base, timeout=60) as client:
+        for _ in range(600):  # the server thread binds nothing: it only needs its loop running
+            try:
+                client.get("/healthz")
+                break
+            except httpx.TransportError:
+                threading.Event().wait(0.05)
+        yield shell, client, guard
+    server.should_exit = True
+    thread.join(timeout=30)
+    sock.close()
+
+
+def _full_app(events: list[str]) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        events.append("services started")
+        yield
+        events.append("services stopped")
+
+    app = FastAPI(lifespan=lifespan)
+
+    @app.get("/api/views")
+    def views() -> list[str]:
+        return ["chat"]
+
+    return app
+
+
+def test_the_port_answers_while_jarvis_is_built_and_held_requests_reach_the_full_app(starting):
+    shell, client, guard = starting
+    shell.stage = "loading the tools"
+    up = client.get("/healthz")
+    assert up.status_code == 200 and up.json() == {"service": "jarvis", "status": "starting",
+                                                   "starting": "loading the tools"}
+    page = client.get("/", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert page.status_code == 200 and "<html" in page.text.lower()
+    assert client.get("/static/app.js").status_code == 200 or client.get("/static/style.css").status_code == 200
+    # the full app's checks hold while starting: a foreign Host, another site, no token
+    assert client.get("/healthz", headers={"Host": "evil.example"}).status_code == 421
+    assert client.get("/api/views", headers={"Origin": "http://evil.example"}).status_code == 403
+    assert client.get("/api/views").status_code == 401
+    # a request with the token waits for the full app, which answers it once its services have started
+    events: list[str] = []
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(client.get, "/api/views", headers={"Authorization": f"Bearer {TOKEN}"})
+        app = GuardMiddleware(_full_app(events), guard_of=lambda: guard)
+        shell.ready(app)
+        answer = held.result(timeout=60)
+    assert answer.status_code == 200 and answer.json() == ["chat"]
+    assert events == ["services started"]
+
+
+def test_a_static_path_never_leaves_the_web_folder(starting):
+    _, client, _ = starting
+    port = client.base_url.port
+    for path in ("/static/../../core/config.py", "/static/%2e%2e/%2e%2e/app.py", "/static/../starting.py",
+                 "/static/views/../../starting.py"):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)  # sent as written: httpx drops the dots
+        conn.request("GET", path, headers={"Authorization": f"Bearer {TOKEN}"})
+        answer = conn.getresponse()
+        body = answer.read().decode(errors="replace")
+        conn.close()
+        assert answer.status == 404 and "import" not in body, (path, answer.status)
+
+
+def test_a_jarvis_that_cannot_start_answers_its_held_requests_with_the_reason(starting):
+    shell, client, _ = starting
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(client.get, "/api/views", headers={"Authorization": f"Bearer {TOKEN}"})
+        shell.failed("Jarvis could not start: the data folder is a file")
+        answer = held.result(timeout=60)
+    assert answer.status_code == 503 and "the data folder is a file" in answer.json()["detail"]
+
+
+def test_jarvis_run_that_cannot_start_says_why_and_exits(jarvis_env):
+    blocker = jarvis_env.path / "not-a-folder"
+    blocker.write_text("a file where the data folder should be\n")
+    jarvis_env.write_config(storage={"data_dir": str(blocker / "data")})
+    proc = subprocess.run([str(JARVIS_BIN), "run", "--port", "0", "--no-open", "--no-services"],
+                          env=jarvis_env.env(), cwd=str(jarvis_env.path), capture_output=True, text=True,
+                          timeout=240, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert re.search(r"error: .*(could not|cannot|Not a directory)", proc.stderr), proc.stderr
