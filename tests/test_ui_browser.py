@@ -101,7 +101,7 @@ class _OtherLocalServer:
         received = self.received = []
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's name
+            def do_GET(self):
                 received.append((self.path, dict(self.headers.items())))
                 body = b"<!doctype html><title>other</title><img src='/pixel.png'><p>another local server</p>"
                 self.send_response(200)
