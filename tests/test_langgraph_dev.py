@@ -128,6 +128,40 @@ def _a_web_page_cannot_drive_it(client, thread_id: str, interrupt_id: str) -> No
         assert studio.status_code == 200 and any(t["thread_id"] == thread_id for t in studio.json())
 
 
+# One server start is enough here: the routes checked do not depend on the serializer's strict mode.
+@pytest.mark.slow
+@pytest.mark.parametrize("dev_server", [None], indirect=True, ids=["as-configured"])
+def test_the_platforms_own_routes_answer_no_web_page_and_no_foreign_host(dev_server):
+    """The routes `langgraph dev` mounts itself are outside the auth handler: a page on any site wiped every thread
+    (`POST /internal/truncate`, a text/plain POST needs no preflight), read one raw, or, from another port of this
+    host, read the deploy set-up (`/deploy` trusts any localhost Origin). orchestrator/platform_http.py's
+    middleware refuses them on every path; the user's own client (no Origin, Host localhost) is still answered."""
+    import httpx
+
+    client, _ = dev_server
+    thread_id = client.threads.create()["thread_id"]
+    base = str(client.http.client.base_url).rstrip("/")
+    hostile = [
+        {"Origin": "https://evil.example", "Content-Type": "text/plain"},
+        {"Origin": "http://127.0.0.1:8000", "Content-Type": "text/plain"},  # a page of another local server
+        {"Host": "rebind.evil.example"},
+        {"Sec-Fetch-Site": "cross-site"},  # an <img>/<script> GET: no Origin
+        {"Sec-Fetch-Site": "same-site"},
+    ]
+    with httpx.Client(base_url=base, timeout=30) as http:
+        for headers in hostile:
+            assert http.post("/internal/truncate", content="{}", headers=headers).status_code == 403, headers
+            assert http.get(f"/internal/debug/thread/{thread_id}", headers=headers).status_code == 403, headers
+            assert http.get("/deploy", headers=headers).status_code == 403, headers
+            assert http.get("/info", headers=headers).status_code == 403, headers
+            preflight = http.options("/threads/search", headers={**headers, "Access-Control-Request-Method": "POST"})
+            assert preflight.status_code == 403, headers
+        assert client.threads.get(thread_id)["thread_id"] == thread_id  # nothing was wiped
+        assert http.get(f"/internal/debug/thread/{thread_id}").status_code == 200  # the user's own client
+        studio = http.get("/info", headers={"Origin": "https://smith.langchain.com", "Sec-Fetch-Site": "cross-site"})
+        assert studio.status_code == 200
+
+
 def test_the_platform_graph_leaves_checkpoint_pruning_to_the_platform(jarvis_env, caplog):
     """Built without a checkpointer of its own (platform_graph.py), the graph must not trim Jarvis's checkpoint
     tables after a turn: the platform keeps its threads elsewhere (each turn logged "could not prune checkpoints

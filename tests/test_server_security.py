@@ -1,4 +1,5 @@
-"""Who may talk to the web UI: the token, the Host and Origin checks, the cookie, and `jarvis run` itself."""
+"""Who may talk to the web UI: the token (a header, never a cookie), the Host and Origin checks, and `jarvis run`
+itself."""
 
 from __future__ import annotations
 
@@ -26,9 +27,12 @@ def test_no_token_is_refused(ui_server):
         assert c.post("/api/uploads", params={"filename": "a.txt"}, content=b"a").status_code == 401
         assert c.post("/api/inbound", json={"channel": "local", "sender": "x", "text": "y"}).status_code == 401
         assert c.post("/api/tools/fs_list_dir/disable").status_code == 401
-        page = c.get("/")
+        # The shell holds no data (the tab brings the token): served without it, and no cookie is set.
+        shell = c.get("/")
+        assert shell.status_code == 200 and '<script type="module" src="/static/app.js">' in shell.text
+        page = c.get("/", params={"token": "wrong"})
         assert page.status_code == 401 and "jarvis run" in page.text and page.headers["content-type"].startswith("text/html")
-        # [19] point 7: the page in the UI's own style (was unstyled plain text), the command set as code
+        # the page in the UI's own style (was unstyled plain text), the command set as code
         assert "/static/style.css" in page.text and "<code>jarvis run</code>" in page.text
 
 
@@ -36,6 +40,9 @@ def test_wrong_token_is_refused(ui_server):
     with ui_server.client(token="x" * 43) as c:
         assert c.get("/api/threads").status_code == 401
     with ui_server.client(token="", Cookie=f"jarvis_token_{ui_server.url.rsplit(':', 1)[1]}=wrong") as c:
+        assert c.get("/api/threads").status_code == 401
+    # Not even the right token is read from a cookie: any server on this host, whatever its port, receives it.
+    with ui_server.client(token="", Cookie=f"jarvis_token_{ui_server.url.rsplit(':', 1)[1]}={ui_server.token}") as c:
         assert c.get("/api/threads").status_code == 401
     with ui_server.client(token="") as c:
         assert c.get("/", params={"token": "wrong"}).status_code == 401
@@ -74,22 +81,20 @@ def test_foreign_origin_is_refused(ui_server):
 
 
 def test_only_the_ui_itself_or_no_browser_reaches_the_api(ui_server):
-    """A page on another port of the same host is same-site, not cross-site: its <img> and <script> GETs carry the
-    SameSite=Strict cookie and no Origin, and some GETs have effects (GET /api/settings/health starts the MCP
-    servers). /api/ answers only the UI's own page (same-origin), the address bar (none) and non-browsers (absent)."""
-    port = ui_server.url.rsplit(":", 1)[1]
-    cookie = f"jarvis_token_{port}={ui_server.token}"
+    """A page on another port of the same host is same-site, not cross-site: its <img> and <script> GETs carry no
+    Origin, and some GETs have effects (GET /api/settings/health starts the MCP servers). /api/ answers only the
+    UI's own page (same-origin), the address bar (none) and non-browsers (absent), whatever token comes along."""
     for site in ("same-site", "cross-site", "anything-else"):
-        with ui_server.client(token="", Cookie=cookie, **{"Sec-Fetch-Site": site}) as c:
+        with ui_server.client(**{"Sec-Fetch-Site": site}) as c:
             for path in ("/api/settings/health", "/api/settings/models", "/api/threads/web-x", "/api/jorbs/x"):
                 refused = c.get(path)
                 assert refused.status_code == 403 and "other web sites" in refused.json()["detail"], (site, path)
     for site in ("same-origin", "none"):
-        with ui_server.client(token="", Cookie=cookie, **{"Sec-Fetch-Site": site}) as c:
+        with ui_server.client(**{"Sec-Fetch-Site": site}) as c:
             assert c.get("/api/threads").status_code == 200, site
-    with ui_server.client(token="", Cookie=cookie) as c:
+    with ui_server.client() as c:
         assert c.get("/api/threads").status_code == 200
-    with ui_server.client(token="", Cookie=cookie, **{"Sec-Fetch-Site": "same-site"}) as c:
+    with ui_server.client(token="", **{"Sec-Fetch-Site": "same-site"}) as c:
         assert c.get("/static/app.js").status_code == 200  # the UI's code is public anyway
 
 
@@ -132,17 +137,19 @@ def test_a_huge_request_head_is_cut_off_without_growing_the_server(ui_server):
         assert c.get("/api/threads").status_code == 200
 
 
-def test_first_visit_trades_the_url_token_for_a_strict_cookie(ui_server):
+def test_the_url_token_goes_to_the_page_and_no_cookie_carries_it(ui_server):
+    """The printed URL's token is checked and handed to the page (which keeps it in its tab, web/api.js); no
+    cookie carries it, and the one an earlier version set is expired (any port of the host received it)."""
+    port = ui_server.url.rsplit(":", 1)[1]
     with httpx.Client(base_url=ui_server.url, follow_redirects=False) as c:
         resp = c.get("/", params={"token": ui_server.token})
-        assert resp.status_code == 303 and resp.headers["location"] == "/"
-        cookie = resp.headers["set-cookie"]
-        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
-        assert ui_server.token in cookie
-        page = c.get("/")
-        assert page.status_code == 200 and '<script type="module" src="/static/app.js">' in page.text
-        assert c.get("/api/threads").status_code == 200
-        assert c.get("/static/app.js").status_code == 200
+        assert resp.status_code == 200 and '<script type="module" src="/static/app.js">' in resp.text
+        assert resp.headers["cache-control"] == "no-store" and resp.headers["referrer-policy"] == "no-referrer"
+        cookies = resp.headers.get_list("set-cookie")
+        assert cookies == [f"jarvis_token_{port}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict"], cookies
+        assert ui_server.token not in str(resp.headers)
+        assert c.get("/api/threads").status_code == 401  # nothing was set that a later call would carry
+        assert c.get("/api/threads", headers={"Authorization": f"Bearer {ui_server.token}"}).status_code == 200
 
 
 def test_static_code_needs_no_token(ui_server):
@@ -203,9 +210,10 @@ def test_jarvis_run_serves_the_ui_with_its_token(jarvis_env):
         base = f"http://127.0.0.1:{match.group(2)}"
         token = match.group(3)
         assert token == (jarvis_env.data / "server_token").read_text().strip()
-        with httpx.Client(base_url=base, follow_redirects=True, timeout=20) as c:
-            assert c.get("/").status_code == 401
-            assert c.get(f"/?token={token}").status_code == 200  # the cookie is set on the way
+        with httpx.Client(base_url=base, timeout=20) as c:
+            assert c.get("/api/views").status_code == 401
+            assert c.get(f"/?token={token}").status_code == 200  # the page, which takes the token into its tab
+            c.headers["Authorization"] = f"Bearer {token}"
             jarvis_env.server.push({"content": "Served."})
             with c.stream("POST", "/api/threads/web-run/messages", json={"text": "hi"}) as resp:
                 body = resp.read().decode()

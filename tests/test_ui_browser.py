@@ -74,7 +74,7 @@ def send(page, text: str) -> None:
 
 def test_send_a_message_and_see_the_answer_stream(open_ui):
     page, server = open_ui()
-    assert "token=" not in page.url  # the token went into the cookie, not the history
+    assert "token=" not in page.url  # the token went into the tab, not the history
     words = "Here is a **streamed** answer, one token at a time, with `code` too."
     server.env.server.push({"content": words, "token_delay_s": 0.12})
     send(page, "hello Jarvis")
@@ -89,6 +89,98 @@ def test_send_a_message_and_see_the_answer_stream(open_ui):
     assert page.locator(".threads li").first.inner_text().startswith("hello Jarvis")
     shot(page, "chat-streamed")
     assert page.js_errors == []
+
+
+class _OtherLocalServer:
+    """Another web server on 127.0.0.1, on another port, run by whoever: it records what browsers send it."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        received = self.received = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                received.append((self.path, dict(self.headers.items())))
+                body = b"<!doctype html><title>other</title><img src='/pixel.png'><p>another local server</p>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_another_local_server_the_browser_visits_receives_no_jarvis_token(browser, jarvis_env, tmp_path):
+    """Browsers keep cookies apart by host, not by port: the token cookie `jarvis_token_<port>` went to every
+    server on 127.0.0.1 the browser visited, and its owner could drive Jarvis with it. Now the tab holds the token
+    (sessionStorage, kept apart by origin) and sends it as a header; a cookie an earlier version set is expired.
+    Chat (streamed), an upload and a reload keep working; a new tab without the token says what to open."""
+    other = _OtherLocalServer()
+    try:
+        with start_ui(jarvis_env) as server:
+            port = server.url.rsplit(":", 1)[1]
+            context = browser.new_context()
+            # What an earlier Jarvis left in the browser: it must be gone after the first visit.
+            context.add_cookies([{"name": f"jarvis_token_{port}", "value": server.token, "url": server.url}])
+            page = context.new_page()
+            page.set_default_timeout(30_000)
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{server.url}/?token={server.token}")
+            box = page.get_by_role("textbox", name="Message")
+            box.wait_for()
+            assert "token=" not in page.url
+
+            server.env.server.push({"content": "Streamed back to you.", "token_delay_s": 0.05})
+            send(page, "hello")
+            page.locator(".msg.assistant:not(.streaming)", has_text="Streamed back to you.").wait_for()
+
+            transfer = page.evaluate_handle(
+                """() => { const dt = new DataTransfer(); dt.items.add(new File(["the plan"], "plan.txt",
+                           { type: "text/plain" })); return dt; }""")
+            page.dispatch_event(".log", "drop", {"dataTransfer": transfer})
+            page.locator(".composer .chip", has_text="plan.txt").wait_for()
+            page.reload()
+            box.wait_for()
+            page.locator(".threads li", has_text="hello").wait_for()  # the API answers the reloaded tab
+            server.env.server.push(answer("Read after the reload."))
+            send(page, "and now?")
+            page.locator(".msg.assistant", has_text="Read after the reload.").wait_for()
+            assert list((server.env.data / "uploads").glob("*/plan.txt"))  # the upload went through
+
+            page.goto(f"{other.url}/")  # the same tab, then a new one, visit the other server
+            page.get_by_text("another local server").wait_for()
+            leftover = page.evaluate("() => JSON.stringify([{...sessionStorage}, {...localStorage}, document.cookie])")
+            second = context.new_page()
+            second.goto(f"{other.url}/again")
+            second.get_by_text("another local server").wait_for()
+            assert errors == []
+            assert len(other.received) >= 3, other.received  # two pages and their images at least
+            for path, headers in other.received:
+                assert not any(server.token in value for value in headers.values()), (path, headers)
+                assert "jarvis_token" not in headers.get("Cookie", ""), (path, headers)
+            assert server.token not in leftover
+            assert not [c for c in context.cookies() if server.token in c["value"]], context.cookies()
+
+            fresh = context.new_page()  # a tab opened by hand: no token, and it says what to do
+            fresh.goto(f"{server.url}/")
+            fresh.get_by_text("open the URL printed by", exact=False).first.wait_for()
+            context.close()
+    finally:
+        other.close()
 
 
 def _confirm_flow(open_ui, decision: str):

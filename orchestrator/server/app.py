@@ -1,6 +1,7 @@
 """The local web UI and its JSON API, in one FastAPI app served by uvicorn (`jarvis run`).
 
-    /                 the UI (orchestrator/server/web/index.html); `/?token=...` sets the access cookie
+    /                 the UI (orchestrator/server/web/index.html), no data, served without the token; the page
+                      takes `/?token=...` into its tab and sends it as a header (server/security.py)
     /static/...       the UI's own JS/CSS (no data, served without the token)
     /api/views        which tabs exist (one per module of orchestrator/server/api exporting VIEW)
     /api/...          the views' routers (orchestrator/server/api/*.py); /api/health the health report

@@ -76,8 +76,8 @@ def _show_link_destinations(state: StateCore) -> None:
 
     A link that is not an absolute http(s) URL with a host, nor a mailto with an address, is dropped and its text
     kept. That includes relative and fragment links (`#chat/<id>`, `/api/...`): a model has no page of Jarvis to
-    link to, and such a link would take the user, with the UI's cookie, to a GET of the API (some have effects) or
-    to another conversation dressed as whatever its text says."""
+    link to, and such a link would take the user to a path of the UI's server (some GETs of the API have effects)
+    or to another conversation dressed as whatever its text says."""
     for block in state.tokens:
         if block.type != "inline" or not block.children:
             continue

@@ -1,13 +1,21 @@
 """What stands between the local web UI and everything else on the machine or the network.
 
-- An access token (random, persisted under the data dir with mode 0600) that every API call must carry, as
-  `Authorization: Bearer TOKEN` or as the HttpOnly SameSite=Strict cookie set when the user first opens the
-  URL printed by `jarvis run` (`/?token=...`).
+- An access token (random, persisted under the data dir with mode 0600) that every API call must carry as
+  `Authorization: Bearer TOKEN`. No cookie carries it: browsers keep cookies apart by host, not by port, so a
+  cookie of 127.0.0.1:8765 went to every other server on 127.0.0.1 the browser visited, whoever runs it. The page
+  itself holds the token instead, in its tab's sessionStorage (which is kept apart by origin, port included), and
+  sends it as a header (server/web/api.js): opening the URL printed by `jarvis run` (`/?token=...`) hands it to
+  the tab, which drops it from the address bar. A reload keeps it (so does a browser that restores its tabs
+  after a restart, with their sessionStorage); a new tab opened by hand, or a browser restarted without its tabs,
+  has none: the page then says to open the printed URL again.
+  The page's shell (`/`, like `/static/`) holds no data and is served without the token; a wrong token in the
+  URL is refused with a page saying where the right one is. A token cookie set by an earlier version is expired
+  whenever the shell is served.
 - The Host header must name the server as configured (a loopback name and the port), so a DNS-rebinding page
   (evil.example resolving to 127.0.0.1) is refused even though its requests reach the socket.
 - The Origin header, when sent, must be the UI's own origin, and an API call's `Sec-Fetch-Site`, when sent, must
   be `same-origin` or `none` (the page itself, the address bar), so no web page the user visits, not even one on
-  another port of this host, can drive the API with the user's cookie. Other paths refuse only `cross-site`.
+  another port of this host, can drive the API. Other paths refuse only `cross-site`.
 - Security headers (CSP without inline script, no framing, no referrer so the token never leaks).
 """
 
@@ -20,7 +28,6 @@ import os
 import re
 import secrets
 from html import escape as html_escape
-from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,6 +40,7 @@ TOKEN_FILE = "server_token"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 PUBLIC_PREFIXES = ("/static/",)  # the UI's own code: no data in it, served without the token
 PUBLIC_PATHS = ("/healthz",)  # up or down, nothing else: for whatever watches the service
+SHELL_PATH = "/"  # the page's shell: its code, no data; it brings the token from its tab's sessionStorage
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
@@ -85,8 +93,8 @@ def allowed_host_names(settings: Settings) -> set[str]:
     return {n.lower() for n in names}
 
 
-def cookie_name(port: int) -> str:
-    # Cookies are shared across ports of one host: a second Jarvis on another port keeps its own.
+def legacy_cookie_name(port: int) -> str:
+    """The token cookie earlier versions set: expired when the shell is served, never read."""
     return f"jarvis_token_{port}"
 
 
@@ -117,29 +125,21 @@ class Guard:
         return bool(presented) and secrets.compare_digest(presented.encode(), self.token.encode())
 
     def presented_token(self, headers: dict[str, str]) -> str | None:
+        """The token of `Authorization: Bearer`; a cookie is never read (any port of the host receives it)."""
         auth = headers.get("authorization", "")
         if auth.lower().startswith("bearer "):
             return auth[7:].strip()
-        raw = headers.get("cookie")
-        if raw:
-            jar = SimpleCookie()
-            try:
-                jar.load(raw)
-            except Exception:  # noqa: BLE001 - a malformed cookie header is simply no token
-                return None
-            morsel = jar.get(cookie_name(self.port))
-            if morsel is not None:
-                return morsel.value
         return None
 
-    def set_cookie_header(self) -> tuple[bytes, bytes]:
-        value = f"{cookie_name(self.port)}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+    def expire_legacy_cookie_header(self) -> tuple[bytes, bytes]:
+        value = f"{legacy_cookie_name(self.port)}=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict"
         return b"set-cookie", value.encode()
 
 
 # Sec-Fetch-Site values an API call may carry: the UI's own page, the address bar or a bookmark. A page on another
-# port of this host is "same-site": its <img> and <script> GETs carry the SameSite=Strict cookie and no Origin, and
-# some GETs have effects (GET /api/settings/health starts MCP servers). Non-browsers send none: the token decides.
+# port of this host is "same-site", and some GETs have effects (GET /api/settings/health starts MCP servers): with
+# the token in a header such a page has none to send, and this refuses it whatever it sends. Non-browsers send no
+# Sec-Fetch-Site: the token decides.
 API_FETCH_SITES = ("same-origin", "none")
 
 
@@ -203,18 +203,14 @@ class GuardMiddleware:
             await self.app(scope, receive, _with_headers(send))
             return
 
-        query = _query(scope)
-        url_token = query.get("token")
-        if url_token is not None and not path.startswith("/api/"):
-            if not guard.token_ok(url_token):
+        if path == SHELL_PATH:
+            url_token = _query(scope).get("token")
+            if url_token is not None and not guard.token_ok(url_token):
                 await _refuse(send, 401, "That access token is not valid: open the URL `jarvis run` printed "
                                          "(the token is kept in the data folder, file server_token).", html=True)
                 return
-            # First visit: trade the token in the URL for the cookie, and drop it from the address bar.
-            await send({"type": "http.response.start", "status": 303,
-                        "headers": [(b"location", (path or "/").encode()), guard.set_cookie_header(),
-                                    (b"content-length", b"0"), *SECURITY_HEADERS]})
-            await send({"type": "http.response.body", "body": b""})
+            # The page takes a token in its URL into its tab and drops it from the address bar (web/api.js).
+            await self.app(scope, receive, _with_headers(send, guard.expire_legacy_cookie_header()))
             return
 
         if not guard.token_ok(guard.presented_token(headers)):
@@ -231,14 +227,15 @@ def _query(scope: dict[str, Any]) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(raw).items() if v}
 
 
-def _with_headers(send: Any) -> Any:
-    """Add the security headers to every response the app sends."""
+def _with_headers(send: Any, *extra: tuple[bytes, bytes]) -> Any:
+    """Add the security headers (and `extra`) to every response the app sends."""
 
     async def wrapped(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
             present = {k.lower() for k, _ in message.get("headers", [])}
             message = dict(message)
-            message["headers"] = [*message.get("headers", []), *[h for h in SECURITY_HEADERS if h[0] not in present]]
+            message["headers"] = [*message.get("headers", []), *[h for h in SECURITY_HEADERS if h[0] not in present],
+                                  *extra]
         await send(message)
 
     return wrapped

@@ -1,5 +1,28 @@
 // Talking to the Jarvis API: JSON calls, SSE streams over fetch (POST bodies), uploads.
-// The access cookie (HttpOnly, SameSite=Strict) rides along on every same-origin request.
+// The access token is held by this tab (sessionStorage, kept apart by origin, port included) and sent as
+// `Authorization: Bearer` on every call: a cookie went to every server on this host, whatever its port
+// (server/security.py). The URL `jarvis run` prints (`/?token=...`) hands it over once and is dropped from the
+// address bar; a reload keeps it; a tab without it says to open that URL again.
+
+const TOKEN_KEY = "jarvis_token";
+const NO_TOKEN = "This tab has no access token: open the URL printed by `jarvis run` (it ends with ?token=...).";
+
+// Done when this module is first imported, before any call: the token leaves the URL (and the history entry).
+(function adoptUrlToken() {
+  const params = new URLSearchParams(location.search);
+  const token = params.get("token");
+  if (token === null) return;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  params.delete("token");
+  const rest = params.toString();
+  history.replaceState(history.state, "", `${location.pathname}${rest ? `?${rest}` : ""}${location.hash}`);
+})();
+
+// Headers with the tab's token added (none when the tab has none: the server says 401, failure() says why).
+export function authorized(headers = {}) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { ...headers, Authorization: `Bearer ${token}` } : headers;
+}
 
 export class ApiError extends Error {
   constructor(status, message) {
@@ -15,13 +38,13 @@ export async function failure(resp) {
     if (typeof body.detail === "string") message = body.detail;
     else if (Array.isArray(body.detail)) message = body.detail.map((d) => `${(d.loc || []).join(".")}: ${d.msg}`).join("; ");
   } catch (_) { /* not JSON */ }
-  if (resp.status === 401) message += " — reopen the URL printed by `jarvis run`.";
+  if (resp.status === 401) message = sessionStorage.getItem(TOKEN_KEY) ? `${message} — reopen the URL printed by \`jarvis run\`.` : NO_TOKEN;
   return new ApiError(resp.status, message);
 }
 
-// One request: JSON body if given, the access cookie, and a clear error when Jarvis does not answer or refuses.
+// One request: JSON body if given, the access token, and a clear error when Jarvis does not answer or refuses.
 async function send(path, { method, body, accept }) {
-  const init = { method, headers: accept ? { Accept: accept } : {}, credentials: "same-origin" };
+  const init = { method, headers: authorized(accept ? { Accept: accept } : {}), credentials: "omit" };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -65,8 +88,8 @@ export async function upload(file) {
   let resp;
   try {
     resp = await fetch(`/api/uploads?filename=${encodeURIComponent(file.name)}`, {
-      method: "POST", body: file, credentials: "same-origin",
-      headers: { "Content-Type": file.type || "application/octet-stream" },
+      method: "POST", body: file, credentials: "omit",
+      headers: authorized({ "Content-Type": file.type || "application/octet-stream" }),
     });
   } catch (err) {
     throw new ApiError(0, `${file.name} could not be sent: is \`jarvis run\` still running?`);

@@ -4,7 +4,7 @@
 // sentence by sentence as they stream in (POST /api/speak for each); Stop or a new message silences it.
 // Playback goes through Web Audio (decodeAudioData), not an <audio> element: the CSP allows no blob: media.
 // A transcript is only text in the box: confirmations still need a click or a typed "approve".
-import { api, ApiError, failure } from "./api.js";
+import { api, ApiError, authorized, failure } from "./api.js";
 import { h } from "./dom.js";
 
 let settings = null; // GET /api/voice
@@ -29,8 +29,8 @@ function unavailable(button, s) {
 async function transcribe(blob) {
   let resp;
   try {
-    resp = await fetch("/api/transcribe", { method: "POST", body: blob, credentials: "same-origin",
-      headers: { "Content-Type": blob.type || "application/octet-stream" } });
+    resp = await fetch("/api/transcribe", { method: "POST", body: blob, credentials: "omit",
+      headers: authorized({ "Content-Type": blob.type || "application/octet-stream" }) });
   } catch (_) {
     throw new ApiError(0, "The recording could not be sent: is `jarvis run` still running?");
   }
@@ -152,8 +152,8 @@ class Speaker {
     if (!words) return;
     const generation = this.generation;
     // Fetched at once (the next sentence is ready when this one ends), played in order.
-    const audio = fetch("/api/speak", { method: "POST", credentials: "same-origin",
-      headers: { "Content-Type": "application/json" }, body: JSON.stringify({ text: words }) })
+    const audio = fetch("/api/speak", { method: "POST", credentials: "omit",
+      headers: authorized({ "Content-Type": "application/json" }), body: JSON.stringify({ text: words }) })
       .then(async (resp) => (resp.ok ? resp.arrayBuffer() : Promise.reject(await failure(resp))));
     this.chain = this.chain.then(async () => {
       let data;
