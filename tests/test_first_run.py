@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from orchestrator.llm.discovery import BUILTIN_NOTICE, choose_model, find_local_servers
+from orchestrator.llm.discovery import BUILTIN_NOTICE, choose_model, find_local_servers, settle_model
 from tests.conftest import JARVIS_BIN
+from tests.fakes.llm_server import FakeLLMServer
 from tests.real_model_fuzz import require_real_model
 from tests.test_ui_browser import browser  # noqa: F401 - the module's real Chromium, a fixture
 
@@ -39,6 +40,19 @@ def test_nothing_changes_when_the_configured_model_answers_or_fallback_is_off(ja
     off = jarvis_env.settings
     assert choose_model(off, False, servers=[("Ollama", jarvis_env.server.base_url)]) is None
     assert off.models.primary.base_url == CLOSED and settings.models.primary == before
+
+
+def test_a_configured_server_that_answers_without_the_model_is_not_replaced(jarvis_env):
+    """A wrong model name is the user's to fix (check_endpoint names what the server lists): `jarvis run` and the
+    CLI do not move to another server or the built-in model behind their back."""
+    with FakeLLMServer() as other:
+        jarvis_env.server.brain.model_list = ["qwen2.5:7b", "llama3.2:latest"]
+        jarvis_env.server.brain.model_fields = {"owned_by": "library"}
+        settings = jarvis_env.settings
+        before = settings.models.primary.model_copy()
+        status = settle_model(settings, servers=[("Ollama", other.base_url)])
+    assert not status.ok and status.switched is None and settings.models.primary == before
+    assert "has no model named 'scripted-model'" in status.message and "qwen2.5:7b" in status.message
 
 
 def test_the_built_in_model_is_used_when_nothing_answers(jarvis_env):

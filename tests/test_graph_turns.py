@@ -48,12 +48,14 @@ def test_second_process_continues_the_thread(jarvis_env):
 
 
 def test_model_endpoint_down_gives_one_clear_sentence_and_keeps_the_thread(jarvis_env):
-    jarvis_env.write_config(models={"primary": {"base_url": "http://127.0.0.1:9/v1"}})
+    # with the fallback off, nothing stands in: `jarvis chat` says so before any turn, with no try to wait through
+    jarvis_env.write_config(models={"primary": {"base_url": "http://127.0.0.1:9/v1", "max_retries": 2},
+                                    "fallback": False})
     proc = jarvis_env.cli("chat", "--thread", "down", "hello?")
     assert proc.returncode == 1
     assert "Cannot reach the model endpoint at http://127.0.0.1:9/v1" in proc.stderr
     assert "models.primary.base_url" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert "Traceback" not in proc.stderr and "waiting for the model" not in proc.stderr
 
     graph = jarvis_env.graph()
     with pytest.raises(ModelEndpointError):
@@ -203,3 +205,17 @@ def test_a_tool_runs_only_once_the_step_that_called_it_is_on_disk(jarvis_env):
                                                                           _cfg("durable"))
     assert out["messages"][-1].content == "Stamped."
     assert seen == [["human", "ai"]]  # the model's call was saved before the tool ran
+
+
+def test_a_server_that_answers_without_the_model_named_is_reported_as_such_not_replaced(jarvis_env):
+    """A wrong model name is not a server that does not answer: the CLI names what the server lists, and does not
+    switch to another model (the fallback is for nothing answering)."""
+    jarvis_env.server.brain.model_list = ["qwen2.5:7b", "llama3.2:latest"]
+    jarvis_env.server.brain.model_fields = {"owned_by": "library"}  # Ollama's listing: only the names it lists
+    jarvis_env.server.push(answer("This server takes any name."))
+    proc = jarvis_env.cli("chat", "hello?")
+    assert "answers, but has no model named 'scripted-model'" in proc.stderr and "qwen2.5:7b" in proc.stderr
+    assert "using the built-in" not in proc.stderr and "nothing answers" not in proc.stderr
+    # the turn still goes to that server (some take any name): nothing switched behind the user's back
+    assert jarvis_env.server.requests and jarvis_env.server.requests[-1]["model"] == "scripted-model"
+    assert proc.returncode == 0 and "This server takes any name." in proc.stdout

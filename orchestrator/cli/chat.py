@@ -199,6 +199,7 @@ def register(app: typer.Typer) -> None:
                      + "). Record the question elsewhere and pass it with --audio FILE, or type it.")
         if audio:
             message = [voice_cmd.heard_from_file(st.settings, audio)]
+        _settle_model(st.settings)
         graph = st.graph()
         end_task = st.app().runtime.executor.sites.end_task  # a turn stopped or failed: its browser closed
         notice = st.settings.models.primary.notice  # e.g. the demo model's "do not trust its answers"
@@ -237,6 +238,21 @@ def register(app: typer.Typer) -> None:
             attachments = []
             if microphone:
                 voice_cmd.say_aloud(st.settings, last_answer(graph, thread_id))
+
+
+def _settle_model(settings: Any) -> None:
+    """The model this chat talks to, by `jarvis run`'s rule (llm/discovery.settle_model). When it does not answer
+    and nothing can stand in, the check's sentence is said now (a server that answers without the model named says
+    what it lists), and the turn is not retried: it fails at once with the same reason, the message kept in its
+    thread for when the model is back. A refused connection is not a slow server worth waiting for."""
+    from orchestrator.llm.discovery import settle_model
+
+    model = settle_model(settings)
+    if model.switched:
+        say(f"model: {model.switched}", err=True, fg=typer.colors.YELLOW, bold=True)
+    if not model.ok:
+        say(f"model endpoint: {model.message}", err=True, fg=typer.colors.YELLOW)
+        settings.models.primary.max_retries = 0
 
 
 def last_answer(graph: Any, thread_id: str) -> str:

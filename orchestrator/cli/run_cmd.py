@@ -102,20 +102,17 @@ def _build(st: Any, shell: Any, server: Any, token: str, port: int, no_services:
     try:
         settings = st.settings
         shell.stage = "checking the model"
-        from orchestrator.llm.client import check_endpoint
-        from orchestrator.llm.discovery import choose_model
+        from orchestrator.llm.discovery import settle_model
         from orchestrator.llm.model_server import start_configured
 
         started.extend(start_configured(settings))  # models.*.start: a model server Jarvis starts and watches
-        ok, message = check_endpoint(settings)
-        switched = choose_model(settings, ok)
-        if switched:
-            say(f"model: {switched}", err=True, fg=typer.colors.YELLOW, bold=True)
-            ok, message = check_endpoint(settings)
-        if not ok:
-            say(f"model endpoint: {message} (the UI shows this too; chats fail until it answers)",
+        model = settle_model(settings)
+        if model.switched:
+            say(f"model: {model.switched}", err=True, fg=typer.colors.YELLOW, bold=True)
+        if not model.ok:
+            say(f"model endpoint: {model.message} (the UI shows this too; chats fail until it answers)",
                 err=True, fg=typer.colors.YELLOW)
-        if settings.models.primary.notice and not switched:  # e.g. the demo model's "do not trust its answers"
+        if settings.models.primary.notice and not model.switched:  # e.g. the demo model's "do not trust its answers"
             say(settings.models.primary.notice, err=True, fg=typer.colors.YELLOW, bold=True)
         shell.stage = "loading the tools and the conversation graph"
         from orchestrator.server.app import bind_port, create_app

@@ -87,6 +87,10 @@ def choose_model(settings: Settings, configured_ok: bool,
     primary = settings.models.primary
     if configured_ok or primary.provider == "embedded" or not settings.models.fallback:
         return None
+    if probe("configured", primary.base_url) is not None:
+        # It answers, but not for the model asked (check_endpoint names what it lists): a wrong name is the user's
+        # to fix, not a reason to talk to another model behind their back.
+        return None
     candidates = [(n, u) for n, u in (LOCAL_SERVERS if servers is None else servers)
                   if u.rstrip("/") != primary.base_url.rstrip("/")]
     for found in find_local_servers(candidates):
@@ -107,3 +111,26 @@ def choose_model(settings: Settings, configured_ok: bool,
     settings.jarb.enabled = False
     return (f"nothing answers at {primary.base_url} or at the usual local servers ("
             + ", ".join(n for n, _ in LOCAL_SERVERS) + f"); using the {BUILTIN_NOTICE}")
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """The model a process will talk to, settled once at its start: whether it answers, the sentence that says
+    so (or what is wrong), and, when the configured one did not answer, what Jarvis switched to."""
+
+    ok: bool
+    message: str
+    switched: str | None = None
+
+
+def settle_model(settings: Settings, servers: list[tuple[str, str]] | None = None) -> ModelStatus:
+    """The one rule for `jarvis run` and every CLI command that talks to the model: the configured model if it
+    answers; if nothing answers there, a local server that does or the built-in model (`choose_model`); a server
+    that answers without the configured model is reported as such, never replaced."""
+    from .client import check_endpoint
+
+    ok, message = check_endpoint(settings)
+    switched = choose_model(settings, ok, servers)
+    if switched:
+        ok, message = check_endpoint(settings)
+    return ModelStatus(ok, message, switched)
