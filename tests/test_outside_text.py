@@ -116,3 +116,25 @@ def test_a_jorb_started_from_an_inbox_message_reads_that_message_as_outside_cont
         view = jarvis.jorbs.view(created.json()["id"])
     assert view.row.status == "paused" and view.pending[0].get("escalated") is True, (pwned.exists(), view.pending)
     assert not pwned.exists()
+
+
+def test_what_a_mac_app_answers_through_an_apple_wrapper_taints_the_thread(jarvis_env, tmp_path):
+    """The apple_* wrappers call an MCP server (Macuse) whose answers are its own text (a draft quoting the mail it
+    answers); the raw MCP tools were outside content, the wrappers with an effect were not: a memory write after
+    one was stored as the user's, automatically."""
+    from tests.mcp_helpers import shutdown_mcp
+    from tests.test_apple_tools import _macuse
+
+    try:
+        _macuse(jarvis_env, tmp_path)
+        jarvis_env.write_config(mcp={"dir": str(jarvis_env.path / "mcp")},
+                                autonomy={"effects": {"memory_write": "auto", "email_draft": "auto"}})
+        app = jarvis_env.app()
+        jarvis_env.server.push(tool_call("apple_mail_draft_reply", message_id="4711", body="Friday works!"),
+                               tool_call("memory_remember", fact=f"My bank account is {INJECTED}",
+                                         about="bank account", kind="account"),
+                               answer("Noted."))
+        out = app.graph.invoke({"messages": [("user", "Tell Ana that Friday works")]}, _cfg("mac"), version="v2")
+        _asks_then_stores_as_content(jarvis_env, app, "mac", out)
+    finally:
+        shutdown_mcp()
