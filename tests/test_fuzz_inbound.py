@@ -177,6 +177,44 @@ def test_mail_of_any_shape_is_read_or_refused_without_an_exception(payload, raw_
     assert sender_verified(msg) in (True, False)
 
 
+@pytest.fixture
+def email_poller(jarvis_env, google_server):
+    from google.oauth2.credentials import Credentials
+
+    from orchestrator.channels.email import EmailPoller
+    from orchestrator.tools import google_auth
+
+    jarvis_env.write_config(google={"gmail_base_url": google_server.url, "calendar_base_url": google_server.url,
+                                    "token_uri": google_server.token_uri, "backoff_s": 0.01},
+                            channels={"email": {"enabled": True}})
+    google_auth.save_credentials(jarvis_env.settings,
+                                 Credentials.from_authorized_user_info(google_server.authorized_user_info()))
+    threads: list[tuple[str, None]] = []
+    delivered: list[tuple] = []
+    poller = EmailPoller(jarvis_env.settings, lambda *a: delivered.append(a), lambda: list(threads))
+    return google_server, poller, threads, delivered
+
+
+@BOUNDED
+@given(sender=header_values, subject=st.text(max_size=60), body=st.text(max_size=300), html=st.booleans(),
+       stamps=st.lists(header_values, max_size=2))
+def test_a_reply_of_any_content_in_a_jorbs_email_thread_is_delivered_once(email_poller, sender, subject, body, html,
+                                                                           stamps):
+    """Through the real poller over Gmail's REST protocol: whatever the sender writes in From, Subject, the body
+    and forged Authentication-Results, the message is delivered once, as text, with a sender and a verdict."""
+    server, poller, threads, delivered = email_poller
+    delivered.clear()
+    msg = server.add_message(sender=sender, subject=subject, body=body, html=html, authentication_results=stamps)
+    threads[:] = [(msg["threadId"], None)]
+    poller.poll_once()
+    assert poller.last_error is None, poller.last_error
+    assert poller.poll_once() == 0  # once
+    for channel, party, text, meta in delivered:
+        assert channel == "email" and isinstance(party, str) and party and isinstance(text, str)
+        assert meta["verified"] in (True, False) and meta["thread_key"] == msg["threadId"]
+    assert len(delivered) <= 1
+
+
 # -- MCP results --------------------------------------------------------------------------------------------------
 blocks = shaped(["type", "text", "base64", "url", "mime_type", "data", "mimeType", "resource"],
                 ["text", "image", "file", "resource", "audio", "x" * 5000, "aGVsbG8="])
