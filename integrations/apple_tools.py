@@ -71,26 +71,25 @@ class WrapperSpec:
     args: type[BaseModel]
     description: str
     side_effects: tuple[str, ...]
-    untrusted_output: bool
     summary: Callable[[dict[str, Any]], str]
 
 
 WRAPPERS: dict[str, WrapperSpec] = {s.name: s for s in [
     WrapperSpec("apple_mail_list_threads", MailListArgs,
-                "List or search messages in Apple Mail on this Mac (subject, sender, date, id).", (), True,
+                "List or search messages in Apple Mail on this Mac (subject, sender, date, id).", (),
                 lambda a: f"List Apple Mail messages in {a.get('mailbox', 'Inbox')}."),
     WrapperSpec("apple_mail_draft_reply", MailDraftReplyArgs,
                 "Write a reply to an Apple Mail message and leave it as a draft (nothing is sent).",
-                ("email_draft",), False,
+                ("email_draft",),
                 lambda a: f"Draft a reply in Apple Mail to message {a.get('message_id')}: {str(a.get('body', ''))[:80]!r}"),
     WrapperSpec("apple_mail_send", MailSendArgs,
-                "Send a new email from Apple Mail on this Mac.", ("email_send",), False,
+                "Send a new email from Apple Mail on this Mac.", ("email_send",),
                 lambda a: f"Send an email from Apple Mail to {', '.join(a.get('to') or [])}: {a.get('subject')!r}"),
     WrapperSpec("apple_calendar_create_event", CalendarCreateArgs,
-                "Create an event in the macOS Calendar app.", ("calendar_write",), False,
+                "Create an event in the macOS Calendar app.", ("calendar_write",),
                 lambda a: f"Create the Calendar event {a.get('title')!r} from {a.get('start')} to {a.get('end')}."),
     WrapperSpec("apple_notes_create_note", NotesCreateArgs,
-                "Create a note in Apple Notes on this Mac.", ("note_write",), False,
+                "Create a note in Apple Notes on this Mac.", ("note_write",),
                 lambda a: f"Create the Apple Note {a.get('title')!r}."),
 ]}
 
@@ -162,7 +161,9 @@ def build_wrapper(spec: WrapperSpec, backend: McpBackend, tool: str, template: M
 
     t = make_tool(run_sync, coroutine=run, args_schema=spec.args, name=spec.name,
                   description=f"{spec.description} (Macuse on macOS)", side_effects=spec.side_effects,
-                  untrusted_output=spec.untrusted_output, summarize=spec.summary)
+                  # what the server answers is its own text (a draft can quote the mail it replies to), as the
+                  # raw MCP tools' answers are: outside content, whatever the wrapper's effect
+                  untrusted_output=True, summarize=spec.summary)
     t.func = None  # async-only, like the MCP tools it wraps
     # A hand-written integration (source "static": jorb scripts see jarvis.apple.mail_send) over an MCP tool.
     t.metadata = {**(t.metadata or {}), "server": backend.server, "mcp_name": tool, "wrapper": True}

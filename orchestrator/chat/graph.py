@@ -32,7 +32,8 @@ from .context_fit import check_fits, history_budget, schema_tokens
 from .planner import call_model, openai_schema, results_instead_of_restated_call, step_limit_message, system_prompt
 from orchestrator.tools.provenance import judge_calls
 from .runtime import JarvisRuntime
-from .state import Attachment, ConversationState, JarbTask, RouteView, ToolTask, TurnCount, route_view, tainted
+from .state import (Attachment, ConversationState, JarbTask, RouteView, ToolTask, TurnCount, names_outside, route_view,
+                    tainted)
 from .turn_context import turn_context, with_context
 from orchestrator.storage.threads import IDLE, RUNNING, WAITING
 
@@ -51,7 +52,8 @@ def detect_attachments(text: str) -> list[Attachment]:
     for raw in _PATH_RE.findall(text or ""):
         p = Path(raw).expanduser()
         if p.is_file():
-            found.append(Attachment(kind="pdf" if p.suffix.lower() == ".pdf" else "text", ref=str(p), name=p.name))
+            found.append(Attachment(kind="pdf" if p.suffix.lower() == ".pdf" else "text", ref=str(p), name=p.name,
+                                    typed=True))
     return found
 
 
@@ -132,6 +134,8 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
             update["bound_tools"] = bound
         if remembered and UNTRUSTED_HEADER in remembered:
             update["untrusted_turn"] = state.turn  # the model read facts drawn from outside content
+        if names_outside(state.attachments):
+            update["untrusted_turn"] = state.turn  # the model read file names their makers chose
         return update
 
     def route(state: RouteView) -> Any:

@@ -10,11 +10,21 @@ from pydantic import BaseModel, Field
 
 
 class Attachment(BaseModel):
-    """A file or URL the user handed over with a message; the planner sees the list."""
+    """A file or URL the user handed over with a message; the planner sees the list. `typed`: the user typed its
+    path in the message (chat/graph.py detect_attachments); a file handed over otherwise (dropped on the web UI,
+    `--attach`) has a name whoever made the file chose, which is outside content (names_outside)."""
 
     kind: Literal["file", "pdf", "text", "url", "youtube"]
     ref: str
     name: str | None = None
+    typed: bool = False
+
+
+def names_outside(attachments: list[Attachment]) -> bool:
+    """Whether the attachments the planner is shown name a file the user did not name in their own words: its
+    name (and the path that holds it) is then in the prompt, and the turn counts as having read outside content.
+    A URL is the user's own: they pasted it."""
+    return any(a.kind not in ("url", "youtube") and not a.typed for a in attachments)
 
 
 class TurnCount(BaseModel):

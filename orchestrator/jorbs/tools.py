@@ -1,4 +1,5 @@
-"""Planner tools for jorbs: start one from the chat (`jorb_create`, side effect `jorb_create`) and look at them."""
+"""Planner tools for jorbs: start one from the chat (`jorb_create`, side effect `jorb_create`) and look at them
+(`jorb_list`, whose output is outside content: what a jorb reports was written after reading its counterparts)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,9 @@ def build_jorb_tools(service: Callable[[], JorbService], autonomy: AutonomyConfi
 
     create = make_tool(jorb_create, args_schema=CreateArgs, side_effects=["jorb_create"], summarize=_summary)
     create.metadata["requires_confirmation"] = grants_autonomy
-    listing = make_tool(jorb_list, args_schema=ListArgs)
+    # A jorb's status text is written by its own model, which reads its counterparts' replies (a pause's reason
+    # can quote them): the listing is outside content, and a thread that read it asks before its effects.
+    listing = make_tool(jorb_list, args_schema=ListArgs, untrusted_output=True)
     for tool in (create, listing):
         tool.metadata["not_for_scripts"] = True
     return [create, listing]

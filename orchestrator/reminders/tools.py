@@ -110,7 +110,8 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
             r = store().cancel(reminder_id.strip())
         except (ReminderNotFound, ReminderStateError) as exc:
             raise ToolError(str(exc)) from None
-        return f"Cancelled reminder {r.id} {r.title!r}."
+        text = f"Cancelled reminder {r.id} {r.title!r}."
+        return FromOutside(text) if written_outside_the_conversation(r.created_by) else text  # the title is theirs
 
     return [
         make_tool(

@@ -263,8 +263,10 @@ async def send_message(body: MessageIn, thread_id: ThreadId, ctx: AppContext = D
         old = [a.model_dump() if hasattr(a, "model_dump") else dict(a) for a in _values(snapshot).get("attachments", [])]
         seen = {a["ref"] for a in old}
         attachments = old + [a for a in new if a["ref"] not in seen]
-    if not text:
-        text = "I attached " + ", ".join(a.get("name") or a["ref"] for a in new) + "."
+    if not text:  # a file's name is not the user's words (its maker chose it): the planner is shown it as data
+        urls = [a["ref"] for a in new if not a.get("name")]
+        files = len(new) - len(urls)
+        text = "I attached " + ", ".join(urls + ([f"{files} file" + "s" * (files > 1)] if files else [])) + "."
     try:
         turn = ctx.turns.start(thread_id, user_input(text, attachments))
     except TurnBusy as busy:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from orchestrator.core.config import Mode
 from orchestrator.jorbs.schema import OPEN_STATUSES, JorbStatus
 from . import AppContext, View, app_context
-from .jorbs import JorbIn, call, create_jorb, service
+from .jorbs import JorbIn, call, service, start_jorb
 
 router = APIRouter()
 
@@ -87,10 +87,13 @@ class NewJorbIn(BaseModel):
 @router.post("/inbox/{message_id}/new-jorb", status_code=201)
 def new_jorb(body: NewJorbIn, message_id: int = MessageId, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     msg = _unclaimed(ctx, message_id)
-    plan = (body.plan or "").strip() or (f"{msg.party} wrote on {msg.channel}: {msg.text!r}. Handle it sensibly; "
-                                         "ask the user before committing.")
-    created = create_jorb(JorbIn(name=body.name, plan=plan, contacts=[msg.party], autonomy=body.autonomy,
-                                 approve_autonomy=body.approve_autonomy), ctx)
+    plan = (body.plan or "").strip()
+    # without a plan of the user's, the plan quotes the sender: their words are outside content, not the task's
+    quoted = not plan
+    plan = plan or (f"{msg.party} wrote on {msg.channel}: {msg.text!r}. Handle it sensibly; ask the user before "
+                    "committing.")
+    created = start_jorb(JorbIn(name=body.name, plan=plan, contacts=[msg.party], autonomy=body.autonomy,
+                                approve_autonomy=body.approve_autonomy), ctx, untrusted=quoted)
     service(ctx).store.set_message(message_id, status="assigned", jorb_id=created["id"])
     return created
 

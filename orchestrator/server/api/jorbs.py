@@ -142,6 +142,12 @@ class JorbIn(BaseModel):
 
 @router.post("/jorbs", status_code=201)
 def create_jorb(body: JorbIn, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    return start_jorb(body, ctx)
+
+
+def start_jorb(body: JorbIn, ctx: AppContext, *, untrusted: bool = False) -> dict[str, Any]:
+    """`untrusted`: the plan holds words that are not the user's (an inbox message's): the jorb's effects ask
+    first from its first step."""
     granted = {k: v for k, v in body.autonomy.items() if k.strip()}
     if granted and not body.approve_autonomy:
         listed = ", ".join(f"{k}={v}" for k, v in granted.items())
@@ -162,7 +168,7 @@ def create_jorb(body: JorbIn, ctx: AppContext = Depends(app_context)) -> dict[st
     contacts = [c.strip() for c in body.contacts if c.strip()]
     allow = [a.strip() for a in body.allow if a.strip()] if body.allow else None
     view = call(service(ctx).create, name, body.plan, contacts=contacts, policy=body.policy.strip() or "llm",
-                autonomy=granted, context=allow, mode=body.mode, options=options, background=True)
+                autonomy=granted, context=allow, mode=body.mode, options=options, background=True, untrusted=untrusted)
     return detail(ctx, view)
 
 
