@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev install-system run test test-corpus bench install-local demo-model demo clean
+.PHONY: install install-dev install-system run test test-corpus bench lint install-local demo-model demo clean
 
 # The app alone (what `make run` needs), then the test tools on top (`make test`, `make bench`). The test tools
 # include keyrings.alt's plain-text keyring, which `make run` must never bring in.
@@ -66,6 +66,11 @@ test: install-dev install-system install-local demo-model test-corpus
 	$(PY) -m pytest -p no:xdist -m solo -rP $(PYTEST_ARGS); rc=$$?; \
 	[ $$rc -eq 0 ] || [ $$rc -eq 5 ] || status=$$rc; \
 	exit $$status
+
+# The static checks alone (make test runs them too, in tests/test_static_checks.py).
+lint: install-dev
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 bench: install-dev install-system install-local demo-model
 	$(PY) -m pip install --quiet -e '.[bench]'

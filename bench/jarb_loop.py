@@ -182,7 +182,7 @@ def bench_sandbox_startup(base: Path) -> None:
     cases = [("plain", {}), ("with a writable folder", {"binds": [Bind(folder, writable=True)]}),
              ("with network", {"network": True})]
     for label, kwargs in cases:
-        boxed = median_ms(lambda: sandbox.run(["/bin/true"], **kwargs))
+        boxed = median_ms(lambda kwargs=kwargs: sandbox.run(["/bin/true"], **kwargs))
         print(f"4. sandbox start-up {label}: {boxed - bare:.0f} ms ({boxed:.0f} ms against {bare:.1f} ms for "
               f"/bin/true alone, median of {runs}); goal <= 40 ms: {verdict(boxed - bare, 40)}")
 

@@ -28,7 +28,6 @@ from integrations.base import make_tool
 from orchestrator.app import App
 from orchestrator.jorbs.service import JorbService
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
-from orchestrator.jorbs.service import JorbService
 from tests.fakes.instant_chat import InstantChatModel
 
 RUNS = 7

@@ -199,8 +199,8 @@ class ToolFactory:
 
     def set_enabled(self, name: str, enabled: bool, version: int | None = None) -> list[ToolRecord]:
         if enabled:
-            target = version if version is not None else (self.registry.latest(name).version
-                                                           if self.registry.latest(name) else None)
+            latest = self.registry.latest(name)
+            target = version if version is not None else (latest.version if latest else None)
             if target is None:
                 raise RegistryError(f"no generated tool {name} is registered (see `jarvis tools list`)")
             return self.registry.set_status(name, ACTIVE, target)

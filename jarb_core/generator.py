@@ -16,6 +16,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
 
 from .codecheck import extract_code, trim_output
 from .spec import ToolSpec
@@ -69,7 +70,8 @@ class CodeGenerator:
         self.check_reply = check_reply  # (reply, what it is) -> the reply, or raises: a cut answer is not code
 
     def _ask(self, system: str, user: str, config: dict | None, marker: str | None, what: str) -> Draft:
-        reply = self.llm.invoke([SystemMessage(content=system), HumanMessage(content=user)], config=config)
+        reply = self.llm.invoke([SystemMessage(content=system), HumanMessage(content=user)],
+                                config=RunnableConfig(**config) if config else None)
         if self.check_reply is not None:
             reply = self.check_reply(reply, f"{what} (none of that answer was tested, registered or run)")
         text = reply.text if hasattr(reply, "text") and isinstance(reply.text, str) else str(reply.content)

@@ -69,7 +69,7 @@ class Manifest:
 
     def effects(self) -> list[str]:
         """The side effects the code needs declared."""
-        return sorted({REQUIRED_EFFECT[c] for c in self.capabilities if REQUIRED_EFFECT.get(c)})
+        return sorted({effect for c in self.capabilities if (effect := REQUIRED_EFFECT.get(c))})
 
     def as_dict(self) -> dict:
         return {"capabilities": self.capabilities,

@@ -91,10 +91,12 @@ class Sandbox:
         if wanted in ("auto", "bubblewrap") and system == "Linux":
             bwrap = shutil.which("bwrap")
             if bwrap:
+                backend: BubblewrapBackend | None = None
+                problem: str | None
                 try:
                     backend = self._bubblewrap(bwrap)
                 except SandboxUnavailable as exc:
-                    backend, problem = None, str(exc)
+                    problem = str(exc)
                 else:
                     problem = _probe(backend)
                 if backend is not None and problem is None:

@@ -297,7 +297,7 @@ def _seccomp_filter(*, writes_to_host: bool) -> int | None:
         return program_fd()
     except SeccompUnavailable as exc:
         if writes_to_host:
-            raise SandboxUnavailable(f"a sandboxed run that writes to a host folder needs its seccomp filter: {exc}")
+            raise SandboxUnavailable(f"a sandboxed run that writes to a host folder needs its seccomp filter: {exc}") from exc
         return None
 
 

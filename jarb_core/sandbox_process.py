@@ -186,6 +186,7 @@ class SandboxProcess:
         self._err: _Capture | None = None
         self.stderr: IO[bytes] | None = None
         if capture_stderr:
+            assert self._popen.stderr is not None  # opened as a pipe above
             self._err = _Capture(self._popen.stderr, self._budget, lambda: self.kill("output_limit"))
             self._err.start()
         else:
@@ -193,6 +194,7 @@ class SandboxProcess:
         self._out: _Capture | None = None
         self.stdout: IO[bytes] | None = None
         if capture_stdout:
+            assert self._popen.stdout is not None  # opened as a pipe above
             self._out = _Capture(self._popen.stdout, self._budget, lambda: self.kill("output_limit"))
             self._out.start()
         else:

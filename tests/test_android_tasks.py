@@ -102,7 +102,7 @@ def test_unknown_task_and_missing_phone(jarvis_env, tmp_path):
 
 
 def test_thermostat_from_the_chat_graph(jarvis_env, tmp_path):
-    settings = _phone_setup(jarvis_env, tmp_path)
+    _phone_setup(jarvis_env, tmp_path)
     started: dict = {}
 
     def planner(request: dict) -> dict:

@@ -187,7 +187,6 @@ def test_replaying_a_recorded_call_returns_the_recorded_result(jarvis_env):
     from orchestrator.tools.executor import CallContext
 
     app = jarvis_env.app()
-    graph = app.graph
     executor = app.runtime.executor
     target = jarvis_env.root / "once.txt"
     ctx = CallContext(thread_id="r", key="r|m1|c1|0", overrides={"fs_write": "auto"})

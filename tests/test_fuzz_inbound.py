@@ -133,7 +133,7 @@ def test_telegram_updates_of_any_shape_never_stop_the_intake(telegram_poller, ba
         except Exception:  # noqa: BLE001 - _run logs it and polls again
             continue
     assert int(poller.state.get("offset", "0")) == fake.state.next_update
-    for channel, party, text, meta in delivered:
+    for channel, party, text, _meta in delivered:
         assert channel == "telegram" and isinstance(party, str) and isinstance(text, str) and text
 
 

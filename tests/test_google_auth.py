@@ -4,7 +4,6 @@ OAuth endpoints, the token stored in the (file) keyring, then loaded, used, refr
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import time

@@ -604,8 +604,8 @@ def test_the_system_prompt_is_the_same_whichever_tools_a_step_binds(jarvis_env):
     jarvis_env.write_config(planner={"max_bound_tools": 2, "max_thread_tools": 4})
     jarvis_env.server.add_rule(lambda req: True, answer("OK."))
     app = jarvis_env.app()
-    for text in ["Read notes.txt.", "Remember that my dentist is Dr Lee.", "What time is it?", "List my folder."]:
-        app.graph.invoke({"messages": [("user", text)]}, _cfg("S"), version="v2")
+    for said in ["Read notes.txt.", "Remember that my dentist is Dr Lee.", "What time is it?", "List my folder."]:
+        app.graph.invoke({"messages": [("user", said)]}, _cfg("S"), version="v2")
     requests = jarvis_env.server.requests
     offered = [bool(_tool_description(r, "memory_remember")) for r in requests]
     assert any(offered) and not all(offered), offered

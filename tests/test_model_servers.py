@@ -25,7 +25,7 @@ from orchestrator.core.config import settings_from_dict
 from orchestrator.core.errors import ModelEndpointError
 from orchestrator.llm.client import make_chat_model
 from orchestrator.chat.planner import call_model
-from tests.conftest import REPO, answer
+from tests.conftest import REPO
 
 GGUF = REPO / "data" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from langchain_core.tools import StructuredTool
-from langgraph.types import Command
 
 from integrations.base import set_tool_meta
 from tests.conftest import answer, tool_call

@@ -89,7 +89,7 @@ def test_scheduler_fires_a_weekly_rule_across_dst_at_the_same_local_time(jarvis_
                                      jorb_id="j1"), now=first_when.astimezone(UTC) - timedelta(days=1))
     assert r.due_date == first_when.astimezone(UTC)
     sched = Scheduler(settings, store=store, wake_jorb=waker)
-    for week in range(3):
+    for _week in range(3):
         current = store.list(status=PENDING)
         assert len(current) == 1
         _fire_all(sched, current[0].due_date + timedelta(seconds=1))

@@ -10,7 +10,6 @@ import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any
 
 import httpx
 import pytest

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -243,9 +242,10 @@ def test_the_executor_asks_once_per_site_and_task_and_never_for_another_effect(t
     executor = _executor(tmp_path, jarvis_env, [nav, both])
     asked = []
 
-    def call(name, args, task="turn 1", untrusted=True, n=[0]):
-        n[0] += 1
-        ctx = CallContext(thread_id="t", key=f"k{n[0]}", task=task, untrusted_seen=untrusted)
+    calls = iter(range(1, 10_000))
+
+    def call(name, args, task="turn 1", untrusted=True):
+        ctx = CallContext(thread_id="t", key=f"k{next(calls)}", task=task, untrusted_seen=untrusted)
         return executor.execute(name, args, ctx, confirm=lambda r: asked.append(r) or "approve")
 
     assert call("nav", {"url": f"{A}/login"}).ok and len(asked) == 1
@@ -266,9 +266,10 @@ def test_a_step_that_shows_a_site_not_approved_makes_every_step_ask_until_it_is(
     executor = _executor(tmp_path, jarvis_env, [nav])
     asked, reasons = [], []
 
-    def call(url, n=[0]):
-        n[0] += 1
-        ctx = CallContext(thread_id="t", key=f"k{n[0]}", task="turn 1", untrusted_seen=True)
+    calls = iter(range(1, 10_000))
+
+    def call(url):
+        ctx = CallContext(thread_id="t", key=f"k{next(calls)}", task="turn 1", untrusted_seen=True)
         return executor.execute("nav", {"url": url}, ctx,
                                 confirm=lambda r: asked.append(r.args["url"]) or reasons.append(r.reason) or "approve")
 

@@ -171,7 +171,7 @@ def test_thread_tools_with_positions_binds_what_a_pass_over_the_catalog_bound():
         bound_before = [t.name for t in rng.sample(pool + outside, rng.randint(0, 15))]
         cap, room = rng.randint(1, 20), rng.randint(0, 20)
 
-        def fits(tools):
+        def fits(tools, room=room):
             return len(tools) <= room
 
         got = thread_tools(position, others, chosen, bound_before, cap, fits)

@@ -32,7 +32,7 @@ def test_every_view_passes_axe(open_ui, scheme):
     found = {}
     for view in VIEWS:
         page.goto(f"{server.url}/#{view}")
-        page.locator(f"#views > *:not([hidden])").first.wait_for()
+        page.locator("#views > *:not([hidden])").first.wait_for()
         page.wait_for_timeout(300)  # the view's first load
         found[view] = _axe(page)
     # the confirmation dialog, open

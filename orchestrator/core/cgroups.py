@@ -126,7 +126,7 @@ def parents() -> dict[str, tuple[Path, str] | str]:
     with _lock:
         if _parents is None:
             _parents = _find_parents()
-            for controller, where in _parents.items():
+            for where in _parents.values():
                 if isinstance(where, tuple):
                     _sweep_stale(where[0], where[1])
         return _parents

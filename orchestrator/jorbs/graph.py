@@ -130,7 +130,7 @@ def make_jorb_nodes(rt: JorbRuntime):
         tokens = 0
         step_times = [t for t in state.step_times if time.time() - t < DAY] + [time.time()]
         error = ""
-        for attempt in range(cfg.max_malformed + 1):
+        for _attempt in range(cfg.max_malformed + 1):
             try:
                 actions = run_sync_in_context(policy(ctx, observations))
             except ModelEndpointError as exc:

@@ -65,7 +65,7 @@ def _signature(tool: BaseTool) -> str:
     parts = []
     if isinstance(schema, dict):
         required = set(schema.get("required") or [])
-        for name, prop in (schema.get("properties") or {}).items():
+        for name in schema.get("properties") or {}:
             parts.append(name if name in required else f"{name}=...")
     elif schema is not None and hasattr(schema, "model_fields"):
         for name, field in schema.model_fields.items():

@@ -202,7 +202,7 @@ class McpManager:
             return
         try:
             await asyncio.wait_for(asyncio.shield(task), timeout=5)
-        except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+        except (TimeoutError, Exception):  # noqa: BLE001
             task.cancel()
 
     def _stop_servers(self, servers: list[ServerRuntime]) -> None:
@@ -263,7 +263,7 @@ class McpManager:
             srv.wake = asyncio.Event()
             try:
                 await asyncio.wait_for(srv.wake.wait(), timeout=backoff)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             backoff = min(backoff * 2, cfg.max_restart_backoff_s)
         srv.next_restart_at = None
@@ -429,7 +429,7 @@ class McpManager:
         if starting and srv.ready is not None:
             try:
                 await asyncio.wait_for(srv.ready.wait(), timeout=srv.cfg.startup_timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         session, generation = srv.session, srv.generation
         if srv.state != State.READY or session is None:

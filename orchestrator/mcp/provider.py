@@ -95,7 +95,7 @@ def exposed_names(tool_names: dict[str, list[str]], reserved: set[str] = frozens
     `notes` offering `github_create_issue` next to github's `create_issue`, took over the other tool's calls.
     Deterministic for a given set of servers and tools."""
     counts: dict[str, int] = {}
-    for server, names in tool_names.items():
+    for names in tool_names.values():
         for n in set(safe_name(x) for x in names):
             counts[n] = counts.get(n, 0) + 1
     taken = set(reserved) | OWN_NAMES

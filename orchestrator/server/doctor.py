@@ -233,7 +233,7 @@ CHECKS: list[Callable[[Settings], Check | list[Check]]] = [
 def run_checks(settings: Settings) -> list[Check]:
     out: list[Check] = []
     for check in CHECKS:
-        found = guarded(check.__name__.removesuffix("_check"), lambda: check(settings))  # type: ignore[arg-type,return-value]
+        found = guarded(check.__name__.removesuffix("_check"), lambda check=check: check(settings))  # type: ignore[arg-type,return-value]
         out.extend(found if isinstance(found, list) else [found])
     return out
 
