@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -21,7 +22,7 @@ import pytest
 from orchestrator.core import cgroups
 from orchestrator.core.cgroups import CgroupLimits, RunCgroup
 from tests.conftest import REPO
-from tests.mcp_helpers import alive, wait_for
+from tests.mcp_helpers import alive, pids_with_arg, wait_for
 
 
 def _root_or_skip() -> None:
@@ -144,3 +145,20 @@ def test_a_run_that_was_waited_for_is_never_stopped_by_its_old_pid():
                           env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["alive"], "kill() of a finished run killed the new owner of its pid"
+
+
+def test_a_test_finds_its_own_server_not_one_another_run_started_with_the_same_script(tmp_path):
+    """Test workers and other users' runs start the same scripts (.cache/npm): a test that kills "the" server must
+    find the one it started."""
+    script = tmp_path / "server.py"
+    script.write_text("import time\ntime.sleep(300)\n")
+    # another run's server: started the same way, but not below this process (its parent shell is gone)
+    subprocess.run(["sh", "-c", f'{sys.executable} {script} >/dev/null 2>&1 &'], check=True)
+    ours = subprocess.Popen([sys.executable, str(script)])
+    try:
+        wait_for(lambda: len(pids_with_arg(str(script))) == 2, timeout=60)
+        assert pids_with_arg(str(script), under=os.getpid()) == [ours.pid]
+    finally:
+        for pid in pids_with_arg(str(script)):
+            os.kill(pid, signal.SIGKILL)
+        ours.wait()
