@@ -24,7 +24,7 @@ def write_server(mcp_dir: Path, name: str, module: str, *args: str, **extra: Any
     return path
 
 
-def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
