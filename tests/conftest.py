@@ -103,6 +103,19 @@ class JarvisEnv:
             raise AssertionError(f"jarvis {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
 
+    def cli_here(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        """The same command run in this process (Typer's runner): no interpreter start-up and no imports, which
+        cost seconds a process on a busy machine. For the reads and refusals between the steps a test runs as real
+        processes (`cli`): what those wrote is read back from the storage all the same."""
+        from typer.testing import CliRunner
+
+        from orchestrator.cli import app
+
+        ran = CliRunner().invoke(app, ["--config", str(self.config_path), *args], input=input)
+        if ran.exception is not None and not isinstance(ran.exception, SystemExit):
+            raise ran.exception
+        return subprocess.CompletedProcess(["jarvis", *args], ran.exit_code, ran.stdout, ran.stderr)
+
     def cli_until(self, done: Callable[[str], Any], *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
         """`jarvis *args` (a service that runs until stopped: the scheduler, say) until `done(its stderr so far)`
         holds, then stopped as Ctrl-C stops it. The test waits for the outcome, bounded generously, never for a fixed
