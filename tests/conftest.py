@@ -116,6 +116,11 @@ class JarvisEnv:
             raise ran.exception
         return subprocess.CompletedProcess(["jarvis", *args], ran.exit_code, ran.stdout, ran.stderr)
 
+    def cli_here_json(self, *args: str) -> Any:
+        ran = self.cli_here(*args)
+        assert ran.returncode == 0, ran.stderr
+        return json.loads(ran.stdout)
+
     def cli_until(self, done: Callable[[str], Any], *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
         """`jarvis *args` (a service that runs until stopped: the scheduler, say) until `done(its stderr so far)`
         holds, then stopped as Ctrl-C stops it. The test waits for the outcome, bounded generously, never for a fixed

@@ -32,7 +32,7 @@ def test_seed_agent_end_to_end_through_the_cli(jarvis_env):
     assert f"🔥  {title}" in run.stderr, "the agent's stderr is drained into the log"
     assert "rate limit" in run.stderr
 
-    rows = {r["title"]: r for r in jarvis_env.cli_json("reminders", "list", "--json")}
+    rows = {r["title"]: r for r in jarvis_env.cli_here_json("reminders", "list", "--json")}
     first = rows[title]
     assert first["status"] == SENT and first["attempts"] == 1 and first["priority"] == "high"
     follow = rows[f"Follow‑up for {title}"]
