@@ -110,7 +110,9 @@ class JarvisEnv:
         from typer.testing import CliRunner
 
         from orchestrator.cli import app
+        from orchestrator.storage import writer
 
+        writer.flush()  # as for a process: it reads what this one's turns wrote, even what is still queued
         ran = CliRunner().invoke(app, ["--config", str(self.config_path), *args], input=input)
         if ran.exception is not None and not isinstance(ran.exception, SystemExit):
             raise ran.exception
