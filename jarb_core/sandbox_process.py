@@ -213,15 +213,31 @@ class SandboxProcess:
 
     def kill(self, reason: str = "killed by the caller") -> None:
         """Stop the whole tree: the process group, and (bubblewrap) its pid namespace, and the cgroup's members."""
+        # Only while the leader is not reaped (running, or exited and not yet waited for) is its pid still its
+        # group's: once reaped, the pid can be handed to an unrelated process (another user's `make`, say) that
+        # leads a group of its own. What the run left behind after that is stopped through its cgroup, by
+        # membership, never by a number.
         with self._lock:
-            if self._killed is None and self._popen.poll() is None:
+            state = self._leader()
+            if self._killed is None and state == "running":
                 self._killed = reason
-        try:
-            os.killpg(self._popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+            if state != "reaped":
+                try:
+                    os.killpg(self._popen.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
         if self._cgroup is not None:
             self._cgroup.kill_all()
+
+    def _leader(self) -> str:
+        """"running", "exited" (a zombie: its pid is still its own) or "reaped", without reaping it."""
+        if self._popen.returncode is not None:
+            return "reaped"
+        try:
+            exited = os.waitid(os.P_PID, self._popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return "reaped"  # by another thread's wait, a moment ago
+        return "running" if exited is None else "exited"
 
     def wait(self, timeout: float | None = None) -> SandboxResult:
         if self.result is not None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,6 +102,56 @@ class JarvisEnv:
         if check and proc.returncode != 0:
             raise AssertionError(f"jarvis {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
+
+    def cli_here(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        """The same command run in this process (Typer's runner): no interpreter start-up and no imports, which
+        cost seconds a process on a busy machine. For the reads and refusals between the steps a test runs as real
+        processes (`cli`): what those wrote is read back from the storage all the same."""
+        from typer.testing import CliRunner
+
+        from orchestrator.cli import app
+        from orchestrator.storage import writer
+
+        writer.flush()  # as for a process: it reads what this one's turns wrote, even what is still queued
+        ran = CliRunner().invoke(app, ["--config", str(self.config_path), *args], input=input)
+        if ran.exception is not None and not isinstance(ran.exception, SystemExit):
+            raise ran.exception
+        return subprocess.CompletedProcess(["jarvis", *args], ran.exit_code, ran.stdout, ran.stderr)
+
+    def cli_here_json(self, *args: str) -> Any:
+        ran = self.cli_here(*args)
+        assert ran.returncode == 0, ran.stderr
+        return json.loads(ran.stdout)
+
+    def cli_until(self, done: Callable[[str], Any], *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+        """`jarvis *args` (a service that runs until stopped: the scheduler, say) until `done(its stderr so far)`
+        holds, then stopped as Ctrl-C stops it. The test waits for the outcome, bounded generously, never for a fixed
+        time: how long the work takes depends on the machine's load. Fails with the service's output if it ends
+        first or times out."""
+        from orchestrator.storage import writer
+
+        writer.flush()
+        out, err = (open(self.path / f"cli-{os.getpid()}-{time.monotonic_ns()}.{n}", "w+", encoding="utf-8")
+                    for n in ("out", "err"))  # files, not pipes: a chatty service never blocks on a full pipe
+        with out, err:
+            proc = subprocess.Popen([str(JARVIS_BIN), *args], stdout=out, stderr=err, text=True, env=self.env(),
+                                    cwd=str(self.path), stdin=subprocess.DEVNULL)
+            deadline = time.monotonic() + timeout
+            try:
+                while not done(Path(err.name).read_text(encoding="utf-8", errors="replace")):
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        why = f"exited {proc.returncode}" if proc.returncode is not None else f"not done in {timeout} s"
+                        raise AssertionError(f"jarvis {' '.join(args)}: {why}\n{Path(err.name).read_text()[-4000:]}")
+                    time.sleep(0.1)
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=timeout)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess(proc.args, proc.returncode, out.read(), err.read())
 
     def cli_json(self, *args: str) -> Any:
         proc = self.cli(*args, check=True)

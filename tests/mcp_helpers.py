@@ -24,7 +24,7 @@ def write_server(mcp_dir: Path, name: str, module: str, *args: str, **extra: Any
     return path
 
 
-def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05):
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -41,8 +41,12 @@ def shutdown_mcp() -> None:
     mcp_manager.shutdown_all()
 
 
-def pids_with_arg(arg: str) -> list[int]:
-    """The processes one of whose command-line arguments is exactly `arg` (a server's script, a browser's profile)."""
+def pids_with_arg(arg: str, under: int | None = None) -> list[int]:
+    """The processes one of whose command-line arguments is exactly `arg` (a server's script, a browser's profile);
+    with `under`, only those below that process: other test workers, and other users' runs, start the same script."""
+    if under is not None:
+        tree = set(process_tree(under))
+        return [p for p in pids_with_arg(arg) if p in tree]
     wanted, pids = arg.encode(), []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():

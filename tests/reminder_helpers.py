@@ -57,7 +57,8 @@ def write_agent(path: Path, body: str, shebang: str | None = None) -> Path:
     return path
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.05) -> Any:
+    """`predicate()`'s first true value; the bound is generous (a loaded machine), it is not a wait."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

@@ -48,7 +48,7 @@ def test_confirm_stops_the_turn_and_approval_from_another_process_writes_once(ja
     assert "jarvis approve w1 --call " in proc.stderr  # the question named, so a script answers only it
     assert not target.exists()
 
-    pending = jarvis_env.cli_json("pending", "--json")
+    pending = json.loads(jarvis_env.cli_here("pending", "--json").stdout)
     assert len(pending) == 1
     item = pending[0]
     assert item["thread_id"] == "w1" and item["tool"] == "fs_write_text"
@@ -58,11 +58,11 @@ def test_confirm_stops_the_turn_and_approval_from_another_process_writes_once(ja
 
     # Without a terminal to show the call on, a bare `jarvis approve THREAD` approves nothing unseen: it names the
     # question (--call) and says --all approves every one
-    unseen = jarvis_env.cli("approve", "w1")
+    unseen = jarvis_env.cli_here("approve", "w1")
     assert unseen.returncode == 1 and "nothing was approved" in unseen.stderr and "--all" in unseen.stderr
     assert f"jarvis approve w1 --call {item['ref'][:16]}" in unseen.stderr and str(target) in unseen.stderr
-    assert not target.exists() and len(jarvis_env.cli_json("pending", "--json")) == 1
-    both = jarvis_env.cli("approve", "w1", "--all", "--call", item["ref"][:16])
+    assert not target.exists() and len(json.loads(jarvis_env.cli_here("pending", "--json").stdout)) == 1
+    both = jarvis_env.cli_here("approve", "w1", "--all", "--call", item["ref"][:16])
     assert both.returncode == 1 and "give one of them" in both.stderr and not target.exists()
 
     approved = jarvis_env.cli("approve", "w1", "--all")
@@ -71,11 +71,11 @@ def test_confirm_stops_the_turn_and_approval_from_another_process_writes_once(ja
     assert target.read_text() == "hello"
     assert EffectsLedger(jarvis_env.settings).count_for_thread("w1") == 1
 
-    again = jarvis_env.cli("approve", "w1")
+    again = jarvis_env.cli_here("approve", "w1")
     assert again.returncode != 0 and "nothing is pending" in again.stderr
     assert target.read_text() == "hello"
     assert EffectsLedger(jarvis_env.settings).count_for_thread("w1") == 1
-    assert jarvis_env.cli_json("pending", "--json") == []
+    assert json.loads(jarvis_env.cli_here("pending", "--json").stdout) == []
 
 
 def test_edit_changes_what_is_written_and_deny_writes_nothing(jarvis_env):

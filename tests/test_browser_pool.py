@@ -103,9 +103,11 @@ def test_a_browser_cgroup_bounds_memory_only_and_its_process_is_in_it_from_the_s
 def test_a_browser_cgroup_left_by_a_dead_jarvis_is_swept(tmp_path):
     _memory_cgroup_or_skip()
     parent, version = cgroups.parents()["memory"]  # type: ignore[misc]
-    dead = subprocess.Popen(["true"])
+    dead = subprocess.Popen(["sleep", "60"])
+    made_by = cgroups.identity(dead.pid)
+    dead.kill()
     dead.wait()
-    left = parent / f"jarvis-browser-{dead.pid}-0badc0de"
+    left = parent / f"jarvis-browser-{dead.pid}-{made_by}-0badc0de"
     left.mkdir()
     ours = RunCgroup.create(CgroupLimits(memory_bytes=64 * 2**20), kind="browser")
     try:

@@ -41,9 +41,9 @@ def test_second_process_continues_the_thread(jarvis_env):
     # The second process (a new interpreter) sent the first turn's messages from the checkpoint on disk.
     sent = [m.get("content") for m in jarvis_env.server.requests[1]["messages"]]
     assert "my name is Ada" in sent and "Nice to meet you, Ada." in sent
-    shown = jarvis_env.cli("threads", "show", "shared", "--json", check=True)
-    assert "what is my name?" in shown.stdout
-    listed = jarvis_env.cli_json("threads", "list", "--json")
+    shown = jarvis_env.cli_here("threads", "show", "shared", "--json")
+    assert shown.returncode == 0 and "what is my name?" in shown.stdout
+    listed = jarvis_env.cli_here_json("threads", "list", "--json")
     assert [t["thread_id"] for t in listed] == ["shared"] and listed[0]["title"] == "my name is Ada"
 
 
@@ -133,12 +133,12 @@ def test_attachments_in_the_message_reach_the_planner(jarvis_env):
 def test_runs_are_recorded_with_nodes_tools_and_tokens(jarvis_env):
     jarvis_env.server.push(tool_call("time_now"), answer("It is now."))
     jarvis_env.graph().invoke({"messages": [("user", "time?")]}, _cfg("tele"))
-    runs = jarvis_env.cli_json("runs", "list", "--json")
+    runs = jarvis_env.cli_here_json("runs", "list", "--json")
     assert len(runs) == 1
     run = runs[0]
     assert run["thread_id"] == "tele" and run["status"] == "ok"
     assert run["model_calls"] == 2 and run["tool_calls"] == 1 and run["prompt_tokens"] > 0
-    shown = jarvis_env.cli_json("runs", "show", run["id"][:8], "--json")
+    shown = jarvis_env.cli_here_json("runs", "show", run["id"][:8], "--json")
     names = [(e["kind"], e["name"]) for e in shown["events"]]
     assert ("node", "planner") in names and ("tool", "time_now") in names and ("node", "respond") in names
     assert sum(1 for k, _ in names if k == "model") == 2
@@ -161,12 +161,12 @@ def test_a_server_that_reports_no_usage_shows_tokens_as_unknown_not_zero(jarvis_
     jarvis_env.graph().invoke({"messages": [("user", "hi")]}, _cfg("uncounted"))
     jarvis_env.server.push(tool_call("time_now"), {"content": "Half counted.", "no_usage": True})
     jarvis_env.graph().invoke({"messages": [("user", "time?")]}, _cfg("half"))
-    listed = jarvis_env.cli("runs", "list", check=True).stdout
+    listed = jarvis_env.cli_here("runs", "list").stdout
     uncounted = next(line for line in listed.splitlines() if "thread uncounted" in line)
     half = next(line for line in listed.splitlines() if "thread half" in line)
     assert "tokens unknown (the model server reported none)" in uncounted and "0/0" not in uncounted
     assert "(+1 model call(s) the server did not count)" in half
-    runs = {r["thread_id"]: r for r in jarvis_env.cli_json("runs", "list", "--json")}
+    runs = {r["thread_id"]: r for r in jarvis_env.cli_here_json("runs", "list", "--json")}
     assert (runs["uncounted"]["unreported_calls"], runs["half"]["unreported_calls"]) == (1, 1)
     assert runs["half"]["prompt_tokens"] > 0
 

@@ -257,24 +257,24 @@ def test_one_run_s_processes_do_not_count_against_another_s(env):
     if os.geteuid() != 0 or "pids" in cgroups.missing():
         pytest.skip("runs share a uid only when Jarvis runs as root; without a pids cgroup RLIMIT_NPROC is the cap")
     hold = textwrap.dedent("""
-        import os, sys, time
+        import os, sys
         for _ in range(12):
             if os.fork() == 0:
-                time.sleep(4)
+                sys.stdin.read()  # held until the test is done: the end of stdin, not a time
                 os._exit(0)
         print("holding", flush=True)
-        time.sleep(4)
+        sys.stdin.read()
     """)
-    holder = sandbox.spawn([sandbox.python, "-I", "-c", hold])
+    holder = sandbox.spawn([sandbox.python, "-I", "-c", hold], limits=sandbox.with_limits(wall_timeout_s=300))
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while len(_sandbox_processes()) < 12 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(_sandbox_processes()) >= 12
         result = sandbox.run([sandbox.python, "-I", "-c", _forking(8, sleep_s=1)])
         assert "started 8" in result.stdout_text, (result.stdout_text, result.stderr_text)
     finally:
-        holder.wait(30)
+        holder.close(grace_s=60)
 
 
 @pytest.mark.parametrize("case_id", CASE_IDS)

@@ -15,6 +15,7 @@ import pytest
 
 from jarb_core.sandbox import Bind, Limits, Sandbox, SandboxProtocolError, SandboxUnavailable
 from jarb_core.sandbox_backends import seatbelt_profile
+from tests.reminder_helpers import wait_for
 
 needs_bwrap = pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("bwrap") is None,
                                  reason="bubblewrap is not installed")
@@ -129,15 +130,18 @@ def test_process_tree_is_killed(sandbox):
         time.sleep(60)
     """, limits=sandbox.with_limits(wall_timeout_s=2))
     assert result.killed == "timeout"
-    time.sleep(0.3)
-    alive = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if marker.encode() in cmdline.read_bytes():
-                alive.append(cmdline.parent.name)
-        except OSError:
-            pass
-    assert alive == []
+
+    def alive() -> list[str]:
+        found = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                if marker.encode() in cmdline.read_bytes():
+                    found.append(cmdline.parent.name)
+            except OSError:
+                pass
+        return found
+
+    wait_for(lambda: not alive())  # SIGKILL is sent; the kernel ends them as soon as they are scheduled
 
 
 def test_json_pipe_for_long_lived_scripts(sandbox):

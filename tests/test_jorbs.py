@@ -36,7 +36,8 @@ def _events(server) -> list[str]:
 
 
 def test_hotel_example_over_the_local_channel_across_processes(jarvis_env):
-    """Seed 000's hotel example; every command is a new process, so the jorb lives only in its checkpoint."""
+    """Seed 000's hotel example; every step of the jorb is a new process, so it lives only in its checkpoint (the
+    reads and refusals between the steps run in this process: they read the same storage)."""
     srv = jarvis_env.server
     srv.push(
         step(reasoning="Contact Magic", script="jarvis.messages.send('local', '@magicapp', 'Hotels in Paris, March 15-20?')",
@@ -64,14 +65,14 @@ def test_hotel_example_over_the_local_channel_across_processes(jarvis_env):
     assert "Found: Le Marais" in _events(srv)[1]
 
     # Without a terminal, an approval names the question it answers: `jorbs show` prints its --call name.
-    (asked,) = re.findall(rf"jarvis jorbs approve {jid} --call (\S+)", jarvis_env.cli("jorbs", "show", jid).stdout)
-    unseen = jarvis_env.cli("jorbs", "approve", jid, "--note", "Le Marais please")
+    (asked,) = re.findall(rf"jarvis jorbs approve {jid} --call (\S+)", jarvis_env.cli_here("jorbs", "show", jid).stdout)
+    unseen = jarvis_env.cli_here("jorbs", "approve", jid, "--note", "Le Marais please")
     assert unseen.returncode == 1 and "nothing was approved" in unseen.stderr, unseen.stderr
     assert "1. Le Marais $175" in unseen.stderr and f"--call {asked}" in unseen.stderr
-    assert json.loads(jarvis_env.cli("jorbs", "show", jid, "--json").stdout)["status"] == "paused"
+    assert json.loads(jarvis_env.cli_here("jorbs", "show", jid, "--json").stdout)["status"] == "paused"
     approved = jarvis_env.cli("jorbs", "approve", jid, "--call", asked, "--note", "Le Marais please", "--json")
     assert json.loads(approved.stdout)["status"] == "awaiting_reply", approved.stderr
-    stale = jarvis_env.cli("jorbs", "approve", jid, "--call", asked)
+    stale = jarvis_env.cli_here("jorbs", "approve", jid, "--call", asked)
     assert stale.returncode == 1 and "does not wait for" in stale.stderr
     assert '"approved"' in _events(srv)[2] and "Le Marais please" in _events(srv)[2]
 
@@ -79,7 +80,7 @@ def test_hotel_example_over_the_local_channel_across_processes(jarvis_env):
     data = json.loads(done.stdout)
     assert data["status"] == "done" and data["result"] == {"hotel": "Le Marais", "confirmation": "123"}
 
-    shown = json.loads(jarvis_env.cli("jorbs", "show", jid, "--json").stdout)
+    shown = json.loads(jarvis_env.cli_here("jorbs", "show", jid, "--json").stdout)
     texts = [(h["role"], h["text"]) for h in shown["history"]]
     assert texts == [("jarvis", "Hotels in Paris, March 15-20?"), ("counterpart", "Found: Le Marais 175, Bastille 165"),
                      ("jarvis", "Please book Le Marais"), ("counterpart", "Booked! Confirmation 123")]

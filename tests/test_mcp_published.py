@@ -47,9 +47,9 @@ def _claude_file(tmp_path: Path, root: Path, *, memory: bool = True) -> Path:
 
 
 def _server_pid(script: Path) -> int:
-    """The process running `script` (the server's own process, not npm's)."""
-    pids = pids_with_arg(str(script))
-    assert pids, f"no process runs {script}"
+    """The process running `script` (the server's own process, not npm's) that this test started."""
+    pids = pids_with_arg(str(script), under=os.getpid())
+    assert pids, f"no process of this test runs {script}"
     return pids[0]
 
 

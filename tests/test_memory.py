@@ -334,16 +334,17 @@ def test_export_then_import_on_a_fresh_data_folder_gives_the_same_memory(jarvis_
     first = jarvis_env.cli("memory", "import", str(dump), "--trust")  # the user's own export, moved
     assert first.returncode == 0, first.stderr
     assert "2 new facts" in first.stdout and "1 new relations" in first.stdout
-    again = jarvis_env.cli("memory", "import", str(dump), "--trust")
+    # the rest in this process (the same commands, without a process start-up each)
+    again = jarvis_env.cli_here("memory", "import", str(dump), "--trust")
     assert "0 new facts" in again.stdout  # what is known is confirmed, not copied
-    after = jarvis_env.cli_json("memory", "export")
+    after = jarvis_env.cli_here_json("memory", "export")
     assert after == before
 
-    shown = jarvis_env.cli("memory", "show", "Dr Lee")
+    shown = jarvis_env.cli_here("memory", "show", "Dr Lee")
     assert FACT in shown.stdout and "works at Harbour Clinic" in shown.stdout
-    (hit,) = jarvis_env.cli_json("memory", "search", "harbour street", "--json")
-    assert jarvis_env.cli("memory", "forget", f"m{hit['id']}").returncode == 0
-    assert jarvis_env.cli_json("memory", "search", "harbour street", "--json") == []
+    (hit,) = jarvis_env.cli_here_json("memory", "search", "harbour street", "--json")
+    assert jarvis_env.cli_here("memory", "forget", f"m{hit['id']}").returncode == 0
+    assert jarvis_env.cli_here_json("memory", "search", "harbour street", "--json") == []
 
 
 def test_an_imported_file_does_not_say_for_itself_that_its_facts_are_the_users(jarvis_env, tmp_path):
@@ -426,18 +427,18 @@ def test_facts_proposed_from_a_turn_wait_for_the_user(jarvis_env):
     app.graph.invoke({"messages": [("user", "What time is it?")]}, _cfg("P"), version="v2")  # the model says no JSON
     app.memory_extractor.wait()
     assert app.memory.stats()["facts"] == 0  # proposals, never facts on their own
-    listed = jarvis_env.cli_json("memory", "proposals", "--json")
+    listed = jarvis_env.cli_here_json("memory", "proposals", "--json")
     assert [(p["fact"], p["about"], p["kind"]) for p in listed] == [
         ("My sister Ana lives in Porto", "Ana", "person"), ("Ana likes sailing", "Ana", None)]
     first, second = (p["id"] for p in listed)
     assert "remembered as m" in jarvis_env.cli("memory", "accept", str(first), check=True).stdout
-    assert jarvis_env.cli("memory", "reject", str(second), check=True).returncode == 0
-    again = jarvis_env.cli("memory", "accept", str(second))
+    assert jarvis_env.cli_here("memory", "reject", str(second)).returncode == 0
+    again = jarvis_env.cli_here("memory", "accept", str(second))
     assert again.returncode == 1 and "already rejected" in again.stderr
     (fact,) = app.memory.facts()
     assert (fact.text, fact.source_kind, fact.trusted, fact.source_ref) == (
         "My sister Ana lives in Porto", "extraction", True, "thread P")
-    assert jarvis_env.cli_json("memory", "proposals", "--json") == []
+    assert jarvis_env.cli_here_json("memory", "proposals", "--json") == []
 
 
 # -- memory writes after outside content ask, whatever the settings ---------------------------------------------

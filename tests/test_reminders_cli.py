@@ -1,9 +1,8 @@
-"""The real `jarvis reminders ...` and `jarvis scheduler --for N` commands, in subprocesses."""
+"""The real `jarvis reminders ...` and `jarvis scheduler` commands, in subprocesses."""
 
 from __future__ import annotations
 
 import json
-import time
 from datetime import timedelta
 
 from orchestrator.reminders import MISSED, PENDING, SENT, SKIPPED, ReminderRequest, ReminderStore
@@ -21,14 +20,19 @@ def test_seed_agent_end_to_end_through_the_cli(jarvis_env):
                                   "--process-name", "agents/echo_agent.py", "--priority", "high", "--json")
     assert created["process_name"] == str(jarvis_env.path / "agents" / "echo_agent.py")
 
-    started = time.monotonic()
-    run = jarvis_env.cli("scheduler", "--for", "3", check=True)
-    assert time.monotonic() - started < 15
-    assert "scheduler stopped" in run.stderr
+    store = ReminderStore(jarvis_env.settings)
+
+    def settled(log: str) -> bool:  # both follow-ups fired, and the agent's third was refused
+        rows = store.list()
+        return "rate limit" in log and len(rows) == 3 and all(r.status == SENT for r in rows)
+
+    run = jarvis_env.cli_until(settled, "scheduler")
+    assert run.returncode == 0 and "scheduler stopped" in run.stderr
+    assert "scheduler stopped" in jarvis_env.cli("scheduler", "--for", "0", check=True).stderr, "--for ends it alone"
     assert f"🔥  {title}" in run.stderr, "the agent's stderr is drained into the log"
     assert "rate limit" in run.stderr
 
-    rows = {r["title"]: r for r in jarvis_env.cli_json("reminders", "list", "--json")}
+    rows = {r["title"]: r for r in jarvis_env.cli_here_json("reminders", "list", "--json")}
     first = rows[title]
     assert first["status"] == SENT and first["attempts"] == 1 and first["priority"] == "high"
     follow = rows[f"Follow‑up for {title}"]
@@ -46,16 +50,29 @@ def test_seed_agent_end_to_end_through_the_cli(jarvis_env):
 def test_missed_reminders_after_downtime_with_the_real_scheduler(jarvis_env):
     settings = settings_for(jarvis_env, missed_grace_s=1)
     store = ReminderStore(settings)
+    graph = jarvis_env.graph()
+    thread = {"configurable": {"thread_id": "reminders"}}
     with HttpSink() as sink:
-        soon = iso_utc(utcnow() + timedelta(seconds=0.5))
+        # Made a minute ago, due half a second later, and Jarvis was not running: all past their grace period.
+        made = utcnow() - timedelta(seconds=60)
+        soon = iso_utc(made + timedelta(seconds=0.5))
         hook = sink.base_url + "/hook"
-        daily = store.create(ReminderRequest(title="daily", when=soon, rrule="FREQ=DAILY", webhook_url=hook))
-        once = store.create(ReminderRequest(title="once", when=soon, webhook_url=hook))
-        skip = store.create(ReminderRequest(title="skip me", when=soon, webhook_url=hook, missed_policy="skip"))
-        ask = store.create(ReminderRequest(title="ask me", when=soon, thread_id="reminders", missed_policy="ask"))
-        future = store.create(ReminderRequest(title="later", when="2099-01-01T00:00:00Z", webhook_url=hook))
-        time.sleep(2.5)  # Jarvis is not running: everything due passes its grace period
-        jarvis_env.cli("scheduler", "--for", "2.5", check=True)
+
+        def create(**fields):
+            return store.create(ReminderRequest(**fields), now=made)
+
+        daily = create(title="daily", when=soon, rrule="FREQ=DAILY", webhook_url=hook)
+        once = create(title="once", when=soon, webhook_url=hook)
+        skip = create(title="skip me", when=soon, webhook_url=hook, missed_policy="skip")
+        ask = create(title="ask me", when=soon, thread_id="reminders", missed_policy="ask")
+        future = create(title="later", when="2099-01-01T00:00:00Z", webhook_url=hook)
+
+        def settled(_log: str) -> bool:  # each due one is done with, and the ask one told the chat
+            told = graph.get_state(thread).values.get("messages", [])
+            return (all(store.get(r.id).status != PENDING for r in (daily, once, skip, ask))
+                    and any(f"jarvis reminders fire {ask.id}" in m.content for m in told))
+
+        assert jarvis_env.cli_until(settled, "scheduler").returncode == 0
         titles = sorted(p["body"]["title"] for p in sink.posts("/hook"))
     assert titles == ["daily", "once"], "catch-up fires each missed reminder once; skip does not fire"
     assert store.get(daily.id).status == SENT and store.get(daily.id).missed_at is not None
@@ -66,8 +83,7 @@ def test_missed_reminders_after_downtime_with_the_real_scheduler(jarvis_env):
     assert store.get(ask.id).status == MISSED
     assert store.get(future.id).status == PENDING
     # The ask policy told the user in the chat thread how to decide.
-    graph = jarvis_env.graph()
-    messages = graph.get_state({"configurable": {"thread_id": "reminders"}}).values["messages"]
+    messages = graph.get_state(thread).values["messages"]
     assert any(f"jarvis reminders fire {ask.id}" in m.content for m in messages)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import stat
@@ -31,6 +32,7 @@ from orchestrator.jarb import tools as jarb_tools
 from orchestrator.tools.catalog import ToolCatalog
 from orchestrator.core.config import load_settings
 from orchestrator.tools.executor import CallContext, ToolExecutor
+from tests.conftest import CORPUS
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("bwrap") is None,
@@ -563,18 +565,36 @@ def test_a_jorb_script_flooding_its_pipe_is_stopped(jarvis, shape):
 # -- the same attacks as an ordinary user -------------------------------------------------------------------
 
 
-def reachable_interpreter() -> list[str]:
-    """A command prefix under which an ordinary user can run this interpreter. Where it lives under a folder
-    private to root (pyenv in /root, say), that folder is replaced, in a private mount namespace of the test's
-    own, by an open one holding only the interpreter's subtree; the host's mounts are not touched."""
-    real = Path(os.path.realpath(sys.base_prefix))
-    private = next((p for p in [*reversed(real.parents), real] if not os.stat(p).st_mode & 0o001), None)
-    if private is None:
+def private_folders(paths) -> dict[Path, set[str]]:
+    """Each folder on the way to the folders `paths` that others cannot enter (mode without o+x), with the names
+    under it that lead to them: a clone in a `mktemp -d` folder, pyenv in /root, a venv inside either."""
+    hidden: dict[Path, set[str]] = {}
+    for path in paths:
+        real = Path(os.path.realpath(path))
+        for folder in [*reversed(real.parents), real][:-1]:
+            if not os.stat(folder).st_mode & 0o001:
+                hidden.setdefault(folder, set()).add(real.relative_to(folder).parts[0])
+    return hidden
+
+
+def reachable(*paths) -> list[str]:
+    """A command prefix under which an ordinary user can reach `paths` (this interpreter, its venv, the checkout,
+    the test data) wherever they are. Each folder on the way that is private to root is replaced, in a private
+    mount namespace of the test's own, by an open one holding only the subtrees that lead to them, shallowest
+    first; the host's mounts and modes are not touched."""
+    hidden = private_folders(paths)
+    if not hidden:
         return []
-    keep = private / real.relative_to(private).parts[0]
-    script = ('keep=$(mktemp -d) && mount --bind "$1" "$keep" && mount -t tmpfs -o mode=755 tmpfs "$2" && '
-              'mkdir -p "$1" && mount --bind "$keep" "$1" && shift 2 && exec "$@"')
-    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", str(keep), str(private)]
+    steps, args = [], []
+    for folder in sorted(hidden, key=lambda f: len(f.parts)):
+        names = sorted(hidden[folder])
+        args += [str(folder), *[str(folder / n) for n in names]]
+        keep = [f'k{i}=$(mktemp -d) && mount --bind "$1" "$k{i}" && shift' for i, _ in enumerate(names)]
+        back = [f'mkdir {shlex.quote(str(folder / n))} && mount --bind "$k{i}" {shlex.quote(str(folder / n))}'
+                for i, n in enumerate(names)]
+        steps.append(' && '.join(['f="$1" && shift', *keep, 'mount -t tmpfs -o mode=755 tmpfs "$f"', *back]))
+    script = " && ".join([*steps, 'exec "$@"'])
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", *args]
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or os.environ.get("JARVIS_ESCAPES_AS_USER") == "1",
@@ -588,15 +608,17 @@ def test_the_suite_holds_for_an_ordinary_user():
         assert created.returncode == 0, created.stderr
     uid = int(subprocess.run(["id", "-u", TEST_USER], capture_output=True, text=True).stdout)
     base = Path(tempfile.mkdtemp(prefix="jarvis-as-user-"))  # outside root's 0700 pytest folder
+    checkout = Path(__file__).resolve().parent.parent
     try:
         os.chown(base, uid, uid)
+        # This checkout's code and test data, not whatever the venv's editable install points at.
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(base), "JARVIS_ESCAPES_AS_USER": "1",
-               "LANG": "C.UTF-8", "TMPDIR": str(base)}
-        argv = [*reachable_interpreter(), "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
-                sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-rA", "--tb=short", "--show-capture=no",
-                "--basetemp", str(base / "pytest"), __file__]
-        run = subprocess.run(argv, cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True,
-                             text=True, timeout=600)
+               "LANG": "C.UTF-8", "TMPDIR": str(base), "PYTHONPATH": str(checkout), "JARVIS_TEST_CORPUS": str(CORPUS)}
+        opened = reachable(sys.base_prefix, sys.prefix, checkout, CORPUS, base)
+        argv = [*opened, "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+                sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", "-rA", "--tb=short",
+                "--show-capture=no", "--basetemp", str(base / "pytest"), __file__]
+        run = subprocess.run(argv, cwd=checkout, env=env, capture_output=True, text=True, timeout=600)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     assert run.returncode == 0, run.stdout[:6000] + run.stderr[-2000:]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy.orm import Session
@@ -16,6 +15,7 @@ from orchestrator.app import App
 from orchestrator.tools.ledger import STARTED, EffectsLedger, LedgerRow
 from orchestrator.storage.engines import database_url, dispose_all, jarvis_engine, sqlite_path
 from orchestrator.storage.workers import HeartbeatRow, ensure_heartbeat, seems_alive
+from tests.reminder_helpers import wait_for
 
 REMOTE = "machine-b:4242:abcdef"
 
@@ -104,13 +104,14 @@ def test_the_beat_ends_with_its_database_and_starts_again_when_it_is_opened_agai
     settings = jarvis_env.settings
     ensure_heartbeat(settings)
     dispose_all()
-    time.sleep(0.4)
-    assert database_url(settings, "jarvis") not in workers._beating
+    wait_for(lambda: database_url(settings, "jarvis") not in workers._beating)
     assert "heartbeat" not in caplog.text
     ensure_heartbeat(settings)  # opened again: beating again
     with Session(jarvis_engine(settings)) as s:
         first = s.get(HeartbeatRow, WORKER_ID).seen
-    time.sleep(0.4)
-    with Session(jarvis_engine(settings)) as s:
-        assert s.get(HeartbeatRow, WORKER_ID).seen > first
+    def beat_again() -> bool:
+        with Session(jarvis_engine(settings)) as s:
+            return s.get(HeartbeatRow, WORKER_ID).seen > first
+
+    wait_for(beat_again)
     dispose_all()

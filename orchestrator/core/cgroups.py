@@ -13,6 +13,13 @@ returns None when none of them can be had; `missing()` says which controllers ar
 that the sandbox and the browsers can say so at start-up and fall back to per-process or soft limits.
 A process joins its cgroups before it runs anything (`join_argv`: a shell that writes its own pid, then
 becomes the command), so no child is ever started outside.
+
+Every Jarvis process on a machine makes its cgroups side by side under the same parent (two test workers, two
+users' Jarvis under a v1 root hierarchy), and each sweeps the ones left by a Jarvis that died. A cgroup's name says
+who made it: pid, pid namespace and the process's start time, since pids are reused (32,768 of them wrap in
+minutes on a busy machine) and a pid means nothing in another namespace. Only a cgroup whose maker is proven gone
+is swept (its pid is free, or taken by a process that started later); one made in another pid namespace, or named
+without that identity, is never touched: a live Jarvis's runs are not killed on a guess.
 """
 
 from __future__ import annotations
@@ -28,11 +35,9 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from pathlib import Path
 
-from orchestrator.core.supervisor import pid_alive
-
 log = logging.getLogger(__name__)
 
-PREFIX = "jarvis-"  # jarvis-<kind>-<pid>-<random>: sbx (a sandboxed run), browser (a task's browser)
+PREFIX = "jarvis-"  # jarvis-<kind>-<pid>-<pid namespace>.<start time>-<random>: kind sbx (a sandboxed run), browser
 CONTROLLERS = ("pids", "memory", "cpu")
 CPU_PERIOD_US = 100_000
 _lock = threading.Lock()
@@ -154,7 +159,7 @@ class RunCgroup:
 
     @classmethod
     def create(cls, limits: CgroupLimits, kind: str = "sbx") -> "RunCgroup | None":
-        name = f"{PREFIX}{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        name = f"{PREFIX}{kind}-{os.getpid()}-{identity(os.getpid())}-{uuid.uuid4().hex[:8]}"
         dirs: dict[str, tuple[Path, str]] = {}
         made: list[Path] = []
         for controller, where in parents().items():
@@ -295,17 +300,42 @@ def _rmdir_quietly(path: Path) -> None:
         pass
 
 
+def identity(pid: int) -> str | None:
+    """`<pid namespace>.<start time>` of a process of this namespace (None when there is none with this pid): the
+    same pid later held by another process gives another identity."""
+    try:
+        start = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+        return f"{_own_namespace()}.{start}"
+    except (OSError, IndexError):
+        return None
+
+
+def _own_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
+def maker_gone(name: str) -> bool:
+    """Whether the process that made the cgroup `name` is proven gone: it was made in this pid namespace, and its
+    pid is free or held by a process that is not its maker. Anything else (this process's own, another namespace's,
+    a name without the maker's identity) is not."""
+    parts = name[len(PREFIX):].split("-")
+    if not name.startswith(PREFIX) or len(parts) != 4 or not parts[1].isdigit():
+        return False
+    pid, made_by = int(parts[1]), parts[2]
+    if pid == os.getpid() or made_by.partition(".")[0] != _own_namespace():
+        return False
+    return identity(pid) != made_by
+
+
 def _sweep_stale(parent: Path, version: str) -> None:
-    """Remove cgroups left by a Jarvis process that died (their pid is gone)."""
+    """Remove cgroups left by a Jarvis process that died (see the module's docstring for how that is known)."""
     try:
         entries = list(parent.glob(f"{PREFIX}*"))
     except OSError:
         return
     for entry in entries:
-        try:
-            owner = int(entry.name[len(PREFIX):].split("-", 2)[1])
-        except (IndexError, ValueError):
-            continue
-        if owner == os.getpid() or pid_alive(owner):
-            continue
-        RunCgroup({"pids": (entry, version)}).remove()
+        if maker_gone(entry.name):
+            RunCgroup({"pids": (entry, version)}).remove()
