@@ -102,6 +102,14 @@ def test_http_client_lists_searches_and_asks(served: UIServer, mcp_env: JarvisEn
 
     rows = {c.name: c for c in ClientStore(mcp_env.settings).list()}
     assert rows["claude"].calls == 2  # the two tool calls, recorded for `jarvis mcp clients`
+    # and in the runs view, under the client's threads: the direct search, and the turn it asked for
+    from orchestrator.storage import writer
+
+    writer.flush()
+    runs = served.client().get("/api/runs").json()
+    threads = {r["thread_id"] for r in runs}
+    assert {"mcp:claude:calls", "mcp:claude:q1"} <= threads, threads
+    assert [r["tool_calls"] for r in runs if r["thread_id"] == "mcp:claude:calls"] == [1]
 
 
 def test_a_write_asked_by_a_client_waits_for_the_user_in_jarvis_and_runs_once(served: UIServer,

@@ -28,6 +28,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from orchestrator.app import App
 from orchestrator.chat.live_turns import LiveTurn, TurnBusy
 from orchestrator.chat.turns import thread_config
+from orchestrator.storage.telemetry import TelemetryHandler
 from orchestrator.tools.executor import CallContext
 from orchestrator.tools.provenance import outside_words
 from .clients import client_thread, owns_thread
@@ -91,6 +92,7 @@ class McpOffer:
         self.config = app.settings.mcp_server
         self._hub = hub
         self._schemas: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self.telemetry = TelemetryHandler(self.settings, graph_name="mcp")
         self._lock = threading.Lock()
 
     @property
@@ -137,16 +139,24 @@ class McpOffer:
         return self.run_tool(client, name, args)
 
     def run_tool(self, client: str, name: str, args: dict[str, Any]) -> str:
+        from langchain_core.runnables import RunnableLambda
+
         rt = self.app.runtime
         key = f"mcp|{client}|{uuid.uuid4().hex}"
-        ctx = CallContext(thread_id=client_thread(client, "calls"), key=key, untrusted_seen=True, origin="mcp",
-                          untrusted_args=_strings(args))
+        thread = client_thread(client, "calls")
 
         def hand_over(request: Any) -> Any:
             raise _Handover()
 
+        def run(_: Any, config: Any) -> Any:
+            ctx = CallContext(thread_id=thread, key=key, untrusted_seen=True, origin="mcp",
+                              untrusted_args=_strings(args), config=config)
+            return rt.executor.execute(name, args, ctx, confirm=hand_over)
+
+        # one run in the runs view per call, under the client's thread, as a turn's tool calls are
+        config = {"callbacks": [self.telemetry], "metadata": {"thread_id": thread}, "run_name": f"mcp {name}"}
         try:
-            outcome = rt.executor.execute(name, args, ctx, confirm=hand_over)
+            outcome = RunnableLambda(run).invoke(args, config=config)
         except _Handover:
             rt.executor.ledger.forget_asked(key)
             return self._ask_in_thread(client, name, args)
