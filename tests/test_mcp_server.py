@@ -189,6 +189,17 @@ def test_hostile_clients_are_refused(served: UIServer, mcp_env: JarvisEnv) -> No
     theirs = results(sdk_client(http(served, other), [["call", "jarvis_status", {"pending_id": pid}]]))[0]
     assert theirs["error"] and "no call of yours" in theirs["text"]
 
+    # nor the session this client opened: the SDK serves a session only to the client that opened it
+    with httpx.Client(base_url=served.url, timeout=30,
+                      headers={"Accept": "application/json, text/event-stream"}) as c:
+        opened = c.post("/mcp", headers={"Authorization": f"Bearer {mine}"}, json={
+            "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        session = {"mcp-session-id": opened.headers["mcp-session-id"]}
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        assert c.post("/mcp", json=ping, headers={**session, "Authorization": f"Bearer {mine}"}).status_code == 200
+        assert c.post("/mcp", json=ping, headers={**session, "Authorization": f"Bearer {other}"}).status_code == 404
+
     from orchestrator.mcp_server.clients import ClientStore
 
     ClientStore(mcp_env.settings).revoke("other")
@@ -214,7 +225,8 @@ def test_a_flood_from_one_client_is_cut_and_another_client_goes_on(mcp_env: Jarv
     mcp_env.write_config(mcp_server={"enabled": True, "tools": OFFERED, "calls_per_minute": 5})
     loud, calm = add_client(mcp_env, "loud"), add_client(mcp_env, "calm")
     with start_ui(mcp_env) as server, httpx.Client(base_url=server.url, timeout=30) as c:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "flood", "version": "1"}}}
 
         def post(token: str) -> int:
             return c.post("/mcp", json=body, headers={"Accept": "application/json, text/event-stream",

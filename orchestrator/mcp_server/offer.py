@@ -92,6 +92,7 @@ class McpOffer:
         self.config = app.settings.mcp_server
         self._hub = hub
         self._schemas: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self._validators: dict[int, tuple[dict[str, Any], Any]] = {}
         self.telemetry = TelemetryHandler(self.settings, graph_name="mcp")
         self._lock = threading.Lock()
 
@@ -125,6 +126,21 @@ class McpOffer:
                 self._schemas[id(tool)] = cached
             return cached[1]
 
+    def _schema_problem(self, schema: dict[str, Any], args: dict[str, Any]) -> str | None:
+        """The arguments checked against the schema the client was shown, its validator compiled once (the SDK's
+        own check compiles it and checks the schema itself on every call: most of a warm call's time)."""
+        import jsonschema
+
+        with self._lock:
+            entry = self._validators.get(id(schema))
+            if entry is None or entry[0] is not schema:
+                entry = self._validators[id(schema)] = (schema, jsonschema.validators.validator_for(schema)(schema))
+        error = jsonschema.exceptions.best_match(entry[1].iter_errors(args))
+        if error is None:
+            return None
+        where = ".".join(map(str, error.path))
+        return f"{where}: {error.message}" if where else error.message
+
     # -- one call ----------------------------------------------------------------------------------------------
     def call(self, client: str, name: str, args: dict[str, Any]) -> str:
         """The call's text for the client; Refused for what the client may not do."""
@@ -132,6 +148,12 @@ class McpOffer:
             raise Refused(f"{name} is not offered to MCP clients (the user chooses in mcp_server.tools)")
         if not isinstance(args, dict):
             raise Refused("arguments must be a JSON object")
+        offered = next((t for t in self.tools() if t.name == name), None)
+        if offered is None:
+            raise Refused(f"{name} is not available now (see the tools listed)")
+        problem = self._schema_problem(offered.schema, args)
+        if problem is not None:
+            raise Refused(f"Input validation error: {problem}")
         if name == ASK:
             return self.ask(client, str(args.get("question") or ""), str(args.get("thread") or "main"))
         if name == STATUS:

@@ -2,8 +2,9 @@
 
 - stdio (`jarvis mcp serve`): the client that starts the process is the client whose token is in
   `JARVIS_MCP_TOKEN` (checked at start: a revoked token starts nothing); its calls are rate limited here.
-- streamable HTTP, mounted at `mcp_server.path` of `jarvis run`'s app (server/app.py): stateless (every request
-  stands alone, so no session made with one client's token can be carried on with another's), JSON answers. Host
+- streamable HTTP, mounted at `mcp_server.path` of `jarvis run`'s app (server/app.py), JSON answers, sessions
+  kept: the SDK serves a session only to the credential that opened it (`AuthenticatedUser`, the client's name
+  here), so a session opened with one client's token is "not found" with another's. Host
   and Origin are checked first by the server's own guard (server/security.py, against DNS rebinding and pages on
   other origins); then `McpHttp` takes the client's bearer token (clients.py) instead of the UI's token, and
   refuses a client past `mcp_server.calls_per_minute` (429) before reading its request.
@@ -20,11 +21,13 @@ from typing import Any
 
 import anyio
 from mcp import types
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 
 from orchestrator.channels.ratelimit import TokenBucket
-from .clients import ClientStore
+from .clients import ClientStore, digest
 from .offer import McpOffer, Refused
 
 log = logging.getLogger(__name__)
@@ -58,7 +61,7 @@ def build_server(offer: McpOffer, store: ClientStore, client_of: Callable[[Serve
         return [types.Tool(name=t.name, description=t.description, inputSchema=t.schema,
                            annotations=types.ToolAnnotations(readOnlyHint=t.read_only)) for t in offered]
 
-    @server.call_tool(validate_input=True)
+    @server.call_tool(validate_input=False)  # offer.call checks them against the schema listed, its validator kept
     async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
         client = client_of(server)
         if limits is not None and not limits.allow(client):
@@ -112,7 +115,9 @@ class McpHttp:
         self.store = store
         self.limits = Limits(offer.config.calls_per_minute)
         self.server = build_server(offer, store, http_client)
-        self.manager = StreamableHTTPSessionManager(app=self.server, stateless=True, json_response=True)
+        # Sessions are kept (a warm client's call is one POST to its session); the SDK serves a session only to
+        # the credential that opened it, which McpHttp gives as the request's user: the client's name.
+        self.manager = StreamableHTTPSessionManager(app=self.server, json_response=True)
 
     def lifespan(self) -> Any:
         return self.manager.run()
@@ -132,7 +137,8 @@ class McpHttp:
             await _answer(send, 429, f"too many requests: at most {self.limits.per_minute} a minute",
                           [(b"retry-after", b"60")])
             return
-        await self.manager.handle_request({**scope, CLIENT_KEY: client}, receive, send)
+        user = AuthenticatedUser(AccessToken(token=digest(token or ""), client_id=client, scopes=[]))
+        await self.manager.handle_request({**scope, CLIENT_KEY: client, "user": user}, receive, send)
 
 
 async def _answer(send: Any, status: int, message: str, extra: list[tuple[bytes, bytes]]) -> None:
