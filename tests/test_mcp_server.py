@@ -90,8 +90,14 @@ def test_http_client_lists_searches_and_asks(served: UIServer, mcp_env: JarvisEn
         ["call", "memory_search", {"query": "dentist"}],
         ["call", "ask_jarvis", {"question": "Who is Bob's dentist?", "thread": "q1"}],
         ["list_resources"],
+        ["read", "jarvis://memory/1"],
+        ["read", "jarvis://memory/999"],
+        ["read", "file:///etc/passwd"],
+        ["call", "ask_jarvis", {"question": "hi", "thread": "calls"}],
     ]))
     assert sorted(t["name"] for t in out[0]) == sorted(OFFERED)
+    assert not out[4]["error"] and "Elm Street" in out[4]["text"]
+    assert out[5]["error"] and out[6]["error"] and out[7]["error"]
     assert not out[1]["error"] and "Dr Lee" in out[1]["text"]
     assert out[2] == {"error": False, "text": "Bob's dentist is Dr Lee."}
     assert any(r["uri"].startswith("jarvis://memory/") for r in out[3])
@@ -101,7 +107,7 @@ def test_http_client_lists_searches_and_asks(served: UIServer, mcp_env: JarvisEn
     from orchestrator.mcp_server.clients import ClientStore
 
     rows = {c.name: c for c in ClientStore(mcp_env.settings).list()}
-    assert rows["claude"].calls == 2  # the two tool calls, recorded for `jarvis mcp clients`
+    assert rows["claude"].calls == 6  # its tool calls and resource reads, recorded for `jarvis mcp clients`
     # and in the runs view, under the client's threads: the direct search, and the turn it asked for
     from orchestrator.storage import writer
 

@@ -40,6 +40,8 @@ STATUS = "jarvis_status"
 OWN_TOOLS = (ASK, STATUS)
 THREAD_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 MAX_QUESTION = 20_000
+CALLS = "calls"  # the thread a client's direct calls are recorded under (runs view, ledger)
+HANDED_OVER = "call-"  # the threads a direct call that must be confirmed is asked in
 
 OWN_SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
     ASK: ("Ask Jarvis, the user's own assistant, in a named conversation of yours; the answer comes back. Anything "
@@ -165,7 +167,7 @@ class McpOffer:
 
         rt = self.app.runtime
         key = f"mcp|{client}|{uuid.uuid4().hex}"
-        thread = client_thread(client, "calls")
+        thread = client_thread(client, CALLS)
 
         def hand_over(request: Any) -> Any:
             raise _Handover()
@@ -189,7 +191,7 @@ class McpOffer:
     def _ask_in_thread(self, client: str, name: str, args: dict[str, Any]) -> str:
         """The call placed in a new chat thread of the client's as the planner's step, so the chat graph runs it
         through the executor and asks the user there; it runs once, when the user approves."""
-        thread = client_thread(client, f"call-{uuid.uuid4().hex[:12]}")
+        thread = client_thread(client, f"{HANDED_OVER}{uuid.uuid4().hex[:12]}")
         asked = outside_words(f"The MCP client {client} asks to run {name} with {json.dumps(args, default=str)[:2000]}",
                               client)
         call = AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "mcp_call", "type": "tool_call"}])
@@ -202,6 +204,8 @@ class McpOffer:
             raise Refused("thread: letters, digits, '.', '_' or '-', at most 64")
         if not question.strip():
             raise Refused("question is empty")
+        if thread_name == CALLS or thread_name.startswith(HANDED_OVER):
+            raise Refused(f"thread: {CALLS!r} and names starting with {HANDED_OVER!r} are Jarvis's own")
         thread = client_thread(client, thread_name)
         if self.hub.running(thread) is not None:
             raise Refused(f"Jarvis is still working on {thread}; poll jarvis_status with pending_id={thread}")
