@@ -1,7 +1,8 @@
 """Jarvis as an MCP server, driven by the MCP Python SDK 2.x's own client (tests/fakes/mcp_sdk_client.py, run in the
 virtualenv scripts/fetch_pypi_servers.py makes: a client nobody here wrote, of the SDK generation Jarvis does not
 use) over both transports: streamable HTTP under the real `jarvis run` app on a socket, and stdio from a real
-`jarvis mcp serve` process the client starts. The model is the scripted server (tests/fakes/llm_server.py).
+`jarvis mcp serve` process the client starts; and by the MCP Inspector's command-line mode (npm, pinned, fetched with
+the npm servers) over both. The model is the scripted server (tests/fakes/llm_server.py).
 
 What it proves: a client lists the offered tools, searches memory, asks Jarvis a question; a write a client asks for
 waits for the user's approval in Jarvis and runs once after the user approves through Jarvis's own API; and the
@@ -27,6 +28,8 @@ from tests.ui_server import UIServer, start_ui
 CLIENT_SCRIPT = REPO / "tests" / "fakes" / "mcp_sdk_client.py"
 MCP_VENVS = Path(os.environ.get("JARVIS_TEST_MCP_VENVS") or REPO / ".cache" / "mcp-venvs")
 SDK_PYTHON = MCP_VENVS / "sdk-client" / "bin" / "python"
+NPM = Path(os.environ.get("JARVIS_TEST_NPM") or REPO / ".cache" / "npm") / "node_modules"
+INSPECTOR = NPM / ".bin" / "mcp-inspector"
 OFFERED = ["memory_search", "ask_jarvis", "jarvis_status", "fs_write_text"]
 
 
@@ -311,3 +314,42 @@ def test_client_words_are_not_the_users_for_argument_provenance() -> None:
     assert any("bob@example.org" in w for w in sources.words)
     assert not any("eve@evil.example" in w for w in sources.words)
 
+
+
+def inspector(*args: str, env: dict[str, str] | None = None) -> Any:
+    """The MCP Inspector's command-line mode (npm, pinned: scripts/fetch_npm_servers.py): one method, its JSON."""
+    if not INSPECTOR.exists():
+        pytest.fail(f"the MCP Inspector is not in {NPM}: run `make test-corpus`")
+    proc = subprocess.run([str(INSPECTOR), "--cli", *args], capture_output=True, text=True, timeout=180, env=env,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return json.loads(proc.stdout)
+
+
+def test_the_mcp_inspector_lists_searches_and_asks_over_both_transports(served: UIServer, mcp_env: JarvisEnv) -> None:
+    token = add_client(mcp_env, "inspector")
+    remember_dentist(served)
+    mcp_env.server.push(answer("Dr Lee."), answer("Dr Lee, Elm Street."))
+    over_http = [f"{served.url}/mcp", "--header", f"Authorization: Bearer {token}"]
+    listed = inspector(*over_http, "--method", "tools/list")
+    assert sorted(t["name"] for t in listed["tools"]) == sorted(OFFERED)
+    found = inspector(*over_http, "--method", "tools/call", "--tool-name", "memory_search", "--tool-arg", "query=dentist")
+    assert "Dr Lee" in found["content"][0]["text"]
+    asked = inspector(*over_http, "--method", "tools/call", "--tool-name", "ask_jarvis",
+                      "--tool-arg", "question=Who is Bob's dentist?")
+    assert asked["content"][0]["text"] == "Dr Lee." and not asked.get("isError")
+    env = {**mcp_env.env(), "JARVIS_MCP_TOKEN": token}
+    over_stdio = ["-e", f"JARVIS_CONFIG={env['JARVIS_CONFIG']}", "-e", f"JARVIS_MCP_TOKEN={token}",
+                  "-e", f"PYTHONPATH={env['PYTHONPATH']}"]
+    serve = ["--", str(JARVIS_BIN), "mcp", "serve"]  # the Inspector starts it, as a desktop client would
+    listed = inspector(*over_stdio, "--method", "tools/list", *serve, env=env)
+    assert sorted(t["name"] for t in listed["tools"]) == sorted(OFFERED)
+    found = inspector(*over_stdio, "--method", "tools/call", "--tool-name", "memory_search", "--tool-arg", "query=dentist",
+                      *serve, env=env)
+    assert "Dr Lee" in found["content"][0]["text"]
+    asked = inspector(*over_stdio, "--method", "tools/call", "--tool-name", "ask_jarvis",
+                      "--tool-arg", "question=Where?", "--tool-arg", "thread=stdio", *serve, env=env)
+    assert asked["content"][0]["text"] == "Dr Lee, Elm Street."
+    refused = subprocess.run([str(INSPECTOR), "--cli", *over_http[:1], "--header", "Authorization: Bearer wrong",
+                              "--method", "tools/list"], capture_output=True, text=True, timeout=180)
+    assert refused.returncode != 0
