@@ -353,3 +353,19 @@ def test_the_mcp_inspector_lists_searches_and_asks_over_both_transports(served: 
     refused = subprocess.run([str(INSPECTOR), "--cli", *over_http[:1], "--header", "Authorization: Bearer wrong",
                               "--method", "tools/list"], capture_output=True, text=True, timeout=180)
     assert refused.returncode != 0
+
+
+def test_over_stdio_a_write_waits_and_the_user_approves_it_from_another_process(mcp_env: JarvisEnv) -> None:
+    token = add_client(mcp_env, "desk")
+    target = mcp_env.root / "from-stdio.txt"
+    mcp_env.server.push(tool_call("fs_write_text", path=str(target), content="via stdio"), answer("Written."))
+    serve = {"command": [str(JARVIS_BIN), "mcp", "serve"], "env": {**mcp_env.env(), "JARVIS_MCP_TOKEN": token}}
+    first = results(sdk_client(serve, [["call", "ask_jarvis", {"question": "write it", "thread": "w"}]]))[0]
+    assert first["text"].startswith("Waiting for your approval in Jarvis"), first
+    pid = pending_id(first["text"])
+    assert not target.exists()
+    # the user answers with Jarvis's own CLI, in another process; the client's next session reads the outcome
+    mcp_env.cli("approve", pid, "--all", check=True)
+    assert target.read_text() == "via stdio"
+    done = results(sdk_client(serve, [["call", "jarvis_status", {"pending_id": pid}]]))[0]
+    assert done == {"error": False, "text": "Written."}
