@@ -369,3 +369,28 @@ def test_over_stdio_a_write_waits_and_the_user_approves_it_from_another_process(
     assert target.read_text() == "via stdio"
     done = results(sdk_client(serve, [["call", "jarvis_status", {"pending_id": pid}]]))[0]
     assert done == {"error": False, "text": "Written."}
+
+
+def test_clients_added_and_revoked_in_settings_through_the_ui_api(served: UIServer) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ui", "version": "1"}}}
+    with served.client() as ui, httpx.Client(base_url=served.url, timeout=30) as other:
+        made = ui.post("/api/mcp/clients", json={"name": "zed"})
+        assert made.status_code == 200, made.text
+        entry = made.json()["config"]["mcpServers"]["jarvis"]
+        assert entry["url"] == f"{served.url}/mcp"  # the port this server is bound to
+        token = entry["headers"]["Authorization"].split()[1]
+
+        def mcp(with_token: str) -> int:
+            return other.post("/mcp", json=initialize, headers={"Authorization": f"Bearer {with_token}",
+                                                                "Accept": "application/json, text/event-stream"}).status_code
+
+        assert mcp(token) == 200
+        assert [c["name"] for c in ui.get("/api/mcp/clients").json()["clients"]] == ["zed"]
+        # the client's token is not the UI's: it manages nothing
+        assert other.post("/api/mcp/clients", json={"name": "evil"},
+                          headers={"Authorization": f"Bearer {token}"}).status_code == 401
+        assert ui.post("/api/mcp/clients", json={"name": "zed"}).status_code == 400  # taken
+        assert ui.delete("/api/mcp/clients/zed").status_code == 200
+        assert mcp(token) == 401
+        assert ui.delete("/api/mcp/clients/zed").status_code == 404

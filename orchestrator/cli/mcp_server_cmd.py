@@ -4,8 +4,6 @@ agents (orchestrator/mcp_server/), and the named clients that may call it."""
 from __future__ import annotations
 
 import os
-import shutil
-import sys
 from datetime import datetime
 from typing import Any
 
@@ -14,20 +12,6 @@ import typer
 from orchestrator.cli import dumps, fail, say, state
 
 clients_app = typer.Typer(help="The agents that may call Jarvis's MCP server, one token each.", no_args_is_help=True)
-TOKEN_ENV = "JARVIS_MCP_TOKEN"
-
-
-def client_config(settings: Any, name: str, token: str) -> dict[str, Any]:
-    """The `mcpServers` entries a client pastes: the HTTP endpoint of `jarvis run`, and the stdio command."""
-    host = settings.server.host if settings.server.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    host = f"[{host}]" if ":" in host else host
-    url = f"http://{host}:{settings.server.port}{settings.mcp_server.path}"
-    program = shutil.which("jarvis") or os.path.join(os.path.dirname(sys.executable), "jarvis")
-    args = ["--config", str(settings.source_path)] if settings.source_path else []
-    return {"mcpServers": {
-        "jarvis": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}},
-        "jarvis-stdio": {"command": program, "args": [*args, "mcp", "serve"], "env": {TOKEN_ENV: token}},
-    }}
 
 
 def _store(ctx: typer.Context) -> Any:
@@ -37,7 +21,7 @@ def _store(ctx: typer.Context) -> Any:
 
 
 def _issue(ctx: typer.Context, name: str, renew: bool) -> None:
-    from orchestrator.mcp_server.clients import ClientError
+    from orchestrator.mcp_server.clients import ClientError, client_config
 
     settings = state(ctx).settings
     try:
@@ -45,7 +29,7 @@ def _issue(ctx: typer.Context, name: str, renew: bool) -> None:
     except ClientError as exc:
         fail(str(exc))
     say(f"client {name}: its token is shown once; paste this into the client's MCP settings:", err=True)
-    say(dumps(client_config(settings, name, token)))
+    say(dumps(client_config(settings, token)))
     if not settings.mcp_server.enabled:
         say("note: mcp_server.enabled is false in the config: nothing is served until you set it", err=True,
             fg=typer.colors.YELLOW)
@@ -104,6 +88,8 @@ def serve(ctx: typer.Context,
     st = state(ctx)
     if not st.settings.mcp_server.enabled:
         fail("Jarvis's MCP server is off: set mcp_server.enabled: true in the config")
+    from orchestrator.mcp_server.clients import TOKEN_ENV
+
     store = _store(ctx)
     name = store.who(os.environ.get(TOKEN_ENV))
     if name is None:

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import secrets
+import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -29,6 +32,7 @@ CLIENTS_FILE = "mcp_clients.json"
 CALLS_FILE = "mcp_calls.jsonl"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 THREAD_PREFIX = "mcp:"
+TOKEN_ENV = "JARVIS_MCP_TOKEN"  # `jarvis mcp serve`: the token of the client that started it
 
 
 class ClientError(ValueError):
@@ -132,3 +136,16 @@ class ClientStore:
                 client.calls += 1
                 client.last_call = call["at"]
         return list(clients.values())
+
+
+def client_config(settings: Settings, token: str, port: int | None = None) -> dict[str, Any]:
+    """The `mcpServers` entries a client pastes: the HTTP endpoint of `jarvis run`, and the stdio command."""
+    host = settings.server.host if settings.server.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    url = f"http://{host}:{port or settings.server.port}{settings.mcp_server.path}"
+    program = shutil.which("jarvis") or os.path.join(os.path.dirname(sys.executable), "jarvis")
+    args = ["--config", str(settings.source_path)] if settings.source_path else []
+    return {"mcpServers": {
+        "jarvis": {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}},
+        "jarvis-stdio": {"command": program, "args": [*args, "mcp", "serve"], "env": {TOKEN_ENV: token}},
+    }}
