@@ -55,7 +55,7 @@ async function loadClients(shown) {
     clientsEl.append(h("div", { class: "mcp-client", "data-client": c.name }, h("strong", { text: c.name }),
       ` ${c.calls} calls, last ${last} `, revoke));
   }
-  const name = h("input", { type: "text", required: true, pattern: "[a-z0-9][a-z0-9_-]{0,31}", placeholder: "claude", "aria-label": "Client name" });
+  const name = h("input", { type: "text", required: true, pattern: "[a-z0-9][a-z0-9_\\-]{0,31}", placeholder: "claude", "aria-label": "Client name" });
   const add = h("button", { type: "submit" }, "Add a client");
   const form = h("form", { class: "add-client" }, name, add);
   form.addEventListener("submit", async (ev) => {
