@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -394,3 +395,29 @@ def test_clients_added_and_revoked_in_settings_through_the_ui_api(served: UIServ
         assert ui.delete("/api/mcp/clients/zed").status_code == 200
         assert mcp(token) == 401
         assert ui.delete("/api/mcp/clients/zed").status_code == 404
+
+
+def test_a_client_revoked_while_its_stdio_server_runs_gets_nothing_more(mcp_env: JarvisEnv, tmp_path) -> None:
+    from orchestrator.mcp_server.clients import ClientStore
+
+    token = add_client(mcp_env, "brief")
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    serve = {"command": [str(JARVIS_BIN), "mcp", "serve"], "env": {**mcp_env.env(), "JARVIS_MCP_TOKEN": token}}
+    steps = [["call", "memory_search", {"query": "x"}], ["touch", str(ready)], ["wait_for", str(go), 120],
+             ["call", "memory_search", {"query": "x"}]]
+    client = subprocess.Popen([str(SDK_PYTHON), str(CLIENT_SCRIPT), json.dumps(serve), json.dumps(steps)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and client.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), client.communicate(timeout=30)
+        ClientStore(mcp_env.settings).revoke("brief")
+        go.touch()
+        out, err = client.communicate(timeout=120)
+    finally:
+        if client.poll() is None:
+            client.kill()
+    first, second = json.loads(out.strip().splitlines()[-1])["results"]
+    assert not first["error"]
+    assert second["error"] and "revoked" in second["text"]

@@ -91,8 +91,8 @@ def serve(ctx: typer.Context,
     from orchestrator.mcp_server.clients import TOKEN_ENV
 
     store = _store(ctx)
-    name = store.who(os.environ.get(TOKEN_ENV))
-    if name is None:
+    token = os.environ.get(TOKEN_ENV) or ""
+    if store.who(token) is None:
         fail(f"{TOKEN_ENV} holds no client's token (missing, wrong or revoked): `jarvis mcp clients add NAME`")
     import anyio
 
@@ -101,7 +101,7 @@ def serve(ctx: typer.Context,
 
     app = st.starting(st.app)
     try:
-        anyio.run(serve_stdio, McpOffer(app), store, name)
+        anyio.run(serve_stdio, McpOffer(app), store, token)
     finally:
         app.close()
 

@@ -115,7 +115,8 @@ class McpOffer:
                 continue  # not in the catalog now (switched off, its server down): not offered
             fn = self._function(tool)
             out.append(Offered(name, fn.get("description") or name, fn.get("parameters") or {"type": "object"},
-                               read_only=not (tool.metadata or {}).get("side_effects")))
+                               read_only=not any((tool.metadata or {}).get(k) for k in ("side_effects",
+                                                                                         "side_effects_for"))))
         return out
 
     def _function(self, tool: Any) -> dict[str, Any]:

@@ -63,7 +63,10 @@ def build_server(offer: McpOffer, store: ClientStore, client_of: Callable[[Serve
 
     @server.call_tool(validate_input=False)  # offer.call checks them against the schema listed, its validator kept
     async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
-        client = client_of(server)
+        try:
+            client = client_of(server)
+        except Refused as exc:
+            return _error(str(exc))
         if limits is not None and not limits.allow(client):
             return _error(f"too many calls: at most {limits.per_minute} a minute")
         try:
@@ -83,6 +86,8 @@ def build_server(offer: McpOffer, store: ClientStore, client_of: Callable[[Serve
     @server.read_resource()
     async def read_resource(uri: Any) -> list[ReadResourceContents]:
         client = client_of(server)
+        if limits is not None and not limits.allow(client):
+            raise ValueError(f"too many calls: at most {limits.per_minute} a minute")
         try:
             text = await anyio.to_thread.run_sync(offer.read_resource, str(uri))
         except Refused as exc:
@@ -148,10 +153,17 @@ async def _answer(send: Any, status: int, message: str, extra: list[tuple[bytes,
     await send({"type": "http.response.body", "body": body})
 
 
-async def serve_stdio(offer: McpOffer, store: ClientStore, client: str) -> None:
-    """Serve one client over stdin/stdout until it closes them."""
+async def serve_stdio(offer: McpOffer, store: ClientStore, token: str) -> None:
+    """Serve the client whose token is `token` over stdin/stdout until it closes them. The token is checked on
+    every call, as HTTP's is: a client revoked while its process runs gets nothing more."""
     from mcp.server.stdio import stdio_server
 
-    server = build_server(offer, store, lambda _server: client, Limits(offer.config.calls_per_minute))
+    def client_of(_server: Server) -> str:
+        client = store.who(token)
+        if client is None:
+            raise Refused("this client's token was revoked (jarvis mcp clients)")
+        return client
+
+    server = build_server(offer, store, client_of, Limits(offer.config.calls_per_minute))
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())

@@ -4,7 +4,8 @@ nobody here wrote. Nothing of Jarvis is imported: only the SDK and the standard 
 
     python mcp_sdk_client.py '<transport JSON>' '<steps JSON>'
 transport: {"url": ..., "token": ..., "origin": optional} (streamable HTTP) or {"command": [...], "env": {...}} (stdio)
-steps: [["list_tools"], ["call", name, args], ["list_resources"], ["read", uri]]
+steps: [["list_tools"], ["call", name, args], ["list_resources"], ["read", uri], ["touch", path],
+        ["wait_for", path, seconds]] (the last two: a handshake with the test, which acts between two steps)
 Prints one JSON line: {"sdk": version, "results": [...]}, each call as {"error": bool, "text": ...}.
 """
 
@@ -78,6 +79,12 @@ async def run(spec: dict, steps: list) -> list:
                 elif step[0] == "list_resources":
                     listed = await session.list_resources()
                     results.append([{"uri": str(r.uri), "name": r.name} for r in listed.resources])
+                elif step[0] == "touch":  # tell the test this point is reached
+                    open(step[1], "w").close()
+                elif step[0] == "wait_for":  # until the test did its part (a file it makes), at most step[2] s
+                    with anyio.fail_after(step[2]):
+                        while not os.path.exists(step[1]):
+                            await anyio.sleep(0.05)
                 elif step[0] == "read":
                     try:
                         got = await session.read_resource(step[1])
