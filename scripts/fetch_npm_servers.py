@@ -1,4 +1,4 @@
-"""Install the published MCP servers the tests run (from npm, pinned) into .cache/npm (git-ignored): `make test`
+"""Install the published MCP servers the tests run, and the MCP Inspector (from npm, pinned) into .cache/npm (git-ignored): `make test`
 runs this before the tests. `--npx` instead puts the browser Jarvis itself runs (mcp/playwright.toml, started with
 `npx -y`) into npx's own cache, so its first start needs no download: `make run` does that.
 
@@ -39,8 +39,9 @@ def browser_spec(toml: Path = BROWSER_TOML) -> str:
 
 # The reference servers of the Model Context Protocol project and Playwright MCP, pinned; the browser (it drives the
 # system Chromium: --ignore-scripts fetches no browser) at the version mcp/playwright.toml runs.
+# The MCP Inspector is a client: its command-line mode drives Jarvis's own MCP server in the tests.
 PACKAGES = {"@modelcontextprotocol/server-filesystem": "2026.8.31", "@modelcontextprotocol/server-memory": "2026.8.31",
-            BROWSER_PACKAGE: browser_spec().rsplit("@", 1)[1]}
+            BROWSER_PACKAGE: browser_spec().rsplit("@", 1)[1], "@modelcontextprotocol/inspector": "2.12.0"}
 
 
 def installed(dest: Path) -> bool:

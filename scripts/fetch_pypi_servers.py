@@ -21,7 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DEST = REPO / ".cache" / "mcp-venvs"
 # server name -> the pinned requirements of its environment
-SERVERS = {"git": ["mcp-server-git==2026.10.19", "mcp==2.3.0"]}
+# sdk-client is not a server: the MCP SDK 2.x whose client the tests drive Jarvis's own MCP server with
+# (tests/fakes/mcp_sdk_client.py), a client nobody here wrote, of the SDK generation Jarvis does not use.
+SERVERS = {"git": ["mcp-server-git==2026.10.19", "mcp==2.3.0"], "sdk-client": ["mcp==2.3.0"]}
 STAMP = ".complete"
 
 

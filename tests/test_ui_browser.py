@@ -643,3 +643,26 @@ def test_a_tainted_conversation_says_so_and_can_be_trusted(open_ui, jarvis_env):
     send(page, "write hi to note.txt")
     page.get_by_text("Written.").wait_for()
     assert target.read_text() == "hi" and page.get_by_role("dialog").count() == 0  # trusted: automatic again
+
+
+def test_settings_adds_and_revokes_an_mcp_client(open_ui):
+    from playwright.sync_api import expect
+
+    from orchestrator.mcp_server.clients import ClientStore
+
+    page, server = open_ui()
+    page.get_by_role("link", name="Settings").click()
+    clients = page.get_by_role("region", name="MCP clients")
+    clients.get_by_role("textbox", name="Client name").fill("cursor")
+    clients.get_by_role("button", name="Add a client").click()
+    shown = clients.locator("pre.config")
+    expect(shown).to_contain_text("Bearer ")
+    token = shown.inner_text().split("Bearer ", 1)[1].split('"', 1)[0]
+    assert ClientStore(server.env.settings).who(token) == "cursor"  # the token shown is the one that works
+    row = clients.locator('.mcp-client[data-client="cursor"]')
+    expect(row).to_contain_text("0 calls")
+    row.get_by_role("button", name="Revoke").click()
+    expect(row).to_have_count(0)
+    assert ClientStore(server.env.settings).who(token) is None
+    shot(page, "settings-mcp-clients")
+    assert page.js_errors == []

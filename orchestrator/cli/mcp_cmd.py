@@ -1,5 +1,6 @@
 """`jarvis mcp status | tools | review | import`: the MCP servers of mcp.dir, their tools, what a server changed in
-them since they were first seen, and bringing in existing servers."""
+them since they were first seen, and bringing in existing servers. `serve` and `clients` (Jarvis as a server) are
+cli/mcp_server_cmd.py's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import typer
 
 from orchestrator.cli import dumps, fail, say, state
 
-mcp_app = typer.Typer(help="MCP servers (one TOML file each in mcp.dir): status, tools, review, import.", no_args_is_help=True)
+mcp_app = typer.Typer(help="MCP servers (one TOML file each in mcp.dir): status, tools, review, import; Jarvis as "
+                      "a server: serve, clients.", no_args_is_help=True)
 
 
 def _start(ctx: typer.Context, wait_s: float):
@@ -136,4 +138,7 @@ def import_cmd(ctx: typer.Context, file: Path = typer.Argument(..., help="an mcp
 
 
 def register(app: typer.Typer) -> None:
+    from orchestrator.cli import mcp_server_cmd
+
+    mcp_server_cmd.register(mcp_app)  # Jarvis as a server: serve, clients
     app.add_typer(mcp_app, name="mcp")

@@ -363,6 +363,22 @@ class MemoryConfig(_Section):
                                   "message than this is not found by meaning (keywords still find it)")
 
 
+class McpServerConfig(_Section):
+    """Jarvis as an MCP server for the user's other agents (orchestrator/mcp_server/): off unless enabled, and
+    then only the tools listed here, every call under Jarvis's own policy, taint rules and ledger."""
+
+    enabled: bool = Field(False, description="serve MCP: `jarvis mcp serve` (stdio) and `path` under `jarvis run`")
+    path: str = Field("/mcp", pattern=r"^/[a-z0-9_-]+$", description="the streamable HTTP endpoint under `jarvis run`")
+    tools: list[str] = Field(
+        default_factory=lambda: ["memory_search", "docs_search", "gcal_list_events", "gmail_search", "jarvis_status"],
+        description="what clients may call: ask_jarvis (a turn in a thread of the client), jarvis_status, and "
+                    "Jarvis's tools by name (jorb_create, ...); the default reads only")
+    resources: bool = Field(True, description="remembered facts and indexed documents also as MCP resources")
+    calls_per_minute: int = Field(60, ge=1, description="each client's calls (and HTTP requests) per minute")
+    wait_s: float = Field(20.0, ge=0, description="how long a call waits for Jarvis's answer before it returns "
+                          "a pending id to poll with jarvis_status (stay under the client's own timeout)")
+
+
 class VoiceConfig(_Section):
     """Speech in and out (orchestrator/voice/): engines by name, and the bounds on what they are given."""
 
@@ -400,6 +416,7 @@ class Settings(_Section):
     docs: DocsConfig = Field(default_factory=DocsConfig)
     voice: VoiceConfig = Field(default_factory=VoiceConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    mcp_server: McpServerConfig = Field(default_factory=McpServerConfig)
     timezone: str | None = Field(None, description="IANA zone for the user's times; default: the system's")
     log_level: str = "INFO"
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -6,6 +6,7 @@
     /api/views        which tabs exist (one per module of orchestrator/server/api exporting VIEW)
     /api/...          the views' routers (orchestrator/server/api/*.py); /api/health the health report
     /healthz          up or down, without the token (for whatever watches the service)
+    /mcp              Jarvis's MCP server (mcp_server.path, when mcp_server.enabled): each client's own token
 
 Security (server_security.py): token on every call, Host and Origin checked, loopback by default.
 Background services (services.py) start with the app and stop with it.
@@ -19,7 +20,7 @@ import socket
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import SQLAlchemyError
+from starlette.routing import Route
 
 from .api import AppContext, app_context, discover
 from .body_limit import BodyLimitMiddleware, validation_failed
@@ -80,12 +82,16 @@ def create_app(
     hub = jarvis.turn_hub(decorate_event)  # the App's: a phone's answer starts its turns there too
     manager = ServiceManager(services)
     ctx = AppContext(app=jarvis, turns=hub, services=manager)
+    mcp = _mcp_endpoint(jarvis, hub)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         await manager.start_all(ServiceContext(app=jarvis, turns=hub, extras=ctx.extras))
         try:
-            yield
+            async with AsyncExitStack() as stack:
+                if mcp is not None:
+                    await stack.enter_async_context(mcp.lifespan())
+                yield
         finally:
             await manager.stop_all()
             await asyncio.to_thread(hub.wait_all, 5.0)
@@ -102,7 +108,8 @@ def create_app(
 
     # Added after the guard, so it runs inside it: a request without the token is refused before its size matters.
     app.add_middleware(BodyLimitMiddleware, limit_of=lambda: settings.server.max_request_kb * 1024)
-    app.add_middleware(GuardMiddleware, guard_of=guard_of)
+    app.add_middleware(GuardMiddleware, guard_of=guard_of,
+                       own_tokens=(settings.mcp_server.path,) if mcp is not None else ())
     app.add_exception_handler(RequestValidationError, validation_failed)
     for storage_error in STORAGE_ERRORS:
         app.add_exception_handler(storage_error, _storage_failed)
@@ -129,7 +136,20 @@ def create_app(
         return FileResponse(WEB_DIR / "index.html", headers={"Cache-Control": "no-store"})
 
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+    if mcp is not None:
+        app.router.routes.append(Route(settings.mcp_server.path, endpoint=mcp, methods=["GET", "POST", "DELETE"]))
     return app
+
+
+def _mcp_endpoint(jarvis: App, hub: Any) -> Any:
+    """Jarvis's own MCP server (streamable HTTP) when `mcp_server.enabled`; each client's token, not the UI's."""
+    if not jarvis.settings.mcp_server.enabled:
+        return None
+    from orchestrator.mcp_server.clients import ClientStore
+    from orchestrator.mcp_server.offer import McpOffer
+    from orchestrator.mcp_server.protocol import McpHttp
+
+    return McpHttp(McpOffer(jarvis, hub), ClientStore(jarvis.settings))
 
 
 def _available(view: Any, ctx: AppContext) -> bool:

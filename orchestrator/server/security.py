@@ -177,9 +177,12 @@ async def _refuse(send: Any, status: int, message: str, *, html: bool = False) -
 class GuardMiddleware:
     """Pure ASGI middleware (streaming responses pass through untouched)."""
 
-    def __init__(self, app: Any, guard_of: Any):
+    def __init__(self, app: Any, guard_of: Any, own_tokens: tuple[str, ...] = ()):
         self.app = app
         self.guard_of = guard_of  # () -> Guard; the port is only known once the socket is bound
+        # Paths whose app checks a token of its own (the MCP endpoint: each client's): Host, Origin and
+        # Sec-Fetch-Site are still checked here, as for the API; the UI's token is neither needed nor enough.
+        self.own_tokens = own_tokens
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -188,18 +191,20 @@ class GuardMiddleware:
         guard: Guard = self.guard_of()
         headers = _headers(scope)
         path = scope.get("path", "")
-        wants_html = not path.startswith("/api/")
+        own_token = path in self.own_tokens
+        wants_html = not path.startswith("/api/") and not own_token
         if not guard.host_ok(headers.get("host")):
             log.warning("refused a request for host %r (allowed: %s)", headers.get("host"), sorted(guard.allowed_authorities()))
             await _refuse(send, 421, "This Jarvis only answers under its own address; open the URL printed by "
                                      "`jarvis run` (or add the name to server.allowed_hosts).", html=wants_html)
             return
-        if not guard.origin_ok(headers.get("origin")) or not fetch_site_ok(path, headers.get("sec-fetch-site")):
+        site_ok = fetch_site_ok("/api/" if own_token else path, headers.get("sec-fetch-site"))
+        if not guard.origin_ok(headers.get("origin")) or not site_ok:
             log.warning("refused a cross-origin request from %r to %s", headers.get("origin"), path)
             await _refuse(send, 403, "Requests from other web sites are refused.", html=wants_html)
             return
 
-        if path.startswith(PUBLIC_PREFIXES) or path in PUBLIC_PATHS:
+        if path.startswith(PUBLIC_PREFIXES) or path in PUBLIC_PATHS or own_token:
             await self.app(scope, receive, _with_headers(send))
             return
 

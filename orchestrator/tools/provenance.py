@@ -97,6 +97,15 @@ def _without_echoes(text: str, args: dict[str, Any]) -> str:
     return text
 
 
+# A HumanMessage whose words are not the user's (an MCP client's request, orchestrator/mcp_server/offer.py): the
+# model reads it as the message it answers, but none of its values is trusted for provenance.
+OUTSIDE_WORDS = "jarvis_outside_words"
+
+
+def outside_words(text: str, who: str) -> HumanMessage:
+    return HumanMessage(content=text, additional_kwargs={OUTSIDE_WORDS: who})
+
+
 def sources_from_messages(messages: Sequence[BaseMessage], untrusted_tool: Callable[[str], bool], tainted: bool,
                           sensitive_tool: Callable[[str], bool] = lambda name: False) -> Sources:
     """The user's words and the successful results of trusted tools, each result without its own call's arguments.
@@ -111,7 +120,8 @@ def sources_from_messages(messages: Sequence[BaseMessage], untrusted_tool: Calla
     sensitive: list[str] = []
     for m in messages:
         if isinstance(m, HumanMessage):
-            words.append(_text(m.content))
+            if not m.additional_kwargs.get(OUTSIDE_WORDS):
+                words.append(_text(m.content))
         elif isinstance(m, ToolMessage) and m.status == "success":
             if sensitive_tool(m.name or ""):
                 sensitive.append(_text(m.content))

@@ -1,10 +1,11 @@
-// Settings: model endpoint health, the model picker (a local server found, another one, or the built-in model), MCP server health (and other HEALTH_CHECKS sections), background services, tool providers, the active configuration file.
+// Settings: model endpoint health, the model picker (a local server found, another one, or the built-in model), MCP server health (and other HEALTH_CHECKS sections), the clients of Jarvis's own MCP server, background services, tool providers, the active configuration file.
 import { api } from "../api.js";
 import { clear, h, json, problem } from "../dom.js";
 
 let healthEl;
 let pickEl;
 let infoEl;
+let clientsEl;
 let shell;
 
 export function mount(el, ui) {
@@ -12,12 +13,62 @@ export function mount(el, ui) {
   healthEl = h("div", { class: "health" });
   pickEl = h("section", { class: "model-pick", "aria-label": "Choose the model" });
   infoEl = h("div", { class: "settings-info" });
+  clientsEl = h("section", { class: "mcp-clients", "aria-label": "MCP clients" });
   el.append(h("div", { class: "view-head" }, h("h1", {}, "Settings"),
-    h("button", { type: "button", onclick: () => show() }, "Check again")), healthEl, pickEl, infoEl);
+    h("button", { type: "button", onclick: () => show() }, "Check again")), healthEl, pickEl, clientsEl, infoEl);
 }
 
 export async function show() {
-  await Promise.all([loadHealth(), loadPicker(), loadInfo()]);
+  await Promise.all([loadHealth(), loadPicker(), loadClients(), loadInfo()]);
+}
+
+// The agents that may call Jarvis as an MCP server, each with its own token: a new one's token is shown once, in
+// the lines to paste into its mcpServers file; Revoke stops it at its next request.
+async function loadClients(shown) {
+  let found;
+  try {
+    found = await api("/api/mcp/clients");
+  } catch (err) {
+    clear(clientsEl).append(h("h2", {}, "MCP clients"), problem(err.message));
+    return;
+  }
+  clear(clientsEl).append(h("h2", {}, "MCP clients"),
+    h("p", { class: "muted", text: found.enabled ? `Other agents reach Jarvis at ${found.path} with their own token; every call follows your rules here.`
+      : "Jarvis's MCP server is off: set mcp_server.enabled: true in the config to serve these clients." }));
+  if (shown) {
+    clientsEl.append(h("p", { text: `Paste this into ${shown.name}'s MCP settings; its token is not shown again:` }),
+      h("pre", { class: "config", text: json(shown.config) }));
+  }
+  for (const c of found.clients) {
+    const revoke = h("button", { type: "button" }, "Revoke");
+    revoke.addEventListener("click", async () => {
+      revoke.disabled = true;
+      try {
+        await api(`/api/mcp/clients/${encodeURIComponent(c.name)}`, { method: "DELETE" });
+        loadClients();
+      } catch (err) {
+        clientsEl.append(problem(err.message));
+        revoke.disabled = false;
+      }
+    });
+    const last = c.last_call ? new Date(c.last_call * 1000).toLocaleString() : "never";
+    clientsEl.append(h("div", { class: "mcp-client", "data-client": c.name }, h("strong", { text: c.name }),
+      ` ${c.calls} calls, last ${last} `, revoke));
+  }
+  const name = h("input", { type: "text", required: true, pattern: "[a-z0-9][a-z0-9_\\-]{0,31}", placeholder: "claude", "aria-label": "Client name" });
+  const add = h("button", { type: "submit" }, "Add a client");
+  const form = h("form", { class: "add-client" }, name, add);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    add.disabled = true;
+    try {
+      loadClients(await api("/api/mcp/clients", { method: "POST", body: { name: name.value.trim() } }));
+    } catch (err) {
+      clientsEl.append(problem(err.message));
+      add.disabled = false;
+    }
+  });
+  clientsEl.append(form);
 }
 
 // The model picker: each local server found answering with its models, another server by URL, the built-in model.
