@@ -7,7 +7,6 @@ import os
 import shutil
 import sys
 import textwrap
-import time
 import uuid
 from pathlib import Path
 

@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage
 
 from orchestrator.app import App
 from orchestrator.chat.live_turns import LiveTurn, TurnBusy
