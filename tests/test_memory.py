@@ -75,6 +75,8 @@ def test_a_fact_told_in_thread_a_is_used_in_thread_b_after_a_restart(env):
     facts = env.cli_json("memory", "list", "--facts", "--json")
     assert [(f["text"], f["entity"], f["source_kind"], f["trusted"]) for f in facts] == [
         (FACT, "Dr Lee", "user", True)]
+    listed = env.cli_here("memory", "list")  # what a person types first shows the fact, not only a count
+    assert "1 facts" in listed.stdout and FACT in listed.stdout, listed.stdout
 
 
 def test_without_memory_thread_b_knows_nothing(jarvis_env):

@@ -25,6 +25,9 @@ def _store(ctx: typer.Context) -> Any:
     return store
 
 
+LATEST_FACTS_SHOWN = 20  # under the entities in `jarvis memory list`
+
+
 def _fact_line(f: Any) -> str:
     about = f"{f.entity} ({f.entity_kind}): " if f.entity else ""
     mark = "" if f.trusted else "  [from outside content]"
@@ -53,10 +56,17 @@ def list_(ctx: typer.Context, kind: str = typer.Option(None, "--kind", help="onl
     if as_json:
         say(visible_json(entities, indent=1))
         return
-    for e in entities:
-        say(f"{e['id']:<6} {e['kind']:<13} {e['name']}  ({e['facts']} facts)")
     stats = store.stats()
     say(f"{stats['entities']} entities, {stats['facts']} facts, {stats['relations']} relations")
+    for e in entities:
+        say(f"{e['id']:<6} {e['kind']:<13} {e['name']}  ({e['facts']} facts)")
+    if kind is None:
+        # what was remembered is what a person looks for: the latest facts too, not only the count of them
+        latest = store.facts(limit=min(limit, LATEST_FACTS_SHOWN))
+        if latest:
+            say(f"\nLatest facts{' (all: jarvis memory list --facts)' if stats['facts'] > len(latest) else ''}:")
+            for f in latest:
+                say(_fact_line(f))
 
 
 @memory_app.command("show")
