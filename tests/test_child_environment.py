@@ -7,8 +7,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path

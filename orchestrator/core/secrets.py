@@ -135,3 +135,39 @@ def redacted(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [redacted(v) for v in value]
     return redact(value) if isinstance(value, str) else value
+
+
+class RedactingFilter(logging.Filter):
+    """Replaces every known secret value, and any URL's password, in log records."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        return True
+
+
+class ShownFormatter(logging.Formatter):
+    """A handler's formatter, wrapped: the whole text it writes, traceback included (an exception's message can
+    quote a request's path, a server's error, a file name, a URL with its password), with known secrets masked and
+    the characters that would act on the terminal the log is read on written out (core/visible.py)."""
+
+    def __init__(self, inner: logging.Formatter | None = None):
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(redact(self.inner.format(record)))
+
+
+def install_log_redaction() -> None:
+    """On the root logger and its handlers (uvicorn's records reach them too: server/app.make_server)."""
+    root = logging.getLogger()
+    if not any(isinstance(f, RedactingFilter) for f in root.filters):
+        root.addFilter(RedactingFilter())
+    for handler in root.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+        if not isinstance(handler.formatter, ShownFormatter):
+            handler.setFormatter(ShownFormatter(handler.formatter))
