@@ -223,3 +223,28 @@ def test_the_built_in_model_server_s_port_cannot_be_taken_while_it_starts(jarvis
     assert any("refused" in line for line in lines), lines  # it saw the port, and could not take it
     assert events[-1]["event"] != "error", events[-1]
     assert not any("IMPOSTOR ANSWER" in json.dumps(e) for e in events)
+
+
+def test_an_mcp_server_port_held_by_another_user_is_sent_nothing(impostor_on_a_port):
+    """An MCP server configured by URL on this machine and not running: another user serving its port would get
+    the tool calls' arguments and write their results. The client the MCP SDK is given refuses the connection."""
+    import asyncio
+
+    import httpx
+
+    from orchestrator.mcp.http_bounds import bounded_client_factory
+
+    port, impostor = impostor_on_a_port
+
+    async def call() -> BaseException | None:
+        async with bounded_client_factory(1 << 20)(headers={"Accept": "application/json"}) as client:
+            try:
+                await client.post(f"http://127.0.0.1:{port}/mcp", json={"jsonrpc": "2.0", "id": 1,
+                                                                        "method": "initialize", "params": {}})
+            except httpx.ConnectError as exc:
+                return exc
+        return None
+
+    error = asyncio.run(call())
+    assert error is not None and "another user" in str(error), error
+    assert impostor.requests() == []
