@@ -54,8 +54,8 @@ def server_users(cfg: Any) -> tuple[int, ...]:
 def check_connection(sock: socket.socket | None, allowed: frozenset[int]) -> None:
     """Raise ServerOfAnotherUser unless the server side of `sock` is a socket of one of `allowed`, or is not on
     this machine."""
-    if sock is None:
-        return
+    if sock is None:  # the stream does not say which socket it is: nothing can be told, nothing is sent
+        raise ServerOfAnotherUser("the connection's socket cannot be read, so who listens cannot be told")
     owner = server_uid(sock)
     if owner is None:
         try:
