@@ -27,6 +27,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from orchestrator.core.child_env import child_environment
+
 SLIRP_DNS = "10.0.2.3"
 NS_GET_USERNS = 0xB701  # ioctl on a namespace fd: the user namespace that owns it (linux/nsfs.h)
 SETUP_TIMEOUT_S = 10.0
@@ -123,7 +125,8 @@ class NetworkSetup:
         passed = (ready_w, exit_r, *((userns_fd,) if userns_fd is not None else ()))
         try:
             self.process = subprocess.Popen(argv, pass_fds=passed, stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                            env=child_environment())
         finally:
             os.close(ready_w)
             os.close(exit_r)

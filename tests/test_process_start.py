@@ -14,7 +14,7 @@ from orchestrator.reminders import SENT, ReminderRequest
 from orchestrator.reminders.scheduler import Scheduler
 from orchestrator.reminders.models import utcnow
 from orchestrator.reminders.tools import build_reminder_tools
-from orchestrator.core.secrets import child_environment
+from orchestrator.core.child_env import child_environment
 from tests.reminder_helpers import settings_for, wait_for, write_agent
 
 

@@ -96,10 +96,12 @@ def logs(ctx: typer.Context, lines: int = typer.Option(100, "--lines", "-n", min
     """The service's output (the journal on Linux, its log file on macOS)."""
     import subprocess
 
+    from orchestrator.core.child_env import child_environment
+
     service = _service(ctx)
     argv = service.logs_command(lines, follow)
     try:
-        raise typer.Exit(subprocess.call(argv))
+        raise typer.Exit(subprocess.call(argv, env=child_environment()))
     except FileNotFoundError:
         fail(f"{argv[0]} is not installed here; the logs cannot be shown")
 

@@ -19,6 +19,7 @@ from typing import Any
 import typer
 
 from orchestrator.cli import fail, say, state
+from orchestrator.core.child_env import child_environment
 
 # ffmpeg input formats of a default microphone, tried in order.
 MICROPHONES = (("pulse", "default"), ("alsa", "default")) if sys.platform != "darwin" else (("avfoundation", ":0"),)
@@ -51,7 +52,8 @@ def find_microphone() -> tuple[str, str] | None:
     ffmpeg = ffmpeg_path()
     for fmt, device in MICROPHONES:
         probe = subprocess.run([ffmpeg, "-nostdin", "-hide_banner", "-loglevel", "error", "-f", fmt, "-i", device,
-                                "-t", "0.2", "-f", "null", "-"], capture_output=True, timeout=15, check=False)
+                                "-t", "0.2", "-f", "null", "-"], capture_output=True, timeout=15, check=False,
+                               env=child_environment())
         if probe.returncode == 0:
             return fmt, device
     return None
@@ -66,7 +68,8 @@ def record_question(settings: Any, microphone: tuple[str, str]) -> bytes:
         out = Path(tmp) / "question.wav"
         proc = subprocess.Popen([ffmpeg_path(), "-hide_banner", "-loglevel", "error", "-f", microphone[0], "-i",
                                  microphone[1], "-t", f"{limit:g}", "-ac", "1", "-ar", "16000", str(out)],
-                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                env=child_environment())
         say(f"Listening… press Enter when you have finished (at most {limit:g} s).", err=True, dim=True)
         try:
             input()
@@ -102,7 +105,8 @@ def play(wav: bytes) -> str | None:
         with tempfile.NamedTemporaryFile(suffix=".wav", prefix="jarvis-say-") as f:
             f.write(wav)
             f.flush()
-            proc = subprocess.run([exe, *args, f.name], capture_output=True, timeout=600, check=False)
+            proc = subprocess.run([exe, *args, f.name], capture_output=True, timeout=600, check=False,
+                                  env=child_environment())
         said = proc.stderr.decode("utf-8", "replace")
         if proc.returncode == 0 and "fail" not in said.lower():  # ffplay exits 0 when it found no audio device
             return None

@@ -80,6 +80,9 @@ class ModelConfig(_Section):
     start: list[str] | None = Field(None, description="command that starts this model's server, e.g. "
                                     "[llama-server, -m, ~/models/m.gguf, --port, '8080']")
     notice: str | None = Field(None, description="shown to the user when this model is used (a demo model's warning)")
+    server_user: str | None = Field(None, description="the local user whose server this is when it is not you (an "
+                                    "Ollama run as its own system user): a server on this machine run by any other "
+                                    "user is refused (core/owned_transport.py)")
 
     @model_validator(mode="after")
     def _embedded_needs_gguf(self) -> "ModelConfig":
@@ -107,6 +110,7 @@ class EmbeddingsConfig(_Section):
     # 64 texts of 4,096 dimensions are about 6 MB of JSON: a larger answer is not vectors (llm/answer_bounds.py)
     max_answer_kb: int = Field(32768, gt=0, description="an embeddings answer larger than this on the wire is stopped")
     answer_timeout_s: float = Field(300.0, gt=0, description="an embeddings answer still arriving after this is stopped")
+    server_user: str | None = Field(None, description="as models.<role>.server_user, for the embeddings server")
 
 
 class ModelsConfig(_Section):

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 from typing import Any
 
 from .config import SecretRef, SecretValue
-from .redaction import is_secret_key, redact_urls
+from .redaction import redact_urls
 from .visible import visible
-
-_SECRET_ENV = re.compile(r"(SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL|ACCESS_KEY|PRIVATE_KEY)", re.I)
 
 SERVICE = "jarvis"
 _known_secrets: set[str] = set()
@@ -138,15 +135,6 @@ def redacted(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [redacted(v) for v in value]
     return redact(value) if isinstance(value, str) else value
-
-
-def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a program Jarvis starts outside the sandbox (a reminder agent): Jarvis's own, minus
-    its secrets (`JARVIS_SECRET_*`) and anything named like a secret (OPENAI_API_KEY, GITHUB_TOKEN, ...)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.upper().startswith("JARVIS_SECRET_") and not is_secret_key(k) and not _SECRET_ENV.search(k)}
-    env.update(extra or {})
-    return env
 
 
 class RedactingFilter(logging.Filter):

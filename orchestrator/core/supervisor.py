@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from .child_env import child_environment
+
 log = logging.getLogger(__name__)
 
 
@@ -87,7 +89,9 @@ class Supervisor:
         self.argv = list(argv)
         self.policy = policy
         self.name = name or os.path.basename(self.argv[0])
-        self.env, self.cwd, self.stdout, self.stderr = env, cwd, stdout, stderr
+        # none of Jarvis's secrets unless the caller passes them (`jarvis run` itself): fail closed
+        self.env = env if env is not None else child_environment()
+        self.cwd, self.stdout, self.stderr = cwd, stdout, stderr
         self.on_event = on_event or (lambda text: log.info("%s", text))
         self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen | None = None

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.core import json_bounds
+from orchestrator.core.child_env import child_environment
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ SpawnScript = Callable[[list[str]], ScriptProcess]
 def spawn_unsandboxed(argv: list[str]) -> ScriptProcess:
     """Only where the configuration allows running without a sandbox (sandbox.required: false)."""
     return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            encoding="utf-8", bufsize=1, start_new_session=True)
+                            encoding="utf-8", bufsize=1, start_new_session=True, env=child_environment())
 
 
 @dataclass

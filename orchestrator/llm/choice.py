@@ -32,6 +32,8 @@ def check_server(base_url: str, model: str | None) -> tuple[str, str]:
     if found is None:
         raise ModelChoiceError(f"nothing answers GET {base_url}/models; start the server, or check the URL "
                                "(it usually ends in /v1)")
+    if found.other_user:
+        raise ModelChoiceError(f"{base_url} was not used: {found.other_user}")
     model = (model or "").strip()
     if not model:
         if len(found.models) != 1:

@@ -19,6 +19,7 @@ from orchestrator.core import secrets
 from orchestrator.core.config import ModelConfig, Settings
 from .embedded import check_embedded, embedded_server  # a child llama.cpp server, started on first use
 from orchestrator.core.errors import ModelEndpointError, causes
+from orchestrator.core.owned_transport import ServerOfAnotherUser, owned_async_client, owned_client, server_users
 from .answer_bounds import bound_answers
 from .model_list import BodyTooLarge, get_small_json, read_model_list
 from .request_shape import adapt_for_server
@@ -193,9 +194,13 @@ def make_chat_model(settings: Settings, role: Role = "primary", *, streaming: bo
         # its clients start (and restart) the child server on demand
         clients = embedded_server(settings, used_role, cfg).http_clients()
     else:
-        from openai import DefaultAsyncHttpxClient, DefaultHttpxClient
+        # openai's own clients' settings, with each connection to a server on this machine checked to be this
+        # user's (or the config's server_user's) before the prompt is sent
+        from openai._constants import DEFAULT_TIMEOUT
 
-        clients = DefaultHttpxClient(), DefaultAsyncHttpxClient()
+        users = server_users(cfg)
+        clients = (owned_client(users, timeout=DEFAULT_TIMEOUT, follow_redirects=True),
+                   owned_async_client(users, timeout=DEFAULT_TIMEOUT, follow_redirects=True))
     base_url = endpoint_url(settings, used_role, cfg)
     kwargs["http_client"], kwargs["http_async_client"] = bound_answers(with_try_counting(*clients), cfg, base_url,
                                                                        used_role)
@@ -228,6 +233,10 @@ def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "prim
     raised = next((e for e in chain if isinstance(e, ModelEndpointError)), None)
     if raised is not None:
         return raised
+    squatter = next((e for e in chain if isinstance(e, ServerOfAnotherUser)), None)
+    if squatter is not None:  # not transient: asking again would only ask the same program
+        return ModelEndpointError(f"The model endpoint at {base_url} was not used: {squatter} "
+                                  f"(models.{role}.server_user).")
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
         return ModelEndpointError(
             f"The model at {base_url} did not answer in time: check that the model is loaded, "
@@ -326,7 +335,8 @@ def check_endpoint(settings: Settings, role: Role = "primary") -> tuple[bool, st
         return check_embedded(used_role, cfg)
     url = cfg.base_url.rstrip("/") + "/models"
     try:
-        status, body = get_small_json(url, secrets.resolve(cfg.api_key) or "", timeout_s=3)
+        status, body = get_small_json(url, secrets.resolve(cfg.api_key) or "", timeout_s=3,
+                                      server_users=server_users(cfg))
         if status >= 400:
             return False, f"{cfg.base_url} answered HTTP {status}"
         listing = read_model_list(body)

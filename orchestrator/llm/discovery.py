@@ -4,7 +4,9 @@
 it now checks the configured endpoint; when that does not answer (and `models.fallback` is on, the default) it
 asks the usual local servers (Jan, Ollama, LM Studio, llama.cpp, vLLM) for their models and uses the first that
 answers with one, else the built-in model (SmolLM2-135M run by Jarvis itself, `make run` installs it), and says
-which in the terminal and in the UI. Nothing is written to the config: the choice holds for this run, and the
+which in the terminal and in the UI. A server on those ports run by another local user is not adopted (any user
+can take a free port and read every prompt sent there): the message says so, and the user can name it in the
+config (models.primary.server_user) if it is meant. Nothing is written to the config: the choice holds for this run, and the
 config's own model is used again once it answers at a later start.
 """
 
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 import httpx
 
 from orchestrator.core.config import ModelConfig, Settings
+from orchestrator.core.errors import causes
+from orchestrator.core.owned_transport import ServerOfAnotherUser
 from .embedded import llama_server_installed, packaged_gguf
 from .model_list import ModelList, get_small_json, read_model_list
 
@@ -41,17 +45,20 @@ class FoundServer:
     base_url: str
     models: list[str]
     answers_any_name: bool = False  # llama.cpp's servers answer whatever model name a request gives
+    other_user: str | None = None  # why it is not used: the port is held by another local user's program
 
     def serves(self, model: str) -> bool:
         return ModelList(tuple(self.models), self.answers_any_name).serves(model)
 
 
 def probe(name: str, base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> FoundServer | None:
-    """The server at `base_url` with the models it lists (GET /models), or None when nothing answers there."""
+    """The server at `base_url` with the models it lists (GET /models), or None when nothing answers there. One run
+    by another local user is asked nothing: it comes back with no models and `other_user` saying who holds it."""
     try:
         status, body = get_small_json(base_url.rstrip("/") + "/models", timeout_s=timeout_s, trust_env=False)
-    except (httpx.HTTPError, ValueError):
-        return None
+    except (httpx.HTTPError, ValueError) as exc:
+        squatter = next((e for e in causes(exc) if isinstance(e, ServerOfAnotherUser)), None)
+        return None if squatter is None else FoundServer(name, base_url, [], other_user=str(squatter))
     if status >= 400:
         return None
     listing = read_model_list(body)
@@ -60,13 +67,14 @@ def probe(name: str, base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> Found
     return FoundServer(name, base_url, list(listing.ids), listing.answers_any_name)
 
 
-def find_local_servers(servers: list[tuple[str, str]] | None = None) -> list[FoundServer]:
+def find_local_servers(servers: list[tuple[str, str]] | None = None, *,
+                       others_too: bool = False) -> list[FoundServer]:
     """The usual local servers that answer, in LOCAL_SERVERS order (asked at once: a closed port answers fast,
-    a firewalled one takes the whole timeout)."""
+    a firewalled one takes the whole timeout); `others_too`: with those of other users, which are not used."""
     servers = LOCAL_SERVERS if servers is None else servers
     with ThreadPoolExecutor(max_workers=max(1, len(servers))) as pool:
         found = list(pool.map(lambda s: probe(*s), servers))
-    return [f for f in found if f is not None]
+    return [f for f in found if f is not None and (others_too or f.other_user is None)]
 
 
 def builtin_model() -> ModelConfig | None:
@@ -87,21 +95,26 @@ def choose_model(settings: Settings, configured_ok: bool,
     primary = settings.models.primary
     if configured_ok or primary.provider == "embedded" or not settings.models.fallback:
         return None
-    if probe("configured", primary.base_url) is not None:
+    configured = probe("configured", primary.base_url)
+    if configured is not None and configured.other_user is None:
         # It answers, but not for the model asked (check_endpoint names what it lists): a wrong name is the user's
-        # to fix, not a reason to talk to another model behind their back.
+        # to fix, not a reason to talk to another model behind their back. (A port held by another user is not
+        # the user's server: the fallback goes on, and says so.)
         return None
     candidates = [(n, u) for n, u in (LOCAL_SERVERS if servers is None else servers)
                   if u.rstrip("/") != primary.base_url.rstrip("/")]
-    for found in find_local_servers(candidates):
-        if found.models:
+    found_servers = find_local_servers(candidates, others_too=True)
+    refused = "".join(f"; {f.name} at {f.base_url} was not used: {f.other_user}" for f in found_servers
+                      if f.other_user)
+    for found in found_servers:
+        if found.models and found.other_user is None:
             settings.models.primary = primary.model_copy(update={"base_url": found.base_url, "model": found.models[0],
                                                                  "api_key": "none"})
             return (f"nothing answers at {primary.base_url}; using {found.name} at {found.base_url} with its model "
-                    f"{found.models[0]!r} for this run (set models.primary in the config to keep a choice)")
+                    f"{found.models[0]!r} for this run (set models.primary in the config to keep a choice)" + refused)
     builtin = builtin_model()
     if builtin is None:
-        return None
+        return f"nothing answers at {primary.base_url}{refused}" if refused else None
     settings.models.primary = builtin
     planner = settings.planner
     # A tiny model reads a short prompt faster: a few tools bound, a short history (as the `demo` profile). It does
@@ -110,7 +123,7 @@ def choose_model(settings: Settings, configured_ok: bool,
     planner.history_token_budget = min(planner.history_token_budget, 1500)
     settings.jarb.enabled = False
     return (f"nothing answers at {primary.base_url} or at the usual local servers ("
-            + ", ".join(n for n, _ in LOCAL_SERVERS) + f"); using the {BUILTIN_NOTICE}")
+            + ", ".join(n for n, _ in LOCAL_SERVERS) + f"); using the {BUILTIN_NOTICE}" + refused)
 
 
 @dataclass(frozen=True)

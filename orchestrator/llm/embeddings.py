@@ -12,9 +12,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import httpx
-
 from orchestrator.core import secrets
+from orchestrator.core.owned_transport import owned_client, server_users
 from orchestrator.core.config import EmbeddingsConfig, Settings
 from .answer_bounds import bound_client
 
@@ -58,7 +57,8 @@ class Embedder:
 
                 assert self.cfg is not None
                 api_key = secrets.resolve(self.cfg.api_key, what="models.embeddings.api_key") or "none"
-                http = bound_client(httpx.Client(timeout=self.cfg.timeout_s, trust_env=False), self.cfg,
+                http = bound_client(owned_client(server_users(self.cfg), timeout=self.cfg.timeout_s, trust_env=False),
+                                    self.cfg,
                                     self.cfg.base_url, "embeddings")
                 self._client = OpenAI(base_url=self.cfg.base_url, api_key=api_key, timeout=self.cfg.timeout_s,
                                       max_retries=0, http_client=http)

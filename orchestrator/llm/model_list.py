@@ -9,12 +9,12 @@ tells them apart here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from orchestrator.core import json_bounds
+from orchestrator.core.owned_transport import owned_client
 
 MAX_BODY = 1 << 20  # a model list, or /props with its chat template: a few KB; more is not one
 ANSWERS_ANY_NAME = frozenset({"llamacpp", "me"})  # owned_by of llama.cpp's server and of llama-cpp-python's
@@ -49,13 +49,15 @@ class BodyTooLarge(ValueError):
 
 
 def get_small_json(url: str, api_key: str | None = None, timeout_s: float = 3.0,
-                   trust_env: bool = True) -> tuple[int, Any]:
+                   trust_env: bool = True, server_users: Iterable[int] = ()) -> tuple[int, Any]:
     """(HTTP status, the JSON body, or None when it is not JSON) of a GET whose answer is small by nature: read
     at most MAX_BODY bytes (BodyTooLarge past them), nested at most json_bounds' depth. httpx.HTTPError when
     nothing answers. `trust_env`: the environment's proxy settings apply, as they do to the chat client (False
-    for the probes of local ports)."""
+    for the probes of local ports). A server on this machine must be this user's, or one of `server_users`
+    (core/owned_transport: ServerOfAnotherUser, an httpx.ConnectError, before the request is sent)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key and api_key != "none" else {}
-    with httpx.stream("GET", url, headers=headers, timeout=timeout_s, trust_env=trust_env) as resp:
+    with owned_client(server_users, trust_env=trust_env, timeout=timeout_s) as client, \
+            client.stream("GET", url, headers=headers) as resp:
         body = b""
         for chunk in resp.iter_bytes():
             body += chunk

@@ -15,7 +15,7 @@ import time
 from typing import IO
 
 from orchestrator.core.config import Settings
-from orchestrator.core.secrets import child_environment
+from orchestrator.core.child_env import child_environment
 from orchestrator.core.supervisor import RestartPolicy, Supervisor
 
 from .client import check_endpoint, model_config

@@ -23,6 +23,7 @@ import httpx
 
 from orchestrator.core import secrets
 from orchestrator.core.config import ModelConfig
+from orchestrator.core.owned_transport import server_users
 from .model_list import get_small_json
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class ServerWindows:
                 api_key = secrets.resolve(cfg.api_key, what=f"models.{role}.api_key")
             except Exception:  # noqa: BLE001 - a key that cannot be read: the chat request will say so
                 api_key = None
-            found = ask_window(key[0], cfg.model, api_key)
+            found = ask_window(key[0], cfg.model, api_key, server_users=server_users(cfg))
             if found and (known is None or known[0] != found):
                 log.info("models.%s: the server says its context window is %d tokens (%s)", role, *found)
             self._known[key] = (found, time.monotonic())
@@ -57,14 +58,14 @@ class ServerWindows:
 
 
 def ask_window(base_url: str, model: str, api_key: str | None = None,
-               timeout_s: float = PROBE_TIMEOUT_S) -> tuple[int, str] | None:
-    listed = _get_json(f"{base_url}/models", api_key, timeout_s)
+               timeout_s: float = PROBE_TIMEOUT_S, server_users: tuple[int, ...] = ()) -> tuple[int, str] | None:
+    listed = _get_json(f"{base_url}/models", api_key, timeout_s, server_users)
     entries = [e for e in (listed or {}).get("data") or [] if isinstance(e, dict)] if isinstance(listed, dict) else []
     entry = next((e for e in entries if e.get("id") == model), entries[0] if len(entries) == 1 else None)
     if entry is not None and _window(entry.get("max_model_len")):
         return entry["max_model_len"], f"max_model_len in GET {base_url}/models"
     root = base_url[:-3] if base_url.endswith("/v1") else base_url
-    props = _get_json(f"{root}/props", api_key, timeout_s)
+    props = _get_json(f"{root}/props", api_key, timeout_s, server_users)
     if isinstance(props, dict):
         settings = props.get("default_generation_settings")
         for where, value in (("default_generation_settings.n_ctx", (settings or {}).get("n_ctx")
@@ -78,10 +79,10 @@ def _window(value: object) -> bool:
     return type(value) is int and 0 < value <= MAX_WINDOW
 
 
-def _get_json(url: str, api_key: str | None, timeout_s: float) -> object:
-    """The JSON a GET answers with, or None (no server, an error status, not JSON, too big)."""
+def _get_json(url: str, api_key: str | None, timeout_s: float, server_users: tuple[int, ...] = ()) -> object:
+    """The JSON a GET answers with, or None (no server, one of another user, an error status, not JSON, too big)."""
     try:
-        status, body = get_small_json(url, api_key, timeout_s)
+        status, body = get_small_json(url, api_key, timeout_s, server_users=server_users)
     except (httpx.HTTPError, ValueError):
         return None
     return body if status < 400 else None

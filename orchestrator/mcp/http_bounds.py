@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
+from orchestrator.core.owned_transport import OwnedAsyncTransport
+
 
 class MessageTooLong(httpx.ReadError):
     pass
@@ -67,6 +69,7 @@ def bounded_client_factory(max_line_bytes: int):
             kwargs["headers"] = headers
         if auth is not None:
             kwargs["auth"] = auth
-        return httpx.AsyncClient(transport=_BoundedTransport(httpx.AsyncHTTPTransport(), max_line_bytes), **kwargs)
+        # an MCP server on this machine must be this user's: another user could serve its port while it is down
+        return httpx.AsyncClient(transport=_BoundedTransport(OwnedAsyncTransport(), max_line_bytes), **kwargs)
 
     return factory

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.core import json_bounds
-from orchestrator.core.secrets import child_environment
+from orchestrator.core.child_env import child_environment
 from .models import Reminder, utcnow
 from .spec import ReminderInputError, ReminderRequest, resolve_process_name, url_within
 from .targets import DeliveryDeferred, DeliveryError

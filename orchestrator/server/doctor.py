@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from orchestrator.core.config import Settings
+from orchestrator.core.local_peer import listener_uid  # the token goes only to a server of this user
 from .health import Check, data_folder_check, disk_check, guarded, mcp_checks, model_check, storage_check
 
 
@@ -127,21 +128,6 @@ def _running_jarvis(settings: Settings) -> str | None:
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
     return base
-
-
-def listener_uid(port: int) -> int | None:
-    """The user owning the socket that listens on `port` (Linux: /proc/net/tcp*), None where it cannot be told.
-    The token goes only to a server of this user: any local user can bind a free port and answer like Jarvis."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 7 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                return int(fields[7])
-    return None
 
 
 def port_check(settings: Settings) -> Check:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from orchestrator.core.config import REPO_ROOT, Settings
 from orchestrator.core.supervisor import JARVIS_POLICY, RestartPolicy
+from orchestrator.core.child_env import child_environment
 
 UNIT_NAME = "jarvis.service"
 LAUNCHD_LABEL = "local.jarvis.assistant"
@@ -142,7 +143,7 @@ class LoginService:
 
     def _ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         try:
-            done = subprocess.run(list(args), capture_output=True, text=True, timeout=60)
+            done = subprocess.run(list(args), capture_output=True, text=True, timeout=60, env=child_environment())
         except FileNotFoundError:
             raise ServiceError(f"{args[0]} is not installed here, so the {self.kind} service cannot be driven") from None
         except subprocess.TimeoutExpired:

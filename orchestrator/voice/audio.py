@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.voice.base import VoiceError
+from orchestrator.core.child_env import child_environment
 
 SAMPLE_RATE = 16_000
 # ffmpeg demuxer names; "matroska,webm" is one demuxer (MediaRecorder's webm), "mov,mp4,m4a,..." another (Safari).
@@ -55,7 +56,8 @@ def decode(data: bytes, *, max_seconds: float, sample_rate: int = SAMPLE_RATE) -
         cmd += ["-i", str(source), "-map", "0:a:0", "-vn", "-t", f"{max_seconds + 0.5:.3f}",
                 "-ac", "1", "-ar", str(sample_rate), "-f", "s16le", "pipe:1"]
         try:
-            proc = subprocess.run(cmd, capture_output=True, timeout=DECODE_TIMEOUT_S, check=False)
+            proc = subprocess.run(cmd, capture_output=True, timeout=DECODE_TIMEOUT_S, check=False,
+                                  env=child_environment())
         except subprocess.TimeoutExpired:
             raise VoiceError(f"Decoding the recording took over {DECODE_TIMEOUT_S:.0f} s: send a shorter one, as "
                              f"{FORMATS_HINT}.", 422) from None

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from orchestrator.voice.base import VoiceError
+from orchestrator.core.child_env import child_environment
 
 VOICE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,39}(\+[A-Za-z0-9_-]{1,40})?")
 TIMEOUT_S = 60.0
@@ -35,7 +36,8 @@ class ESpeakNG:
             out = Path(tmp) / "speech.wav"
             try:
                 proc = subprocess.run([self.exe, "-w", str(out), "-b", "1", "-v", voice, "-s", str(rate_wpm)],
-                                      input=text.encode("utf-8"), capture_output=True, timeout=TIMEOUT_S, check=False)
+                                      input=text.encode("utf-8"), capture_output=True, timeout=TIMEOUT_S, check=False,
+                                      env=child_environment())
             except subprocess.TimeoutExpired:
                 raise VoiceError(f"eSpeak NG took over {TIMEOUT_S:.0f} s: speak a shorter text.", 422) from None
             wav = out.read_bytes() if out.exists() else b""
