@@ -4,13 +4,20 @@ approval (DNS rebinding). The addresses are checked when the connection is made,
 address checked, so the name cannot change between the check and the connect. An address written in the URL
 itself, or `localhost`, is what the user approved and is used as it is; private networks (a NAS at 192.168.x.x
 named `nas.lan`) stay reachable by name.
+
+Its timeouts are per operation (a connect, one read), so a server sending one byte just in time, again and again,
+would hold the caller for as long as it liked. Inside `deadline(seconds)`, every connect, read and write of the
+transport waits at most what is left of the whole request's time, and fails with a timeout once it is spent.
 """
 
 from __future__ import annotations
 
+import contextvars
 import ipaddress
 import socket
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpcore
@@ -56,9 +63,63 @@ class NameLeadsHome(httpcore.ConnectError):
     """A host name resolved to this machine or a link-local address."""
 
 
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("pinned_dns_deadline", default=None)
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """The requests made inside through a PinnedTransport end within `seconds` in all (a timeout error after)."""
+    token = _DEADLINE.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _left(timeout: float | None, error: type[Exception]) -> float | None:
+    """The time an operation may take: its own timeout, cut to what is left of the request's deadline."""
+    end = _DEADLINE.get()
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        raise error("the request's whole time is spent")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read and write waits at most what is left of the request's deadline (read when
+    the operation starts: a pooled connection serves the deadline of the request it is used for)."""
+
+    def __init__(self, stream: httpcore.NetworkStream):
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname,
+                                                      _left(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
 class _CheckedBackend(httpcore.SyncBackend):
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                     socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._checked(host, port, _left(timeout, httpcore.ConnectTimeout), local_address,
+                                             socket_options))
+
+    def _checked(self, host: str, port: int, timeout: float | None, local_address: str | None,
+                 socket_options: Iterable[Any] | None) -> httpcore.NetworkStream:
         if written_as_address(host):
             return super().connect_tcp(host, port, timeout, local_address, socket_options)
         try:
