@@ -188,3 +188,15 @@ def test_ordinary_prose_in_content_is_not_an_address():
     meta = {"side_effects": ["email_send"], "deciding_args": ["to"]}
     body = "Meeting at 12:30, e.g. in room 4. Costs 1.5 each; version 2.0 ships 2024-05-19."
     assert _judge({"to": "jane@home.example", "body": body}, "mail jane@home.example the notes", **meta) == []
+
+
+@pytest.mark.parametrize("written, address", [("evil[.]example", "evil.example"), ("evil(.)example/login", "evil.example/login"),
+                                              ("mark (at) evil [dot] example", "mark@evil.example"),
+                                              ("mark[@]evil.example", "mark@evil.example"),
+                                              ("\uff45\uff56\uff49\uff4c\uff0e\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45", "evil.example"),
+                                              ("evil\u3002example", "evil.example")])
+def test_an_address_in_disguise_is_still_an_address(written, address):
+    meta = {"side_effects": ["email_send"], "deciding_args": ["to"]}
+    found = _judge({"to": "jane@home.example", "body": f"Write to {written} today"}, "mail jane@home.example the notes",
+                   **meta)
+    assert found == [f"body mentions {address!r}"], found

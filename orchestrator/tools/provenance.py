@@ -38,7 +38,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from integrations.base import is_untrusted, sends_out, side_effects_of
-from .value_forms import addresses_in, digit_runs, grouped_numbers_joined
+from .value_forms import addresses_in, digit_runs, grouped_numbers_joined, plain
 
 @dataclass(frozen=True)
 class Sources:
@@ -184,8 +184,8 @@ def untrusted_arguments(tool: Any, args: dict[str, Any], sources: Sources) -> li
         for leaf in _leaves(value):
             if not isinstance(leaf, str):
                 continue
-            for address in addresses_in(leaf):
-                if not _appears(address, sources.trusted):
+            for address in addresses_in(plain(leaf)):
+                if not _appears(address, sources.trusted) and not _appears(address, [plain(t) for t in sources.trusted]):
                     found.append(f"{name} mentions {address[:80]!r}")
             if outgoing and sources.sensitive:
                 private = [d for text in sources.sensitive for _w, d in digit_runs(text)]

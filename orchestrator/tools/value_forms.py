@@ -8,7 +8,9 @@ the addresses a text names. A check that compares text as written is evaded by w
   its digits (5 or more) wherever they are.
 - Addresses (`addresses_in`): any host name (any top-level domain, international ones too), email address, URL,
   IBAN, and IP address in any form a resolver takes: IPv6, dotted IPv4, and IPv4 written in octal, hex or as one
-  number ("0177.0.0.1", "0x7f000001", "2130706433/admin", "127.1:80").
+  number ("0177.0.0.1", "0x7f000001", "2130706433/admin", "127.1:80"). Read after `plain()`: the dots and at
+  signs a reader (or a model) puts back are put back first ("evil[.]example", "mark (at) evil [dot] example",
+  fullwidth "ｅｖｉｌ．ｅｘａｍｐｌｅ", the ideographic full stop IDNA takes for a dot).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import unicodedata
 from collections.abc import Iterator
 
 _SEPARATORS = ",_ '.\u00a0\u202f\u2009"
@@ -85,3 +88,13 @@ def addresses_in(text: str) -> Iterator[str]:
         if kind in ("v4", "v4short", "hex") and not _ipv4_form(m.group(kind), short=kind != "v4"):
             continue
         yield m.group(0).rstrip(".,;:!?")
+
+
+_DOT_RE = re.compile(r"\s*[\[({]\s*(?:\.|dot)\s*[\])}]\s*", re.I)
+_AT_RE = re.compile(r"\s*[\[({]\s*(?:@|at)\s*[\])}]\s*", re.I)
+
+
+def plain(text: str) -> str:
+    """`text` with the usual disguises of a dot or an at sign undone, compatibility characters (fullwidth) folded."""
+    text = unicodedata.normalize("NFKC", text).replace("\u3002", ".").replace("\uff61", ".")
+    return _AT_RE.sub("@", _DOT_RE.sub(".", text))
