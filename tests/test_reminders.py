@@ -474,6 +474,23 @@ def test_a_webhook_still_goes_through_the_proxy_the_environment_names(jarvis_env
         (posted,) = proxy.posts("http://hooks.example/agent/7")  # the absolute form a proxy is sent
         assert posted["body"]["title"] == "out"
 
+        # a proxy (or what is behind it) trickling its answer is held to the whole request's time as well
+        import time
+
+        from orchestrator.reminders.targets import DeliveryError
+
+        proxy.behaviour["http://hooks.example/slow"] = "trickle"
+        slow = store.create(ReminderRequest(title="slow", when=utcnow().isoformat(),
+                                            webhook_url="http://hooks.example/slow"))
+        target = WebhookTarget(timeout_s=1.0, tries=1)
+        start = time.monotonic()
+        try:
+            with pytest.raises(DeliveryError, match="did not answer within 1 s"):
+                target.fire(store.get(slow.id))
+        finally:
+            target.close()
+        assert time.monotonic() - start < 10  # the trickle goes on for a minute
+
 
 # Planner tools, the CLI-facing store, the index ---------------------------------------------------------------
 

@@ -7,7 +7,8 @@ named `nas.lan`) stay reachable by name.
 
 Its timeouts are per operation (a connect, one read), so a server sending one byte just in time, again and again,
 would hold the caller for as long as it liked. Inside `deadline(seconds)`, every connect, read and write of the
-transport waits at most what is left of the whole request's time, and fails with a timeout once it is spent.
+transport (and of the proxies `environment_proxies` gives) waits at most what is left of the whole request's
+time, and fails with a timeout once it is spent.
 """
 
 from __future__ import annotations
@@ -112,16 +113,24 @@ class _DeadlineStream(httpcore.NetworkStream):
         return self._stream.get_extra_info(info)
 
 
-class _CheckedBackend(httpcore.SyncBackend):
+class _DeadlineBackend(httpcore.SyncBackend):
+    """Connections within the request's deadline (a proxy's: the proxy resolves the name itself)."""
+
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                     socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self._checked(host, port, _left(timeout, httpcore.ConnectTimeout), local_address,
+        return _DeadlineStream(self._connect(host, port, _left(timeout, httpcore.ConnectTimeout), local_address,
                                              socket_options))
 
-    def _checked(self, host: str, port: int, timeout: float | None, local_address: str | None,
+    def _connect(self, host: str, port: int, timeout: float | None, local_address: str | None,
+                 socket_options: Iterable[Any] | None) -> httpcore.NetworkStream:
+        return super().connect_tcp(host, port, timeout, local_address, socket_options)
+
+
+class _CheckedBackend(_DeadlineBackend):
+    def _connect(self, host: str, port: int, timeout: float | None, local_address: str | None,
                  socket_options: Iterable[Any] | None) -> httpcore.NetworkStream:
         if written_as_address(host):
-            return super().connect_tcp(host, port, timeout, local_address, socket_options)
+            return super()._connect(host, port, timeout, local_address, socket_options)
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
@@ -136,7 +145,7 @@ class _CheckedBackend(httpcore.SyncBackend):
         error: Exception | None = None
         for address in addresses:  # the checked addresses, in the resolver's order
             try:
-                return super().connect_tcp(address, port, timeout, local_address, socket_options)
+                return super()._connect(address, port, timeout, local_address, socket_options)
             except httpcore.ConnectError as exc:
                 error = exc
         raise error or httpcore.ConnectError(f"{host} has no address")
@@ -148,8 +157,17 @@ def environment_proxies() -> dict[str, httpx.BaseTransport | None]:
     proxy's to resolve; URLs NO_PROXY lists go through the client's (pinned) transport."""
     from httpx._utils import get_environment_proxies  # httpx's own reading, so the two never disagree
 
-    return {pattern: httpx.HTTPTransport(proxy=url) if url else None
+    return {pattern: _within_deadline(httpx.HTTPTransport(proxy=url)) if url else None
             for pattern, url in get_environment_proxies().items()}
+
+
+def _within_deadline(transport: httpx.HTTPTransport) -> httpx.HTTPTransport:
+    """A proxy's transport whose connections keep `deadline()` too (httpx builds its pool; its backend is swapped
+    before any connection is made)."""
+    pool = getattr(transport, "_pool", None)
+    if pool is not None and hasattr(pool, "_network_backend"):
+        pool._network_backend = _DeadlineBackend()
+    return transport
 
 
 class PinnedTransport(httpx.HTTPTransport):
