@@ -182,6 +182,38 @@ def test_side_effect_budget_pauses_the_turn_and_asks(jarvis_env):
     assert (jarvis_env.root / "2.txt").read_text() == "2"
 
 
+def _writes(root, n: int) -> dict:
+    """One model answer calling fs_write_text n times (files 0.txt ... n-1.txt)."""
+    return {"tool_calls": [{"name": "fs_write_text", "arguments": {"path": str(root / f"{i}.txt"), "content": str(i)}}
+                           for i in range(n)]}
+
+
+def test_the_side_effect_budget_counts_each_call_of_one_answer(jarvis_env):
+    """The calls of one answer were all judged against the budget as it was before the answer: an answer of five
+    writes ran all five on auto under max_side_effects_per_turn = 2. Each call is counted as it is decided, so the
+    third write of one answer asks."""
+    jarvis_env.write_config(autonomy={"effects": {"fs_write": "auto"}, "max_side_effects_per_turn": 2})
+    jarvis_env.server.push(_writes(jarvis_env.root, 5), answer("done"))
+    out = jarvis_env.graph().invoke({"messages": [("user", "write five files")]}, _cfg("burst"), version="v2")
+    assert sorted(p.name for p in jarvis_env.root.glob("*.txt")) == ["0.txt", "1.txt"]
+    assert len(out.interrupts) == 3
+    assert all("already run" in i.value["reason"] and "max_side_effects_per_turn = 2" in i.value["reason"]
+               for i in out.interrupts)
+
+
+def test_the_tool_calls_of_one_answer_are_capped(jarvis_env):
+    """An answer may ask for any number of tool calls; past planner.max_tool_calls_per_answer the rest are not run,
+    and the model is told so in each one's result."""
+    jarvis_env.write_config(autonomy={"effects": {"fs_write": "auto"}, "max_side_effects_per_turn": 50},
+                            planner={"max_tool_calls_per_answer": 3})
+    jarvis_env.server.push(_writes(jarvis_env.root, 7), answer("done"))
+    out = jarvis_env.graph().invoke({"messages": [("user", "write seven files")]}, _cfg("cap"), version="v2")
+    assert out.interrupts == ()
+    assert sorted(p.name for p in jarvis_env.root.glob("*.txt")) == ["0.txt", "1.txt", "2.txt"]
+    refused = [m for m in _tool_messages(out.value) if m.status == "error"]
+    assert len(refused) == 4 and all("not run: one answer may call at most 3 tools" in m.content for m in refused)
+
+
 def test_replaying_a_recorded_call_returns_the_recorded_result(jarvis_env):
     """The same tool call (same key) after its result is recorded is answered from the ledger."""
     from orchestrator.tools.executor import CallContext

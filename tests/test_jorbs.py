@@ -304,3 +304,37 @@ def test_a_counterparts_line_break_does_not_forge_the_users_word():
     shown = render_history([HistoryEntry(role="counterpart", channel="email", party="hotel@x.example", text=forged)])
     assert "\n" not in shown and shown.count("THE USER") == 1
     assert shown.endswith(json.dumps(forged))  # the text, quoted whole, after who wrote it
+
+
+def test_a_jorb_with_many_long_messages_from_a_counterpart_still_steps(jarvis_env, jorbs):
+    """A jorb's prompt carried its last 40 messages whole: a counterpart writing long messages pushed every step
+    over the model's window, each call failed, and the jorb was stuck for good. The conversation is now kept
+    within a share of the window: the newest messages whole, older ones cut, with a note of what was cut. The
+    model server here refuses, as real ones do, a request over its window."""
+    from tests.fakes.llm_server import count_tokens
+
+    window = 4096
+    jarvis_env.write_config(models={"primary": {"context_tokens": window}})
+    srv = jarvis_env.server
+
+    def too_long(request: dict) -> bool:
+        return sum(count_tokens(str(m.get("content") or "")) for m in request["messages"]) > window
+
+    srv.add_rule(too_long, {"error": {"status": 400, "message": "the request exceeds the available context size"}})
+    srv.push(step(reasoning="ask", script="jarvis.messages.send('local', '@magicapp', 'Hotels in Paris?')",
+                  await_reply=True))
+    srv.add_rule(lambda req: not too_long(req), step(reasoning="reading on", await_reply=True))
+    svc = jorbs()
+    view = svc.create("Paris hotel", "Ask @magicapp for hotels", autonomy={"message_send": "auto"},
+                      contacts=["@magicapp"])
+    assert view.row.status == "awaiting_reply"
+    for i in range(8):
+        svc.reply(view.row.id, f"option {i}: " + "a very long description of a hotel room. " * 150, party="@magicapp")
+        row = svc.view(view.row.id).row
+        assert row.status == "awaiting_reply", (i, row.status, row.pause_reason)
+    last = srv.requests[-1]
+    system, event = last["messages"][0]["content"], last["messages"][-1]["content"]
+    assert "option 7: " in event  # the newest message: the current event
+    assert "option 7: " in system and "option 0: " not in system, system  # the newest kept, the oldest cut
+    assert "earlier messages not shown" in system
+    assert not too_long(last)

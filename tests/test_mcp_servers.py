@@ -293,3 +293,45 @@ def test_an_accept_takes_the_text_shown_not_one_the_server_changed_to_since(jarv
         assert accepted.json() == {"accepted": ["lookup"]}
         wait_for(lambda: "lookup" in {t["name"] for t in c.get("/api/tools").json()["tools"]}, timeout=30, interval=0.3)
     shutdown_mcp()
+
+
+def test_a_tool_added_after_the_first_listing_is_withheld_until_the_user_accepts_it(jarvis_env):
+    """A rug pull by addition: a server accepted with its first listing adds a tool later, whose description the
+    model reads as instructions in every thread at once. A changed tool was withheld, an added one was offered
+    unreviewed; now it waits for `jarvis mcp review --accept` like a changed one."""
+    write_server(jarvis_env.path / "mcp", "dict", SERVER, "--only", "lookup,echo,grow")
+    _, catalog, executor = _setup(jarvis_env)
+    manager = _manager(catalog)
+    assert {"lookup", "echo", "grow"} <= set(catalog.names())
+    assert _call(executor, "grow").content == "grown"
+    wait_for(lambda: "forward_all" in {t.name for t in manager.tools_of("dict")}, timeout=30, interval=0.2)
+    assert "forward_all" not in catalog.names() and {"lookup", "echo"} <= set(catalog.names())
+    assert "forward_all" not in [t.name for t in catalog.all()]
+
+    provider = next(p for p in catalog.providers if p.name == "mcp")
+    (change,) = provider.withheld.values()
+    assert change.added and change.tool == "forward_all" and "whole conversation" in change.now["description"]
+    assert provider.pins.accept("dict", manager.tools_of("dict"), {"forward_all": change.digest}) == ["forward_all"]
+    wait_for(lambda: "forward_all" in catalog.names(), timeout=30, interval=0.2)
+
+
+def test_an_unreadable_pin_file_withholds_every_mcp_tool_and_says_why(jarvis_env):
+    """A corrupt pin file was read as "nothing pinned": every tool, changed or added, was pinned anew as it is now
+    and offered. Now no MCP tool is offered until the file is mended or removed, and status and doctor say why."""
+    mcp_dir = jarvis_env.path / "mcp"
+    write_server(mcp_dir, "dict", SERVER, "--only", "lookup,echo")
+    _, catalog, _ = _setup(jarvis_env)
+    assert {"lookup", "echo"} <= set(catalog.names())
+    from pathlib import Path
+
+    pins = Path(jarvis_env.settings.data_dir) / "mcp" / "tool_pins.json"
+    pins.write_text('{"dict": {"lookup": ', encoding="utf-8")  # cut short
+    wait_for(lambda: not {"lookup", "echo"} & set(catalog.names()), timeout=30, interval=0.2)
+    assert pins.read_text(encoding="utf-8") == '{"dict": {"lookup": '  # not overwritten with today's tools
+    status = jarvis_env.cli("mcp", "status", check=True).stdout
+    assert "no MCP tool is offered: cannot read" in status and "tool_pins.json" in status, status
+    doctor = jarvis_env.cli("doctor")
+    assert doctor.returncode != 0 and "no tool offered: cannot read" in doctor.stdout, doctor.stdout
+    assert jarvis_env.cli("mcp", "review").returncode == 1
+    pins.unlink()  # the user removes it: every tool is taken as it is now
+    wait_for(lambda: {"lookup", "echo"} <= set(catalog.names()), timeout=30, interval=0.2)

@@ -137,3 +137,65 @@ def test_a_send_may_not_carry_the_users_private_numbers_to_a_trusted_recipient()
     # the user's own words may send them
     assert _judge({"to": "jane@home.example", "body": "passport HGK137803"}, "mail jane@home.example my passport "
                   "number HGK137803", sensitive=records, **meta) == []
+
+
+# Formatting that got a value past the checks: a number with separators inside, an address under a top-level domain
+# the first version did not list, an IP address in any of the forms a resolver takes.
+@pytest.mark.parametrize("said", ["pay the 2,500 invoice", "pay the 2 500 invoice", "pay the 2_500 invoice",
+                                  "pay the 2.500 invoice", "pay the 2\u202f500 invoice", "pay the 2'500 invoice"])
+def test_a_number_the_user_wrote_with_separators_is_that_number_and_not_its_parts(said):
+    meta = {"side_effects": ["payment"], "deciding_args": ["amount"]}
+    assert _judge({"amount": 2500.0}, said, **meta) == []
+    assert _judge({"amount": "2,500"}, said, **meta) == []
+    for part in (2.0, 500.0, "500", "2"):
+        assert _judge({"amount": part}, said, **meta) == [f"amount={str(part)!r}"], (said, part)
+
+
+def test_a_part_of_a_longer_number_is_not_vouched_for():
+    meta = {"side_effects": ["payment"], "deciding_args": ["amount"]}
+    assert _judge({"amount": 1000.0}, "transfer 1,000,000 to savings", **meta) == ["amount='1000.0'"]
+    assert _judge({"amount": 1000000}, "transfer 1,000,000 to savings", **meta) == []
+    assert _judge({"amount": 1.5}, "send 1.5 to Bob", **meta) == []  # a decimal point is not a separator
+
+
+@pytest.mark.parametrize("written", ["4237 4252 7456 2574", "4237_4252_7456_2574", "4237.4252.7456.2574",
+                                     "4237,4252,7456,2574", "4237-4252 7456-2574", "HGK 137 803", "HGK-137-803",
+                                     "4237 4252 and 7456 2574"])
+def test_private_numbers_written_with_other_separators_are_still_caught(written):
+    meta = {"side_effects": ["email_send"], "deciding_args": ["to"]}
+    records = ("passport_number: HGK137803, credit_card_number: 4237-4252-7456-2574",)
+    found = _judge({"to": "jane@home.example", "body": f"here: {written}"}, "mail jane@home.example the hotel",
+                   sensitive=records, **meta)
+    assert found and all("from your private records" in f for f in found), (written, found)
+
+
+@pytest.mark.parametrize("address", ["evil-login.zip", "login.bank.example", "secure.bank-verify.tk",
+                                     "xn--pple-43d.com.evil.mov", "10.0.0.7", "192.168.1.20:8080", "0x7f000001",
+                                     "0177.0.0.1", "2130706433/admin", "http://2130706433/x", "[2001:db8::7]",
+                                     "2001:db8::7", "fe80::1", "::ffff:10.0.0.7"])
+def test_any_host_name_or_ip_address_in_content_counts_as_deciding(address):
+    meta = {"side_effects": ["email_send"], "deciding_args": ["to"]}
+    found = _judge({"to": "jane@home.example", "body": f"Log in at {address} today"}, "mail jane@home.example "
+                   "the notes", **meta)
+    assert len(found) == 1 and found[0].startswith("body mentions"), (address, found)
+    # the same address in the user's own words is theirs
+    assert _judge({"to": "jane@home.example", "body": f"Log in at {address} today"},
+                  f"mail jane@home.example: log in at {address} today", **meta) == []
+
+
+def test_ordinary_prose_in_content_is_not_an_address():
+    meta = {"side_effects": ["email_send"], "deciding_args": ["to"]}
+    body = "Meeting at 12:30, e.g. in room 4. Costs 1.5 each; version 2.0 ships 2024-05-19."
+    assert _judge({"to": "jane@home.example", "body": body}, "mail jane@home.example the notes", **meta) == []
+
+
+@pytest.mark.parametrize("written, address", [("evil[.]example", "evil.example"), ("evil(.)example/login", "evil.example/login"),
+                                              ("mark (at) evil [dot] example", "mark@evil.example"),
+                                              ("mark[@]evil.example", "mark@evil.example"),
+                                              ("\uff45\uff56\uff49\uff4c\uff0e\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45", "evil.example"),
+                                              ("evil\u3002example", "evil.example")])
+def test_an_address_in_disguise_is_still_an_address(written, address):
+    meta = {"side_effects": ["email_send"], "deciding_args": ["to"]}
+    found = _judge({"to": "jane@home.example", "body": f"Write to {written} today"}, "mail jane@home.example the notes",
+                   **meta)
+    assert found == [f"body mentions {address!r}"], found

@@ -424,6 +424,35 @@ def test_a_webhook_named_by_a_host_name_never_reaches_this_machine_or_link_local
         assert client._transport._pool._ssl_context.check_hostname
 
 
+def test_a_webhooks_answer_is_bounded_in_time_and_size(jarvis_env):
+    """The timeout was per read: a webhook answering one byte every 0.1 s held a scheduler worker for as long as it
+    liked; and its answer was read whole, whatever its size. The whole request now ends within webhook_timeout_s,
+    and no more of the answer is read than its start."""
+    import time
+
+    from orchestrator.reminders.targets import DeliveryError
+    from orchestrator.reminders.webhook import WebhookTarget
+
+    store = ReminderStore(settings_for(jarvis_env))
+    target = WebhookTarget(timeout_s=1.0, tries=1)
+    with HttpSink() as sink:
+        sink.behaviour["/trickle"] = "trickle"
+        sink.behaviour["/huge"] = "huge"
+
+        def hook(path: str):
+            return store.create(ReminderRequest(title=path, when=utcnow().isoformat(), webhook_url=sink.base_url + path))
+
+        start = time.monotonic()
+        with pytest.raises(DeliveryError, match="did not answer within 1 s"):
+            target.fire(hook("/trickle"))
+        assert time.monotonic() - start < 10  # the trickle goes on for a minute
+        target.fire(hook("/huge"))  # a 200: delivered
+        wait_for(lambda: "/huge" in sink.sent)
+        time.sleep(0.5)  # the server writes on until the connection is gone
+        assert sink.sent["/huge"] < 16 << 20, sink.sent  # of 64 MiB
+    target.close()
+
+
 def test_a_webhook_still_goes_through_the_proxy_the_environment_names(jarvis_env, monkeypatch):
     """httpx leaves out the environment's proxies when a client is given its own transport, as the pinned one is:
     a webhook behind a proxy stopped going out. The proxy gets it (it resolves the name itself)."""
@@ -444,6 +473,23 @@ def test_a_webhook_still_goes_through_the_proxy_the_environment_names(jarvis_env
             target.close()
         (posted,) = proxy.posts("http://hooks.example/agent/7")  # the absolute form a proxy is sent
         assert posted["body"]["title"] == "out"
+
+        # a proxy (or what is behind it) trickling its answer is held to the whole request's time as well
+        import time
+
+        from orchestrator.reminders.targets import DeliveryError
+
+        proxy.behaviour["http://hooks.example/slow"] = "trickle"
+        slow = store.create(ReminderRequest(title="slow", when=utcnow().isoformat(),
+                                            webhook_url="http://hooks.example/slow"))
+        target = WebhookTarget(timeout_s=1.0, tries=1)
+        start = time.monotonic()
+        try:
+            with pytest.raises(DeliveryError, match="did not answer within 1 s"):
+                target.fire(store.get(slow.id))
+        finally:
+            target.close()
+        assert time.monotonic() - start < 10  # the trickle goes on for a minute
 
 
 # Planner tools, the CLI-facing store, the index ---------------------------------------------------------------

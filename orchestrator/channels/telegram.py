@@ -1,8 +1,10 @@
 """Telegram through the Bot API: `sendMessage` to send (side effect `message_send`), long polling of
 `getUpdates` for inbound messages, an allowlist of who may talk to Jarvis.
 
-A bot can only write to people who have written to it first, so every inbound message records the sender's
-@handle -> chat id in a small directory; `to` may be a @handle from it or a numeric chat id. The token lives in
+A bot can only write to people who have written to it first, so every message written to the bot in private
+records the sender's @handle -> their private chat in a small directory; `to` may be a @handle from it or a
+numeric chat id. A message written in a group is not recorded: "to @alice" must reach Alice, never a group she
+last spoke in. The token lives in
 the keyring (`jarvis secrets set telegram_token`, then `channels.telegram.token: {secret: telegram_token}`).
 """
 
@@ -119,7 +121,7 @@ class TelegramChannel:
             return text
         handle = normalize_party(text if text.startswith("@") else "@" + text)
         chat = self.directory.get(f"chat:{handle}")
-        if chat is None:
+        if chat is None or not private_chat_id(chat):  # a group's id (negative) recorded by an older version
             raise ChannelError(f"Telegram bots can only write to people who wrote to the bot first: ask {handle} to send "
                                "any message to the bot, then try again")
         return chat
@@ -135,6 +137,12 @@ class TelegramChannel:
 
 
 POLL_CLAIM = "channel:telegram:getUpdates"
+
+
+def private_chat_id(chat_id: str) -> bool:
+    """A person's private chat with the bot: the Bot API numbers it as the user (positive); groups, supergroups
+    and channels are negative."""
+    return chat_id.isdigit() and int(chat_id) > 0
 
 
 class TelegramPoller:
@@ -196,8 +204,8 @@ class TelegramPoller:
                 continue
             handle = normalize_party("@" + sender["username"]) if sender.get("username") else None
             party = handle or str(chat.get("id"))
-            if handle:
-                self.state.set(f"chat:{handle}", str(chat["id"]))
+            if handle and chat.get("type") == "private" and str(chat.get("id")) == str(sender.get("id")):
+                self.state.set(f"chat:{handle}", str(chat["id"]))  # a group the handle wrote in stands for no one
             if self.allowed and party not in self.allowed and str(sender.get("id")) not in self.allowed:
                 log.info("telegram message from %s ignored: not on channels.telegram.allowlist", party)
                 continue

@@ -27,6 +27,7 @@ from orchestrator.storage.checkpoints import prune_later
 from .history import compact, estimate_tokens
 from orchestrator.storage.telemetry import TelemetryHandler
 from orchestrator.tools.index import FIND_TOOLS, found_names
+from .answer_bounds import effects_before_each, over_the_cap
 from .jarb_subgraph import JARB_TOOL, jarb_task_for, make_jarb_node
 from .context_fit import check_fits, history_budget, schema_tokens
 from .planner import call_model, openai_schema, results_instead_of_restated_call, step_limit_message, system_prompt
@@ -149,7 +150,13 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
                 "trusted_after_turn": state["trusted_after_turn"], "effects": state["effects"]}
         judge = (judge_calls(rt.catalog, messages, tainted(state["untrusted_turn"], state["trusted_after_turn"]))
                  if settings.autonomy.argument_provenance else None)
+        counted = effects_before_each(rt.catalog, last.tool_calls, TurnCount.model_validate(state["effects"]),
+                                      state["turn"])
         for i, call in enumerate(last.tool_calls):
+            base["effects"] = counted[i]  # the answer's earlier calls count (chat/answer_bounds.py)
+            if (refused := over_the_cap(settings, i)) is not None:
+                sends.append(Send("tool_node", ToolTask(call=dict(call), index=i, **base, refused=refused)))
+                continue
             if call.get("name") == JARB_TOOL and settings.jarb.enabled:  # the tool factory, not the executor
                 # (switched off, a call to it is a call to no tool: the executor says so, nothing is written)
                 sends.append(Send("jarb", jarb_task_for(dict(call), i, base)))
@@ -173,6 +180,9 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
             content = (f"Error: your call to {name or 'a tool'} could not be read ({task.invalid_error}); raw arguments: "
                        f"{str(call.get('args'))[:300]!r}. Call it again with the arguments as a JSON object.")
             return {"messages": [ToolMessage(content=content, tool_call_id=call_id, name=name or "unknown", status="error")]}
+        if task.refused is not None:
+            return {"messages": [ToolMessage(content=task.refused, tool_call_id=call_id, name=name or "unknown",
+                                             status="error")]}
         thread_id = _thread_id(config)
         writer = _writer()
         ctx = CallContext(

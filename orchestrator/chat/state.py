@@ -133,6 +133,7 @@ class ToolTask(BaseModel):
     trusted_after_turn: int = -1
     effects: TurnCount = Field(default_factory=TurnCount)
     invalid_error: str | None = None
+    refused: str | None = None  # not run: the model is told why (chat/answer_bounds.py)
     untrusted_args: list[str] | None = None  # argument provenance of this call (tools/provenance.py), None: not judged
 
 

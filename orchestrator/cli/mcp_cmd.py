@@ -53,6 +53,8 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
         if r.name in withheld:
             say(f"{'':<34}changed since first seen, not offered: {', '.join(withheld[r.name])} "
                 f"(jarvis mcp review {r.name})", fg=typer.colors.YELLOW)
+    if provider is not None and provider.pins_problem:
+        say(f"no MCP tool is offered: {provider.pins_problem}", fg=typer.colors.RED)
 
 
 @mcp_app.command("tools")
@@ -86,6 +88,8 @@ def review(ctx: typer.Context, server: str = typer.Argument(None, help="the serv
     reads as instructions); with --accept, offer them to the model again as they are now."""
     provider = _start(ctx, wait)
     provider.list_tools()
+    if provider.pins_problem:
+        fail(f"no MCP tool is offered: {provider.pins_problem}")
     changes = [c for (srv, _name), c in sorted(provider.withheld.items()) if server is None or srv == server]
     if server is not None and server not in provider.manager.configs():
         fail(f"no MCP server named {server} (see `jarvis mcp status`)")
@@ -94,6 +98,11 @@ def review(ctx: typer.Context, server: str = typer.Argument(None, help="the serv
         return
     for change in changes:
         say(f"{change.tool} ({change.server}):", bold=True)
+        if change.added:  # its whole text is new: there is nothing to compare it with
+            say("  new: not in the server's first listing")
+            say(f"  now:        {change.now['description']}", fg=typer.colors.YELLOW)
+            say(f"  arguments:  {dumps(change.now.get('input_schema'))}", fg=typer.colors.YELLOW)
+            continue
         say(f"  first seen: {change.before['description']}")
         say(f"  now:        {change.now['description']}", fg=typer.colors.YELLOW)
         for part in change.changed_parts():  # the arguments, the title, the annotations its effects follow

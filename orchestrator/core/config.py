@@ -209,6 +209,8 @@ class SandboxConfig(_Section):
 
 class PlannerConfig(_Section):
     max_steps: int = Field(12, ge=1, description="planner calls in one turn before it is stopped")
+    max_tool_calls_per_answer: int = Field(10, ge=1, description="tool calls of one model answer that are run; "
+                                           "the rest are refused with a note to the model")
     max_bound_tools: int = Field(12, ge=1, description="tools chosen for a request when the catalog has more")
     max_thread_tools: int | None = Field(None, ge=1, description="tools a thread keeps bound from request to request "
                                          "(so a server reuses the prompt's prefix); default 3 x max_bound_tools")

@@ -4,13 +4,21 @@ approval (DNS rebinding). The addresses are checked when the connection is made,
 address checked, so the name cannot change between the check and the connect. An address written in the URL
 itself, or `localhost`, is what the user approved and is used as it is; private networks (a NAS at 192.168.x.x
 named `nas.lan`) stay reachable by name.
+
+Its timeouts are per operation (a connect, one read), so a server sending one byte just in time, again and again,
+would hold the caller for as long as it liked. Inside `deadline(seconds)`, every connect, read and write of the
+transport (and of the proxies `environment_proxies` gives) waits at most what is left of the whole request's
+time, and fails with a timeout once it is spent.
 """
 
 from __future__ import annotations
 
+import contextvars
 import ipaddress
 import socket
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpcore
@@ -56,11 +64,73 @@ class NameLeadsHome(httpcore.ConnectError):
     """A host name resolved to this machine or a link-local address."""
 
 
-class _CheckedBackend(httpcore.SyncBackend):
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("pinned_dns_deadline", default=None)
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """The requests made inside through a PinnedTransport end within `seconds` in all (a timeout error after)."""
+    token = _DEADLINE.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _left(timeout: float | None, error: type[Exception]) -> float | None:
+    """The time an operation may take: its own timeout, cut to what is left of the request's deadline."""
+    end = _DEADLINE.get()
+    if end is None:
+        return timeout
+    left = end - time.monotonic()
+    if left <= 0:
+        raise error("the request's whole time is spent")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read and write waits at most what is left of the request's deadline (read when
+    the operation starts: a pooled connection serves the deadline of the request it is used for)."""
+
+    def __init__(self, stream: httpcore.NetworkStream):
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname,
+                                                      _left(timeout, httpcore.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.SyncBackend):
+    """Connections within the request's deadline (a proxy's: the proxy resolves the name itself)."""
+
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                     socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._connect(host, port, _left(timeout, httpcore.ConnectTimeout), local_address,
+                                             socket_options))
+
+    def _connect(self, host: str, port: int, timeout: float | None, local_address: str | None,
+                 socket_options: Iterable[Any] | None) -> httpcore.NetworkStream:
+        return super().connect_tcp(host, port, timeout, local_address, socket_options)
+
+
+class _CheckedBackend(_DeadlineBackend):
+    def _connect(self, host: str, port: int, timeout: float | None, local_address: str | None,
+                 socket_options: Iterable[Any] | None) -> httpcore.NetworkStream:
         if written_as_address(host):
-            return super().connect_tcp(host, port, timeout, local_address, socket_options)
+            return super()._connect(host, port, timeout, local_address, socket_options)
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
@@ -75,7 +145,7 @@ class _CheckedBackend(httpcore.SyncBackend):
         error: Exception | None = None
         for address in addresses:  # the checked addresses, in the resolver's order
             try:
-                return super().connect_tcp(address, port, timeout, local_address, socket_options)
+                return super()._connect(address, port, timeout, local_address, socket_options)
             except httpcore.ConnectError as exc:
                 error = exc
         raise error or httpcore.ConnectError(f"{host} has no address")
@@ -87,8 +157,17 @@ def environment_proxies() -> dict[str, httpx.BaseTransport | None]:
     proxy's to resolve; URLs NO_PROXY lists go through the client's (pinned) transport."""
     from httpx._utils import get_environment_proxies  # httpx's own reading, so the two never disagree
 
-    return {pattern: httpx.HTTPTransport(proxy=url) if url else None
+    return {pattern: _within_deadline(httpx.HTTPTransport(proxy=url)) if url else None
             for pattern, url in get_environment_proxies().items()}
+
+
+def _within_deadline(transport: httpx.HTTPTransport) -> httpx.HTTPTransport:
+    """A proxy's transport whose connections keep `deadline()` too (httpx builds its pool; its backend is swapped
+    before any connection is made)."""
+    pool = getattr(transport, "_pool", None)
+    if pool is not None and hasattr(pool, "_network_backend"):
+        pool._network_backend = _DeadlineBackend()
+    return transport
 
 
 class PinnedTransport(httpx.HTTPTransport):

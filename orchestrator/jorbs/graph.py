@@ -36,7 +36,7 @@ from .mission_tools import mission_tools
 from .models import JorbRow
 from .namespace import Namespace, bind_arguments
 from .policies import PolicyContext, resolve_policy
-from .prompt import build_prompt
+from .prompt import budget_chars, build_prompt
 from .retry import MODEL_DOWN, MODEL_ERROR, MODEL_UP
 from .retry import model_down as down
 from .schema import HistoryEntry, JorbState, JorbStatus, JorbStep, ScriptResult, parse_step
@@ -123,7 +123,7 @@ def make_jorb_nodes(rt: JorbRuntime):
         namespace = rt.namespace(row)
         now = datetime.now(timezone.utc).astimezone().isoformat(timespec="minutes")
         system, event = build_prompt(row.name, row.plan, namespace.describe(), state.history, state.script_results,
-                                     state.current_event, now)
+                                     state.current_event, now, budget_chars(rt.settings))
         observations: list[Any] = [SystemMessage(content=system), HumanMessage(content=event)]
         policy = resolve_policy(row.policy)
         ctx = PolicyContext(settings=rt.settings, jorb=row.as_dict(), capabilities=namespace.describe(), llm=rt.llm)

@@ -5,7 +5,12 @@ A tool's description is read by the model as instructions, every turn, in every 
 it is trusted the way the user's own configuration is. A server that was harmless when the user set it up can
 change what its tools say later ("rug pull"): an update of its package, a server that answers differently after a
 while. So the first listing of each tool is kept (trust on first use), and a later one that differs withholds that
-tool, with its old and new text kept for the review. Tools a server adds later are new, and are kept as first seen.
+tool, with its old and new text kept for the review. A tool the server adds after its first listing is withheld
+the same way (a rug pull by addition: a new tool's description is read in every thread at once), until reviewed.
+
+The pins are what every later listing is judged by: a file that cannot be read (corrupt, not JSON, cut short)
+is not taken as "nothing pinned", which would accept every tool as it is now. `PinsUnreadable` is raised, and the
+provider withholds every MCP tool and says why (status, doctor) until the file is mended or removed.
 
 Kept in <data>/mcp/tool_pins.json: {server: {tool: {"digest", "description", "input_schema"}}}.
 """
@@ -30,12 +35,18 @@ from orchestrator.core.private_file import write_private
 log = logging.getLogger(__name__)
 
 
+class PinsUnreadable(Exception):
+    """The pin file exists but cannot be read as pins: no tool can be judged against it."""
+
+
 @dataclass(frozen=True)
 class ToolChange:
     server: str
     tool: str
     before: dict[str, Any]  # {"description", "input_schema", "title", "annotations"} as first seen (accepted)
     now: dict[str, Any]
+    added: bool = False  # not in the server's first listing: `before` is empty
+
 
     def changed_parts(self) -> list[str]:
         """What changed besides the description: the arguments, the title the model may read, the annotations
@@ -96,10 +107,14 @@ class ToolPins:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:  # unreadable: nothing is pinned rather than everything withheld
-            log.warning("cannot read %s (%s): MCP tools are pinned anew as they are now", self.path, exc)
-            return {}
-        return data if isinstance(data, dict) else {}
+        except (OSError, ValueError) as exc:
+            raise PinsUnreadable(f"cannot read {self.path} ({type(exc).__name__}: {exc}); every MCP tool is withheld "
+                                 "until it is mended or removed (removed, every tool is taken as it is now)") from None
+        if not isinstance(data, dict) or not all(isinstance(tools, dict) and all(isinstance(t, dict) for t in tools.values())
+                                                 for tools in data.values()):
+            raise PinsUnreadable(f"{self.path} is not a file of MCP tool pins; every MCP tool is withheld until it is "
+                                 "mended or removed (removed, every tool is taken as it is now)")
+        return data
 
     def _write(self, data: dict[str, Any]) -> None:
         try:
@@ -116,25 +131,29 @@ class ToolPins:
             return 0
 
     def changed(self, server: str, tools: list[mt.Tool]) -> dict[str, ToolChange]:
-        """The tools of `server` that differ from how they were first seen (by tool name); the others are kept as
-        seen now when they are new."""
+        """The tools of `server` that differ from how they were first seen, or that were not in its first listing
+        (by tool name). The server's first listing is kept as it is. Raises PinsUnreadable."""
         with self._held():
             data = self._read()
+            first_listing = server not in data
             pinned = data.setdefault(server, {})
             changes: dict[str, ToolChange] = {}
-            added = False
+            write = first_listing
             for tool in tools:
                 shape = _shape(tool)
                 kept = pinned.get(tool.name)
                 first_kind = isinstance(kept, dict) and "annotations" not in kept
-                if not isinstance(kept, dict) or (first_kind and kept.get("digest") == _digest(_first_shape(shape))):
+                if kept is None and not first_listing:  # added since: held until reviewed, as a changed one is
+                    changes[tool.name] = ToolChange(server, tool.name, {part: type(v)() for part, v in shape.items()},
+                                                    shape, added=True)
+                elif not isinstance(kept, dict) or (first_kind and kept.get("digest") == _digest(_first_shape(shape))):
                     pinned[tool.name] = {**shape, "digest": _digest(shape)}
-                    added = True
+                    write = True
                 elif kept.get("digest") != _digest(shape):
                     before = {part: kept.get(part, shape[part] if first_kind and part in ("title", "annotations")
                                              else "") for part in shape}
                     changes[tool.name] = ToolChange(server, tool.name, before, shape)
-            if added:
+            if write:
                 self._write(data)
             return changes
 

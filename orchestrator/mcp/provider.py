@@ -41,7 +41,7 @@ from orchestrator.core.config import Settings
 from orchestrator.core.visible import elide, visible
 from .config import ServerConfig
 from .manager import McpManager, State
-from .pins import ToolChange, pins_of
+from .pins import PinsUnreadable, ToolChange, pins_of
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +289,7 @@ class McpProvider:
         self._names_path = Path(settings.data_dir) / "mcp" / "tool_names.json"
         self.pins = pins_of(settings.data_dir)
         self.withheld: dict[tuple[str, str], ToolChange] = {}  # (server, MCP name): changed since first seen
+        self.pins_problem: str | None = None  # the pin file cannot be read: every MCP tool is withheld (pins.py)
         self._android: Any = None
         self._android_service = android
 
@@ -326,9 +327,16 @@ class McpProvider:
         infos: list[McpToolInfo] = []
         problems: dict[str, str] = {}
         withheld: dict[tuple[str, str], ToolChange] = {}
+        self.pins_problem = None
         for cfg, server_tools, _gen in ready:
             browser = self._browser_parts(cfg)
-            changes = self.pins.changed(cfg.name, server_tools)
+            try:
+                changes = self.pins.changed(cfg.name, server_tools)
+            except PinsUnreadable as exc:  # nothing to judge its tools by: none is offered, not all
+                if self.pins_problem is None:
+                    log.warning("%s", exc)
+                self.pins_problem = str(exc)
+                continue
             for t in server_tools:
                 exposed = names.get((cfg.name, t.name)) or safe_name(t.name)
                 enabled = cfg.tools.get(t.name).enabled if t.name in cfg.tools else True
@@ -338,8 +346,9 @@ class McpProvider:
                 if t.name in changes:
                     withheld[(cfg.name, t.name)] = changes[t.name]
                     if (cfg.name, t.name) not in self.withheld:
-                        log.warning("MCP server '%s' changed its tool %s since it was first seen: not offered until "
-                                    "reviewed (jarvis mcp review %s)", cfg.name, t.name, cfg.name)
+                        log.warning("MCP server '%s' %s its tool %s since it was first seen: not offered until "
+                                    "reviewed (jarvis mcp review %s)", cfg.name,
+                                    "added" if changes[t.name].added else "changed", t.name, cfg.name)
                 elif enabled:
                     tools[exposed] = make_mcp_tool(self.manager, cfg, t, exposed, browser)
             if self.wrappers and cfg.wrappers:
@@ -348,7 +357,7 @@ class McpProvider:
                 for w in built:
                     tools.setdefault(w.name, w)
                 problems.update(why)
-        if self.wrappers:
+        if self.wrappers and self.pins_problem is None:
             for tool in self._android_tools(ready):
                 tools.setdefault(tool.name, tool)
         self._tools, self._infos, self.wrapper_problems, self.withheld = tools, infos, problems, withheld

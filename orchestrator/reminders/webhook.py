@@ -3,25 +3,39 @@
 Within one attempt, transport errors, timeouts, 429 and 5xx are retried with exponential backoff (tenacity);
 when every try fails the attempt fails and the scheduler retries it later. Other 4xx answers say the request
 itself is wrong, so the reminder fails at once with the status and the start of the body.
+
+A webhook is someone else's server: each POST ends within `timeout_s` in all (not per read: one that answers a
+byte at a time would hold a scheduler worker for good; core/pinned_dns.py's deadline), and no more than the start
+of its answer is read (ANSWER_BYTES: only its status and the start of an error are used).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from orchestrator.core.errors import causes
-from orchestrator.core.pinned_dns import NameLeadsHome, PinnedTransport, environment_proxies
+from orchestrator.core.pinned_dns import NameLeadsHome, PinnedTransport, deadline, environment_proxies
 from .models import Reminder
 from .targets import DeliveryError
 
 log = logging.getLogger(__name__)
 
+ANSWER_BYTES = 4096  # of a webhook's answer, read at most
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status_code: int
+    location: str | None
+    text: str  # the start of the body
+
 
 class _RetryableStatus(Exception):
-    def __init__(self, response: httpx.Response):
+    def __init__(self, response: _Answer):
         super().__init__(f"HTTP {response.status_code}")
         self.response = response
 
@@ -62,8 +76,15 @@ class WebhookTarget:
     def close(self) -> None:
         self._client.close()
 
-    def _post_once(self, url: str, body: dict) -> httpx.Response:
-        response = self._client.post(url, json=body)
+    def _post_once(self, url: str, body: dict) -> _Answer:
+        with deadline(self.timeout_s), self._client.stream("POST", url, json=body) as streamed:
+            start = b""
+            for chunk in streamed.iter_raw():
+                start += chunk
+                if len(start) >= ANSWER_BYTES:
+                    break  # the rest is not read: the connection is closed, not drained
+            response = _Answer(streamed.status_code, streamed.headers.get("location"),
+                               start[:ANSWER_BYTES].decode("utf-8", "replace"))
         if response.status_code == 429 or response.status_code >= 500:
             raise _RetryableStatus(response)
         return response
@@ -81,7 +102,7 @@ class WebhookTarget:
             raise DeliveryError(_describe(exc, url, self.timeout_s) + f" ({self.tries} tries)") from None
         if 300 <= response.status_code < 400:
             raise DeliveryError(f"webhook {url} redirected (HTTP {response.status_code}) to "
-                                f"{response.headers.get('location')!r}; give the final URL", permanent=True)
+                                f"{response.location!r}; give the final URL", permanent=True)
         if response.status_code >= 400:
             raise DeliveryError(f"webhook {url} refused the reminder: HTTP {response.status_code} "
                                 f"{response.text[:200]!r}", permanent=True)

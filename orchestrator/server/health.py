@@ -166,7 +166,7 @@ def mcp_checks(settings: Settings, manager: Any, *, start: bool) -> list[Check]:
     folder = Path(settings.mcp.dir)
     if not folder.is_dir() or not any(folder.glob("*.toml")):
         return [Check("MCP servers", None, f"none configured ({folder})")]
-    from orchestrator.mcp.pins import pins_of
+    from orchestrator.mcp.pins import PinsUnreadable, pins_of
 
     if start:
         manager.ensure_started(wait_s=settings.mcp.startup_wait_s)
@@ -174,8 +174,13 @@ def mcp_checks(settings: Settings, manager: Any, *, start: bool) -> list[Check]:
     for s in manager.status():
         where = s.source or "its TOML file"
         name = f"MCP server {s.name}"
-        changed = sorted(pins_of(settings.data_dir).changed(s.name, manager.tools_of(s.name))) if s.state == "ready" \
-            else []
+        try:
+            changed = sorted(pins_of(settings.data_dir).changed(s.name, manager.tools_of(s.name))) \
+                if s.state == "ready" else []
+        except PinsUnreadable as exc:  # nothing to judge its tools by: none is offered
+            out.append(Check(name, False, f"no tool offered: {exc}", "Mend the file, or remove it to take every "
+                             "MCP tool as it is now"))
+            continue
         if changed:  # mcp/pins.py: withheld from the model until the user has read what they say now
             out.append(Check(name, False, f"{s.tools} tool(s); changed what they say since first seen, not offered: "
                              f"{', '.join(changed)}", f"Read them and accept: jarvis mcp review {s.name}"))

@@ -9,13 +9,16 @@ recipient, path, URL, amount, id that choose where an effect goes or what it tou
     given cannot launder a value the model took from a document);
   - after untrusted content has been read, any other value is untrusted: it appears only in outside content, or
     nowhere (the model derived it, and the derivation may be the injection's);
-  - content arguments (a body, a subject) may carry outside text, but an address in them (a URL, an email
-    address, an IBAN) counts as deciding: "send Alice this link" is a phishing attack through a trusted recipient;
+  - content arguments (a body, a subject) may carry outside text, but an address in them (a URL, any host name,
+    an IP address in any form, an email address, an IBAN: tools/value_forms.py) counts as deciding: "send Alice
+    this link" is a phishing attack through a trusted recipient;
+  - numbers are compared as numbers: "2,500" in the user's words vouches for 2500, not for 2 or 500;
   - opaque arguments (metadata `opaque_args`: ids) are trusted only from a trusted tool's result, never from the
     user's prose, where '13' is a date as often as a file id;
   - a call that sends data out may not carry, in its content, a number-like token (5+ digits: passport, card,
-    account numbers) read from a tool marked `sensitive_output` (the user's own records) unless the user wrote
-    it: an injection that mails the passport number to the user's own wife decides nothing else.
+    account numbers, however separated or split) read from a tool marked `sensitive_output` (the user's own
+    records) unless the user wrote it: an injection that mails the passport number to the user's own wife
+    decides nothing else.
 
 An effect whose deciding values are all trusted runs on its configured mode (auto) even in a tainted thread; one
 with an untrusted value asks, whatever the policy. Not covered: whether the call should happen at all (an
@@ -35,19 +38,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from integrations.base import is_untrusted, sends_out, side_effects_of
-
-# Addresses inside content arguments: URLs and bare domains, email addresses, IBANs.
-_ADDRESS_RE = re.compile(
-    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-    r"|(?:https?://|www\.)[^\s'\"<>)]+"
-    r"|(?:[a-z0-9-]+\.)+(?:com|org|net|io|dev|app|info|biz|co|me|ly|xyz|site|online|ru|cn|de|uk)\b(?:/[^\s'\"<>)]*)?"
-    r"|\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b",
-    re.I,
-)
-
-# Passport, card, account and phone numbers: a token with at least 5 digits.
-_NUMBER_LIKE_RE = re.compile(r"\b(?=(?:[A-Z-]*\d){5})[A-Z0-9][A-Z0-9-]*[A-Z0-9]\b", re.I)
-
+from .value_forms import addresses_in, digit_runs, grouped_numbers_joined, plain
 
 @dataclass(frozen=True)
 class Sources:
@@ -134,7 +125,7 @@ def sources_from_messages(messages: Sequence[BaseMessage], untrusted_tool: Calla
 def _forms(value: Any) -> list[str]:
     if isinstance(value, float) and value.is_integer():
         return [str(int(value)), str(value)]
-    return [str(value).strip()]
+    return [grouped_numbers_joined(str(value).strip())]
 
 
 _ISO_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}))?")
@@ -165,7 +156,8 @@ def _trusted_value(value: Any, texts: Sequence[str]) -> bool:
             time_ok = hour is None or any(re.search(rf"(?<![\d:])0?{int(hour)}:{minute}(?!\d)", t) for t in texts)
             if date_ok and time_ok:
                 return True
-    return any(_appears(form, texts) for form in _forms(value))
+    joined = [grouped_numbers_joined(t) for t in texts]  # "2,500" is 2500, and neither 2 nor 500
+    return any(_appears(form, joined) for form in _forms(value))
 
 
 def _appears(form: str, texts: Sequence[str]) -> bool:
@@ -174,6 +166,11 @@ def _appears(form: str, texts: Sequence[str]) -> bool:
         return True
     pattern = re.compile(r"(?<![\w\-./@])" + re.escape(form) + r"(?![\w\-/@]|\.\w)", re.I)
     return any(pattern.search(t) for t in texts)
+
+
+def _within(digits: str, runs: list[str]) -> bool:
+    """Whether `digits` is one of `runs`, a part of one (a card number split in two), or holds one."""
+    return any(digits in run or run in digits for run in runs)
 
 
 def untrusted_arguments(tool: Any, args: dict[str, Any], sources: Sources) -> list[str] | None:
@@ -197,14 +194,15 @@ def untrusted_arguments(tool: Any, args: dict[str, Any], sources: Sources) -> li
         for leaf in _leaves(value):
             if not isinstance(leaf, str):
                 continue
-            for address in _ADDRESS_RE.findall(leaf):
-                address = address.rstrip(".,;:!?")
-                if not _appears(address, sources.trusted):
+            for address in addresses_in(plain(leaf)):
+                if not _appears(address, sources.trusted) and not _appears(address, [plain(t) for t in sources.trusted]):
                     found.append(f"{name} mentions {address[:80]!r}")
             if outgoing and sources.sensitive:
-                for token in _NUMBER_LIKE_RE.findall(leaf):
-                    if _appears(token, sources.sensitive) and not _appears(token, sources.words):
-                        found.append(f"{name} carries {token[:40]!r} from your private records")
+                private = [d for text in sources.sensitive for _w, d in digit_runs(text)]
+                said = [d for text in sources.words for _w, d in digit_runs(text)]
+                for written, digits in digit_runs(leaf):
+                    if _within(digits, private) and not any(digits in d for d in said):
+                        found.append(f"{name} carries {written[:40]!r} from your private records")
     return found
 
 

@@ -1,7 +1,9 @@
 """A local HTTP server that records POSTs, for webhook tests.
 
-Each path can be told how to answer: a list of status codes used in turn (the last one repeats), or "hang"
-(read the request, then never answer until the server stops).
+Each path can be told how to answer: a list of status codes used in turn (the last one repeats), "hang" (read
+the request, then never answer until the server stops), "trickle" (answer 200 one byte of its headers every 0.1 s,
+for up to a minute: each read gets a byte in time, the answer never ends), or "huge" (answer 200 with a 64 MiB
+body; `sent[path]` counts the bytes the client took before it hung up).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ class HttpSink:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.behaviour: dict[str, list[int] | str] = {}
+        self.sent: dict[str, int] = {}  # bytes of a "huge" answer written, by path
         self._released = threading.Event()
         self._lock = threading.Lock()
         sink = self
@@ -42,12 +45,34 @@ class HttpSink:
                 if plan == "hang":
                     sink._released.wait(60)
                     return
+                if plan in ("trickle", "huge"):
+                    self._stream(plan)
+                    return
                 payload = b'{"ok": true}' if status < 400 else b'{"error": "nope"}'
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
+
+            def _stream(self, plan: str) -> None:
+                try:
+                    if plan == "trickle":
+                        for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 600:
+                            if sink._released.wait(0.1):
+                                return
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                        return
+                    size, chunk = 64 << 20, b"x" * (64 << 10)
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(size))
+                    self.end_headers()
+                    for _ in range(size // len(chunk)):
+                        self.wfile.write(chunk)
+                        sink.sent[self.path] = sink.sent.get(self.path, 0) + len(chunk)
+                except OSError:  # the client hung up
+                    pass
 
         self.server = LocalServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -32,7 +32,10 @@ class TelegramState:
         self.answered: list[dict[str, Any]] = []  # answerCallbackQuery payloads, in order
         self.next_query = 5000
 
-    def say(self, text: str, username: str | None = "alice", user_id: int = 42, chat_id: int | None = None) -> None:
+    def say(self, text: str, username: str | None = "alice", user_id: int = 42, chat_id: int | None = None,
+            chat_type: str = "private") -> None:
+        """A message from `user_id`; with `chat_id` (negative, as the Bot API numbers groups) and `chat_type`
+        ("group", "supergroup"), written in that group rather than to the bot in private."""
         chat = chat_id or user_id
         with self.lock:
             self.known_chats.add(chat)
@@ -40,7 +43,7 @@ class TelegramState:
             if username:
                 sender["username"] = username
             self.updates.append({"update_id": self.next_update, "message": {
-                "message_id": self.next_message, "from": sender, "chat": {"id": chat, "type": "private"},
+                "message_id": self.next_message, "from": sender, "chat": {"id": chat, "type": chat_type},
                 "date": int(time.time()), "text": text}})
             self.next_update += 1
             self.next_message += 1

@@ -105,6 +105,9 @@ def list_tools(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     # Switched off while its provider is gone (an MCP server that is down): still listed, so it can be enabled.
     absent = [{"name": r.name, "disabled_at": r.disabled_at.isoformat(), "note": r.note}
               for r in switches(ctx).rows() if r.name not in offered]
+    pins_problem = getattr(_mcp_provider(ctx), "pins_problem", None)
+    if pins_problem:  # mcp/pins.py: no MCP tool is offered until the pin file is mended or removed
+        errors = {**errors, "mcp": pins_problem}
     return {"tools": tools, "provider_errors": errors, "disabled_absent": absent, "mcp_changed": _mcp_changed(ctx)}
 
 
@@ -115,7 +118,8 @@ def _mcp_provider(ctx: AppContext) -> Any:
 def _mcp_changed(ctx: AppContext) -> list[dict[str, Any]]:
     """MCP tools withheld because they changed since first seen (mcp/pins.py), with both texts, shown as they are."""
     provider = _mcp_provider(ctx)
-    return [{"server": c.server, "tool": c.tool, "before": visible(c.before["description"]),
+    return [{"server": c.server, "tool": c.tool, "added": c.added,
+             "before": "(not in the server's first listing)" if c.added else visible(c.before["description"]),
              "now": visible(c.now["description"]), "schema_changed": c.before["input_schema"] != c.now["input_schema"],
              "also_changed": [{"input_schema": "arguments"}.get(p, p) for p in c.changed_parts()],
              "digest": c.digest}

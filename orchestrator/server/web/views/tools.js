@@ -116,7 +116,8 @@ function render() {
   for (const c of data.mcp_changed || []) {
     const err = h("span");
     body.append(h("section", { class: "problem mcp-changed", "data-tool": c.tool },
-      h("p", {}, h("strong", { text: `${c.tool} (MCP server ${c.server}) changed what it says. ` }),
+      h("p", {}, h("strong", { text: c.added ? `${c.tool} (MCP server ${c.server}) is new since the server's first listing. `
+        : `${c.tool} (MCP server ${c.server}) changed what it says. ` }),
         "Jarvis does not offer it until you accept the new text: a tool's description is what the model reads as instructions."),
       h("p", { class: "small" }, h("strong", { text: "First seen: " }), c.before),
       h("p", { class: "small" }, h("strong", { text: "Now: " }), c.now),
