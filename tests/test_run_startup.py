@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import re
 import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -118,3 +119,15 @@ def test_jarvis_run_that_cannot_start_says_why_and_exits(jarvis_env):
                           timeout=240, stdin=subprocess.DEVNULL)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert re.search(r"error: .*(could not|cannot|Not a directory)", proc.stderr), proc.stderr
+
+
+def test_jarvis_pending_with_nothing_waiting_loads_no_graph(jarvis_env):
+    """`jarvis pending` answers from the tables when no thread waits: the graph, the model client and the tools
+    (most of a command's start-up) are not loaded to say that nothing is waiting."""
+    probe = ("import sys\nfrom orchestrator.cli import main\nsys.argv = ['jarvis', 'pending']\ntry:\n    main()\n"
+             "except SystemExit:\n    pass\nprint('LOADED', sorted(m for m in ('langgraph', 'langchain_openai', "
+             "'orchestrator.chat.graph') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", probe], env=jarvis_env.env(), capture_output=True, text=True,
+                          timeout=120)
+    assert "nothing is waiting for confirmation" in proc.stdout, proc.stderr
+    assert "LOADED []" in proc.stdout, proc.stdout

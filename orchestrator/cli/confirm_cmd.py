@@ -90,6 +90,9 @@ def register(app: typer.Typer) -> None:
     def pending(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="print JSON objects")) -> None:
         """List the confirmations every thread is waiting for."""
         st = state(ctx)
+        if not _anything_may_wait(st.settings):  # read from the tables alone: no graph, no model, no tools loaded
+            say(dumps([]) if as_json else "nothing is waiting for confirmation")
+            return
         st.graph()  # a clear error when Jarvis cannot start
         st.app().recover_in_doubt()
         items = st.app().pending()
@@ -145,3 +148,17 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Deny what THREAD is waiting for; the planner is told and the turn goes on."""
         _resolve(ctx, thread_id, ("deny", reason, None), call)
+
+
+def _anything_may_wait(settings: Any) -> bool:
+    """Whether any thread or jorb is waiting or running (a confirmation may be pending in its checkpoint), or the
+    effects ledger holds a call that may have happened (recovering it asks). When none is, `jarvis pending` says
+    so without building the graph: most of its start-up was loading what it did not need."""
+    from orchestrator.storage.threads import RUNNING, WAITING, ThreadIndex
+    from orchestrator.tools.ledger import EffectsLedger
+
+    try:
+        return bool(ThreadIndex(settings).list(limit=1, statuses=(WAITING, RUNNING))
+                    or EffectsLedger(settings).in_doubt())
+    except Exception:  # noqa: BLE001 - unreadable storage: the full path says why, in its own words
+        return True
