@@ -1,0 +1,92 @@
+"""The SQLite databases of a data folder, copied while Jarvis runs with SQLite's online backup API.
+
+A file copy of a live database can catch a page half written or miss what still sits in its WAL; the backup API
+copies a consistent snapshot of each database (a writer in another process restarts the copy of the pages it
+changed, `sqlite3.Connection.backup`). Databases are found by their header, not by a list of names, so a database
+a later feature adds to the data folder is not left out.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+# Files SQLite keeps beside a database; they belong to the database and are never copied as files.
+SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
+PAGES_PER_STEP = 1024  # a writer waits for one step of the copy at most, not for the whole database
+
+
+def is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def is_side_file(path: Path) -> bool:
+    """A WAL, shared-memory or rollback-journal file beside a database."""
+    return any(path.name.endswith(s) and path.with_name(path.name[: -len(s)]).exists() for s in SIDE_SUFFIXES)
+
+
+def find_databases(folder: Path) -> list[Path]:
+    """Every SQLite database under `folder` (by its header), sorted."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink() and not is_side_file(p)
+                  and is_sqlite(p))
+
+
+def snapshot(source: Path, dest: Path) -> None:
+    """A consistent copy of the live database `source` at `dest`, made through the backup API (the source is
+    opened read only: the backup never writes the user's data)."""
+    src = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        src.execute("PRAGMA busy_timeout=30000")
+        out = sqlite3.connect(str(dest))
+        try:
+            src.backup(out, pages=PAGES_PER_STEP)
+            # The copy is one file that needs no WAL beside it to be read.
+            out.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            out.close()
+    finally:
+        src.close()
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def describe(path: Path) -> dict:
+    """Row counts per table and the schema versions (`schema_versions`, jarb_core/sql_schema.py) of a database
+    file that nothing else has open (a snapshot)."""
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        # Full-text indexes (FTS5 and their shadow tables) are rebuilt from their content tables: not counted.
+        virtual = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' "
+                                              "AND sql LIKE 'CREATE VIRTUAL TABLE%'")}
+        shadows = {t for t in tables for v in virtual if t.startswith(v + "_") and t != v}
+        counts = {t: conn.execute(f"SELECT count(*) FROM {_quoted(t)}").fetchone()[0]
+                  for t in tables if t not in shadows and t not in virtual}
+        versions: dict[str, int] = {}
+        if "schema_versions" in tables:
+            versions = {r[0]: int(r[1]) for r in conn.execute("SELECT table_name, version FROM schema_versions")}
+        return {"tables": counts, "schema_versions": versions}
+    finally:
+        conn.close()
+
+
+def integrity_problems(path: Path) -> list[str]:
+    """What `PRAGMA integrity_check` finds wrong with a database file ([] when it is whole)."""
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]
+    finally:
+        conn.close()
+    return [] if rows == ["ok"] else rows
