@@ -91,7 +91,10 @@ def written(final: Path, wrap=None) -> Iterator[Writer]:
         os.replace(partial, final)
         fsync_dir(final.parent)
     except BaseException:
-        raw.close()
+        try:
+            raw.close()  # on a full disk this fails too (its buffer cannot be written): the file goes all the same
+        except OSError:
+            pass
         partial.unlink(missing_ok=True)
         raise
 

@@ -50,7 +50,7 @@ def create(ctx: typer.Context,
     """Back up the databases (while Jarvis runs), the data folder, generated tools, MCP files and settings."""
     from orchestrator.backup.create import create_backup
     from orchestrator.backup.manifest import BackupRefused
-    from orchestrator.core.disk_full import disk_full_message, is_disk_full
+    from orchestrator.core.disk_full import is_disk_full
 
     settings = state(ctx).settings
     secrets, passphrase = None, None
@@ -68,8 +68,10 @@ def create(ctx: typer.Context,
         fail(f"no backup was made: {exc}")
     except OSError as exc:
         if is_disk_full(exc):
-            fail(disk_full_message("the backup could not be written (nothing was left that looks like a "
-                                   "backup)"))
+            where = Path(exc.filename).parent if exc.filename else (to or "the backup folder")
+            fail(f"the disk is full: the backup could not be written ({where}). Nothing that looks like a backup "
+                 "was left and the backups before it are as they were: free some space there, or give another "
+                 "--to.")
         fail(f"no backup was made: {exc}")
     say(f"backup written: {made.path} ({_size(made.path.stat().st_size)}; {_summary(made.manifest)})")
     if verify:
