@@ -10,6 +10,7 @@ backup folder kept inside the data folder).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from fnmatch import fnmatch
 from pathlib import Path
 
 from orchestrator.core.config import Settings
@@ -17,8 +18,9 @@ from orchestrator.core.config import Settings
 from .sqlite_parts import find_databases, is_side_file
 
 DATA, TOOLS, MCP, SETTINGS, DB = "data", "tools", "mcp", "settings", "db"
-SKIPPED_NAMES = {"server_token"}  # server/security.py's TOKEN_FILE: a secret, made anew at the next start
-SKIPPED_SUFFIXES = (".log", ".partial")
+# server/security.py's TOKEN_FILE: a secret, made anew at the next start; the lock of the backup being made.
+SKIPPED_NAMES = {"server_token", "backup.lock"}
+SKIPPED_PATTERNS = ("*.partial", "model-server-*.log", "embedded-*.log")  # unfinished files; model servers' logs
 SKIPPED_DIRS = {"__pycache__"}
 
 
@@ -35,7 +37,8 @@ def _walk(folder: Path, skip: set[Path]) -> Iterator[Path]:
             continue
         if path.is_dir():
             yield from _walk(path, skip)
-        elif path.is_file() and path.name not in SKIPPED_NAMES and not path.name.endswith(SKIPPED_SUFFIXES):
+        elif path.is_file() and path.name not in SKIPPED_NAMES and not any(fnmatch(path.name, p)
+                                                                           for p in SKIPPED_PATTERNS):
             yield path
 
 

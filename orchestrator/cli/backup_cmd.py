@@ -50,6 +50,7 @@ def create(ctx: typer.Context,
     """Back up the databases (while Jarvis runs), the data folder, generated tools, MCP files and settings."""
     from orchestrator.backup.create import create_backup
     from orchestrator.backup.manifest import BackupRefused
+    from orchestrator.backup.schedule import record
     from orchestrator.core.disk_full import is_disk_full
 
     settings = state(ctx).settings
@@ -64,15 +65,17 @@ def create(ctx: typer.Context,
         secrets = read_secrets(settings)
     try:
         made = create_backup(settings, to, secrets=secrets, passphrase=passphrase)
-    except BackupRefused as exc:
-        fail(f"no backup was made: {exc}")
-    except OSError as exc:
+    except (BackupRefused, OSError) as exc:
         if is_disk_full(exc):
-            where = Path(exc.filename).parent if exc.filename else (to or "the backup folder")
-            fail(f"the disk is full: the backup could not be written ({where}). Nothing that looks like a backup "
-                 "was left and the backups before it are as they were: free some space there, or give another "
-                 "--to.")
-        fail(f"no backup was made: {exc}")
+            where = Path(exc.filename).parent if getattr(exc, "filename", None) else (to or "the backup folder")
+            why = (f"the disk is full: the backup could not be written ({where}). Nothing that looks like a backup "
+                   "was left and the backups before it are as they were: free some space there, or give another "
+                   "--to.")
+        else:
+            why = f"no backup was made: {exc}"
+        record(settings, "failed", why, trigger="manual")
+        fail(why)
+    record(settings, "ran", None, trigger="manual", path=str(made.path), size=made.path.stat().st_size)
     say(f"backup written: {made.path} ({_size(made.path.stat().st_size)}; {_summary(made.manifest)})")
     if verify:
         _verify(made.path, passphrase)

@@ -363,6 +363,16 @@ class MemoryConfig(_Section):
                                   "message than this is not found by meaning (keywords still find it)")
 
 
+class BackupConfig(_Section):
+    """Backups made by `jarvis run` (orchestrator/backup/schedule.py); `jarvis backup create` makes one any time."""
+
+    every: Literal["hourly", "daily", "weekly"] | None = Field(None, description="how often; unset: never by "
+                                                                "itself")
+    keep: int = Field(7, ge=1, description="backups kept in the folder; older ones made by the schedule go")
+    to: Path | None = Field(None, description="the folder (default: <data folder>-backups beside the data folder); "
+                            "one that does not exist (a disk not mounted) skips the backup, it is not made")
+
+
 class VoiceConfig(_Section):
     """Speech in and out (orchestrator/voice/): engines by name, and the bounds on what they are given."""
 
@@ -400,6 +410,7 @@ class Settings(_Section):
     docs: DocsConfig = Field(default_factory=DocsConfig)
     voice: VoiceConfig = Field(default_factory=VoiceConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    backup: BackupConfig = Field(default_factory=BackupConfig)
     timezone: str | None = Field(None, description="IANA zone for the user's times; default: the system's")
     log_level: str = "INFO"
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -436,6 +447,7 @@ _PATH_KEYS: tuple[tuple[str, ...], ...] = (
     ("tools_dir",),
     ("mcp", "dir"),
     ("google", "client_secrets"),
+    ("backup", "to"),
     ("models", "primary", "gguf"),
     ("models", "heavy", "gguf"),
 )
