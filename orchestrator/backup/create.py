@@ -1,8 +1,8 @@
 """`jarvis backup create`: one file with every database (copied while Jarvis runs), the data folder's other files,
 the generated tools, the MCP server files and the settings file, and a manifest of them all.
 
-Each SQLite database is copied to a staging file beside the backup (SQLite's backup API), added, and deleted
-before the next, so the backup needs the space of the file it writes plus one database. A full disk or any other
+Each SQLite database is copied with SQLite's backup API into memory (or, when large, a staging file beside the
+backup, deleted before the next), so the backup needs the space of the file it writes plus one large database. A full disk or any other
 error removes what was written; the previous backups stay as they were.
 """
 
@@ -71,11 +71,11 @@ def create_backup(settings: Settings, to: Path | None = None, *, secrets: dict[s
         with written(final, wrap) as out:
             data = Path(settings.data_dir)
             for db in sqlite_parts.find_databases(data):
-                copy = staging / "db.sqlite"
-                sqlite_parts.snapshot(db, copy)
-                part = out.add_file(f"{files.DB}/{db.relative_to(data).as_posix()}", copy)
-                manifest.parts.append({**part, "kind": "sqlite", **sqlite_parts.describe(copy)})
-                copy.unlink()
+                name, copy = f"{files.DB}/{db.relative_to(data).as_posix()}", staging / "db.sqlite"
+                image, described = sqlite_parts.snapshot(db, copy)
+                part = out.add_bytes(name, image) if image is not None else out.add_file(name, copy)
+                manifest.parts.append({**part, "kind": "sqlite", **described})
+                copy.unlink(missing_ok=True)
             if is_postgres(settings):
                 dump = staging / "postgres.dump"
                 described = postgres_parts.dump(settings.storage.url, dump)

@@ -38,17 +38,46 @@ def find_databases(folder: Path) -> list[Path]:
                   and is_sqlite(p))
 
 
-def snapshot(source: Path, dest: Path) -> None:
-    """A consistent copy of the live database `source` at `dest`, made through the backup API (the source is
-    opened read only: the backup never writes the user's data)."""
+IN_MEMORY_MAX = 256 << 20  # a database up to this size is copied into memory, not through a staging file
+# Bytes 18 and 19 of a database file: the write and read versions, 2 in WAL mode, 1 (legacy) otherwise. The copy
+# is one file that needs no WAL beside it: it says so, whatever mode the live database is in.
+_VERSIONS = slice(18, 20)
+
+
+def _open_source(source: Path) -> sqlite3.Connection:
+    # Read only: the backup never writes the user's data.
     src = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    src.execute("PRAGMA busy_timeout=30000")
+    return src
+
+
+def _live_size(source: Path) -> int:
+    wal = source.with_name(source.name + "-wal")
+    return source.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def snapshot(source: Path, staging: Path) -> tuple[list | None, dict]:
+    """A consistent copy of the live database `source` through the backup API, and what it holds (`describe`):
+    as pieces of bytes when it fits in memory (no staging file written and read again, the image not copied to
+    change its header), else written to `staging` (pieces None)."""
+    src = _open_source(source)
     try:
-        src.execute("PRAGMA busy_timeout=30000")
-        out = sqlite3.connect(str(dest))
+        in_memory = _live_size(source) <= IN_MEMORY_MAX
+        out = sqlite3.connect(":memory:" if in_memory else str(staging))
         try:
+            if not in_memory:
+                out.execute("PRAGMA journal_mode=OFF")  # a scratch copy: nothing to roll back, nothing to sync
+                out.execute("PRAGMA synchronous=OFF")
             src.backup(out, pages=PAGES_PER_STEP)
-            # The copy is one file that needs no WAL beside it to be read.
-            out.execute("PRAGMA journal_mode=DELETE")
+            described = _describe(out)
+            if not in_memory:
+                out.close()
+                with open(staging, "r+b") as f:
+                    f.seek(_VERSIONS.start)
+                    f.write(b"\x01\x01")
+                return None, described
+            image = memoryview(out.serialize())
+            return [image[:_VERSIONS.start], b"\x01\x01", image[_VERSIONS.stop:]], described
         finally:
             out.close()
     finally:
@@ -64,20 +93,24 @@ def describe(path: Path) -> dict:
     file that nothing else has open (a snapshot)."""
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
-        tables = [r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
-        # Full-text indexes (FTS5 and their shadow tables) are rebuilt from their content tables: not counted.
-        virtual = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' "
-                                              "AND sql LIKE 'CREATE VIRTUAL TABLE%'")}
-        shadows = {t for t in tables for v in virtual if t.startswith(v + "_") and t != v}
-        counts = {t: conn.execute(f"SELECT count(*) FROM {_quoted(t)}").fetchone()[0]
-                  for t in tables if t not in shadows and t not in virtual}
-        versions: dict[str, int] = {}
-        if "schema_versions" in tables:
-            versions = {r[0]: int(r[1]) for r in conn.execute("SELECT table_name, version FROM schema_versions")}
-        return {"tables": counts, "schema_versions": versions}
+        return _describe(conn)
     finally:
         conn.close()
+
+
+def _describe(conn: sqlite3.Connection) -> dict:
+    tables = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    # Full-text indexes (FTS5 and their shadow tables) are rebuilt from their content tables: not counted.
+    virtual = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' "
+                                          "AND sql LIKE 'CREATE VIRTUAL TABLE%'")}
+    shadows = {t for t in tables for v in virtual if t.startswith(v + "_") and t != v}
+    counts = {t: conn.execute(f"SELECT count(*) FROM {_quoted(t)}").fetchone()[0]
+              for t in tables if t not in shadows and t not in virtual}
+    versions: dict[str, int] = {}
+    if "schema_versions" in tables:
+        versions = {r[0]: int(r[1]) for r in conn.execute("SELECT table_name, version FROM schema_versions")}
+    return {"tables": counts, "schema_versions": versions}
 
 
 def integrity_problems(path: Path) -> list[str]:
