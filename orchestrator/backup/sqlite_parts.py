@@ -1,9 +1,9 @@
 """The SQLite databases of a data folder, copied while Jarvis runs with SQLite's online backup API.
 
 A file copy of a live database can catch a page half written or miss what still sits in its WAL; the backup API
-copies a consistent snapshot of each database (a writer in another process restarts the copy of the pages it
-changed, `sqlite3.Connection.backup`). Databases are found by their header, not by a list of names, so a database
-a later feature adds to the data folder is not left out.
+copies a consistent snapshot of each database (`sqlite3.Connection.backup`, in one step: see PAGES_PER_STEP).
+Databases are found by their header, not by a list of names, so a database a later feature adds to the data
+folder is not left out.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ from pathlib import Path
 SQLITE_HEADER = b"SQLite format 3\x00"
 # Files SQLite keeps beside a database; they belong to the database and are never copied as files.
 SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
-PAGES_PER_STEP = 1024  # a writer waits for one step of the copy at most, not for the whole database
+# The whole database in one step, inside one read transaction: in WAL mode writers go on meanwhile and the copy is
+# the snapshot the step began in. Copied in several steps, a write from another connection between two steps
+# restarts the copy from the first page (as sqlite3_backup_step documents): a busy Jarvis would delay it.
+PAGES_PER_STEP = -1
 
 
 def is_sqlite(path: Path) -> bool:
