@@ -135,5 +135,34 @@ def restore(ctx: typer.Context, path: Path = typer.Argument(..., help="a backup 
         say(f"secrets put back in the keyring: {', '.join(done.secrets)}")
 
 
+
+
+def export(ctx: typer.Context,
+           to: Path = typer.Option(Path("jarvis-export"), "--to", help="the folder to write into")) -> None:
+    """Your threads, memory, reminders and jorbs as JSON (memory.json imports with `jarvis memory import`) and
+    Markdown, to read or to take to another tool."""
+    from orchestrator.backup.export import write_export
+    from orchestrator.chat.turns import thread_config
+    from orchestrator.memory.transfer import export_memory
+    from orchestrator.reminders import ReminderStore
+    from orchestrator.storage.threads import ThreadIndex, message_view
+
+    st = state(ctx)
+    app = st.app()
+    graph, index = st.graph(), ThreadIndex(st.settings)
+    threads = []
+    for row in index.list(limit=1_000_000):
+        values = graph.get_state(thread_config(row.thread_id)).values
+        messages = index.archived(row.thread_id) + list((values if isinstance(values, dict) else {}).get("messages", []))
+        threads.append({**row.as_dict(), "messages": [message_view(m) for m in messages]})
+    jorbs = [app.jorbs.view(row.id).as_dict(full=True) for row in app.jorbs.list()]
+    reminders = [r.as_dict() for r in ReminderStore(st.settings).list()]
+    memory = export_memory(app.memory) if app.memory is not None else None
+    written = write_export(to.expanduser(), threads=threads, memory=memory, reminders=reminders, jorbs=jorbs)
+    say(f"exported {len(threads)} threads, {len(memory['facts']) if memory else 0} memory facts, {len(reminders)} "
+        f"reminders and {len(jorbs)} jorbs into {to}: {', '.join(p.name for p in written)}")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(backup_app, name="backup")
+    app.command("export")(export)
