@@ -19,9 +19,14 @@ def other_machine(env: JarvisEnv, folder: Path) -> JarvisEnv:
     return other
 
 
-def rewrite(src: Path, dest: Path, change) -> None:
-    """The archive `src` copied to `dest` with `change(name, data) -> data` applied to each member."""
+def rewrite(src: Path, dest: Path, change, extra: dict[str, bytes] | None = None) -> None:
+    """The archive `src` copied to `dest` with `change(name, data) -> data` applied to each member; `extra`:
+    members added before the others."""
     with tarfile.open(src) as tin, tarfile.open(dest, "w", format=tarfile.PAX_FORMAT) as tout:
+        for name, data in (extra or {}).items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tout.addfile(info, io.BytesIO(data))
         for member in tin:
             data = change(member.name, tin.extractfile(member).read())
             member.size = len(data)

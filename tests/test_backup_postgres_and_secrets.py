@@ -87,3 +87,30 @@ def test_secrets_stay_out_unless_included_and_then_only_encrypted(jarvis_env, tm
     done = new.cli("backup", "restore", str(enc), check=True)
     assert "model_key" in done.stdout
     assert secrets.get_secret("model_key", required=False) == "sk-the-users-own-key-123"
+
+
+def test_an_open_backup_that_carries_secrets_is_refused(jarvis_env, tmp_path):
+    """Only a sealed backup puts secrets into the keyring: a plain file saying it holds some was not made by
+    Jarvis, and restoring it would write its author's values over the user's keys."""
+    import hashlib
+
+    from orchestrator.backup.create import create_backup
+    from tests.backup_helpers import rewrite
+
+    good = create_backup(jarvis_env.settings, tmp_path / "b").path
+    blob = json.dumps({"model_key": "sk-the-attackers-key"}).encode()
+    forged = tmp_path / "forged.jarvis-backup"
+
+    def add_secrets(name: str, data: bytes) -> bytes:
+        if name != "manifest.json":
+            return data
+        manifest = json.loads(data)
+        manifest["parts"].append({"name": "secrets/keyring.json", "kind": "secrets", "size": len(blob),
+                                  "sha256": hashlib.sha256(blob).hexdigest()})
+        return json.dumps(manifest).encode()
+
+    rewrite(good, forged, add_secrets, extra={"secrets/keyring.json": blob})
+    new = other_machine(jarvis_env, tmp_path / "new")
+    out = new.cli("backup", "restore", str(forged))
+    assert out.returncode == 1 and "holds secrets but is not encrypted" in out.stderr, out.stderr
+    assert secrets.get_secret("model_key", required=False) is None

@@ -44,7 +44,8 @@ class Restored:
 
 
 @contextmanager
-def _opened(source: Path, passphrase: str | None) -> Iterator[BinaryIO]:
+def _opened(source: Path, passphrase: str | None) -> Iterator[tuple[BinaryIO, bool]]:
+    """The archive's bytes, and whether the file was sealed with a passphrase."""
     from .crypto import MAGIC, decrypting
 
     if not source.is_file():
@@ -53,11 +54,11 @@ def _opened(source: Path, passphrase: str | None) -> Iterator[BinaryIO]:
         encrypted = f.read(len(MAGIC)) == MAGIC
         f.seek(0)
         if not encrypted:
-            yield f
+            yield f, False
             return
         if not passphrase:
             raise BackupRefused("this backup is encrypted (it holds secrets): give its passphrase")
-        yield decrypting(f, passphrase)
+        yield decrypting(f, passphrase), True
 
 
 @contextmanager
@@ -67,11 +68,15 @@ def checked(source: Path, staging_parent: Path, passphrase: str | None = None) -
     staging_parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".jarvis-restore.{os.getpid()}.", suffix=PARTIAL, dir=staging_parent))
     try:
-        with _opened(Path(source), passphrase) as stream:
+        with _opened(Path(source), passphrase) as (stream, encrypted):
             raw, found = extract(stream, staging)
         manifest = Manifest.from_json(raw)
         manifest.refuse_if_newer()
         _check_parts(manifest, found)
+        if not encrypted and (manifest.secrets or any(p["kind"] == "secrets" for p in manifest.parts)):
+            # Jarvis seals every backup that holds secrets: an open one would write anyone's keys into the keyring.
+            raise BackupRefused("this backup holds secrets but is not encrypted: Jarvis never makes such a file, "
+                                "it was tampered with")
         for part in manifest.parts:
             if part["kind"] == "sqlite":
                 _check_database(staging / part["name"], part)
