@@ -38,7 +38,8 @@ def fill(settings) -> None:
     from orchestrator.docs_index import DocsIndex
 
     start = time.perf_counter()
-    graph = build_graph(settings, llm=InstantChatModel(responder=lambda m: AIMessage(content=f"Noted: {m[-1].content}")))
+    noted = InstantChatModel(responder=lambda m: AIMessage(content=f"Noted: {m[-1].content}"))
+    graph = build_graph(settings, llm=noted)
     for t in range(THREADS):
         graph.invoke({"messages": [("user", f"thread {t}: remember the number {t}")]},
                      {"configurable": {"thread_id": f"t{t}"}})

@@ -2,8 +2,8 @@
 the generated tools, the MCP server files and the settings file, and a manifest of them all.
 
 Each SQLite database is copied with SQLite's backup API into memory (or, when large, a staging file beside the
-backup, deleted before the next), so the backup needs the space of the file it writes plus one large database. A full disk or any other
-error removes what was written; the previous backups stay as they were.
+backup, deleted before the next), so the backup needs the space of the file it writes plus one large database. A
+full disk or any other error removes what was written; the previous backups stay as they were.
 """
 
 from __future__ import annotations

@@ -153,7 +153,8 @@ def export(ctx: typer.Context,
     threads = []
     for row in index.list(limit=1_000_000):
         values = graph.get_state(thread_config(row.thread_id)).values
-        messages = index.archived(row.thread_id) + list((values if isinstance(values, dict) else {}).get("messages", []))
+        values = values if isinstance(values, dict) else {}
+        messages = index.archived(row.thread_id) + list(values.get("messages", []))
         threads.append({**row.as_dict(), "messages": [message_view(m) for m in messages]})
     jorbs = [app.jorbs.view(row.id).as_dict(full=True) for row in app.jorbs.list()]
     reminders = [r.as_dict() for r in ReminderStore(st.settings).list()]
