@@ -50,3 +50,26 @@ def test_export_writes_every_part_as_json_and_markdown_and_memory_imports_elsewh
     assert imported.returncode == 0
     facts = new.cli_json("memory", "list", "--facts", "--json")
     assert [f["text"] for f in facts] == ["Dr Lee is my dentist"] and facts[0]["trusted"] is False
+
+
+def test_exported_reminders_import_elsewhere_as_untrusted_and_only_into_a_chat(jarvis_env, tmp_path):
+    """A file can say anything: an imported reminder is marked as written outside the conversation (it taints the
+    thread it is posted in), and one that would run an agent program or POST to a webhook is not imported."""
+    from orchestrator.reminders import ReminderRequest, ReminderStore
+    from orchestrator.reminders.models import written_outside_the_conversation
+
+    store = ReminderStore(jarvis_env.settings)
+    store.create(ReminderRequest(title="call Dr Lee", when="2030-01-01T10:00", thread_id="dentist",
+                                 rrule="FREQ=YEARLY"))
+    store.create(ReminderRequest(title="ping", when="2030-01-01T10:00", webhook_url="http://127.0.0.1:9/hook"))
+    jarvis_env.cli("export", "--to", str(tmp_path / "export"), check=True)
+
+    new = other_machine(jarvis_env, tmp_path / "new")
+    out = new.cli("reminders", "import", str(tmp_path / "export" / "reminders.json"), check=True)
+    assert "imported 1 reminder(s)" in out.stdout and "not imported: 'ping'" in out.stdout, out.stdout
+    (imported,) = ReminderStore(new.settings).list()
+    assert imported.title == "call Dr Lee" and imported.thread_id == "dentist" and imported.rrule == "FREQ=YEARLY"
+    assert imported.due_date.isoformat().startswith("2030-01-01")
+    assert written_outside_the_conversation(imported.created_by)
+    bad = new.cli("reminders", "import", str(tmp_path / "export" / "threads.json"))
+    assert bad.returncode == 1 and "not a reminders file" in bad.stderr
