@@ -108,8 +108,9 @@ def _check_database(path: Path, part: dict) -> None:
 
 
 def verify_backup(source: Path, passphrase: str | None = None) -> Manifest:
-    """Restore `source` into a temporary folder and check it (what `create --verify` runs)."""
-    with checked(source, Path(tempfile.gettempdir()), passphrase) as done:
+    """Restore `source` into a temporary folder beside it (on its disk, not in a /tmp that may be small) and check
+    it (what `create --verify` runs)."""
+    with checked(source, Path(source).resolve().parent, passphrase) as done:
         for part in done.manifest.parts:
             if part["kind"] == "postgresql":
                 postgres_parts.check_dump(done.staging / part["name"])
