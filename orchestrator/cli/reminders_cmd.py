@@ -1,4 +1,4 @@
-"""`jarvis reminders create|list|cancel|fire` and `jarvis scheduler [--for SECONDS]`."""
+"""`jarvis reminders create|list|cancel|fire|import` and `jarvis scheduler [--for SECONDS]`."""
 
 from __future__ import annotations
 
@@ -143,6 +143,28 @@ def scheduler_cmd(ctx: typer.Context, for_s: float = typer.Option(
         f"{store_describe(scheduler.store, pending) if pending else 'none pending'})", err=True)
     scheduler.run(duration_s=for_s, stop_event=stop)
     say("scheduler stopped", err=True)
+
+
+@reminders_app.command("import")
+def import_(ctx: typer.Context, path: str = typer.Argument(..., help="reminders.json written by `jarvis export`")) -> None:
+    """Add the reminders of an exported file, as untrusted: each fires only into a chat thread, which it marks as
+    having read outside content (a file can say anything)."""
+    from pathlib import Path
+
+    from orchestrator.core import json_bounds
+    from orchestrator.reminders.transfer import import_reminders
+
+    file = Path(path).expanduser()
+    try:
+        if file.stat().st_size > 50_000_000:
+            fail(f"{path} is larger than 50 MB: not a reminders export")
+        data = json_bounds.loads(file.read_text(encoding="utf-8"))
+        made, left = import_reminders(_store(ctx), data, source=file.name)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, too deep, not reminders
+        fail(f"cannot import {path}: {exc}")
+    say(f"imported {len(made)} reminder(s) from {path}, as written outside your conversations")
+    for why in left:
+        say(f"  not imported: {why}")
 
 
 def register(app: typer.Typer) -> None:

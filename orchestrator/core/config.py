@@ -385,6 +385,16 @@ class McpServerConfig(_Section):
                           "a pending id to poll with jarvis_status (stay under the client's own timeout)")
 
 
+class BackupConfig(_Section):
+    """Backups made by `jarvis run` (orchestrator/backup/schedule.py); `jarvis backup create` makes one any time."""
+
+    every: Literal["hourly", "daily", "weekly"] | None = Field(None, description="how often; unset: never by "
+                                                                "itself")
+    keep: int = Field(7, ge=1, description="backups kept in the folder; older ones made by the schedule go")
+    to: Path | None = Field(None, description="the folder (default: <data folder>-backups beside the data folder); "
+                            "one that does not exist (a disk not mounted) skips the backup, it is not made")
+
+
 class VoiceConfig(_Section):
     """Speech in and out (orchestrator/voice/): engines by name, and the bounds on what they are given."""
 
@@ -423,6 +433,9 @@ class Settings(_Section):
     voice: VoiceConfig = Field(default_factory=VoiceConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     mcp_server: McpServerConfig = Field(default_factory=McpServerConfig)
+
+
+    backup: BackupConfig = Field(default_factory=BackupConfig)
     timezone: str | None = Field(None, description="IANA zone for the user's times; default: the system's")
     log_level: str = "INFO"
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -459,6 +472,7 @@ _PATH_KEYS: tuple[tuple[str, ...], ...] = (
     ("tools_dir",),
     ("mcp", "dir"),
     ("google", "client_secrets"),
+    ("backup", "to"),
     ("models", "primary", "gguf"),
     ("models", "heavy", "gguf"),
 )

@@ -188,7 +188,11 @@ class Reminder(BaseModel):
 PLANNER_AFTER_CONTENT = "planner:after-outside-content"
 
 
+# `created_by` prefix of a reminder read from a file (reminders/transfer.py): its text is the file's
+IMPORTED = "import:"
+
+
 def written_outside_the_conversation(created_by: str) -> bool:
-    """Whether a reminder's text may be someone else's than the user's: an agent program's, or the planner's
-    after reading outside content. Posted into a chat, it taints that thread (reminders/targets.py)."""
-    return created_by == PLANNER_AFTER_CONTENT or created_by.startswith("agent:")
+    """Whether a reminder's text may be someone else's than the user's: an agent program's, the planner's after
+    reading outside content, or a file's. Posted into a chat, it taints that thread (reminders/targets.py)."""
+    return created_by == PLANNER_AFTER_CONTENT or created_by.startswith(("agent:", IMPORTED))

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from orchestrator.core.config import Settings
 from orchestrator.core.local_peer import listener_uid  # the token goes only to a server of this user
-from .health import Check, data_folder_check, disk_check, guarded, mcp_checks, model_check, storage_check
+from .health import (Check, backup_check, data_folder_check, disk_check, guarded, mcp_checks, model_check,
+                     storage_check)
 
 
 def sandbox_check(settings: Settings) -> Check:
@@ -212,7 +213,7 @@ def mcp_servers(settings: Settings) -> list[Check]:
 
 CHECKS: list[Callable[[Settings], Check | list[Check]]] = [
     model_check, data_folder_check, storage_check, disk_check, sandbox_check, cgroup_check,
-    mcp_servers, keyring_check, google_check, email_approvals_check, port_check, scheduler_check,
+    mcp_servers, keyring_check, google_check, email_approvals_check, port_check, scheduler_check, backup_check,
 ]
 
 

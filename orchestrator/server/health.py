@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import threading
 import time
+from datetime import datetime, timezone
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from sqlalchemy import create_engine, text
 
 from jarb_core.sql_schema import behind
 
+from orchestrator.backup.schedule import PERIODS, runs
 from orchestrator.core.config import Settings
 from orchestrator.core.disk_full import is_disk_full
 from orchestrator.core.secrets import redact
@@ -198,6 +200,30 @@ def mcp_checks(settings: Settings, manager: Any, *, start: bool) -> list[Check]:
                              None if not start else f"It did not start within {settings.mcp.startup_wait_s:g} s; "
                                                     f"check its command in {where}."))
     return out
+
+
+def backup_check(settings: Settings) -> Check:
+    """The last backup's outcome (orchestrator/backup/schedule.py): none yet, skipped, failed, or one overdue."""
+    done = runs(settings)
+    every = settings.backup.every
+    if not done:
+        if every is None:
+            return Check("backups", None, "no backup made yet and none scheduled",
+                         "Run `jarvis backup create`, or set backup.every (e.g. daily) in the config file.")
+        return Check("backups", None, f"scheduled {every}; none made yet (the first comes once `jarvis run` runs)")
+    last = done[-1]
+    when = f"{last['at']} ({last.get('trigger', 'manual')})"
+    if last["outcome"] == "failed":
+        return Check("backups", False, f"the last backup failed at {when}: {last['why']}",
+                     "Fix what it says, then run `jarvis backup create` (or wait for the next scheduled one).")
+    made = [r for r in done if r["outcome"] == "ran"]
+    if last["outcome"] == "skipped":
+        return Check("backups", False if every else None, f"the last backup was skipped at {when}: {last['why']}",
+                     "Mount or create the backup folder (backup.to), or point backup.to at another folder.")
+    if every and made and datetime.now(timezone.utc) - datetime.fromisoformat(made[-1]["at"]) > 2 * PERIODS[every]:
+        return Check("backups", False, f"the last backup is from {made[-1]['at']}: older than two {every} periods",
+                     "Check that `jarvis run` is running (it makes the scheduled backups).")
+    return Check("backups", True, f"last backup {when}: {last.get('path')} ({last.get('size', 0) // 1000} kB)")
 
 
 def alive(settings: Settings) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Depends
 
 from orchestrator.core.config import Settings
-from orchestrator.server.health import Check, data_folder_check, disk_check, guarded, mcp_checks, model_check, storage_check
+from orchestrator.server.health import Check, backup_check, data_folder_check, disk_check, guarded, mcp_checks, model_check, storage_check
 from orchestrator.core.secrets import redacted
 from orchestrator.storage.engines import utcnow
 from orchestrator.server.api import AppContext, app_context
@@ -69,7 +69,8 @@ def health_report(ctx: AppContext) -> list[Check]:
               guarded("storage", lambda: storage_check(s, open_store=True)),
               guarded("data folder", lambda: data_folder_check(s)),
               guarded("disk space", lambda: disk_check(s)),
-              guarded("scheduler", lambda: scheduler_check(ctx))]
+              guarded("scheduler", lambda: scheduler_check(ctx)),
+              guarded("backups", lambda: backup_check(s))]
     for more in (lambda: mcp_checks(s, ctx.app.mcp_manager, start=False), lambda: channel_checks(ctx)):
         try:
             checks.extend(more())

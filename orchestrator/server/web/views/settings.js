@@ -1,4 +1,4 @@
-// Settings: model endpoint health, the model picker (a local server found, another one, or the built-in model), MCP server health (and other HEALTH_CHECKS sections), the clients of Jarvis's own MCP server, background services, tool providers, the active configuration file.
+// Settings: model endpoint health, the model picker (a local server found, another one, or the built-in model), MCP server health (and other HEALTH_CHECKS sections, each with its action button if it has one: Backups, Back up now), the clients of Jarvis's own MCP server, background services, tool providers, the active configuration file.
 import { api } from "../api.js";
 import { clear, h, json, problem } from "../dom.js";
 
@@ -147,6 +147,7 @@ async function loadHealth() {
     const sectionEl = h("section", { class: "health-section", "aria-label": section.title }, h("h2", { text: section.title }));
     healthEl.append(sectionEl);
     if (section.note) sectionEl.append(h("p", { class: "muted", text: section.note }));
+    if (section.action) sectionEl.append(actionButton(section.action));
     for (const item of section.items || []) {
       // ok: true healthy, false unhealthy (with what to do), null neither (switched off, not started yet)
       const cls = item.ok === true ? "ok" : item.ok === false ? "down" : "neutral";
@@ -157,6 +158,24 @@ async function loadHealth() {
         item.ok === false ? problem(`${item.message || ""} ${item.fix || ""}`) : null));
     }
   }
+}
+
+// A section's one action (e.g. Backups: "Back up now"): POSTed, the button busy until it answers, then the
+// health shown again with its outcome.
+function actionButton(action) {
+  const button = h("button", { type: "button", class: "section-action" }, action.label);
+  button.onclick = async () => {
+    button.disabled = true;
+    button.textContent = `${action.label}…`;
+    try {
+      await api(action.post, { method: "POST" });
+    } catch (err) {
+      button.replaceWith(problem(err.message));
+      return;
+    }
+    await loadHealth();
+  };
+  return button;
 }
 
 async function loadInfo() {

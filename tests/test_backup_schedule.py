@@ -1,0 +1,78 @@
+"""Scheduled backups ([34]): made when due by `jarvis run`'s service, old ones pruned, every outcome (ran, skipped
+and why, failed and why) recorded and shown by `jarvis doctor` and the Settings view, whose button makes one."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+from orchestrator.backup.schedule import due, run_backup, run_if_due, runs
+from orchestrator.server.health import backup_check
+from tests.ui_server import start_ui
+
+
+def test_scheduled_backups_run_when_due_keep_the_last_few_and_say_why_they_were_skipped_or_failed(jarvis_env,
+                                                                                                   tmp_path):
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    jarvis_env.write_config(backup={"every": "daily", "keep": 2, "to": str(folder)})
+    settings = jarvis_env.settings
+    assert backup_check(settings).ok is None  # scheduled, none made yet
+    now = datetime.now(timezone.utc)
+    assert due(settings, now)
+    first = run_if_due(settings)
+    assert first["outcome"] == "ran" and first["trigger"] == "schedule"
+    assert run_if_due(settings) is None and not due(settings, now + timedelta(hours=23))
+    assert due(settings, now + timedelta(days=1, minutes=1))
+    for _ in range(2):
+        assert run_backup(settings, "schedule")["outcome"] == "ran"
+    kept = sorted(p.name for p in folder.glob("*.jarvis-backup"))
+    assert len(kept) == 2 and first["path"].rsplit("/", 1)[-1] not in kept  # the oldest went
+    assert backup_check(settings).ok is True
+
+    jarvis_env.write_config(backup={"every": "daily", "to": str(tmp_path / "unmounted")})
+    skipped = run_backup(jarvis_env.settings, "schedule")
+    assert skipped["outcome"] == "skipped" and "does not exist" in skipped["why"]
+    assert not (tmp_path / "unmounted").exists()
+    shown = backup_check(jarvis_env.settings)
+    assert shown.ok is False and "skipped" in shown.detail and "does not exist" in shown.detail
+
+    jarvis_env.write_config(backup={"every": "daily", "to": str(folder)})
+    (jarvis_env.data / "damaged.sqlite").write_bytes(b"SQLite format 3\x00" + b"\xff" * 5000)
+    failed = run_backup(jarvis_env.settings, "schedule")
+    assert failed["outcome"] == "failed" and "DatabaseError" in failed["why"], failed
+    out = jarvis_env.cli("doctor", "--json")
+    doctor = next(c for c in json.loads(out.stdout)["checks"] if c["name"] == "backups")
+    assert out.returncode != 0 and doctor["ok"] is False and "failed" in doctor["detail"], doctor
+    assert [r["outcome"] for r in runs(jarvis_env.settings)] == ["ran", "ran", "ran", "skipped", "failed"]
+    assert len(list(folder.glob("*.jarvis-backup"))) == 2 and not list(folder.glob(".*"))
+
+
+def test_the_settings_view_shows_the_last_backup_and_its_button_makes_one(jarvis_env, tmp_path):
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    jarvis_env.write_config(backup={"to": str(folder)})
+    with start_ui(jarvis_env) as server:
+        with server.client() as c:
+            (section,) = [s for s in c.get("/api/settings/health").json()["sections"] if s["title"] == "Backups"]
+            assert section["items"][0]["ok"] is None and "no backup made yet" in section["items"][0]["message"]
+            assert section["action"] == {"label": "Back up now", "post": "/api/backup"}
+            made = c.post("/api/backup").json()
+            assert made["outcome"] == "ran" and made["trigger"] == "ui"
+            (section,) = [s for s in c.get("/api/settings/health").json()["sections"] if s["title"] == "Backups"]
+            assert section["items"][0]["ok"] is True and made["path"] in section["items"][0]["message"]
+    assert len(list(folder.glob("*.jarvis-backup"))) == 1
+
+
+def test_jarvis_run_s_backup_service_makes_the_backup_that_is_due(jarvis_env, tmp_path):
+    from tests.reminder_helpers import wait_for
+
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    jarvis_env.write_config(backup={"every": "hourly", "to": str(folder)})
+    with start_ui(jarvis_env, services=["orchestrator.server.services:backup_service"]) as server:
+        made = wait_for(lambda: runs(jarvis_env.settings), timeout=60)
+        with server.client() as c:
+            (service,) = [s for s in c.get("/api/settings").json()["services"] if s["name"] == "backups"]
+    assert [r["outcome"] for r in made] == ["ran"] and made[0]["trigger"] == "schedule"
+    assert service["state"] == "running" and len(list(folder.glob("*.jarvis-backup"))) == 1
