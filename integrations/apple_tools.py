@@ -71,26 +71,39 @@ class WrapperSpec:
     args: type[BaseModel]
     description: str
     side_effects: tuple[str, ...]
-    untrusted_output: bool
+    trusted_output: str  # why its result is not outside content; "": it is
     summary: Callable[[dict[str, Any]], str]
 
 
+# What each wrapper's call acts on (tools/provenance.py): its recipients, its time, where it files; ids of a message
+# are opaque (trusted only from a trusted tool's result).
+WRAPPER_DECIDING: dict[str, tuple[str, ...]] = {
+    "apple_mail_draft_reply": ("message_id",),
+    "apple_mail_send": ("to", "cc"),
+    "apple_calendar_create_event": ("start", "end", "calendar"),
+    "apple_notes_create_note": ("folder",),
+}
+WRAPPER_OPAQUE: dict[str, tuple[str, ...]] = {"apple_mail_draft_reply": ("message_id",)}
+
 WRAPPERS: dict[str, WrapperSpec] = {s.name: s for s in [
     WrapperSpec("apple_mail_list_threads", MailListArgs,
-                "List or search messages in Apple Mail on this Mac (subject, sender, date, id).", (), True,
+                "List or search messages in Apple Mail on this Mac (subject, sender, date, id).", (), "",
                 lambda a: f"List Apple Mail messages in {a.get('mailbox', 'Inbox')}."),
     WrapperSpec("apple_mail_draft_reply", MailDraftReplyArgs,
                 "Write a reply to an Apple Mail message and leave it as a draft (nothing is sent).",
-                ("email_draft",), False,
+                ("email_draft",), "",  # the server's answer may quote the message replied to
                 lambda a: f"Draft a reply in Apple Mail to message {a.get('message_id')}: {str(a.get('body', ''))[:80]!r}"),
     WrapperSpec("apple_mail_send", MailSendArgs,
-                "Send a new email from Apple Mail on this Mac.", ("email_send",), False,
+                "Send a new email from Apple Mail on this Mac.", ("email_send",),
+                "Apple Mail's confirmation of what this call sent",
                 lambda a: f"Send an email from Apple Mail to {', '.join(a.get('to') or [])}: {a.get('subject')!r}"),
     WrapperSpec("apple_calendar_create_event", CalendarCreateArgs,
-                "Create an event in the macOS Calendar app.", ("calendar_write",), False,
+                "Create an event in the macOS Calendar app.", ("calendar_write",),
+                "Calendar's confirmation of the event this call created",
                 lambda a: f"Create the Calendar event {a.get('title')!r} from {a.get('start')} to {a.get('end')}."),
     WrapperSpec("apple_notes_create_note", NotesCreateArgs,
-                "Create a note in Apple Notes on this Mac.", ("note_write",), False,
+                "Create a note in Apple Notes on this Mac.", ("note_write",),
+                "Notes' confirmation of the note this call created",
                 lambda a: f"Create the Apple Note {a.get('title')!r}."),
 ]}
 
@@ -162,10 +175,11 @@ def build_wrapper(spec: WrapperSpec, backend: McpBackend, tool: str, template: M
 
     t = make_tool(run_sync, coroutine=run, args_schema=spec.args, name=spec.name,
                   description=f"{spec.description} (Macuse on macOS)", side_effects=spec.side_effects,
-                  untrusted_output=spec.untrusted_output, summarize=spec.summary)
+                  trusted_output=spec.trusted_output, summarize=spec.summary,
+                  deciding_args=WRAPPER_DECIDING.get(spec.name), opaque_args=WRAPPER_OPAQUE.get(spec.name, ()),
+                  # A hand-written integration (source "static": jorb scripts see jarvis.apple.mail_send) over an MCP tool.
+                  server=backend.server, mcp_name=tool, wrapper=True)
     t.func = None  # async-only, like the MCP tools it wraps
-    # A hand-written integration (source "static": jorb scripts see jarvis.apple.mail_send) over an MCP tool.
-    t.metadata = {**(t.metadata or {}), "server": backend.server, "mcp_name": tool, "wrapper": True}
     return t
 
 

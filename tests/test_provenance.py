@@ -40,7 +40,7 @@ def _tools(done: list[tuple[str, dict]]) -> list[StructuredTool]:
         return set_tool_meta(StructuredTool.from_function(f), **meta)
 
     return [
-        own(read_mail, untrusted_output=True),
+        own(read_mail),
         own(find_contact),
         own(send_mail, side_effects=["email_send"], deciding_args=["to"]),
         own(delete_file, side_effects=["fs_write"], deciding_args=["file_id"], opaque_args=["file_id"]),

@@ -74,9 +74,9 @@ def build_jorb_tools(service: Callable[[], JorbService], autonomy: AutonomyConfi
         return [{"id": r.id, "name": r.name, "status": r.status, "waiting_for": r.waiting_party,
                  "pause_reason": r.pause_reason} for r in service().list()]
 
-    create = make_tool(jorb_create, args_schema=CreateArgs, side_effects=["jorb_create"], summarize=_summary)
-    create.metadata["requires_confirmation"] = grants_autonomy
-    listing = make_tool(jorb_list, args_schema=ListArgs)
-    for tool in (create, listing):
-        tool.metadata["not_for_scripts"] = True
+    create = make_tool(jorb_create, args_schema=CreateArgs, side_effects=["jorb_create"], summarize=_summary,
+                       requires_confirmation=grants_autonomy, not_for_scripts=True,
+                       trusted_output="the id and status of the jorb this call created")
+    # not trusted: a jorb's status and pause reason quote what its counterparts wrote
+    listing = make_tool(jorb_list, args_schema=ListArgs, not_for_scripts=True)
     return [create, listing]

@@ -34,7 +34,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from integrations.base import is_untrusted, sends_out, side_effects_of
+from integrations.base import is_untrusted, sends_out, side_effects_of, tool_meta
 
 # Addresses inside content arguments: URLs and bare domains, email addresses, IBANs.
 _ADDRESS_RE = re.compile(
@@ -65,8 +65,7 @@ class Sources:
 
 def deciding_args(tool: Any) -> tuple[str, ...] | None:
     """The tool's declared deciding arguments, or None when it declares none (then the blanket rule applies)."""
-    declared = (getattr(tool, "metadata", None) or {}).get("deciding_args")
-    return None if declared is None else tuple(declared)
+    return tool_meta(tool).deciding_args
 
 
 def _leaves(value: Any) -> Iterable[Any]:
@@ -174,7 +173,7 @@ def untrusted_arguments(tool: Any, args: dict[str, Any], sources: Sources) -> li
         return None
     if not sources.tainted:
         return []
-    opaque = set((getattr(tool, "metadata", None) or {}).get("opaque_args") or ())
+    opaque = set(tool_meta(tool).opaque_args)
     outgoing = sends_out(tool, side_effects_of(tool, args))
     found: list[str] = []
     for name, value in args.items():
@@ -209,7 +208,7 @@ def judge_calls(catalog: Any, messages: Sequence[BaseMessage], tainted: bool) ->
 
     def sensitive_tool(name: str) -> bool:
         tool = catalog.get(name)
-        return tool is not None and bool((tool.metadata or {}).get("sensitive_output"))
+        return tool is not None and tool_meta(tool).sensitive_output
 
     def judge(call: dict[str, Any]) -> list[str] | None:
         tool = catalog.get(call.get("name") or "")
