@@ -1,7 +1,7 @@
 """Argument provenance: which values that decide an effect came from outside the conversation ([20] item 5).
 
 The blanket rule (autonomy.py) asks before every side effect once a thread has read outside content. With
-`autonomy.argument_provenance` on, a tool that names its *deciding* arguments (metadata `deciding_args`: the
+`autonomy.argument_provenance` on, a tool that names its *deciding* arguments (ToolMeta `deciding_args`: the
 recipient, path, URL, amount, id that choose where an effect goes or what it touches) is judged per call instead:
 
   - a value is trusted when it appears in the user's own words or in the successful result of a tool whose output
@@ -11,7 +11,7 @@ recipient, path, URL, amount, id that choose where an effect goes or what it tou
     nowhere (the model derived it, and the derivation may be the injection's);
   - content arguments (a body, a subject) may carry outside text, but an address in them (a URL, an email
     address, an IBAN) counts as deciding: "send Alice this link" is a phishing attack through a trusted recipient;
-  - opaque arguments (metadata `opaque_args`: ids) are trusted only from a trusted tool's result, never from the
+  - opaque arguments (ToolMeta `opaque_args`: ids) are trusted only from a trusted tool's result, never from the
     user's prose, where '13' is a date as often as a file id;
   - a call that sends data out may not carry, in its content, a number-like token (5+ digits: passport, card,
     account numbers) read from a tool marked `sensitive_output` (the user's own records) unless the user wrote
