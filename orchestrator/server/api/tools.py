@@ -1,8 +1,9 @@
 """GET /api/tools: every tool the planner can call now, from every provider, with its metadata.
 
 A tool's contract (integrations/base.ToolMeta) is shown: source (static, mcp, generated), side effects with the
-autonomy mode each gets, untrusted output (or why it is trusted), and under `metadata` what the tool only displays
-(`shown`: a generated tool's version, trust and test report). Providers that fail are listed with their error.
+autonomy mode each gets, untrusted output (or why it is trusted), and under `metadata` the rest of the contract that
+is not its default (an MCP tool's server, a demand to confirm...) with what the tool only displays (`shown`: a
+generated tool's version, trust and test report). Providers that fail are listed with their error.
 
 POST /api/tools/{name}/disable and /enable switch a tool off and on, like `jarvis tools disable|enable NAME`: a
 generated tool through JARB's registry (every version), any other tool in the disabled_tools table
@@ -12,13 +13,14 @@ is answered with "the user disabled it".
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path
 from pydantic import BaseModel, Field
 
-from integrations.base import KNOWN_SIDE_EFFECTS, is_untrusted, side_effects_of, source_of, tool_meta
+from integrations.base import KNOWN_SIDE_EFFECTS, ToolMeta, is_untrusted, side_effects_of, source_of, tool_meta
 from jarb_core.factory import RegistryError
 
 from orchestrator.core.visible import visible
@@ -28,6 +30,18 @@ from orchestrator.tools.switches import ToolSwitches
 from . import AppContext, View, app_context
 
 router = APIRouter()
+
+# Contract fields with a place of their own in the view (or nothing to show: functions).
+_SHOWN_ELSEWHERE = {"source", "side_effects", "trusted_output", "shown"}
+
+
+def _displayed(meta: ToolMeta) -> dict[str, Any]:
+    """What the contract says beyond the view's own fields, its defaults left out, then what it only displays."""
+    out = {f.name: _jsonable(getattr(meta, f.name)) for f in dataclasses.fields(meta)
+           if f.name not in _SHOWN_ELSEWHERE and not callable(getattr(meta, f.name))
+           and getattr(meta, f.name) != (f.default if f.default is not dataclasses.MISSING else None)}
+    return {**out, **{k: _jsonable(v) for k, v in meta.shown.items()}}
+
 
 def _jsonable(value: Any) -> Any:
     try:
@@ -61,7 +75,7 @@ def tool_view(tool: Any, ctx: AppContext, provider: str | None = None,
                           "mode": mode_for_effect(e, ctx.settings.autonomy)} for e in effects],
         "untrusted_output": is_untrusted(tool),
         "args_schema": _jsonable(schema),
-        "metadata": {k: _jsonable(v) for k, v in meta.shown.items()},
+        "metadata": _displayed(meta),
         "trusted_output": meta.trusted_output or None,
         "enabled": tool.name not in disabled,
         "unavailable": meta.unavailable() if meta.unavailable is not None else None,
