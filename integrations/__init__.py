@@ -1,1 +1,1 @@
-"""Static tools. Each module builds LangChain tools carrying Jarvis metadata (see base.py); none imports orchestrator."""
+"""Static tools. Each module builds LangChain tools carrying their ToolMeta (see base.py); none imports orchestrator."""

@@ -140,8 +140,9 @@ def build_android_tools(service: TaskService) -> list[BaseTool]:
         return service.get(task_id)
 
     do = make_tool(android_task_do, args_schema=TaskDoArgs, side_effects=["phone_automation"],
-                   summarize=lambda a: f"Control the Android phone to: {a.get('goal')}")
-    get = make_tool(android_task_get, args_schema=TaskGetArgs, untrusted_output=True)
+                   summarize=lambda a: f"Control the Android phone to: {a.get('goal')}",
+                   trusted_output="the id and status of the task it started")
+    get = make_tool(android_task_get, args_schema=TaskGetArgs)
     return [do, get]
 
 

@@ -74,6 +74,16 @@ class WrapperSpec:
     summary: Callable[[dict[str, Any]], str]
 
 
+# What each wrapper's call acts on (tools/provenance.py): its recipients, its time, where it files; ids of a message
+# are opaque (trusted only from a trusted tool's result).
+WRAPPER_DECIDING: dict[str, tuple[str, ...]] = {
+    "apple_mail_draft_reply": ("message_id",),
+    "apple_mail_send": ("to", "cc"),
+    "apple_calendar_create_event": ("start", "end", "calendar"),
+    "apple_notes_create_note": ("folder",),
+}
+WRAPPER_OPAQUE: dict[str, tuple[str, ...]] = {"apple_mail_draft_reply": ("message_id",)}
+
 WRAPPERS: dict[str, WrapperSpec] = {s.name: s for s in [
     WrapperSpec("apple_mail_list_threads", MailListArgs,
                 "List or search messages in Apple Mail on this Mac (subject, sender, date, id).", (),
@@ -163,10 +173,11 @@ def build_wrapper(spec: WrapperSpec, backend: McpBackend, tool: str, template: M
                   description=f"{spec.description} (Macuse on macOS)", side_effects=spec.side_effects,
                   # what the server answers is its own text (a draft can quote the mail it replies to), as the
                   # raw MCP tools' answers are: outside content, whatever the wrapper's effect
-                  untrusted_output=True, summarize=spec.summary)
+                  summarize=spec.summary,
+                  deciding_args=WRAPPER_DECIDING.get(spec.name), opaque_args=WRAPPER_OPAQUE.get(spec.name, ()),
+                  # A hand-written integration (source "static": jorb scripts see jarvis.apple.mail_send) over an MCP tool.
+                  server=backend.server, mcp_name=tool, wrapper=True)
     t.func = None  # async-only, like the MCP tools it wraps
-    # A hand-written integration (source "static": jorb scripts see jarvis.apple.mail_send) over an MCP tool.
-    t.metadata = {**(t.metadata or {}), "server": backend.server, "mcp_name": tool, "wrapper": True}
     return t
 
 

@@ -316,16 +316,18 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
 
     return [
         # file names are content too: anyone who can put a file in a folder can write an instruction in its name
-        make_tool(fs_list_dir, args_schema=ListDirArgs, untrusted_output=True),
-        make_tool(fs_read_text, args_schema=ReadTextArgs, untrusted_output=True),
+        make_tool(fs_list_dir, args_schema=ListDirArgs),
+        make_tool(fs_read_text, args_schema=ReadTextArgs),
         make_tool(
             fs_write_text,
             args_schema=WriteTextArgs,
             side_effects=["fs_write"],
             summarize=lambda a: f"Write {len(str(a.get('content', '')))} characters to {written_to(a.get('path'))} "
                                 "(replacing it if it exists).",
+            trusted_output="the path and size of what this call wrote",
+            deciding_args=("path",),
         ),
-        make_tool(fs_search, args_schema=SearchArgs, untrusted_output=True),
+        make_tool(fs_search, args_schema=SearchArgs),
     ]
 
 

@@ -186,10 +186,13 @@ def build_gcal_tools(api: GoogleApi, calendar_id: str = "primary", timezone: str
         return f"Create the Google Calendar event \"{body['summary']}\" {when}{extra}."
 
     return [
-        make_tool(gcal_list_events, args_schema=ListArgs, untrusted_output=True),
-        make_tool(gcal_free_slots, args_schema=FreeSlotsArgs),
+        make_tool(gcal_list_events, args_schema=ListArgs),
+        make_tool(gcal_free_slots, args_schema=FreeSlotsArgs,
+                  trusted_output="free slots Jarvis computes from the calendar's busy times (no event's text)"),
         make_tool(gcal_create_event, args_schema=CreateEventArgs, side_effects=["calendar_write"],
-                  side_effects_for=_event_effects, summarize=describe_create),
+                  side_effects_for=_event_effects, summarize=describe_create,
+                  trusted_output="the event as the calendar saved it from this call's own arguments",
+                  deciding_args=("start", "end", "attendees", "location")),
     ]
 
 

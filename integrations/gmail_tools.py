@@ -249,10 +249,12 @@ def build_gmail_tools(api: GoogleApi) -> list[BaseTool]:
         return f"Save a draft reply in Gmail thread {args.get('thread_id')}: \"{body[:120]}{'...' if len(body) > 120 else ''}\""
 
     return [
-        make_tool(gmail_search, args_schema=SearchArgs, untrusted_output=True),
-        make_tool(gmail_get_thread, args_schema=ThreadArgs, untrusted_output=True),
+        make_tool(gmail_search, args_schema=SearchArgs),
+        make_tool(gmail_get_thread, args_schema=ThreadArgs),
         # its result quotes the thread's Subject and Reply-To, which the email's sender wrote
         make_tool(gmail_draft_reply, args_schema=DraftReplyArgs, side_effects=["email_draft"], summarize=describe_draft,
-                  untrusted_output=True),
-        make_tool(gmail_send_draft, args_schema=SendDraftArgs, side_effects=["email_send"], summarize=describe_send),
+                  deciding_args=("thread_id",), opaque_args=("thread_id",)),
+        make_tool(gmail_send_draft, args_schema=SendDraftArgs, side_effects=["email_send"], summarize=describe_send,
+                  trusted_output="Gmail's ids for the message it sent", deciding_args=("draft_id",),
+                  opaque_args=("draft_id",)),
     ]

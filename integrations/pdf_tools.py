@@ -257,9 +257,9 @@ def build_pdf_tools(
         return _fit(found, text_budget)
 
     return [
-        make_tool(pdf_extract_text, args_schema=ExtractArgs, untrusted_output=True),
-        make_tool(pdf_summarize, args_schema=SummarizeArgs, untrusted_output=True),
-        make_tool(pdf_qa, args_schema=QaArgs, untrusted_output=True),
+        make_tool(pdf_extract_text, args_schema=ExtractArgs),
+        make_tool(pdf_summarize, args_schema=SummarizeArgs),
+        make_tool(pdf_qa, args_schema=QaArgs),
     ]
 
 

@@ -25,4 +25,4 @@ def build_time_tools(tz_name: str | None = None) -> list[BaseTool]:
             now = datetime.now(timezone.utc).astimezone()
         return f"{now.isoformat(timespec='seconds')} ({now.strftime('%A')}, zone {now.tzname()})"
 
-    return [make_tool(time_now, args_schema=NowArgs)]
+    return [make_tool(time_now, args_schema=NowArgs, trusted_output="the clock of this machine")]

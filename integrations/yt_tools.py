@@ -352,6 +352,6 @@ def build_yt_tools(
         return f"Summary of {t.ref.url} ({stamp(t.duration)}):\n{body.strip()}{notes}"
 
     return [
-        make_tool(yt_get_transcript, args_schema=TranscriptArgs, untrusted_output=True),
-        make_tool(yt_summarize, args_schema=YtSummarizeArgs, untrusted_output=True),
+        make_tool(yt_get_transcript, args_schema=TranscriptArgs),
+        make_tool(yt_summarize, args_schema=YtSummarizeArgs),
     ]

@@ -1,8 +1,8 @@
 """Generated tools as LangChain tools: a catalog provider that reads the registry lazily.
 
 Each registered tool becomes a `StructuredTool` with the spec's argument schema (JSON schema) and Jarvis
-metadata (integrations/base.py): side_effects, untrusted_output when it uses the network, source
-"generated", and `requires_confirmation` while it is in the `confirm` trust tier. Calling it runs the
+ToolMeta (integrations/base.py): side_effects, source "generated", its output trusted only when it neither uses
+the network nor writes files (PURE_OUTPUT), and `requires_confirmation` while it is in the `confirm` trust tier. Calling it runs the
 module in the sandbox (arguments in as JSON, the result out as JSON, a timeout), never in this process.
 The module's bytes are checked against the registered sha256 first: a changed file is refused.
 
@@ -29,6 +29,10 @@ from .sandbox import Limits, Sandbox, SandboxUnavailable
 from .testing import call_tool
 
 log = logging.getLogger(__name__)
+
+# Why a generated tool without network or file access has trusted output: the sandbox shows it nothing of the
+# machine, so what it returns is computed from the call's own arguments.
+PURE_OUTPUT = "a sandboxed computation over the call's own arguments (no network, no files)"
 
 
 class ModuleChanged(ToolError):
@@ -167,11 +171,10 @@ class GeneratedToolProvider:
         tool = StructuredTool(name=name, description=describe(record), args_schema=record.schema, func=run)
         # what it returns may come from the web or the user's files: treat it like any content from outside
         untrusted = "network" in record.side_effects or "fs_write" in record.side_effects
-        extra: dict[str, Any] = {"version": record.version, "trust": record.trust}
-        if record.trust == TRUST_CONFIRM:
-            extra["requires_confirmation"] = confirmation_note(record, self.trust_after)
-        return set_tool_meta(tool, side_effects=record.side_effects, untrusted_output=untrusted, source="generated",
-                             **extra)
+        demand = confirmation_note(record, self.trust_after) if record.trust == TRUST_CONFIRM else None
+        return set_tool_meta(tool, side_effects=record.side_effects, source="generated", requires_confirmation=demand,
+                             trusted_output="" if untrusted else PURE_OUTPUT,
+                             shown={"version": record.version, "trust": record.trust})
 
     def call(self, tool_id: int, name: str, arguments: dict[str, Any]) -> Any:
         record = next((r for r in self.registry.versions(name) if r.id == tool_id), None)

@@ -405,7 +405,8 @@ def _confirmations(graph: Any, thread_id: str) -> list[dict[str, Any]]:
 
 def google_tools(settings: Settings) -> list[BaseTool]:
     """Gmail and Calendar; without a stored sign-in each call says to run `jarvis auth google`, and the Tools
-    view says they are not connected (metadata `unavailable`: a callable, asked when the view is drawn)."""
+    view says they are not connected (ToolMeta `unavailable`: a callable, asked when the view is drawn)."""
+    from integrations.base import with_meta
     from integrations.gcal_tools import build_gcal_tools
     from integrations.gmail_tools import build_gmail_tools
     from .tools.google_auth import google_api, load_credentials
@@ -423,9 +424,7 @@ def google_tools(settings: Settings) -> list[BaseTool]:
             signed_in = False
         return None if signed_in else "Google is not connected: run `jarvis auth google`"
 
-    for tool in tools:
-        tool.metadata = {**(tool.metadata or {}), "unavailable": unavailable}
-    return tools
+    return [with_meta(tool, unavailable=unavailable) for tool in tools]
 
 
 def build_graph(settings: Settings | None = None, **kwargs: Any) -> Any:

@@ -40,6 +40,21 @@ def test_policy_takes_the_strictest_effect_and_the_default():
     assert decide(["fs_write"], cfg, overrides={"fs_write": "deny"}).mode == "deny"
 
 
+def test_a_site_grant_and_an_unapproved_site_are_decided_by_the_policy_itself():
+    """Browser site grants (tools/site_grants.py) are facts given to `decide`, not a decision made beside it: an
+    approved site runs its own effects after outside content, but never past a denied effect, the budget or a tool's
+    own demand; a step that would run by itself while the task's browser shows an unapproved site asks."""
+    cfg = AutonomyConfig(default="confirm", effects={"email_send": "deny"}, max_side_effects_per_turn=3)
+    assert decide(["ui_automation"], cfg, untrusted_seen=True, site_approved=True).mode == "auto"
+    assert decide(["ui_automation", "email_send"], cfg, site_approved=True).mode == "deny"
+    assert decide(["ui_automation"], cfg, site_approved=True, overrides={"ui_automation": "deny"}).mode == "deny"
+    assert decide(["ui_automation"], cfg, site_approved=True, effects_this_turn=3).mode == "confirm"
+    assert decide(["ui_automation"], cfg, site_approved=True, tool_requires_confirmation="new tool").mode == "confirm"
+    shown = decide([], cfg, unapproved_sites=["https://evil.example"])
+    assert shown.mode == "confirm" and shown.escalated and "https://evil.example" in shown.reason
+    assert decide(["email_send"], cfg, unapproved_sites=["https://evil.example"]).mode == "deny"
+
+
 def test_confirm_stops_the_turn_and_approval_from_another_process_writes_once(jarvis_env):
     target = jarvis_env.root / "note.txt"
     jarvis_env.server.push(tool_call("fs_write_text", path=str(target), content="hello"), answer("Written."))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import responses
 
-from integrations.base import ToolError
+from integrations.base import ToolError, tool_meta
 from integrations.pdf_tools import build_pdf_tools
 from orchestrator.docs_index import DocsIndex, fuse
 from orchestrator.docs_index.files import add_paths, sync
@@ -175,7 +175,7 @@ def test_reading_tools_index_what_they_read_and_pdf_qa_uses_it(jarvis_env, sampl
 
     hits = tools["docs_search"].invoke({"query": "herons south", "k": 2})
     assert hits[0]["source"] == str(pdf) and hits[0]["page"] == 3
-    assert tools["docs_search"].metadata["untrusted_output"] and tools["docs_ask"].metadata["untrusted_output"]
+    assert tool_meta(tools["docs_search"]).untrusted_output and tool_meta(tools["docs_ask"]).untrusted_output
 
 
 def test_transcripts_are_indexed_with_timestamps(jarvis_env):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from integrations.base import tool_meta
+
 from orchestrator.tools.catalog import StaticProvider, ToolCatalog
 from orchestrator.jorbs.message_tools import build_message_tools
 from orchestrator.core.config import settings_from_dict
@@ -110,8 +112,8 @@ def test_every_built_in_tool_whose_arguments_route_its_effect_is_judged_per_call
     tools = {t.name: t for t in [*App(settings).static_tools(), *google_tools(settings)]}
     unjudged = []
     for tool in tools.values():
-        meta = tool.metadata or {}
-        judged = callable(meta.get("side_effects_for")) or callable(meta.get("requires_confirmation"))
+        meta = tool_meta(tool)
+        judged = meta.side_effects_for is not None or callable(meta.requires_confirmation)
         for arg in sorted(set(tool.args) & ROUTING_ARGUMENTS):
             if not judged and (tool.name, arg) not in REVIEWED:
                 unjudged.append(f"{tool.name}({arg})")

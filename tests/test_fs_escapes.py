@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from integrations.base import ToolError
+from integrations.base import ToolError, tool_meta
 from integrations.fs_tools import build_fs_tools
 
 
@@ -69,7 +69,7 @@ def test_writes_cannot_escape_through_links_or_dotdot(fs, layout):
     assert write.invoke({"path": "docs/new.txt", "content": "hello"}).startswith("Wrote 5 bytes")
     assert (root / "docs" / "new.txt").read_text() == "hello"
     assert "does not exist" in refused(write, path="nope/new.txt", content="x")
-    assert write.metadata["side_effects"] == ["fs_write"]
+    assert tool_meta(write).side_effects == ("fs_write",)
 
 
 def test_odd_inputs_get_clear_messages(fs, layout):

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from integrations.base import ToolError, is_untrusted
+from integrations.base import ToolError, is_untrusted, tool_meta
 from integrations.gcal_tools import build_gcal_tools
 from integrations.gmail_tools import build_gmail_tools
 from integrations.google_api import NOT_CONFIGURED, GoogleApi
@@ -108,14 +108,14 @@ def test_draft_reply_then_send(gmail, google_server):
     parts = {p.get_content_type(): p.get_payload(decode=True).decode() for p in mail.walk() if not p.is_multipart()}
     assert "Sure, **Friday** works." in parts["text/plain"] and "<strong>Friday</strong>" in parts["text/html"]
     send = gmail["gmail_send_draft"]
-    summary = send.metadata["summarize"]({"draft_id": draft["draft_id"]})
+    summary = tool_meta(send).summarize({"draft_id": draft["draft_id"]})
     assert summary == (f"Send the email to alice@example.com (draft {draft['draft_id']}): subject 'Re: Q3 report', "
                        "beginning 'Sure, **Friday** works. - item'.")
     out = send.invoke({"draft_id": draft["draft_id"]})
     assert out["sent"] is True and google_server.sent[0]["to"] == ["alice@example.com"]
-    assert send.metadata["side_effects"] == ["email_send"]
-    assert gmail["gmail_draft_reply"].metadata["side_effects"] == ["email_draft"]
-    assert gmail["gmail_get_thread"].metadata["untrusted_output"] is True
+    assert tool_meta(send).side_effects == ("email_send",)
+    assert tool_meta(gmail["gmail_draft_reply"]).side_effects == ("email_draft",)
+    assert tool_meta(gmail["gmail_get_thread"]).untrusted_output is True
     # the draft's answer quotes the thread's Subject and Reply-To, which the email's sender wrote: outside content
     assert is_untrusted(gmail["gmail_draft_reply"]) and draft["subject"] == "Re: Q3 report"
 
@@ -148,7 +148,7 @@ def test_the_send_question_names_every_recipient_first_and_says_when_it_cannot(g
         b"To: bob@company.example\r\nCc: carol@company.example\r\nBcc: eve@evil.example\r\n"
         b'Subject: Lunch" to boss@company.example (draft r7).' + b" " * 300 + b"\r\n\r\nSee you at noon.\r\n").decode()
     did = api(google_server, keeper).request("POST", "/gmail/v1/users/me/drafts", json={"message": {"raw": raw}})["id"]
-    describe = gmail["gmail_send_draft"].metadata["summarize"]
+    describe = tool_meta(gmail["gmail_send_draft"]).summarize
     asked = describe({"draft_id": did})
     assert asked.startswith("Send the email to bob@company.example; cc carol@company.example; bcc eve@evil.example"), asked
     assert "See you at noon." in asked and len(asked) < 400
@@ -252,7 +252,7 @@ def test_free_slots_avoid_busy_times_within_working_hours(gcal, google_server):
 def test_create_event_with_reminder_and_summary(gcal, google_server):
     create = gcal["gcal_create_event"]
     args = {"summary": "Read the report", "start": "2025-03-04T09:00", "reminder_minutes": 0}
-    assert create.metadata["summarize"](args) == ("Create the Google Calendar event \"Read the report\" "
+    assert tool_meta(create).summarize(args) == ("Create the Google Calendar event \"Read the report\" "
                                                   "Tue 2025-03-04 09:00 (UTC+0100) to 09:30, with a reminder 0 min before.")
     out = create.invoke(args)
     assert out["status"] == "created" and out["start"] == "2025-03-04T09:00:00+01:00"

@@ -181,6 +181,8 @@ def test_a_tool_runs_only_once_the_step_that_called_it_is_on_disk(jarvis_env):
     from langchain_core.tools import tool
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    from integrations.base import set_tool_meta
+
     from orchestrator.storage.engines import make_checkpointer
 
     saver = make_checkpointer(jarvis_env.settings)
@@ -201,7 +203,7 @@ def test_a_tool_runs_only_once_the_step_that_called_it_is_on_disk(jarvis_env):
         return "stamped"
 
     jarvis_env.server.push(tool_call("stamp_note"), answer("Stamped."))
-    out = jarvis_env.graph(checkpointer=slow, tools=[stamp_note]).invoke({"messages": [("user", "stamp it")]},
+    out = jarvis_env.graph(checkpointer=slow, tools=[set_tool_meta(stamp_note)]).invoke({"messages": [("user", "stamp it")]},
                                                                           _cfg("durable"))
     assert out["messages"][-1].content == "Stamped."
     assert seen == [["human", "ai"]]  # the model's call was saved before the tool ran

@@ -9,7 +9,7 @@ from jarb_core.codecheck import check_module, check_tests, extract_code
 from jarb_core.manifest import derive_manifest
 from jarb_core.registry import RegistryError
 from jarb_core.spec import SpecError, ToolSpec, check_spec, parse_spec
-from integrations.base import KNOWN_SIDE_EFFECTS, ToolError
+from integrations.base import KNOWN_SIDE_EFFECTS, ToolError, tool_meta
 from orchestrator.tools.catalog import ToolCatalog
 from orchestrator.core.config import settings_from_dict
 from orchestrator.tools.executor import CallContext, ToolExecutor
@@ -263,7 +263,7 @@ def test_fs_write_tool_writes_inside_the_roots_only(tmp_path):
     _register(factory, code, tests, spec)
     provider = generated_provider(settings)
     tool = provider.get_tool("save_note")
-    assert tool.metadata["untrusted_output"] is True and tool.metadata["side_effects"] == ["fs_write"]
+    assert tool_meta(tool).untrusted_output and tool_meta(tool).side_effects == ("fs_write",)
     assert tool.invoke({"path": str(root / "note.txt"), "text": "hello"}) == str(root / "note.txt")
     assert (root / "note.txt").read_text() == "hello"
     before = sorted(p.name for p in (root / "data").iterdir())

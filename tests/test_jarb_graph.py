@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from langgraph.types import Command
 
+from integrations.base import tool_meta
+
 from orchestrator.chat.turns import stream_turn
 from tests.conftest import answer, tool_call
 from tests.jarb_helpers import (
@@ -177,7 +179,7 @@ def test_network_tool_needs_approval_at_registration(jarvis_env):
     record = _registry(jarvis_env).get("fetch_title")
     assert record.network_approved is True and record.side_effects == ["network"]
     tool = app.runtime.catalog.get("fetch_title")
-    assert tool.metadata["untrusted_output"] is True and tool.metadata["source"] == "generated"
+    assert tool_meta(tool).untrusted_output and tool_meta(tool).source == "generated"
 
 
 def test_heavy_model_writes_the_code(jarvis_env, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from orchestrator.app import App
 from orchestrator.tools.executor import CallContext, ToolExecutor
 from orchestrator.mcp.provider import exposed_names
-from integrations.base import is_untrusted, side_effects_of, source_of
+from integrations.base import is_untrusted, side_effects_of, source_of, tool_meta
 from tests.mcp_helpers import shutdown_mcp, wait_for, write_server
 
 SERVER = "tests.fakes.mcp_test_server"
@@ -56,7 +56,7 @@ def test_names_side_effects_and_overrides(jarvis_env):
     assert side_effects_of(tools["delete_all"]) == ["ui_automation"]  # destructiveHint -> the server default
     assert side_effects_of(tools["crash"]) == ["ui_automation"]  # no hint -> the server default
     assert side_effects_of(tools["beta_echo"]) == []
-    from_mcp = [t for t in tools.values() if (t.metadata or {}).get("server") in ("alpha", "beta")]
+    from_mcp = [t for t in tools.values() if tool_meta(t).server in ("alpha", "beta")]
     assert len(from_mcp) == 9 + 2  # alpha's ten tools but pid, and beta's two
     assert all(is_untrusted(t) and source_of(t) == "mcp" for t in from_mcp)
     assert "MCP server 'alpha'" in tools["write_note"].description

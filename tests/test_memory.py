@@ -391,6 +391,7 @@ def test_import_refuses_a_bad_file_and_says_where(jarvis_env, tmp_path):
 
 
 def test_an_entity_links_only_to_a_document_or_contact_jarvis_knows(jarvis_env):
+    from integrations.base import FromOutside
     from tests.app_helpers import jorb_service
 
     notes = jarvis_env.root / "falcon.md"
@@ -403,7 +404,9 @@ def test_an_entity_links_only_to_a_document_or_contact_jarvis_knows(jarvis_env):
     remember = app.catalog.get("memory_remember")
     ok = remember.invoke({"fact": "Falcon's plan is in falcon.md", "about": "Project Falcon", "kind": "project",
                           "link": f"document:{notes}"})
-    assert app.memory.about("Project Falcon")["link"] == f"document:{notes}" and ok["trusted"] is False  # no context
+    assert app.memory.about("Project Falcon")["link"] == f"document:{notes}"
+    # no call context: the fact counts as drawn from content, and the write's result says so (outside content again)
+    assert isinstance(ok, FromOutside) and json.loads(ok)["trusted"] is False
     remember.invoke({"fact": "books hotels", "about": "Magic", "kind": "organisation", "link": "contact:@magicapp"})
     assert app.memory.about("Magic")["link"] == "contact:@magicapp"
     for bad, why in [("document:/etc/passwd", "knows no document"), ("contact:@eve", "knows no contact"),

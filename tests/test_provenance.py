@@ -39,8 +39,8 @@ def _tools(done: list[tuple[str, dict]]) -> list[StructuredTool]:
         return set_tool_meta(StructuredTool.from_function(f), **meta)
 
     return [
-        own(read_mail, untrusted_output=True),
-        own(find_contact),
+        own(read_mail),  # outside content: no trusted_output
+        own(find_contact, trusted_output="the user's own address book"),
         own(send_mail, side_effects=["email_send"], deciding_args=["to"]),
         own(delete_file, side_effects=["fs_write"], deciding_args=["file_id"], opaque_args=["file_id"]),
     ]

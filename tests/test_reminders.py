@@ -8,6 +8,8 @@ from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
+
+from integrations.base import tool_meta
 from sqlalchemy import text
 
 from orchestrator.reminders import (
@@ -499,9 +501,9 @@ def test_planner_tools_create_list_and_cancel(jarvis_env):
     app = jarvis_env.app()
     graph = app.graph
     tools = {t.name: t for t in app.runtime.catalog.all()}
-    assert tools["reminder_create"].metadata["side_effects"] == ["reminder_write"]
-    assert tools["reminder_cancel"].metadata["side_effects"] == ["reminder_write"]
-    assert tools["reminder_list"].metadata["side_effects"] == []
+    assert tool_meta(tools["reminder_create"]).side_effects == ("reminder_write",)
+    assert tool_meta(tools["reminder_cancel"]).side_effects == ("reminder_write",)
+    assert tool_meta(tools["reminder_list"]).side_effects == ()
     config = {"configurable": {"thread_id": "t-tools"}}
     jarvis_env.server.push(tool_call("reminder_create", title="Dentist", when="2030-05-04T14:30:00",
                                      rrule="FREQ=YEARLY"), answer("Set."))

@@ -24,7 +24,7 @@ def _fetch_tool(sent: list[str]) -> StructuredTool:
     tool = StructuredTool.from_function(fetch)
     # what the MCP provider gives a tool annotated readOnlyHint (openWorldHint left to its default, true)
     annotated = mt.Tool(name="fetch", inputSchema={"type": "object"}, annotations=mt.ToolAnnotations(readOnlyHint=True))
-    return set_tool_meta(tool, side_effects=[], untrusted_output=True, source="mcp",
+    return set_tool_meta(tool, side_effects=[], source="mcp",
                          sends_out=reaches_open_world(annotated))
 
 

@@ -314,8 +314,8 @@ def test_tools_lists_metadata_of_every_source(jarvis_env):
         """Today's weather for a city."""
         return "sunny"
 
-    generated = make_tool(weather, args_schema=Args, side_effects=["network"])
-    generated.metadata.update({"source": "generated", "version": 3, "trust": "trusted", "test_report": "4 passed in 0.2s"})
+    generated = make_tool(weather, args_schema=Args, side_effects=["network"], source="generated",
+                          shown={"version": 3, "trust": "trusted", "test_report": "4 passed in 0.2s"})
     with start_ui(jarvis_env, tools=[generated]) as server, server.client() as c:
         body = c.get("/api/tools").json()
     tools = {t["name"]: t for t in body["tools"]}

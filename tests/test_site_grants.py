@@ -213,7 +213,7 @@ def _tool(name, effects, scope, result=None, lands=None):
 
     tool = StructuredTool.from_function(func=run, name=name, description=name,
                                         args_schema={"type": "object", "properties": {"url": {"type": "string"}}})
-    return set_tool_meta(tool, side_effects=effects, untrusted_output=True, site_scope=scope)
+    return set_tool_meta(tool, side_effects=effects, site_scope=scope)
 
 
 def test_a_jorb_s_browser_is_closed_when_the_jorb_ends_not_before(jarvis_env):
@@ -306,7 +306,7 @@ def _scripted_browser(tmp_path, jarvis_env, **scope_kw):
 
     schema = {"type": "object", "properties": {"url": {"type": "string"}}}
     tools = [set_tool_meta(StructuredTool.from_function(func=run, name=name, description=name, args_schema=schema),
-                           side_effects=effects, untrusted_output=True, site_scope=scope)
+                           side_effects=effects, site_scope=scope)
              for name, effects in (("act", ["ui_automation"]), ("snap", []))]
     executor = _executor(tmp_path, jarvis_env, tools)
     n = [0]

@@ -138,6 +138,8 @@ def test_thread_tools_with_positions_binds_what_a_pass_over_the_catalog_bound():
 
     from langchain_core.tools import StructuredTool
 
+    from integrations.base import set_tool_meta
+
     from orchestrator.chat.tool_binding import fit, thread_tools
 
     def reference(others, chosen, bound_before, cap, fits):  # the pass over the catalog, as it was
@@ -159,7 +161,7 @@ def test_thread_tools_with_positions_binds_what_a_pass_over_the_catalog_bound():
         return [t for t in others if t.name in fresh]
 
     def tool(name):
-        return StructuredTool.from_function(func=lambda: name, name=name, description=name)
+        return set_tool_meta(StructuredTool.from_function(func=lambda: name, name=name, description=name))
 
     pool = [tool(f"t{i}") for i in range(60)]
     outside = [tool(f"gone{i}") for i in range(5)]  # bound or chosen, no longer in the catalog

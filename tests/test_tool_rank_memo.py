@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from langchain_core.tools import StructuredTool
 
+from integrations.base import set_tool_meta
 from orchestrator.tools.index import ToolIndex
 
 
 def _tool(name: str, description: str) -> StructuredTool:
-    return StructuredTool.from_function(func=lambda text="": text, name=name, description=description)
+    return set_tool_meta(StructuredTool.from_function(func=lambda text="": text, name=name, description=description))
 
 
 def test_a_ranking_is_reused_only_for_the_same_tools_and_query():

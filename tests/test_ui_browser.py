@@ -370,9 +370,8 @@ def test_tools_view_lists_static_and_generated_tools(open_ui):
         """Today's weather for a city."""
         return "sunny"
 
-    generated = make_tool(weather, args_schema=Args, side_effects=["network"])
-    generated.metadata.update({"source": "generated", "version": 2, "trust": "trusted",
-                               "test_report": "3 passed in 0.41s"})
+    generated = make_tool(weather, args_schema=Args, side_effects=["network"], source="generated",
+                          shown={"version": 2, "trust": "trusted", "test_report": "3 passed in 0.41s"})
     page, _ = open_ui(tools=[generated])
     page.get_by_role("link", name="Tools").click()
     card = page.locator('article.tool[data-source="generated"]')

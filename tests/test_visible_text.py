@@ -98,14 +98,14 @@ def test_a_logged_escape_sequence_is_written_out_traceback_included():
 def test_the_default_summary_keeps_the_end_of_a_long_value():
     from langchain_core.tools import StructuredTool
 
-    from integrations.base import summarize_call
+    from integrations.base import set_tool_meta, summarize_call
 
     def copy_file(source: str, target: str) -> str:
         """Copy a file."""
         return "ok"
 
     target = "/home/me/" + "x" * 120 + "/.bashrc"
-    summary = summarize_call(StructuredTool.from_function(copy_file), {"source": "a.txt", "target": target})
+    summary = summarize_call(set_tool_meta(StructuredTool.from_function(copy_file)), {"source": "a.txt", "target": target})
     assert "/.bashrc'" in summary and "a.txt" in summary and len(summary) < 200
 
 

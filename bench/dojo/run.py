@@ -109,16 +109,9 @@ def _tool(function: Any, case: _Case) -> StructuredTool:
 
     tool = StructuredTool.from_function(func=run, name=name, description=function.description,
                                         args_schema=function.parameters, infer_schema=False)
-    extra: dict[str, Any] = {}
-    if spec.deciding is not None:
-        extra["deciding_args"] = list(spec.deciding)
-    if spec.sends_out:
-        extra["sends_out"] = True
-    if spec.opaque:
-        extra["opaque_args"] = list(spec.opaque)
-    if spec.sensitive:
-        extra["sensitive_output"] = True
-    return set_tool_meta(tool, side_effects=spec.effects, untrusted_output=spec.untrusted, source="agentdojo", **extra)
+    return set_tool_meta(tool, side_effects=spec.effects, source="agentdojo", deciding_args=spec.deciding,
+                         sends_out=spec.sends_out, opaque_args=spec.opaque, sensitive_output=spec.sensitive,
+                         trusted_output="" if spec.untrusted else "the user's own data (bench/dojo/mapping.py)")
 
 
 def _matches(payload: dict, allowed: Sequence[tuple[str, dict]]) -> bool:

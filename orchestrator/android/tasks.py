@@ -37,7 +37,7 @@ from sqlalchemy import DateTime, Integer, String, Text, select, update
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from integrations.android_tools import LoopOutcome, TaskView, run_phone_loop, tool_schema_for_model
-from integrations.base import ToolError
+from integrations.base import ToolError, tool_meta
 
 from orchestrator.core import json_bounds
 from orchestrator.core.aio import run_sync
@@ -233,7 +233,7 @@ class AndroidTaskService:
         assert loop is not None
         self.manager.ensure_started(wait_s=cfg.startup_timeout_s, names=[cfg.name])
         tools = [t for t in self.provider.server_tools(cfg.name)
-                 if (t.metadata or {}).get("mcp_name") not in set(loop.exclude_tools)]
+                 if tool_meta(t).mcp_name not in set(loop.exclude_tools)]
         if not tools:
             raise ToolError(f"the phone server {cfg.name} is not ready: {self.manager.reason(cfg.name) or 'no tools'}")
         device = self._device(cfg, tools)

@@ -71,7 +71,9 @@ def create_new_tool_tool(max_repairs: int = 3) -> StructuredTool:
             "what it does, typed args, the return type, side effects ([] for pure computation; network, fs_write, "
             "... when needed) and examples with expected results."),
     )
-    return set_tool_meta(tool, side_effects=["tool_create"], source="meta")
+    # never executed as a function (graph.route sends its calls to JARB): its output is not read
+    return set_tool_meta(tool, side_effects=["tool_create"], source="meta",
+                         trusted_output="never run: graph.route hands its calls to JARB")
 
 
 def jarb_task_for(call: dict[str, Any], index: int, base: dict[str, Any]) -> JarbTask:
@@ -332,12 +334,11 @@ def registration_tool(factory: Any, spec: ToolSpec, code: str, tests: str, repor
                f" (tests: {report.summary}; the code uses: {uses}).")
     tool = StructuredTool.from_function(func=register, name=JARB_TOOL, description="Register a generated tool.",
                                         args_schema=RegistrationArgs, infer_schema=False)
-    set_tool_meta(tool, side_effects=["tool_create", *(["network"] if network else [])], summarize=lambda _a: summary)
-    tool.metadata = {**(tool.metadata or {}), "editable": False}
-    if network:
-        tool.metadata["requires_confirmation"] = (f"{spec.name} declares network access: approving lets it talk to "
-                                                  "hosts on the network whenever it runs")
-    return tool
+    demand = (f"{spec.name} declares network access: approving lets it talk to hosts on the network whenever it runs"
+              if network else None)
+    return set_tool_meta(tool, side_effects=["tool_create", *(["network"] if network else [])],
+                         summarize=lambda _a: summary, editable=False, requires_confirmation=demand,
+                         trusted_output="the registry's record of the tool this call registered")
 
 
 def make_jarb_node(rt: JarvisRuntime):

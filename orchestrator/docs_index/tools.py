@@ -98,6 +98,6 @@ def build_docs_tools(index: DocsIndex, model: Callable | None, budget_tokens: in
         return f"{answer}\n\nSources:\n{sources}"
 
     return [
-        make_tool(docs_search, args_schema=SearchArgs, untrusted_output=True),
-        make_tool(docs_ask, args_schema=AskArgs, untrusted_output=True),
+        make_tool(docs_search, args_schema=SearchArgs),
+        make_tool(docs_ask, args_schema=AskArgs),
     ]

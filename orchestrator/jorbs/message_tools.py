@@ -66,4 +66,6 @@ def build_message_tools(settings: Settings) -> list[BaseTool]:
         return {"message_id": row.id, "channel": name, "to": row.party, "status": "sent"}
 
     return [make_tool(messages_send, args_schema=SendArgs, side_effects=["message_send"], side_effects_for=_effects_for,
-                      summarize=lambda a: f"Send a {a.get('channel')} message to {a.get('to')}: \"{str(a.get('text'))[:160]}\"")]
+                      summarize=lambda a: f"Send a {a.get('channel')} message to {a.get('to')}: \"{str(a.get('text'))[:160]}\"",
+                      trusted_output="the id, channel and recipient of the message this call sent",
+                      deciding_args=("channel", "to"))]

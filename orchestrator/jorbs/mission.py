@@ -21,6 +21,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from integrations.base import tool_meta
+
 from orchestrator.core import json_bounds
 from orchestrator.core.aio import run_sync_in_context
 from orchestrator.core.visible import visible
@@ -140,6 +142,12 @@ class JobTask(BaseModel):
     read_paths: list[str] = Field(default_factory=list)
     untrusted: bool = False  # the mission read content from outside in an earlier round
     env: MissionEnv  # what the job may touch, fixed when the round was planned
+
+
+def _normalize(tool: Any, path: str) -> str:
+    """The path as the mission's workspace tool resolves it (its ToolMeta `normalize`)."""
+    normalize = tool_meta(tool).normalize
+    return normalize(path) if normalize is not None else path
 
 
 def parse_reply(text: str) -> MissionReply:
@@ -275,13 +283,13 @@ def make_mission_nodes(rt: JorbRuntime) -> MissionNodes:
             result.ok, result.error = False, "this mission has no workspace: file jobs are not available"
             return {"results": [result]}
         if kind == "write_file":
-            target = local["write_file"].metadata["normalize"](params.get("path", ""))
+            target = _normalize(local["write_file"], params.get("path", ""))
             if target not in task.read_paths:
                 result.ok, result.error = False, (f"read before write: read {params.get('path')!r} in an earlier round "
                                                   "before writing it (even if it does not exist yet)")
                 return {"results": [result]}
         if kind == "read_file":
-            read.append(local["read_file"].metadata["normalize"](params.get("path", "")))
+            read.append(_normalize(local["read_file"], params.get("path", "")))
 
         def ask(request: Any) -> Any:
             rt.store.update(task.jorb_id, status=JorbStatus.PAUSED, pause_reason=f"waiting for confirmation: {request.summary}")

@@ -10,7 +10,7 @@ from pathlib import Path
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
-from integrations.base import ToolError, make_tool
+from integrations.base import ToolError, make_tool, with_meta
 from integrations.fs_tools import FsRoots
 
 MISSION_KINDS = ("list_files", "read_file", "write_file")
@@ -74,11 +74,10 @@ def mission_tools(workspace: str) -> list[BaseTool]:
         return f"created {target.relative_to(root).as_posix()} ({len(content.encode('utf-8'))} bytes)"
 
     tools = [
-        make_tool(list_files, args_schema=ListArgs, untrusted_output=True),  # file names are content too
-        make_tool(read_file, args_schema=ReadArgs, untrusted_output=True),
+        make_tool(list_files, args_schema=ListArgs),  # file names are content too
+        make_tool(read_file, args_schema=ReadArgs),
         make_tool(write_file, args_schema=WriteArgs, side_effects=["fs_write"],
-                  summarize=lambda a: f"Write {len(str(a.get('content', '')))} characters to {a.get('path')} in the mission workspace."),
+                  summarize=lambda a: f"Write {len(str(a.get('content', '')))} characters to {a.get('path')} in the mission workspace.",
+                  trusted_output="the path and size of what this call wrote", deciding_args=("path",)),
     ]
-    for tool in tools:
-        tool.metadata["normalize"] = normalize
-    return tools
+    return [with_meta(tool, normalize=normalize) for tool in tools]

@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from integrations.base import side_effects_of, source_of
+from integrations.base import side_effects_of, source_of, tool_meta
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class Namespace:
     """The capabilities a jorb may call (all tools, or the jorb's restricted context)."""
 
     def __init__(self, tools: list[BaseTool], allowed: list[str] | None = None):
-        caps = [capability_of(t) for t in tools if not (t.metadata or {}).get("not_for_scripts")]
+        caps = [capability_of(t) for t in tools if not tool_meta(t).not_for_scripts]
         if allowed is not None:
             allowed_set = set(allowed)
             caps = [c for c in caps if c.tool.name in allowed_set or c.namespace in allowed_set or c.dotted in allowed_set]

@@ -75,11 +75,10 @@ def build_jorb_tools(service: Callable[[], JorbService], autonomy: AutonomyConfi
         return [{"id": r.id, "name": r.name, "status": r.status, "waiting_for": r.waiting_party,
                  "pause_reason": r.pause_reason} for r in service().list()]
 
-    create = make_tool(jorb_create, args_schema=CreateArgs, side_effects=["jorb_create"], summarize=_summary)
-    create.metadata["requires_confirmation"] = grants_autonomy
+    create = make_tool(jorb_create, args_schema=CreateArgs, side_effects=["jorb_create"], summarize=_summary,
+                       requires_confirmation=grants_autonomy, not_for_scripts=True,
+                       trusted_output="the id and status of the jorb this call created")
     # A jorb's status text is written by its own model, which reads its counterparts' replies (a pause's reason
-    # can quote them): the listing is outside content, and a thread that read it asks before its effects.
-    listing = make_tool(jorb_list, args_schema=ListArgs, untrusted_output=True)
-    for tool in (create, listing):
-        tool.metadata["not_for_scripts"] = True
+    # can quote them): the listing is outside content (the default), and a thread that read it asks before its effects.
+    listing = make_tool(jorb_list, args_schema=ListArgs, not_for_scripts=True)
     return [create, listing]

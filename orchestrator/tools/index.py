@@ -23,7 +23,7 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from integrations.base import set_tool_meta
+from integrations.base import set_tool_meta, tool_meta
 
 from orchestrator.core import json_bounds
 from orchestrator.llm.embeddings import Embedder
@@ -50,8 +50,7 @@ def tool_text(tool: BaseTool) -> dict[str, str]:
     elif schema is not None and hasattr(schema, "model_fields"):
         for name, field in schema.model_fields.items():
             args.append(f"{name} {field.description or ''}")
-    meta = tool.metadata or {}
-    examples = meta.get("examples") or (meta.get("spec") or {}).get("examples") or []
+    examples = tool_meta(tool).examples
     name_words = tool.name.replace("_", " ").replace("-", " ")
     return {"name": f"{tool.name} {name_words}", "description": tool.description or "",
             "args": " ".join(args).replace("_", " "), "examples": " ".join(map(str, examples))}
@@ -213,7 +212,8 @@ def find_tools_tool(index: ToolIndex, all_tools: Any) -> StructuredTool:
         description=("Search all of Jarvis's tools (there are more than you were given) by what they do. Every tool "
                      "found is given to you on your next step (as many as fit the model's context window), so you "
                      "can call them right after."))
-    return set_tool_meta(tool, source="meta")
+    return set_tool_meta(tool, source="meta", trusted_output=("the names and descriptions of Jarvis's tools: what the "
+                                                              "model is given as its tool list anyway"))
 
 
 def tool_embedding(embedder: Embedder) -> Any:

@@ -1,7 +1,7 @@
 """Argument provenance: which values that decide an effect came from outside the conversation ([20] item 5).
 
 The blanket rule (autonomy.py) asks before every side effect once a thread has read outside content. With
-`autonomy.argument_provenance` on, a tool that names its *deciding* arguments (metadata `deciding_args`: the
+`autonomy.argument_provenance` on, a tool that names its *deciding* arguments (ToolMeta `deciding_args`: the
 recipient, path, URL, amount, id that choose where an effect goes or what it touches) is judged per call instead:
 
   - a value is trusted when it appears in the user's own words or in the successful result of a tool whose output
@@ -13,7 +13,7 @@ recipient, path, URL, amount, id that choose where an effect goes or what it tou
     an IP address in any form, an email address, an IBAN: tools/value_forms.py) counts as deciding: "send Alice
     this link" is a phishing attack through a trusted recipient;
   - numbers are compared as numbers: "2,500" in the user's words vouches for 2500, not for 2 or 500;
-  - opaque arguments (metadata `opaque_args`: ids) are trusted only from a trusted tool's result, never from the
+  - opaque arguments (ToolMeta `opaque_args`: ids) are trusted only from a trusted tool's result, never from the
     user's prose, where '13' is a date as often as a file id;
   - a call that sends data out may not carry, in its content, a number-like token (5+ digits: passport, card,
     account numbers, however separated or split) read from a tool marked `sensitive_output` (the user's own
@@ -37,7 +37,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from integrations.base import is_untrusted, sends_out, side_effects_of
+from integrations.base import is_untrusted, sends_out, side_effects_of, tool_meta
 from .value_forms import addresses_in, digit_runs, grouped_numbers_joined, plain
 
 @dataclass(frozen=True)
@@ -56,8 +56,7 @@ class Sources:
 
 def deciding_args(tool: Any) -> tuple[str, ...] | None:
     """The tool's declared deciding arguments, or None when it declares none (then the blanket rule applies)."""
-    declared = (getattr(tool, "metadata", None) or {}).get("deciding_args")
-    return None if declared is None else tuple(declared)
+    return tool_meta(tool).deciding_args
 
 
 def _leaves(value: Any) -> Iterable[Any]:
@@ -181,7 +180,7 @@ def untrusted_arguments(tool: Any, args: dict[str, Any], sources: Sources) -> li
         return None
     if not sources.tainted:
         return []
-    opaque = set((getattr(tool, "metadata", None) or {}).get("opaque_args") or ())
+    opaque = set(tool_meta(tool).opaque_args)
     outgoing = sends_out(tool, side_effects_of(tool, args))
     found: list[str] = []
     for name, value in args.items():
@@ -217,7 +216,7 @@ def judge_calls(catalog: Any, messages: Sequence[BaseMessage], tainted: bool) ->
 
     def sensitive_tool(name: str) -> bool:
         tool = catalog.get(name)
-        return tool is not None and bool((tool.metadata or {}).get("sensitive_output"))
+        return tool is not None and tool_meta(tool).sensitive_output
 
     def judge(call: dict[str, Any]) -> list[str] | None:
         tool = catalog.get(call.get("name") or "")

@@ -64,7 +64,7 @@ class Seen:
 
 @dataclass(frozen=True)
 class SiteScope:
-    """Tool metadata (`site_scope`) of a browser's tools: which browser, how a call names its site, how a result
+    """ToolMeta `site_scope` of a browser's tools: which browser, how a call names its site, how a result
     tells the page the browser shows now, and how to close the browser."""
 
     browser: str  # the server's name: grants are per browser server, pages per browser server and task

@@ -37,7 +37,7 @@ def main() -> None:
     command, thread = sys.argv[1], sys.argv[2]
     settings = load_settings()
     tool = make_tool(slow_send, args_schema=SendArgs, side_effects=["message_send"],
-                     summarize=lambda a: f"Send the message {a.get('text')!r}.")
+                     summarize=lambda a: f"Send the message {a.get('text')!r}.", trusted_output="an echo of its own argument")
     app = App(settings, tools=[tool])
     graph = app.graph
     config = {"configurable": {"thread_id": thread}}

@@ -1,8 +1,9 @@
 """GET /api/tools: every tool the planner can call now, from every provider, with its metadata.
 
-Whatever a tool carries in its metadata is shown: source (static, mcp, generated), side effects with the
-autonomy mode each gets, untrusted output, and for generated tools their version, trust and test report when
-the registry puts them there. Providers that fail are listed with their error.
+A tool's contract (integrations/base.ToolMeta) is shown: source (static, mcp, generated), side effects with the
+autonomy mode each gets, untrusted output (or why it is trusted), and under `metadata` the rest of the contract that
+is not its default (an MCP tool's server, a demand to confirm...) with what the tool only displays (`shown`: a
+generated tool's version, trust and test report). Providers that fail are listed with their error.
 
 POST /api/tools/{name}/disable and /enable switch a tool off and on, like `jarvis tools disable|enable NAME`: a
 generated tool through JARB's registry (every version), any other tool in the disabled_tools table
@@ -12,13 +13,14 @@ is answered with "the user disabled it".
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path
 from pydantic import BaseModel, Field
 
-from integrations.base import KNOWN_SIDE_EFFECTS, is_untrusted, side_effects_of, source_of
+from integrations.base import KNOWN_SIDE_EFFECTS, ToolMeta, is_untrusted, side_effects_of, source_of, tool_meta
 from jarb_core.factory import RegistryError
 
 from orchestrator.core.visible import visible
@@ -29,7 +31,16 @@ from . import AppContext, View, app_context
 
 router = APIRouter()
 
-_SHOWN_ELSEWHERE = {"side_effects", "untrusted_output", "source", "summarize"}
+# Contract fields with a place of their own in the view (or nothing to show: functions).
+_SHOWN_ELSEWHERE = {"source", "side_effects", "trusted_output", "shown"}
+
+
+def _displayed(meta: ToolMeta) -> dict[str, Any]:
+    """What the contract says beyond the view's own fields, its defaults left out, then what it only displays."""
+    out = {f.name: _jsonable(getattr(meta, f.name)) for f in dataclasses.fields(meta)
+           if f.name not in _SHOWN_ELSEWHERE and not callable(getattr(meta, f.name))
+           and getattr(meta, f.name) != (f.default if f.default is not dataclasses.MISSING else None)}
+    return {**out, **{k: _jsonable(v) for k, v in meta.shown.items()}}
 
 
 def _jsonable(value: Any) -> Any:
@@ -49,7 +60,7 @@ def switches(ctx: AppContext) -> ToolSwitches:
 
 def tool_view(tool: Any, ctx: AppContext, provider: str | None = None,
               disabled: frozenset[str] = frozenset()) -> dict[str, Any]:
-    meta = tool.metadata or {}
+    meta = tool_meta(tool)
     effects = side_effects_of(tool)
     try:
         schema = tool.get_input_schema().model_json_schema()
@@ -64,9 +75,10 @@ def tool_view(tool: Any, ctx: AppContext, provider: str | None = None,
                           "mode": mode_for_effect(e, ctx.settings.autonomy)} for e in effects],
         "untrusted_output": is_untrusted(tool),
         "args_schema": _jsonable(schema),
-        "metadata": {k: _jsonable(v) for k, v in meta.items() if k not in _SHOWN_ELSEWHERE and not callable(v)},
+        "metadata": _displayed(meta),
+        "trusted_output": meta.trusted_output or None,
         "enabled": tool.name not in disabled,
-        "unavailable": meta["unavailable"]() if callable(meta.get("unavailable")) else None,
+        "unavailable": meta.unavailable() if meta.unavailable is not None else None,
         # Meta-tools (create_new_tool) belong to the graph itself, not to a provider the switch applies to.
         "can_disable": provider != "meta",
     }
