@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolCall
 
 from orchestrator.core import json_bounds
 
@@ -219,7 +219,7 @@ def strip_prose_fence(content: str) -> str | None:
 _RESTATED_CALL_RE = re.compile(r"^\W*functions?\.(\w+)\s*:")
 
 
-def restates_call(text: str, calls: list[dict[str, Any]]) -> bool:
+def restates_call(text: str, calls: list[ToolCall]) -> bool:
     """Whether an answer written after tool results only restates the call that was made, instead of saying
     what came of it: the built-in 135M model, asked for words after a result, writes its call again
     ('{"path": "notes.txt"}' and a stray fence, or 'function.fs_read_text: {...}' and some rambling)."""
