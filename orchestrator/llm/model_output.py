@@ -121,9 +121,8 @@ def _calls_from_text(text: str, known: Collection[str]) -> list[dict[str, Any]] 
         return None
     items = obj if isinstance(obj, list) else [obj]
     calls = [_call_from_json(item, known) for item in items]
-    if not calls or any(c is None for c in calls):
-        return None
-    return calls  # type: ignore[return-value]
+    found = [c for c in calls if c is not None]
+    return found if found and len(found) == len(calls) else None
 
 
 _NAMED_ARGS_RE = re.compile(r"^(?:functions\.)?([A-Za-z_][\w.-]*)\s*:\s*(\{.*\})\s*$", re.S)
@@ -170,9 +169,8 @@ def _calls_from_code(text: str, known: Collection[str]) -> list[dict[str, Any]] 
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     calls = [_call_from_expression(stmt.value, known) if isinstance(stmt, ast.Expr) else None for stmt in tree.body]
-    if not calls or any(c is None for c in calls):
-        return None
-    return calls  # type: ignore[return-value]
+    found = [c for c in calls if c is not None]
+    return found if found and len(found) == len(calls) else None
 
 
 def _candidates(content: str) -> Iterable[tuple[str, str]]:
@@ -241,8 +239,8 @@ def sanitize_message(message: AIMessage, known_tools: Collection[str]) -> tuple[
     """Apply the repairs above to a parsed model message; returns the message (new if changed) and notes."""
     repairs = Repairs()
     known = set(known_tools)
-    calls = [dict(c) for c in message.tool_calls]
-    invalid = [dict(c) for c in message.invalid_tool_calls]
+    calls: list[dict[str, Any]] = [dict(c) for c in message.tool_calls]
+    invalid: list[dict[str, Any]] = [dict(c) for c in message.invalid_tool_calls]
 
     for call in calls:
         fixed = repeated_name(call.get("name") or "", known)
