@@ -21,12 +21,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel
 
 from .effects import KNOWN_SIDE_EFFECTS  # noqa: F401 - re-exported: the tools and the views name effects from here
+
+ToolT = TypeVar("ToolT", bound=BaseTool)  # the contract is set on a tool of any kind, which stays that kind
 
 
 class ToolError(Exception):
@@ -121,7 +123,9 @@ _FIELDS = frozenset(f.name for f in dataclasses.fields(ToolMeta))
 def tool_meta(tool: BaseTool) -> ToolMeta:
     """The tool's contract; ToolContractError when it has none or carries metadata outside it."""
     metadata = getattr(tool, "metadata", None)
-    meta = metadata.get(META_KEY) if isinstance(metadata, dict) else None
+    if not isinstance(metadata, dict):
+        metadata = {}
+    meta = metadata.get(META_KEY)
     name = getattr(tool, "name", tool)
     if not isinstance(meta, ToolMeta):
         raise ToolContractError(f"the tool {name!r} declares no ToolMeta (integrations/base.py): build it with "
@@ -132,7 +136,7 @@ def tool_meta(tool: BaseTool) -> ToolMeta:
     return meta
 
 
-def set_tool_meta(tool: BaseTool, **fields: Any) -> BaseTool:
+def set_tool_meta(tool: ToolT, **fields: Any) -> ToolT:
     """Give `tool` its contract, replacing whatever metadata it had (an MCP adapter's annotations are the server's
     words, not Jarvis's). An unknown field is refused."""
     unknown = sorted(set(fields) - _FIELDS)
@@ -143,7 +147,7 @@ def set_tool_meta(tool: BaseTool, **fields: Any) -> BaseTool:
     return tool
 
 
-def with_meta(tool: BaseTool, **changes: Any) -> BaseTool:
+def with_meta(tool: ToolT, **changes: Any) -> ToolT:
     """The tool with some fields of its contract changed (a provider adding what only it knows)."""
     unknown = sorted(set(changes) - _FIELDS)
     if unknown:

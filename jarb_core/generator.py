@@ -69,9 +69,8 @@ class CodeGenerator:
         self.llm = llm
         self.check_reply = check_reply  # (reply, what it is) -> the reply, or raises: a cut answer is not code
 
-    def _ask(self, system: str, user: str, config: dict | None, marker: str | None, what: str) -> Draft:
-        reply = self.llm.invoke([SystemMessage(content=system), HumanMessage(content=user)],
-                                config=RunnableConfig(**config) if config else None)
+    def _ask(self, system: str, user: str, config: RunnableConfig | None, marker: str | None, what: str) -> Draft:
+        reply = self.llm.invoke([SystemMessage(content=system), HumanMessage(content=user)], config=config)
         if self.check_reply is not None:
             reply = self.check_reply(reply, f"{what} (none of that answer was tested, registered or run)")
         text = reply.text if hasattr(reply, "text") and isinstance(reply.text, str) else str(reply.content)
@@ -79,25 +78,27 @@ class CodeGenerator:
         problems = [] if code else ["the reply contained no Python code"]
         return Draft(code=code, reply=text, problems=problems)
 
-    def write_module(self, spec: ToolSpec, config: dict | None = None) -> Draft:
+    def write_module(self, spec: ToolSpec, config: RunnableConfig | None = None) -> Draft:
         system = CODE_SYSTEM.format(signature=spec.signature(), effects=_effects(spec))
         user = f"Tool spec:\n{spec_text(spec)}\n\nWrite the module `{spec.name}.py`."
         return self._ask(system, user, config, f"def {spec.name}(", f"the code of the new tool {spec.name}")
 
-    def write_tests(self, spec: ToolSpec, config: dict | None = None) -> Draft:
+    def write_tests(self, spec: ToolSpec, config: RunnableConfig | None = None) -> Draft:
         system = TESTS_SYSTEM.format(name=spec.name)
         user = (f"Tool spec:\n{spec_text(spec)}\n\nThe entry point is `{spec.signature()}` in module `{spec.name}`.\n"
                 f"Write `test_{spec.name}.py`.")
         return self._ask(system, user, config, "def test", f"the tests of the new tool {spec.name}")
 
-    def repair_module(self, spec: ToolSpec, code: str, tests: str, failure: str, config: dict | None = None) -> Draft:
+    def repair_module(self, spec: ToolSpec, code: str, tests: str, failure: str,
+                      config: RunnableConfig | None = None) -> Draft:
         system = REPAIR_SYSTEM.format(signature=spec.signature(), effects=_effects(spec))
         user = (f"Tool spec:\n{spec_text(spec)}\n\nCurrent module `{spec.name}.py`:\n```python\n{code}```\n\n"
                 f"Tests:\n```python\n{tests}```\n\nWhat went wrong:\n{trim_output(failure, 6000)}\n\n"
                 "Return the corrected module.")
         return self._ask(system, user, config, f"def {spec.name}(", f"the repaired code of the new tool {spec.name}")
 
-    def rewrite_tests(self, spec: ToolSpec, tests: str, problems: list[str], config: dict | None = None) -> Draft:
+    def rewrite_tests(self, spec: ToolSpec, tests: str, problems: list[str],
+                      config: RunnableConfig | None = None) -> Draft:
         system = TESTS_SYSTEM.format(name=spec.name)
         user = (f"Tool spec:\n{spec_text(spec)}\n\nThese tests cannot be used:\n```python\n{tests}```\n"
                 f"Problems: {'; '.join(problems)}\nWrite `test_{spec.name}.py` again.")

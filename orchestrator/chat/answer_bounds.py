@@ -12,7 +12,7 @@ is counted against the turn's side-effect budget.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from integrations.base import side_effects_of
@@ -29,7 +29,8 @@ def over_the_cap(settings: Settings, index: int) -> str | None:
             f"this was call {index + 1}. Call it again in a later step if it is still needed.")
 
 
-def effects_before_each(catalog: Any, calls: Sequence[dict[str, Any]], effects: TurnCount, turn: int) -> list[TurnCount]:
+def effects_before_each(catalog: Any, calls: Sequence[Mapping[str, Any]], effects: TurnCount,
+                        turn: int) -> list[TurnCount]:
     """For each call of one answer, the turn's side effects as the policy must see them when judging it: those run
     before the answer plus the answer's earlier calls that may have side effects."""
     count = effects.count if effects.turn == turn else 0

@@ -33,8 +33,8 @@ from .context_fit import check_fits, history_budget, schema_tokens
 from .planner import call_model, openai_schema, results_instead_of_restated_call, step_limit_message, system_prompt
 from orchestrator.tools.provenance import judge_calls
 from .runtime import JarvisRuntime
-from .state import (Attachment, ConversationState, JarbTask, RouteView, ToolTask, TurnCount, names_outside, route_view,
-                    tainted)
+from .state import (Attachment, CallOrigin, ConversationState, JarbTask, RouteChannels, ToolTask, TurnCount,
+                    names_outside, route_view, tainted)
 from .turn_context import turn_context, with_context
 from orchestrator.storage.threads import IDLE, RUNNING, WAITING
 
@@ -139,15 +139,15 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
             update["untrusted_turn"] = state.turn  # the model read file names their makers chose
         return update
 
-    def route(state: RouteView) -> Any:
-        state = route_view(state)
+    def route(channels: RouteChannels) -> Any:
+        state = route_view(channels)
         messages = state["messages"]
         last = messages[-1] if messages else None
         if state["stop_reason"] or not isinstance(last, AIMessage):
             return "respond"
         sends: list[Send] = []
-        base = {"message_id": last.id, "turn": state["turn"], "untrusted_turn": state["untrusted_turn"],
-                "trusted_after_turn": state["trusted_after_turn"], "effects": state["effects"]}
+        base = CallOrigin(message_id=last.id, turn=state["turn"], untrusted_turn=state["untrusted_turn"],
+                          trusted_after_turn=state["trusted_after_turn"], effects=state["effects"])
         judge = (judge_calls(rt.catalog, messages, tainted(state["untrusted_turn"], state["trusted_after_turn"]))
                  if settings.autonomy.argument_provenance else None)
         counted = effects_before_each(rt.catalog, last.tool_calls, TurnCount.model_validate(state["effects"]),
@@ -165,9 +165,9 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
                                                     untrusted_args=judge(dict(call)) if judge else None)))
         offset = len(last.tool_calls)
         for j, bad in enumerate(last.invalid_tool_calls):
-            call = {"name": bad.get("name") or "", "args": bad.get("args"), "id": bad.get("id") or f"invalid_{j}"}
+            unread = {"name": bad.get("name") or "", "args": bad.get("args"), "id": bad.get("id") or f"invalid_{j}"}
             error = bad.get("error") or "the arguments were not valid JSON"
-            sends.append(Send("tool_node", ToolTask(call=call, index=offset + j, invalid_error=error, **base)))
+            sends.append(Send("tool_node", ToolTask(call=unread, index=offset + j, invalid_error=error, **base)))
         return sends or "respond"
 
     def tool_node(task: ToolTask | dict, config: RunnableConfig) -> dict[str, Any]:
@@ -185,6 +185,7 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
                                              status="error")]}
         thread_id = _thread_id(config)
         writer = _writer()
+        # CallContext.config is typed a plain dict (tools/executor.py) though it holds this RunnableConfig
         ctx = CallContext(
             thread_id=thread_id,
             key=f"{thread_id}|{task.message_id}|{call_id}|{task.index}",
@@ -230,7 +231,7 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
             if human is not None:
                 rt.memory_extractor.propose_later(_thread_id(config), human.text, rt.llm)
         shown = results_instead_of_restated_call(state.messages)
-        if shown is not None:  # same id: the echo is replaced, not followed
+        if shown is not None and isinstance(last, AIMessage):  # same id: the model's echo is replaced, not followed
             return {"messages": [AIMessage(id=last.id, content=shown, response_metadata=last.response_metadata,
                                            usage_metadata=last.usage_metadata)]}
         return {}
@@ -255,7 +256,7 @@ def compile_chat_graph(rt: JarvisRuntime, checkpointer: Any = None, *, telemetry
 
     compiled = g.compile(checkpointer=checkpointer)
     # Room for max_steps planner rounds of (planner + tools) plus respond.
-    cfg: dict[str, Any] = {"recursion_limit": rt.settings.planner.max_steps * 3 + 10}
+    cfg: RunnableConfig = {"recursion_limit": rt.settings.planner.max_steps * 3 + 10}
     if checkpointer is not None:
         # Each step's checkpoint is on disk before the next step starts (LangGraph writes it in the background by
         # default, while the next step runs): a tool's side effect then never starts before the model's call that

@@ -18,6 +18,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage, SystemMessage
 from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.runnables import RunnableConfig
 
 from orchestrator.llm.answer_end import checked_reply, ending
 
@@ -72,14 +73,14 @@ def _render(messages: list[AnyMessage]) -> str:
     return "\n".join(lines)
 
 
-def summarize(llm: BaseChatModel, previous: str | None, messages: list[AnyMessage], config: dict | None) -> str:
+def summarize(llm: BaseChatModel, previous: str | None, messages: list[AnyMessage],
+              config: RunnableConfig | None) -> str:
     prompt = [
         SystemMessage(content=SUMMARY_PROMPT),
         HumanMessage(content=f"Current summary:\n{previous or '(none yet)'}\n\nNew messages:\n{_render(messages)}"),
     ]
-    cfg = dict(config or {})
-    cfg["tags"] = [*(cfg.get("tags") or []), INTERNAL_TAG]
-    reply = llm.invoke(prompt, config=cfg)
+    config = config or {}
+    reply = llm.invoke(prompt, config={**config, "tags": [*(config.get("tags") or []), INTERNAL_TAG]})
     # Stopped at the token limit: kept, and said to be cut. Refused, it failed every later turn of the thread (each
     # needs the fold, and a model with a small max_tokens writes the summary too long again); the folded messages
     # stay in the thread's archive. A stream cut mid-answer is refused: what arrived is not the model's summary (the
@@ -93,7 +94,7 @@ def summarize(llm: BaseChatModel, previous: str | None, messages: list[AnyMessag
     return text or (previous or "")
 
 
-def compact(llm: BaseChatModel, state: Any, system_tokens: int, budget: int, config: dict | None,
+def compact(llm: BaseChatModel, state: Any, system_tokens: int, budget: int, config: RunnableConfig | None,
             archive: Any) -> dict[str, Any]:
     """The state update that folds old turns into the summary and archives them, or {} when the prompt fits.
 

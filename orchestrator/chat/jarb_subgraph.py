@@ -44,7 +44,7 @@ from orchestrator.jarb.tools import make_factory
 from orchestrator.llm.answer_end import AnswerAtTokenLimit, checked_reply
 from orchestrator.llm.client import make_chat_model
 from orchestrator.chat.runtime import JarvisRuntime
-from orchestrator.chat.state import JarbTask, tainted
+from orchestrator.chat.state import CallOrigin, JarbTask, tainted
 from orchestrator.storage.threads import WAITING
 
 log = logging.getLogger(__name__)
@@ -72,16 +72,17 @@ def create_new_tool_tool(max_repairs: int = 3) -> StructuredTool:
             "... when needed) and examples with expected results."),
     )
     # never executed as a function (graph.route sends its calls to JARB): its output is not read
-    return set_tool_meta(tool, side_effects=["tool_create"], source="meta",
-                         trusted_output="never run: graph.route hands its calls to JARB")
+    set_tool_meta(tool, side_effects=["tool_create"], source="meta",
+                  trusted_output="never run: graph.route hands its calls to JARB")
+    return tool
 
 
-def jarb_task_for(call: dict[str, Any], index: int, base: dict[str, Any]) -> JarbTask:
+def jarb_task_for(call: dict[str, Any], index: int, base: CallOrigin) -> JarbTask:
     args = call.get("args") or {}
     spec = args.get("spec", args) if isinstance(args, dict) else args
     return JarbTask(tool_call_id=call.get("id") or f"call_{index}", spec=spec if isinstance(spec, dict) else {"raw": spec},
-                    message_id=base.get("message_id"), index=index, turn=base.get("turn", 0),
-                    untrusted=tainted(base.get("untrusted_turn", -1), base.get("trusted_after_turn", -1)))
+                    message_id=base["message_id"], index=index, turn=base["turn"],
+                    untrusted=tainted(base["untrusted_turn"], base["trusted_after_turn"]))
 
 
 def _writer():
@@ -124,10 +125,10 @@ def build_jarb_subgraph(services: JarbServices):
     def spec_of(task: JarbTask) -> ToolSpec:
         return ToolSpec.model_validate(task.spec)
 
-    def spec_to_code(task: JarbTask, config: RunnableConfig) -> dict[str, Any]:
+    def spec_to_code(state: JarbTask, config: RunnableConfig) -> dict[str, Any]:
         emit = _writer()
         try:
-            spec = services.factory.validate(task.spec)
+            spec = services.factory.validate(state.spec)
         except SpecError as exc:
             return {"stage": "failed", "error": str(exc)}
         emit(progress_event("spec_to_code", 0, f"writing {spec.name} with the {services.model_role} model",
@@ -138,8 +139,8 @@ def build_jarb_subgraph(services: JarbServices):
             return {"stage": "failed", "error": str(exc)}
         return {"spec": spec.model_dump(), "code": draft.code, "stage": "generate_tests"}
 
-    def generate_tests(task: JarbTask, config: RunnableConfig) -> dict[str, Any]:
-        spec = spec_of(task)
+    def generate_tests(state: JarbTask, config: RunnableConfig) -> dict[str, Any]:
+        spec = spec_of(state)
         _writer()(progress_event("generate_tests", 0, f"writing tests for {spec.name}", tool=spec.name))
         try:
             draft = services.generator.write_tests(spec, config)
@@ -147,23 +148,23 @@ def build_jarb_subgraph(services: JarbServices):
             return {"stage": "failed", "error": str(exc)}
         return {"tests": draft.code, "stage": "run_tests"}
 
-    def run_tests(task: JarbTask) -> dict[str, Any]:
-        spec = spec_of(task)
+    def run_tests(state: JarbTask) -> dict[str, Any]:
+        spec = spec_of(state)
         emit = _writer()
-        emit(progress_event("run_tests", task.attempt, f"testing {spec.name} in the sandbox "
-                            f"(attempt {task.attempt + 1} of {max_repairs + 1})", tool=spec.name))
+        emit(progress_event("run_tests", state.attempt, f"testing {spec.name} in the sandbox "
+                            f"(attempt {state.attempt + 1} of {max_repairs + 1})", tool=spec.name))
         try:
-            report = services.factory.test(spec, task.code, task.tests)
+            report = services.factory.test(spec, state.code, state.tests)
         except SandboxUnavailable as exc:
             return {"stage": "failed", "error": str(exc)}
-        emit(progress_event("run_tests", task.attempt, f"{spec.name}: {report.summary}", tool=spec.name,
+        emit(progress_event("run_tests", state.attempt, f"{spec.name}: {report.summary}", tool=spec.name,
                             ok=report.passed))
-        history = [*task.history, f"attempt {task.attempt + 1}: {report.summary}"]
+        history = [*state.history, f"attempt {state.attempt + 1}: {report.summary}"]
         update: dict[str, Any] = {"report": report.to_dict(), "passed": report.passed, "history": history,
                                   "test_output": report.failure_text()}
         if report.passed:
             update["stage"] = "register"
-        elif task.attempt < max_repairs:
+        elif state.attempt < max_repairs:
             update["stage"] = "repair"
         else:
             update["stage"] = "failed"
@@ -171,65 +172,67 @@ def build_jarb_subgraph(services: JarbServices):
                                f"{'s' if max_repairs != 1 else ''}: {report.summary}")
         return update
 
-    def repair(task: JarbTask, config: RunnableConfig) -> dict[str, Any]:
-        spec = spec_of(task)
-        attempt = task.attempt + 1
+    def repair(state: JarbTask, config: RunnableConfig) -> dict[str, Any]:
+        spec = spec_of(state)
+        attempt = state.attempt + 1
         _writer()(progress_event("repair", attempt, f"repairing {spec.name} (repair {attempt} of {max_repairs})",
                                  tool=spec.name))
         update: dict[str, Any] = {"attempt": attempt, "stage": "run_tests"}
-        tests_problems = check_tests(task.tests, spec) if task.tests else ["there are no tests"]
-        report = TestReport.from_dict(task.report)
-        module_ok = bool(task.code) and not check_module(task.code, spec) and not \
-            derive_manifest(task.code).contradictions(spec.effects())
+        tests_problems = check_tests(state.tests, spec) if state.tests else ["there are no tests"]
+        report = TestReport.from_dict(state.report)
+        code = state.code or ""  # the model's last reply held no code: there is none to keep, it is written anew
+        module_ok = (bool(code) and not check_module(code, spec)
+                     and not derive_manifest(code).contradictions(spec.effects()))
         try:
             if tests_problems:
-                draft = (services.generator.rewrite_tests(spec, task.tests, tests_problems, config) if task.tests
+                draft = (services.generator.rewrite_tests(spec, state.tests, tests_problems, config) if state.tests
                          else services.generator.write_tests(spec, config))
                 update["tests"] = draft.code
             if not (tests_problems and module_ok and report is not None and report.static):
-                failure = task.test_output or (report.failure_text() if report else "the tests failed")
-                draft = services.generator.repair_module(spec, task.code or "", task.tests or "", failure, config)
+                failure = state.test_output or (report.failure_text() if report else "the tests failed")
+                draft = services.generator.repair_module(spec, code, state.tests or "", failure, config)
                 update["code"] = draft.code
         except AnswerAtTokenLimit as exc:
             return {"attempt": attempt, "stage": "failed", "error": str(exc)}
         return update
 
-    def register(task: JarbTask, config: RunnableConfig) -> dict[str, Any]:
+    def register(state: JarbTask, config: RunnableConfig) -> dict[str, Any]:
         """Registering is an action like any other (it writes code and trusts a tool): it goes through the
         executor, so the autonomy policy, the confirmation and the effects ledger apply as to every call."""
-        spec = spec_of(task)
+        spec = spec_of(state)
         thread_id = _thread_id(config)
-        report = TestReport.from_dict(task.report) or TestReport(passed=False, summary="no test report")
-        tool = registration_tool(services.factory, spec, task.code or "", task.tests or "", report,
-                                 request_key=f"{thread_id}|{task.message_id}|{task.tool_call_id}")
-        ctx = CallContext(thread_id=thread_id, key=f"{thread_id}|jarb|{task.tool_call_id}",
-                          untrusted_seen=task.untrusted, config=config)
+        report = TestReport.from_dict(state.report) or TestReport(passed=False, summary="no test report")
+        tool = registration_tool(services.factory, spec, state.code or "", state.tests or "", report,
+                                 request_key=f"{thread_id}|{state.message_id}|{state.tool_call_id}")
+        # CallContext.config is typed a plain dict (tools/executor.py) though it holds this RunnableConfig
+        ctx = CallContext(thread_id=thread_id, key=f"{thread_id}|jarb|{state.tool_call_id}",
+                          untrusted_seen=state.untrusted, config=config)
 
         def ask(request: ConfirmationRequest) -> Any:
             services.rt.threads.touch(thread_id, status=WAITING)
             return interrupt(request.payload())
 
-        outcome = services.rt.executor.execute(JARB_TOOL, registration_args(spec, task.code or "", report), ctx, ask,
+        outcome = services.rt.executor.execute(JARB_TOOL, registration_args(spec, state.code or "", report), ctx, ask,
                                                tool=tool)
         if not outcome.ok:
             return {"stage": "failed", "error": outcome.content}
         record = json.loads(outcome.content)
-        _writer()(progress_event("register", task.attempt, f"registered {record['label']} ({record['path']})",
+        _writer()(progress_event("register", state.attempt, f"registered {record['label']} ({record['path']})",
                                  tool=spec.name, ok=True))
         return {"stage": "registered", "registered_name": record["name"], "registered_version": record["version"],
                 "module_path": record["path"], "tests_path": record["tests_path"], "error": None}
 
-    def give_up(task: JarbTask) -> dict[str, Any]:
-        name = task.spec.get("name") if isinstance(task.spec, dict) else None
+    def give_up(state: JarbTask) -> dict[str, Any]:
+        name = state.spec.get("name") if isinstance(state.spec, dict) else None
         update: dict[str, Any] = {}
-        if task.code or task.tests:
+        if state.code or state.tests:
             try:
-                spec = spec_of(task)
-                folder = services.factory.save_failed(spec, task.code, task.tests, TestReport.from_dict(task.report))
+                spec = spec_of(state)
+                folder = services.factory.save_failed(spec, state.code, state.tests, TestReport.from_dict(state.report))
                 update["failed_dir"] = str(folder)
             except Exception:  # noqa: BLE001 - keeping the attempt is a courtesy, not a requirement
                 log.debug("could not save the failed attempt", exc_info=True)
-        _writer()(progress_event("failed", task.attempt, f"could not build {name or 'the tool'}: {task.error}",
+        _writer()(progress_event("failed", state.attempt, f"could not build {name or 'the tool'}: {state.error}",
                                  tool=name, ok=False))
         return update
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import logging
 from datetime import datetime, timezone
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 
 from orchestrator.core import json_bounds
@@ -74,7 +75,7 @@ def step_limit_message(settings: Settings) -> AIMessage:
     )
 
 
-def tool_names(tools: list[BaseTool | dict[str, Any]]) -> list[str]:
+def tool_names(tools: Sequence[BaseTool | dict[str, Any]]) -> list[str]:
     names = [t.name if isinstance(t, BaseTool) else (t.get("function") or t).get("name") for t in tools]
     return [n for n in names if n]
 
@@ -133,9 +134,9 @@ def openai_schema(tool: BaseTool | dict[str, Any]) -> dict[str, Any]:
 
 def call_model(
     llm: BaseChatModel,
-    tools: list[BaseTool | dict[str, Any]],
+    tools: Sequence[BaseTool | dict[str, Any]],
     messages: list[AnyMessage],
-    config: dict | None,
+    config: RunnableConfig | None,
     base_url: str,
     role: str = "primary",
 ) -> AIMessage:

@@ -104,9 +104,10 @@ class ConversationState(BaseModel):
     stop_reason: str | None = None
 
 
-class RouteView(TypedDict):
-    """What graph.route reads of the state, as LangGraph hands it over: a dict of these channels. Given the whole
-    state, LangGraph validated every message into a ConversationState before each routing, for six fields."""
+class RouteChannels(TypedDict, total=False):
+    """What graph.route reads of the state, as LangGraph hands it over: a dict of these channels, without those
+    never written (a thread whose state was set with update_state, say). Given the whole state, LangGraph validated
+    every message into a ConversationState before each routing, for six fields."""
 
     messages: list[AnyMessage]
     stop_reason: str | None
@@ -116,10 +117,31 @@ class RouteView(TypedDict):
     effects: TurnCount
 
 
-def route_view(state: RouteView) -> dict[str, Any]:
-    """The channels graph.route reads, with the state's defaults for those never written (a thread whose state was
-    set with update_state, say)."""
+class RouteView(TypedDict):
+    """The channels graph.route reads, every one present (route_view)."""
+
+    messages: list[AnyMessage]
+    stop_reason: str | None
+    turn: int
+    untrusted_turn: int
+    trusted_after_turn: int
+    effects: TurnCount
+
+
+def route_view(state: RouteChannels) -> RouteView:
+    """The channels graph.route reads, with the state's defaults for those never written."""
     return {**_ROUTE_DEFAULTS, **state}
+
+
+class CallOrigin(TypedDict):
+    """What every call of one planner message carries to its task (graph.route): the message, the turn, and what
+    the thread had read and done so far."""
+
+    message_id: str | None
+    turn: int
+    untrusted_turn: int
+    trusted_after_turn: int
+    effects: TurnCount
 
 
 class ToolTask(BaseModel):
@@ -146,5 +168,7 @@ def tainted(untrusted_turn: int, trusted_after_turn: int = -1) -> bool:
     return untrusted_turn >= 0 and untrusted_turn != trusted_after_turn
 
 
-_ROUTE_DEFAULTS = {name: ConversationState.model_fields[name].get_default(call_default_factory=True)
-                   for name in RouteView.__annotations__}
+_EMPTY = ConversationState()
+_ROUTE_DEFAULTS = RouteView(messages=_EMPTY.messages, stop_reason=_EMPTY.stop_reason, turn=_EMPTY.turn,
+                            untrusted_turn=_EMPTY.untrusted_turn, trusted_after_turn=_EMPTY.trusted_after_turn,
+                            effects=_EMPTY.effects)

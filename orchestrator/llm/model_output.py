@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolCall
 
 from orchestrator.core import json_bounds
 
@@ -121,9 +121,8 @@ def _calls_from_text(text: str, known: Collection[str]) -> list[dict[str, Any]] 
         return None
     items = obj if isinstance(obj, list) else [obj]
     calls = [_call_from_json(item, known) for item in items]
-    if not calls or any(c is None for c in calls):
-        return None
-    return calls  # type: ignore[return-value]
+    found = [c for c in calls if c is not None]
+    return found if found and len(found) == len(calls) else None
 
 
 _NAMED_ARGS_RE = re.compile(r"^(?:functions\.)?([A-Za-z_][\w.-]*)\s*:\s*(\{.*\})\s*$", re.S)
@@ -170,9 +169,8 @@ def _calls_from_code(text: str, known: Collection[str]) -> list[dict[str, Any]] 
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     calls = [_call_from_expression(stmt.value, known) if isinstance(stmt, ast.Expr) else None for stmt in tree.body]
-    if not calls or any(c is None for c in calls):
-        return None
-    return calls  # type: ignore[return-value]
+    found = [c for c in calls if c is not None]
+    return found if found and len(found) == len(calls) else None
 
 
 def _candidates(content: str) -> Iterable[tuple[str, str]]:
@@ -219,7 +217,7 @@ def strip_prose_fence(content: str) -> str | None:
 _RESTATED_CALL_RE = re.compile(r"^\W*functions?\.(\w+)\s*:")
 
 
-def restates_call(text: str, calls: list[dict[str, Any]]) -> bool:
+def restates_call(text: str, calls: list[ToolCall]) -> bool:
     """Whether an answer written after tool results only restates the call that was made, instead of saying
     what came of it: the built-in 135M model, asked for words after a result, writes its call again
     ('{"path": "notes.txt"}' and a stray fence, or 'function.fs_read_text: {...}' and some rambling)."""
@@ -241,8 +239,8 @@ def sanitize_message(message: AIMessage, known_tools: Collection[str]) -> tuple[
     """Apply the repairs above to a parsed model message; returns the message (new if changed) and notes."""
     repairs = Repairs()
     known = set(known_tools)
-    calls = [dict(c) for c in message.tool_calls]
-    invalid = [dict(c) for c in message.invalid_tool_calls]
+    calls: list[dict[str, Any]] = [dict(c) for c in message.tool_calls]
+    invalid: list[dict[str, Any]] = [dict(c) for c in message.invalid_tool_calls]
 
     for call in calls:
         fixed = repeated_name(call.get("name") or "", known)

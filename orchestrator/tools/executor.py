@@ -29,6 +29,7 @@ from typing import Any
 
 from langchain_core.callbacks.manager import dispatch_custom_event
 from langchain_core.tools import BaseTool
+from langchain_core.runnables import RunnableConfig
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ValidationError
 
@@ -70,7 +71,7 @@ class CallContext:
     overrides: Mapping[str, Mode] | None = None  # scoped autonomy (a jorb's approved overrides)
     allowed_tools: frozenset[str] | None = None  # a restricted context (jorbs)
     origin: str = "chat"
-    config: dict | None = None  # the RunnableConfig, so callbacks (telemetry) see the tool run
+    config: RunnableConfig | None = None  # so callbacks (telemetry) see the tool run
     emit: Callable[[dict[str, Any]], None] | None = None  # progress events for the CLI / UI
     # argument provenance (tools/provenance.py): None = not judged (the blanket rule), else the untrusted deciding values.
     # The caller judges it, and only when autonomy.argument_provenance is on (chat/graph.py): the executor passes it
@@ -136,9 +137,9 @@ class ReadSources:
             return [source for _, source in reads]
 
 
-def tool_config(ctx: CallContext, read: list[str] | None = None) -> dict:
+def tool_config(ctx: CallContext, read: list[str] | None = None) -> RunnableConfig:
     """`read`: the untrusted reads of the call's thread this process saw (ReadSources), newest last."""
-    config = dict(ctx.config or {})
+    config = RunnableConfig(**(ctx.config or {}))  # the caller's config, whatever keys it holds
     config["configurable"] = {**(config.get("configurable") or {}), CALL_CONTEXT: {
         "thread_id": ctx.thread_id, "key": ctx.key, "untrusted_seen": ctx.untrusted_seen, "origin": ctx.origin,
         "task": ctx.task, "read": list(read or [])}}
@@ -371,10 +372,10 @@ class ToolExecutor:
             summary=summarize_call(tool, args), reason=decision.reason, escalated=decision.escalated, key=ctx.key,
             editable=tool_meta(tool).editable,
         )
-        grants = (site is not None and site.origin is not None and ctx.task is not None
-                  and set(effects) <= site.scope.effects)
-        if grants:
-            note = grant_note(site.origin, self.sites.unapproved(site.scope, ctx.thread_id, ctx.task))
+        granted = site if (site is not None and site.origin is not None and ctx.task is not None
+                           and set(effects) <= site.scope.effects) else None
+        if granted is not None and granted.origin is not None:
+            note = grant_note(granted.origin, self.sites.unapproved(granted.scope, ctx.thread_id, ctx.task))
             request.reason = f"{request.reason}; {note}" if request.reason else note
         answer = settle(request, confirm, self.ledger, made, lambda edited: self.validate_args(tool, edited))
         if isinstance(answer, Denied):
@@ -382,8 +383,8 @@ class ToolExecutor:
             return CallOutcome(name, f"The user denied this call to {name}; it was not run.{why} "
                                      "Do not retry it unless the user asks.", ok=False, args=args)
         # an edit to another site grants nothing
-        if grants and self.sites.target(site.scope, answer, ctx.thread_id, ctx.task) == site.origin:
-            self.sites.grant(site.scope, ctx.thread_id, ctx.task, site.origin)
+        if granted is not None and self.sites.target(granted.scope, answer, ctx.thread_id, ctx.task) == granted.origin:
+            self.sites.grant(granted.scope, ctx.thread_id, ctx.task, granted.origin)
         return answer
 
     def _record(self, tool: BaseTool, args: dict[str, Any], effects: list[str], made: str, ctx: CallContext,
@@ -455,7 +456,7 @@ class ToolExecutor:
         if scope is not None:
             content, result = self._seen_on_site(scope, prepared, ctx, result, error, server_text)
         else:
-            content = to_text(result) if ok else error
+            content = to_text(result) if error is None else error
         if prepared.effects:
             self.ledger.complete(ctx.key, content, ok)
         outcome = CallOutcome(name, content, ok=ok, executed_effect=bool(prepared.effects), untrusted=untrusted,

@@ -212,20 +212,22 @@ def find_tools_tool(index: ToolIndex, all_tools: Any) -> StructuredTool:
         description=("Search all of Jarvis's tools (there are more than you were given) by what they do. Every tool "
                      "found is given to you on your next step (as many as fit the model's context window), so you "
                      "can call them right after."))
-    return set_tool_meta(tool, source="meta", trusted_output=("the names and descriptions of Jarvis's tools: what the "
-                                                              "model is given as its tool list anyway"))
+    set_tool_meta(tool, source="meta", trusted_output=("the names and descriptions of Jarvis's tools: what the "
+                                                       "model is given as its tool list anyway"))
+    return tool
 
 
 def tool_embedding(embedder: Embedder) -> Any:
     """A callable embedding texts through `embedder` (the App's one: llm/embeddings.py, the same client, bounds and
     checks as the document index and memory), raising when it gives none; None when no endpoint is configured."""
-    if embedder.cfg is None:
+    cfg = embedder.cfg
+    if cfg is None:
         return None
 
     def embed(texts: list[str]) -> list[list[float]]:
         vectors = embedder.embed(texts)
         if vectors is None:
-            raise RuntimeError(f"the embeddings endpoint {embedder.cfg.base_url} gave no vectors")
+            raise RuntimeError(f"the embeddings endpoint {cfg.base_url} gave no vectors")
         return [v.tolist() for v in vectors]
 
     return embed

@@ -130,11 +130,11 @@ class SiteGrants:
         self.ttl_s = ttl_s
         self.clock = clock
         self._lock = threading.Lock()
-        self._tasks: dict[tuple[str, str], _Task] = {}
+        self._tasks: dict[tuple[str, str | None], _Task] = {}  # a jorb's task is None: it holds browsers, no grants
         # (browser, thread id, task) -> origin of the page the task's browser showed after its last call
         self._pages: dict[tuple[str, str, str | None], str | None] = {}
 
-    def _live(self, key: tuple[str, str]) -> _Task | None:
+    def _live(self, key: tuple[str, str | None]) -> _Task | None:
         task = self._tasks.get(key)
         if task is not None and self.clock() - task.touched > self.ttl_s:
             self._tasks.pop(key, None)

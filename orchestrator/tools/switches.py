@@ -75,7 +75,8 @@ class ToolSwitches:
     def enable(self, name: str) -> bool:
         """True if it was disabled."""
         with Session(self.engine) as s, s.begin():
-            found = s.execute(delete(DisabledToolRow).where(DisabledToolRow.name == name)).rowcount
+            # through the session's connection: its result is the DELETE's cursor, which counts the rows deleted
+            found = s.connection().execute(delete(DisabledToolRow).where(DisabledToolRow.name == name)).rowcount
         self._forget()
         return bool(found)
 
