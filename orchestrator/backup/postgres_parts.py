@@ -6,13 +6,13 @@ line another user could read in the process list.
 from __future__ import annotations
 
 import glob
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from orchestrator.core.child_env import child_environment
 from orchestrator.storage.pg import libpq_url
 
 from .manifest import BackupRefused
@@ -28,15 +28,15 @@ def _tool(name: str) -> str:
 
 
 def _target(url: str) -> tuple[str, dict[str, str]]:
-    """The URL without its password, and the environment that carries it."""
+    """The URL without its password, and the variable that carries it to the program."""
     parsed = make_url(libpq_url(url))
-    env = dict(os.environ)
-    if parsed.password:
-        env["PGPASSWORD"] = parsed.password
-    return parsed.set(password=None).render_as_string(hide_password=False), env
+    password = {"PGPASSWORD": parsed.password} if parsed.password else {}
+    return parsed.set(password=None).render_as_string(hide_password=False), password
 
 
-def _run(argv: list[str], env: dict[str, str], what: str) -> None:
+def _run(argv: list[str], password: dict[str, str], what: str) -> None:
+    # pg_dump and pg_restore get Jarvis's environment without its secrets, and the database's password
+    env = child_environment(password)
     out = subprocess.run(argv, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if out.returncode != 0:
         raise BackupRefused(f"{what} failed: {out.stderr.strip()[-600:]}")
@@ -100,4 +100,4 @@ def has_tables(url: str) -> bool:
 
 def check_dump(path: Path) -> None:
     """pg_restore reads the dump's table of contents: the file is a whole custom-format dump."""
-    _run([_tool("pg_restore"), "--list", str(path)], dict(os.environ), "reading the PostgreSQL dump")
+    _run([_tool("pg_restore"), "--list", str(path)], {}, "reading the PostgreSQL dump")
