@@ -221,7 +221,8 @@ def reminder_scheduler_service(settings: Settings) -> _StartStop | None:
 
 
 def telegram_inbound_service(settings: Settings) -> _StartStop | None:
-    """Long-polls Telegram and routes each allowed message to its jorb, or to the inbox."""
+    """Long-polls Telegram: the user's own messages are their conversation with Jarvis (chat/channel_chat.py),
+    the others go to their jorb, or to the inbox."""
     if not settings.channels.telegram.enabled:
         return None
 
@@ -230,8 +231,11 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
         # A burst of messages wakes a jorb once (debounce); the jorb's step runs off the poller's thread.
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
         # Approve / Deny presses on confirmations sent to the principal (confirmations.notify) come in here too.
-        presses = ctx.app.remote_answers.on_callback if "telegram" in ctx.settings.confirmations.notify.to else None
-        return TelegramPoller(ctx.settings, deliver, on_callback=presses).start()
+        chat = ctx.settings.channels.telegram.chat
+        presses = (ctx.app.remote_answers.on_callback if chat or "telegram" in ctx.settings.confirmations.notify.to
+                   else None)
+        return TelegramPoller(ctx.settings, deliver, on_callback=presses,
+                              converse=ctx.app.telegram_chat.take if chat else None).start()
 
     return _StartStop("telegram-inbound", start, detail=lambda poller: poller.status_note())
 
