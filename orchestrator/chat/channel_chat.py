@@ -54,10 +54,10 @@ NO_FILES = ("Files and voice messages are not taken over Telegram yet; nothing w
 
 class TelegramChat:
     """`hub`: the App's TurnHub; `send_confirmation(item, chat)`: the approvals notifier's Telegram message with
-    buttons; `pending()`: what waits for the user across every thread (App.pending)."""
+    buttons; `pending(thread_id=None)`: what waits for the user, on one thread or on all (App.pending)."""
 
     def __init__(self, settings: Settings, hub: TurnHub, send_confirmation: Callable[[dict[str, Any], str], None],
-                 pending: Callable[[], list[dict[str, Any]]], api: Any = None):
+                 pending: Callable[..., list[dict[str, Any]]], api: Any = None):
         self.settings = settings
         self.cfg = settings.channels.telegram
         self.hub = hub
@@ -126,8 +126,7 @@ class TelegramChat:
 
     def _start(self, chat: str, text: str) -> None:
         thread = self.thread_of(chat)
-        waiting = [p for p in self.pending() if p.get("thread_id") == thread]
-        if waiting:
+        if self.pending(thread):
             self._say(chat, "This conversation waits for your answer to the confirmation above (Approve or Deny); "
                             "nothing else was done. /new starts another conversation.")
             return
