@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .approvals.remote import RemoteAnswers
     from .chat.answering import ThreadAnswers
     from .chat.channel_chat import TelegramChat
+    from .chat.email_chat import EmailChat
     from .chat.live_turns import TurnHub
     from .chat.runtime import JarvisRuntime
     from .docs_index import DocsIndex
@@ -356,6 +357,13 @@ class App:
 
         return self._part("telegram_chat", lambda: TelegramChat(self.settings, self.turn_hub(),
                                                                 self._confirm_in_chat, self.pending))
+
+    @property
+    def email_chat(self) -> EmailChat:
+        """The user's own conversation by email (channels.email.chat): its turns on this App's TurnHub."""
+        from .chat.email_chat import EmailChat
+
+        return self._part("email_chat", lambda: EmailChat(self.settings, self.turn_hub()))
 
     def _confirm_in_chat(self, item: dict[str, Any], chat: str) -> None:
         """A confirmation of the user's Telegram conversation, sent with buttons into that chat at once, and only

@@ -281,6 +281,9 @@ class TelegramConfig(_Section):
 class EmailChannelConfig(_Section):
     enabled: bool = False
     poll_interval_s: float = Field(60.0, gt=0)
+    chat: bool = Field(False, description="your own conversation with Jarvis by email: a mail to Jarvis's address "
+                                          "from an address of channels.user_identities (as Gmail verified it) is "
+                                          "answered in the same email thread")
 
 
 class ChannelsConfig(_Section):

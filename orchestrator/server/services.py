@@ -241,14 +241,16 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
 
 
 def email_inbound_service(settings: Settings) -> _StartStop | None:
-    """Polls the Gmail threads open jorbs wrote in and routes each reply to its jorb."""
+    """Polls the Gmail threads open jorbs wrote in and routes each reply to its jorb; with channels.email.chat,
+    the user's own mail too (chat/email_chat.py)."""
     if not settings.channels.email.enabled:
         return None
 
     def start(ctx: ServiceContext) -> Any:
         jorbs = ctx.app.jorbs
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
-        return EmailPoller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email")).start()
+        converse = ctx.app.email_chat.take if ctx.settings.channels.email.chat else None
+        return EmailPoller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email"), converse=converse).start()
 
     return _StartStop("email-inbound", start, detail=lambda poller: poller.last_error)
 

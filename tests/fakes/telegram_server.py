@@ -202,6 +202,7 @@ class _Handler(JsonHandler):
                 if payload.get("reply_markup"):
                     message["reply_markup"] = payload["reply_markup"]
                 st.sent.append(message)
+                st.lock.notify_all()  # a waiter for the bot's answer (bench/channels.py) wakes at once
             self.send_json(200, {"ok": True, "result": message})
         elif method == "answerCallbackQuery":
             with st.lock:
