@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from .approvals.notifier import Notifier
     from .approvals.remote import RemoteAnswers
     from .chat.answering import ThreadAnswers
-    from .chat.channel_chat import TelegramChat
-    from .chat.email_chat import EmailChat
+    from .conversations.telegram import TelegramChat
+    from .conversations.email import EmailChat
     from .chat.live_turns import TurnHub
     from .chat.runtime import JarvisRuntime
     from .docs_index import DocsIndex
@@ -353,7 +353,7 @@ class App:
     @property
     def telegram_chat(self) -> TelegramChat:
         """The user's own conversation over Telegram (channels.telegram.chat): its turns on this App's TurnHub."""
-        from .chat.channel_chat import TelegramChat
+        from .conversations.telegram import TelegramChat
 
         return self._part("telegram_chat", lambda: TelegramChat(self.settings, self.turn_hub(),
                                                                 self._confirm_in_chat, self.pending))
@@ -361,7 +361,7 @@ class App:
     @property
     def email_chat(self) -> EmailChat:
         """The user's own conversation by email (channels.email.chat): its turns on this App's TurnHub."""
-        from .chat.email_chat import EmailChat
+        from .conversations.email import EmailChat
 
         return self._part("email_chat", lambda: EmailChat(self.settings, self.turn_hub()))
 

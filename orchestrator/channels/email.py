@@ -132,7 +132,7 @@ class EmailPoller:
     def __init__(self, settings: Settings, deliver: Callable[..., Any], threads: Callable[[], list[tuple[str, Any]]],
                  converse: Callable[[str, str, dict[str, Any]], bool] | None = None):
         """`converse(sender, text, meta)`: offered each new mail from one of the user's own addresses outside the
-        threads above; True when it took it (the user's conversation with Jarvis, chat/email_chat.py)."""
+        threads above; True when it took it (the user's conversation with Jarvis, conversations/email.py)."""
         if not settings.channels.email.enabled:
             raise ChannelError(HOW_TO)
         self.settings = settings

@@ -153,7 +153,7 @@ class TelegramPoller:
                  converse: Callable[[dict[str, Any]], bool] | None = None):
         """`on_callback`: takes each button press (a callback_query; approvals/remote.py checks who pressed).
         `converse`: offered each allowed message first; True when it took it (the user's own conversation with
-        Jarvis, chat/channel_chat.py), else it goes to `deliver` (jorbs, inbox)."""
+        Jarvis, conversations/telegram.py), else it goes to `deliver` (jorbs, inbox)."""
         self.settings = settings
         self.on_callback = on_callback
         self.converse = converse

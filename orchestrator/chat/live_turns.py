@@ -119,7 +119,7 @@ class TurnHub:
         self._lock = threading.Lock()
         self._running: dict[str, LiveTurn] = {}
         # told of each turn as it starts, whoever started it (the UI, a phone's answer, a channel): a channel's
-        # conversation relays every turn of its threads, a resumed one too (chat/channel_chat.py)
+        # conversation relays every turn of its threads, a resumed one too (conversations/telegram.py)
         self.watchers: list[Callable[[LiveTurn], None]] = []
 
     def running(self, thread_id: str) -> LiveTurn | None:

@@ -221,7 +221,7 @@ def reminder_scheduler_service(settings: Settings) -> _StartStop | None:
 
 
 def telegram_inbound_service(settings: Settings) -> _StartStop | None:
-    """Long-polls Telegram: the user's own messages are their conversation with Jarvis (chat/channel_chat.py),
+    """Long-polls Telegram: the user's own messages are their conversation with Jarvis (conversations/telegram.py),
     the others go to their jorb, or to the inbox."""
     if not settings.channels.telegram.enabled:
         return None
@@ -242,7 +242,7 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
 
 def email_inbound_service(settings: Settings) -> _StartStop | None:
     """Polls the Gmail threads open jorbs wrote in and routes each reply to its jorb; with channels.email.chat,
-    the user's own mail too (chat/email_chat.py)."""
+    the user's own mail too (conversations/email.py)."""
     if not settings.channels.email.enabled:
         return None
 

@@ -24,8 +24,8 @@ from orchestrator.core.secrets import redact
 from orchestrator.core.visible import visible
 from orchestrator.jorbs.router import route_inbound
 from orchestrator.jorbs.store import JorbStore
-from .live_turns import LiveTurn, TurnBusy, TurnHub
-from .turns import user_input
+from orchestrator.chat.live_turns import LiveTurn, TurnBusy, TurnHub
+from orchestrator.chat.turns import user_input
 
 log = logging.getLogger(__name__)
 
