@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from .approvals.notifier import Notifier
     from .approvals.remote import RemoteAnswers
     from .chat.answering import ThreadAnswers
+    from .conversations.telegram import TelegramChat
+    from .conversations.email import EmailChat
     from .chat.live_turns import TurnHub
     from .chat.runtime import JarvisRuntime
     from .docs_index import DocsIndex
@@ -347,6 +349,30 @@ class App:
         from .approvals.remote import RemoteAnswers
 
         return self._part("remote_answers", lambda: RemoteAnswers(self.settings, self.pending, self.answer_item))
+
+    @property
+    def telegram_chat(self) -> TelegramChat:
+        """The user's own conversation over Telegram (channels.telegram.chat): its turns on this App's TurnHub."""
+        from .conversations.telegram import TelegramChat
+
+        return self._part("telegram_chat", lambda: TelegramChat(self.settings, self.turn_hub(),
+                                                                self._confirm_in_chat, self.pending))
+
+    @property
+    def email_chat(self) -> EmailChat:
+        """The user's own conversation by email (channels.email.chat): its turns on this App's TurnHub."""
+        from .conversations.email import EmailChat
+
+        return self._part("email_chat", lambda: EmailChat(self.settings, self.turn_hub()))
+
+    def _confirm_in_chat(self, item: dict[str, Any], chat: str) -> None:
+        """A confirmation of the user's Telegram conversation, sent with buttons into that chat at once, and only
+        there: marked as sent, so the notifier's sweep does not send it again."""
+        notifier = self.notifier()
+        ref = notifier.store.ref(item)
+        notifier.store.seen(ref)
+        if notifier.store.mark_notified(ref):
+            notifier.send_telegram(item, chat)
 
     def notifier(self) -> Notifier:
         """Sends the pending confirmations no UI watches to confirmations.notify.to."""

@@ -105,8 +105,10 @@ class Notifier:
         self.close_answered({self.store.ref(i) for i in items})
         return sent
 
-    def send_telegram(self, item: Mapping[str, Any]) -> None:
-        chat = str(self.cfg.telegram_user_id)  # a private chat's id is the user's id
+    def send_telegram(self, item: Mapping[str, Any], chat: str | None = None) -> None:
+        """`chat`: the private chat the question came up in (the user's conversation over Telegram), else the
+        user's chat with the bot (a private chat's id is the user's id)."""
+        chat = chat or str(self.cfg.telegram_user_id)
         token, digest = self.store.issue(item, "telegram", chat)
         markup = {"inline_keyboard": [[{"text": "Approve", "callback_data": f"{APPROVE}:{token}"},
                                        {"text": "Deny", "callback_data": f"{DENY}:{token}"}]]}

@@ -1,7 +1,7 @@
 """Answers from the phone: a Telegram button press or an email reply -> the pending item's answer, applied once.
 
-Who may answer: on Telegram only `confirmations.notify.telegram_user_id` (the id Telegram authenticates; anyone
-else's press is dropped without a word, so a stranger learns nothing); by email only a reply from
+Who may answer: on Telegram only `confirmations.notify.telegram_user_id` or a `telegram:<id>` of
+channels.user_identities (ids Telegram authenticates; anyone else's press is dropped without a word, so a stranger learns nothing); by email only a reply from
 `confirmations.notify.email` whose From: Gmail verified (channels.email.sender_verified), whose first word is
 approve or deny and which quotes the code (one code: a reply quoting two known codes answers neither). What is
 answered: the token names one question (tools.answers.item_ref: the call's key, tool and arguments hash); it is good
@@ -77,6 +77,18 @@ def own_account_problem(account: str, address: str | None) -> str | None:
             "ever be answered. Set confirmations.notify.email to another address of yours (the one on your phone).")
 
 
+def telegram_principals(settings: Settings) -> set[int]:
+    """The Telegram accounts (numeric ids, as Telegram authenticates them) whose presses are the user's: the one
+    confirmations are sent to, and each `telegram:<id>` of channels.user_identities (a @handle there is not one:
+    it can change hands)."""
+    ids = {settings.confirmations.notify.telegram_user_id} - {None}
+    for identity in settings.channels.user_identities:
+        kind, _, number = identity.strip().lower().partition(":")
+        if kind == "telegram" and number.isdigit():
+            ids.add(int(number))
+    return {int(i) for i in ids if i is not None}
+
+
 class RemoteAnswers:
     """`pending(thread_id)`: that thread's pending items (App.pending); `answer`: applies an answer (App.answer_item),
     raising store.AlreadyAnswered-like errors whose message is told to the user, or Busy."""
@@ -134,9 +146,9 @@ class RemoteAnswers:
     def on_callback(self, query: dict[str, Any]) -> Outcome | None:
         """A button press (a Bot API callback_query). None: not the principal's, dropped without an answer."""
         sender = (query.get("from") or {}).get("id")
-        if self.cfg.telegram_user_id is None or sender != self.cfg.telegram_user_id:
+        if not isinstance(sender, int) or sender not in telegram_principals(self.settings):
             log.warning("a Telegram button press from user %s ignored: only confirmations.notify.telegram_user_id "
-                        "answers", sender)
+                        "or a telegram:<id> of channels.user_identities answers", sender)
             return None
         action, _, token = str(query.get("data") or "").partition(":")
         if action not in (APPROVE, DENY) or not token:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
+import time
 from collections.abc import Callable
 from email.message import EmailMessage
 from typing import Any
@@ -128,13 +129,17 @@ class EmailChannel:
 class EmailPoller:
     """Looks at the Gmail threads open jorbs have written in and delivers each new message from someone else."""
 
-    def __init__(self, settings: Settings, deliver: Callable[..., Any], threads: Callable[[], list[tuple[str, Any]]]):
+    def __init__(self, settings: Settings, deliver: Callable[..., Any], threads: Callable[[], list[tuple[str, Any]]],
+                 converse: Callable[[str, str, dict[str, Any]], bool] | None = None):
+        """`converse(sender, text, meta)`: offered each new mail from one of the user's own addresses outside the
+        threads above; True when it took it (the user's conversation with Jarvis, conversations/email.py)."""
         if not settings.channels.email.enabled:
             raise ChannelError(HOW_TO)
         self.settings = settings
         self.api = _api(settings)
         self.deliver = deliver
         self.threads = threads
+        self.converse = converse
         self.state = ChannelState(settings, "email")
         self._me: str | None = None
         self._stop = threading.Event()
@@ -157,8 +162,42 @@ class EmailPoller:
             except Exception as exc:  # noqa: BLE001 - one thread must not keep the others' replies back
                 problems.append(f"thread {thread_id}: {exc}")
                 log.warning("email thread %s could not be read: %s", thread_id, exc)
+        if self.converse is not None:
+            try:
+                delivered += self._poll_own()
+            except Exception as exc:  # noqa: BLE001 - the jorbs' threads were read; this is tried next time
+                problems.append(f"your own mail: {exc}")
+                log.warning("the user's own mail could not be read: %s", exc)
         self.last_error = "; ".join(problems)[:1000] or None
         return delivered
+
+    def _poll_own(self) -> int:
+        """New mail from the user's own addresses (channels.user_identities), written after the conversation by
+        email was first polled (older mail in the mailbox starts nothing), offered to `converse`."""
+        since_ms = int(self.state.get("own_since", "0") or 0)
+        if not since_ms:
+            since_ms = int(time.time() * 1000)
+            self.state.set("own_since", str(since_ms))
+        taken = 0
+        for address in sorted({a.strip().lower() for a in self.settings.channels.user_identities if "@" in a
+                               and not a.strip().startswith("@")}):
+            listed = self.api.request("GET", f"{API}/messages", params={"q": f"from:{address}", "maxResults": 20},
+                                      what="Your own mail")
+            for ref in listed.get("messages") or []:
+                mid = ref.get("id")
+                if not mid or self.state.get(f"seen:{mid}") is not None:
+                    continue
+                msg = self.api.request("GET", f"{API}/messages/{mid}", params={"format": "full"}, what="The message")
+                labels = msg.get("labelIds") or []
+                if int(msg.get("internalDate") or 0) < since_ms or "SENT" in labels or "DRAFT" in labels:
+                    continue
+                sender = mailbox_of(_headers(msg).get("from", ""))
+                if sender is None:
+                    continue
+                meta = {"thread_key": msg.get("threadId"), "external_id": mid, "verified": sender_verified(msg)}
+                if self.converse(sender, message_body(msg.get("payload") or {}).strip(), meta):
+                    taken += 1
+        return taken
 
     def _poll_thread(self, thread_id: str, since: Any) -> int:
         delivered = 0

@@ -149,10 +149,14 @@ class TelegramPoller:
     """Long polling of getUpdates in a background thread; each allowed message goes to `deliver`."""
 
     def __init__(self, settings: Settings, deliver: Callable[[str, str, str, dict[str, Any]], Any],
-                 on_callback: Callable[[dict[str, Any]], Any] | None = None):
-        """`on_callback`: takes each button press (a callback_query; approvals/remote.py checks who pressed)."""
+                 on_callback: Callable[[dict[str, Any]], Any] | None = None,
+                 converse: Callable[[dict[str, Any]], bool] | None = None):
+        """`on_callback`: takes each button press (a callback_query; approvals/remote.py checks who pressed).
+        `converse`: offered each allowed message first; True when it took it (the user's own conversation with
+        Jarvis, conversations/telegram.py), else it goes to `deliver` (jorbs, inbox)."""
         self.settings = settings
         self.on_callback = on_callback
+        self.converse = converse
         self.cfg = settings.channels.telegram
         self.api = bot_api(settings, timeout=self.cfg.poll_timeout_s + 10)
         self.state = ChannelState(settings, "telegram")
@@ -200,7 +204,7 @@ class TelegramPoller:
             text = message.get("text")
             sender = message.get("from") or {}
             chat = message.get("chat") or {}
-            if not text or not chat:
+            if not chat or not (text or self.converse):
                 continue
             handle = normalize_party("@" + sender["username"]) if sender.get("username") else None
             party = handle or str(chat.get("id"))
@@ -208,6 +212,11 @@ class TelegramPoller:
                 self.state.set(f"chat:{handle}", str(chat["id"]))  # a group the handle wrote in stands for no one
             if self.allowed and party not in self.allowed and str(sender.get("id")) not in self.allowed:
                 log.info("telegram message from %s ignored: not on channels.telegram.allowlist", party)
+                continue
+            if self.converse is not None and self.converse(message):
+                handled += 1
+                continue
+            if not text:  # a file, a voice message: only the user's conversation takes one (and says so)
                 continue
             # the numeric user id is the sender as Telegram authenticates it (a @handle can change hands)
             self.deliver("telegram", party, text, {"external_id": str(message.get("message_id")),

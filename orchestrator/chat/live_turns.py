@@ -15,7 +15,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,7 @@ class LiveTurn:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _listeners: list[tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = field(default_factory=list)
     _done: threading.Event = field(default_factory=threading.Event)
+    _grew: threading.Condition = field(default_factory=threading.Condition)
 
     def publish(self, event: dict[str, Any]) -> None:
         with self._lock:
@@ -53,6 +54,8 @@ class LiveTurn:
             else:
                 self.finished = True
             listeners = list(self._listeners)
+        with self._grew:
+            self._grew.notify_all()
         for loop, queue in listeners:
             try:
                 loop.call_soon_threadsafe(queue.put_nowait, event)
@@ -88,6 +91,23 @@ class LiveTurn:
     def wait(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
 
+    def follow(self) -> Iterator[dict[str, Any]]:
+        """The turn's events from the start, then live ones until it ends, for a thread that is no event loop (a
+        channel's relay): each event as soon as it is published."""
+        seen = 0
+        while True:
+            with self._grew:
+                while True:
+                    with self._lock:
+                        fresh, finished = self.events[seen:], self.finished
+                    if fresh or finished:
+                        break
+                    self._grew.wait(1.0)
+            seen += len(fresh)
+            yield from fresh
+            if finished and seen >= len(self.events):
+                return
+
 
 class TurnHub:
     def __init__(self, graph: Any, decorate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
@@ -98,6 +118,9 @@ class TurnHub:
         self.end_task = end_task  # a turn stopped or failed: its task's browser closed (chat/turns.py)
         self._lock = threading.Lock()
         self._running: dict[str, LiveTurn] = {}
+        # told of each turn as it starts, whoever started it (the UI, a phone's answer, a channel): a channel's
+        # conversation relays every turn of its threads, a resumed one too (conversations/telegram.py)
+        self.watchers: list[Callable[[LiveTurn], None]] = []
 
     def running(self, thread_id: str) -> LiveTurn | None:
         with self._lock:
@@ -120,6 +143,11 @@ class TurnHub:
         worker = threading.Thread(target=self._work, args=(turn, graph_input, on_end), name=f"turn-{thread_id}",
                                   daemon=True)
         worker.start()
+        for watch in list(self.watchers):
+            try:
+                watch(turn)
+            except Exception:  # noqa: BLE001 - a watcher's failure is not the turn's
+                log.exception("a watcher of the turn on %s", thread_id)
         return turn
 
     def _work(self, turn: LiveTurn, graph_input: Any, on_end: Callable[[], None] | None = None) -> None:

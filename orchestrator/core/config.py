@@ -272,11 +272,18 @@ class TelegramConfig(_Section):
     api_base: str = "https://api.telegram.org"
     allowlist: list[str] = Field(default_factory=list)
     poll_timeout_s: int = Field(30, ge=0)
+    chat: bool = Field(True, description="your own conversation with Jarvis in your private chat with the bot (you: "
+                                         "a telegram:<id> or @handle of channels.user_identities)")
+    chat_per_minute: int = Field(20, ge=1, description="your messages taken per minute in one chat; more are refused")
+    edit_every_s: float = Field(1.0, ge=0.2, description="the answer shown as it is written: one edit at most this often")
 
 
 class EmailChannelConfig(_Section):
     enabled: bool = False
     poll_interval_s: float = Field(60.0, gt=0)
+    chat: bool = Field(False, description="your own conversation with Jarvis by email: a mail to Jarvis's address "
+                                          "from an address of channels.user_identities (as Gmail verified it) is "
+                                          "answered in the same email thread")
 
 
 class ChannelsConfig(_Section):

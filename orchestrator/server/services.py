@@ -224,7 +224,8 @@ def reminder_scheduler_service(settings: Settings) -> _StartStop | None:
 
 
 def telegram_inbound_service(settings: Settings) -> _StartStop | None:
-    """Long-polls Telegram and routes each allowed message to its jorb, or to the inbox."""
+    """Long-polls Telegram: the user's own messages are their conversation with Jarvis (conversations/telegram.py),
+    the others go to their jorb, or to the inbox."""
     if not settings.channels.telegram.enabled:
         return None
 
@@ -233,21 +234,26 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
         # A burst of messages wakes a jorb once (debounce); the jorb's step runs off the poller's thread.
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
         # Approve / Deny presses on confirmations sent to the principal (confirmations.notify) come in here too.
-        presses = ctx.app.remote_answers.on_callback if "telegram" in ctx.settings.confirmations.notify.to else None
-        return TelegramPoller(ctx.settings, deliver, on_callback=presses).start()
+        chat = ctx.settings.channels.telegram.chat
+        presses = (ctx.app.remote_answers.on_callback if chat or "telegram" in ctx.settings.confirmations.notify.to
+                   else None)
+        return TelegramPoller(ctx.settings, deliver, on_callback=presses,
+                              converse=ctx.app.telegram_chat.take if chat else None).start()
 
     return _StartStop("telegram-inbound", start, detail=lambda poller: poller.status_note())
 
 
 def email_inbound_service(settings: Settings) -> _StartStop | None:
-    """Polls the Gmail threads open jorbs wrote in and routes each reply to its jorb."""
+    """Polls the Gmail threads open jorbs wrote in and routes each reply to its jorb; with channels.email.chat,
+    the user's own mail too (conversations/email.py)."""
     if not settings.channels.email.enabled:
         return None
 
     def start(ctx: ServiceContext) -> Any:
         jorbs = ctx.app.jorbs
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
-        return EmailPoller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email")).start()
+        converse = ctx.app.email_chat.take if ctx.settings.channels.email.chat else None
+        return EmailPoller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email"), converse=converse).start()
 
     return _StartStop("email-inbound", start, detail=lambda poller: poller.last_error)
 

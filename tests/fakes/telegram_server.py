@@ -1,6 +1,7 @@
 """A local HTTP server speaking the Telegram Bot API subset Jarvis uses: getMe, getUpdates (offsets, long-poll
-timeout, allowed_updates), sendMessage (with an inline keyboard), answerCallbackQuery, editMessageReplyMarkup,
-error bodies, 429 with retry_after. Tests queue inbound messages with `say()` and button presses with `press()`.
+timeout, allowed_updates), sendMessage (with an inline keyboard; parse_mode HTML parsed as the Bot API does: an
+unknown tag or a bare `&` refused, at most 4096 characters), editMessageText, sendChatAction,
+answerCallbackQuery, editMessageReplyMarkup, error bodies, 429 with retry_after. Tests queue inbound messages with `say()` and button presses with `press()`.
 
 As in the Bot API: callback_data is 1-64 bytes (else BUTTON_DATA_INVALID); a callback query is answered once (a
 second answerCallbackQuery, or one for an unknown id, is "query is too old ... or query ID is invalid"); only a
@@ -9,7 +10,9 @@ modified")."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import threading
 import time
 from typing import Any
@@ -31,9 +34,24 @@ class TelegramState:
         self.queries: dict[str, dict[str, Any]] = {}  # callback query id -> the query, until answered
         self.answered: list[dict[str, Any]] = []  # answerCallbackQuery payloads, in order
         self.next_query = 5000
+        self.actions: list[dict[str, Any]] = []  # sendChatAction payloads
+        self.edits: list[tuple[float, dict[str, Any]]] = []  # (when, editMessageText payload) of each edit made
 
-    def say(self, text: str, username: str | None = "alice", user_id: int = 42, chat_id: int | None = None,
-            chat_type: str = "private") -> None:
+    def update(self, update: dict[str, Any]) -> None:
+        """Any update as it is (an edited_message, a document), numbered here."""
+        with self.lock:
+            self.updates.append({"update_id": self.next_update, **update})
+            self.next_update += 1
+            self.lock.notify_all()
+
+    def shown(self, chat_id: int) -> list[str]:
+        """The texts of the bot's messages in a chat as the user sees them now (entities read)."""
+        with self.lock:
+            return [html.unescape(_TAGS.sub("", m["text"])) if m.get("parse_mode") == "HTML" else m["text"]
+                    for m in self.sent if m["chat"]["id"] == chat_id]
+
+    def say(self, text: str | None, username: str | None = "alice", user_id: int = 42, chat_id: int | None = None,
+            chat_type: str = "private", **extra: Any) -> int:
         """A message from `user_id`; with `chat_id` (negative, as the Bot API numbers groups) and `chat_type`
         ("group", "supergroup"), written in that group rather than to the bot in private."""
         chat = chat_id or user_id
@@ -44,10 +62,11 @@ class TelegramState:
                 sender["username"] = username
             self.updates.append({"update_id": self.next_update, "message": {
                 "message_id": self.next_message, "from": sender, "chat": {"id": chat, "type": chat_type},
-                "date": int(time.time()), "text": text}})
+                "date": int(time.time()), **({"text": text} if text is not None else extra)}})
             self.next_update += 1
             self.next_message += 1
             self.lock.notify_all()
+            return self.next_message - 1
 
 
     def press(self, message: dict[str, Any], data: str, user_id: int = 42, username: str | None = "alice") -> str:
@@ -70,6 +89,29 @@ class TelegramState:
         """The inline keyboard a sent message shows now (flattened)."""
         markup = message.get("reply_markup") or {}
         return [b for row in markup.get("inline_keyboard") or [] for b in row]
+
+
+_TAGS = re.compile(r"</?(b|strong|i|em|u|ins|s|strike|del|code|pre|a|tg-spoiler|blockquote)(\s[^>]*)?>")
+_ENTITY = re.compile(r"&(lt|gt|amp|quot|#\d+|#x[0-9a-fA-F]+);")
+
+
+def _bad_text(payload: dict[str, Any]) -> str | None:
+    """What the Bot API refuses in a message's text: too long (after entities are parsed), and with parse_mode
+    HTML a tag it does not know or an `&` that starts no entity."""
+    text = str(payload.get("text") or "")
+    shown = text
+    if payload.get("parse_mode") == "HTML":
+        rest = _ENTITY.sub("", _TAGS.sub("", text))
+        if "<" in rest or ">" in rest:
+            return "Bad Request: can't parse entities: Unsupported start tag"
+        if "&" in rest:
+            return "Bad Request: can't parse entities: Unsupported HTML entity"
+        shown = html.unescape(_TAGS.sub("", text))
+    if not shown.strip():
+        return "Bad Request: message text is empty"
+    if len(shown) > 4096:
+        return "Bad Request: message is too long"
+    return None
 
 
 def _bad_markup(markup: Any) -> str | None:
@@ -113,7 +155,32 @@ class _Handler(JsonHandler):
                         break
                     st.lock.wait(timeout=max(0.01, deadline - time.monotonic()))
             self.send_json(200, {"ok": True, "result": ready})
+        elif method == "sendChatAction":
+            with st.lock:
+                st.actions.append(payload)
+            self.send_json(200, {"ok": True, "result": True})
+        elif method == "editMessageText":
+            problem = _bad_text(payload)
+            with st.lock:
+                message = next((m for m in st.sent if m["message_id"] == int(payload.get("message_id") or 0)
+                                and m["chat"]["id"] == int(payload.get("chat_id") or 0)), None)
+                if problem:
+                    status, body = 400, {"ok": False, "error_code": 400, "description": problem}
+                elif message is None:
+                    status, body = 400, {"ok": False, "error_code": 400, "description": "Bad Request: message to edit not found"}
+                elif message["text"] == payload["text"]:
+                    status, body = 400, {"ok": False, "error_code": 400, "description": "Bad Request: message is not "
+                                         "modified"}
+                else:
+                    message["text"] = payload["text"]
+                    st.edits.append((time.monotonic(), dict(payload)))
+                    status, body = 200, {"ok": True, "result": message}
+            self.send_json(status, body)
         elif method == "sendMessage":
+            problem = _bad_text(payload)
+            if problem:
+                self.send_json(400, {"ok": False, "error_code": 400, "description": problem})
+                return
             if st.fail_next:
                 status, body = st.fail_next.pop(0)
                 self.send_json(status, body)
@@ -130,9 +197,12 @@ class _Handler(JsonHandler):
                 st.next_message += 1
                 message = {"message_id": st.next_message, "chat": {"id": chat_id}, "text": payload["text"],
                            "date": int(time.time())}
+                if payload.get("parse_mode"):
+                    message["parse_mode"] = payload["parse_mode"]
                 if payload.get("reply_markup"):
                     message["reply_markup"] = payload["reply_markup"]
                 st.sent.append(message)
+                st.lock.notify_all()  # a waiter for the bot's answer (bench/channels.py) wakes at once
             self.send_json(200, {"ok": True, "result": message})
         elif method == "answerCallbackQuery":
             with st.lock:
