@@ -92,7 +92,7 @@ def main() -> None:
         with serve_in_thread(app) as url:
             api, tg = [], []
             for rep in range(args.reps + 1):
-                pair = ((lambda: api.append(api_first_token(url, app.state.token, server, think, rep))),
+                pair = ((lambda rep=rep: api.append(api_first_token(url, app.state.token, server, think, rep))),
                         (lambda: tg.append(telegram_first_character(telegram, server, think, jarvis))))
                 for run in pair if rep % 2 == 0 else pair[::-1]:
                     run()
