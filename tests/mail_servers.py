@@ -262,3 +262,53 @@ class Submission:
     def stop(self) -> None:
         if self.controller is not None:
             self.controller.stop()
+
+
+class Proxy:
+    """A TCP relay between a client and a server on loopback that can play the man in the middle: `rewrite` edits
+    each chunk the server sends (stripping STARTTLS from its capabilities), `cut_after` drops the connection once
+    the server has sent that many bytes through it. `sent` counts the server's bytes relayed."""
+
+    def __init__(self, target_port: int, rewrite=None, cut_after: int | None = None):  # noqa: ANN001
+        import threading
+
+        self.target_port, self.rewrite, self.cut_after = target_port, rewrite, cut_after
+        self.sent = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self._threads = threading
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target_port))
+            self._threads.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
+            self._threads.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, from_server: bool) -> None:
+        try:
+            while chunk := src.recv(65536):
+                if from_server:
+                    if self.rewrite:
+                        chunk = self.rewrite(chunk)
+                    if self.cut_after is not None and self.sent + len(chunk) > self.cut_after:
+                        dst.sendall(chunk[:max(0, self.cut_after - self.sent)])
+                        self.sent = self.cut_after
+                        break
+                    self.sent += len(chunk)
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        self.listener.close()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import socket
-import ssl
-import threading
+import time
 from email.message import EmailMessage
 from email.utils import make_msgid
 
@@ -13,7 +11,7 @@ import pytest
 from integrations.base import ToolError
 from integrations.imap_tools import MAX_MESSAGE_BYTES, build_imap_tools
 from integrations.mail_account import MailAccount, TlsRefused, connect_imap, connect_smtp
-from tests.mail_servers import Dovecot, Submission
+from tests.mail_servers import Dovecot, Proxy, Submission
 
 ALICE, BOB = "alice@example.test", "bob@example.test"
 USERS = {ALICE: "alice-app-password", BOB: "bob-app-password"}
@@ -88,3 +86,116 @@ def test_search_read_draft_and_send_a_reply(servers):
     assert "gladly" in reply["messages"][-1]["body"]
     with pytest.raises(ToolError, match="not in the Drafts folder"):
         tools["mail_send_draft"].invoke({"draft_id": draft["draft_id"]})
+
+
+def watched_password(user: str = ALICE) -> tuple[list[int], object]:
+    asked: list[int] = []
+
+    def password() -> str:
+        asked.append(1)
+        return USERS[user]
+    return asked, password
+
+
+def test_a_certificate_nobody_vouches_for_is_refused_before_the_password(servers):
+    """Without the test CA the server's certificate is not trusted: both IMAP and SMTP refuse, and the password is
+    never read, let alone sent."""
+    asked, password = watched_password()
+    acct = account(servers, tls_ca_file=None, password=password)
+    with pytest.raises(TlsRefused, match="TLS failed"):
+        connect_imap(acct)
+    with pytest.raises(TlsRefused, match="TLS failed"):
+        connect_smtp(acct)
+    assert asked == []
+
+
+def test_a_pinned_certificate_is_the_trust_and_any_other_is_refused(servers):
+    """A self-signed server (Proton Bridge) is pinned by its SHA-256: the right pin connects without any CA, a wrong
+    one is refused before the login is written, over implicit TLS, STARTTLS and SMTP alike."""
+    dovecot, _ = servers
+    good = account(servers, tls_ca_file=None, tls_fingerprint=dovecot.fingerprint)
+    connect_imap(good).logout()
+    connect_imap(account(servers, tls_ca_file=None, tls_fingerprint=dovecot.fingerprint, imap_tls="starttls",
+                         imap_port=dovecot.imap_port)).logout()
+    connect_smtp(good).quit()
+    asked, password = watched_password()
+    wrong = account(servers, tls_ca_file=None, tls_fingerprint="ab" * 32, password=password)
+    for connect in (connect_imap, connect_smtp):
+        with pytest.raises(TlsRefused, match="not the one pinned"):
+            connect(wrong)
+    with pytest.raises(TlsRefused, match="not the one pinned"):
+        connect_imap(account(servers, tls_ca_file=None, tls_fingerprint="ab" * 32, password=password,
+                             imap_tls="starttls", imap_port=dovecot.imap_port))
+    assert asked == []
+
+
+def test_starttls_stripped_by_a_man_in_the_middle_is_refused_not_skipped(servers):
+    """Someone between Jarvis and the server removes STARTTLS from the capabilities: the connection is refused and
+    the password is never sent in plain text (IMAP and SMTP)."""
+    dovecot, submission = servers
+    strip = Proxy(dovecot.imap_port, rewrite=lambda chunk: chunk.replace(b" STARTTLS", b""))
+    strip_smtp = Proxy(submission.port, rewrite=lambda chunk: chunk.replace(b"250-STARTTLS\r\n", b""))
+    try:
+        asked, password = watched_password()
+        acct = account(servers, imap_tls="starttls", imap_port=strip.port, smtp_port=strip_smtp.port,
+                       password=password)
+        with pytest.raises(TlsRefused, match="does not offer STARTTLS"):
+            connect_imap(acct)
+        with pytest.raises(TlsRefused, match="does not offer STARTTLS"):
+            connect_smtp(acct)
+        assert asked == []
+        connect_imap(account(servers, imap_tls="starttls", imap_port=dovecot.imap_port)).logout()
+    finally:
+        strip.close()
+        strip_smtp.close()
+
+
+def test_a_big_mailbox_is_read_a_page_at_a_time(servers):
+    dovecot, _ = servers
+    for n in range(7):
+        dovecot.deliver(ALICE, mail(f"Paged report {n}"))
+    tools = tools_of(account(servers))
+    seen, offset, pages = [], 0, 0
+    while offset is not None:
+        page = tools["mail_search"].invoke({"query": "Paged report", "max_results": 3, "offset": offset})
+        assert page["total"] == 7 and len(page["messages"]) <= 3
+        seen += [m["subject"] for m in page["messages"]]
+        offset, pages = page["next_offset"], pages + 1
+    assert pages == 3 and seen == [f"Paged report {n}" for n in reversed(range(7))]
+
+
+def test_a_renumbered_folder_never_serves_another_message_for_an_old_id(servers):
+    """The server changes the folder's UIDVALIDITY (a restore, a migration): an id from before is refused, nothing
+    is read from whatever now holds that UID, and a new search finds the message again."""
+    dovecot, _ = servers
+    dovecot.deliver(BOB, mail("Renumbered invoice", to=BOB))
+    tools = tools_of(account(servers, BOB))
+    old = find(tools, "Renumbered invoice", "bob")["id"]
+    validity = int(old.split(":")[1])
+    dovecot.doveadm("mailbox", "update", "-u", BOB, "--uid-validity", str(validity + 1000), "INBOX")
+    with pytest.raises(ToolError, match="renumbered"):
+        tools["mail_read_thread"].invoke({"message_id": old})
+    with pytest.raises(ToolError, match="renumbered"):
+        tools["mail_draft_reply"].invoke({"message_id": old, "body_md": "ok"})
+    new = find(tools, "Renumbered invoice", "bob")["id"]
+    assert new != old
+    assert tools["mail_read_thread"].invoke({"message_id": new})["messages"][0]["subject"] == "Renumbered invoice"
+
+
+def test_a_sender_is_verified_only_by_the_accounts_own_server(servers):
+    """Authentication-Results counts only when it is the topmost header and stamped by the account's authserv-id:
+    one the sender wrote further down, or one from another server, leaves the sender unverified."""
+    dovecot, _ = servers
+    vouched = f"{AUTHSERV}; dmarc=pass header.from=partner.example"
+    dovecot.deliver(ALICE, mail("Vouched sender", Authentication_Results=vouched))
+    forged = mail("Forged vouch", Authentication_Results=vouched)
+    dovecot.deliver(ALICE, f"Authentication-Results: {AUTHSERV}; dmarc=fail header.from=partner.example\r\n".encode()
+                    + forged)
+    dovecot.deliver(ALICE, mail("Other server", Authentication_Results="mx.elsewhere.example; dmarc=pass "
+                                "header.from=partner.example"))
+    tools = tools_of(account(servers))
+    assert find(tools, "Vouched sender")["sender_verified"] is True
+    assert find(tools, "Forged vouch")["sender_verified"] is False
+    assert find(tools, "Other server")["sender_verified"] is False
+    unconfigured = tools_of(account(servers, authserv_id=None))
+    assert find(unconfigured, "Vouched sender")["sender_verified"] is False
