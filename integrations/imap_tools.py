@@ -90,9 +90,12 @@ def _parse(data: bytes) -> Message:
 def _part_text(part: Message) -> str:
     try:
         payload = part.get_payload(decode=True) or b""
-        return payload.decode(part.get_content_charset() or "utf-8", errors="replace")
-    except (LookupError, ValueError, AssertionError):
+    except (ValueError, AssertionError):  # undecodable transfer encoding: nothing to read
         return ""
+    try:
+        return payload.decode(part.get_content_charset() or "utf-8", errors="replace")
+    except LookupError:  # a charset nobody knows: read as UTF-8, what cannot be read marked
+        return payload.decode("utf-8", errors="replace")
 
 
 def body_text(msg: Message, cut: int = 0) -> str:

@@ -13,8 +13,8 @@ from integrations.imap_tools import MAX_MESSAGE_BYTES, build_imap_tools
 from integrations.mail_account import MailAccount, TlsRefused, connect_imap, connect_smtp
 from tests.mail_servers import Dovecot, Proxy, Submission
 
-ALICE, BOB = "alice@example.test", "bob@example.test"
-USERS = {ALICE: "alice-app-password", BOB: "bob-app-password"}
+ALICE, BOB, DAN = "alice@example.test", "bob@example.test", "dan@example.test"
+USERS = {ALICE: "alice-app-password", BOB: "bob-app-password", DAN: "dan-app-password"}
 AUTHSERV = "mx.example.test"
 
 
@@ -199,3 +199,90 @@ def test_a_sender_is_verified_only_by_the_accounts_own_server(servers):
     assert find(tools, "Other server")["sender_verified"] is False
     unconfigured = tools_of(account(servers, authserv_id=None))
     assert find(unconfigured, "Vouched sender")["sender_verified"] is False
+
+
+MALFORMED = (b"From: carol@partner.example\r\nTo: alice@example.test\r\nSubject: =?bogus-charset?q?Broken_MIME?=\r\n"
+             b"Message-ID: <broken@partner.example>\r\nMIME-Version: 1.0\r\n"
+             b"Content-Type: multipart/mixed; boundary=\"never-closed\"\r\n\r\n--never-closed\r\n"
+             b"Content-Type: text/plain; charset=no-such-charset\r\nContent-Transfer-Encoding: base64\r\n\r\n"
+             b"SGVsbG8gZnJvbSBhIGJyb2tlbiBtZXNzYWdl!!!*\r\n--never-closed\r\n"
+             b"Content-Type: application/octet-stream; name*=utf-8''%ZZ%\r\nContent-Disposition: attachment\r\n\r\n"
+             b"\x00\xff\xfe\r\n")
+
+
+def test_malformed_mime_is_read_as_far_as_it_goes(servers):
+    """An unclosed multipart, broken base64, an unknown charset and a bad filename parameter: the thread is read,
+    with the text that could be decoded, not a crash."""
+    dovecot, _ = servers
+    dovecot.deliver(ALICE, MALFORMED)
+    tools = tools_of(account(servers))
+    hit = find(tools, "broken message")
+    message = tools["mail_read_thread"].invoke({"message_id": hit["id"]})["messages"][0]
+    assert "Hello from a broken message" in message["body"] and "[attachments:" in message["body"]
+
+
+def test_an_encoded_word_in_the_subject_cannot_add_a_recipient(servers):
+    """The sender's Subject holds an encoded line break and a Bcc: the draft's subject is one line of text, the
+    draft has no Bcc, and the mail goes to the sender only."""
+    dovecot, submission = servers
+    dovecot.deliver(ALICE, mail("x").replace(b"Subject: x", b"Subject: =?utf-8?q?Booking=0ABcc:_eve@evil.example?="))
+    tools = tools_of(account(servers))
+    hit = find(tools, "Booking")
+    draft = tools["mail_draft_reply"].invoke({"message_id": hit["id"], "body_md": "Confirmed."})
+    assert draft["subject"] == "Re: Booking Bcc: eve@evil.example" and draft["to"] == "carol@partner.example"
+    before = len(submission.received)
+    sent = tools["mail_send_draft"].invoke({"draft_id": draft["draft_id"]})
+    assert sent["to"] == ["carol@partner.example"]
+    assert [rcpts for _, rcpts, _ in submission.received[before:]] == [["carol@partner.example"]]
+    assert b"\nBcc:" not in submission.received[-1][2]
+
+
+def test_a_50_mb_attachment_is_not_downloaded_to_read_the_message(servers):
+    """Reading a message with a 50 MB attachment fetches only its first part (counted on the wire) and says so.
+    (Its own mailbox: a text search through 50 MB would slow the other tests.)"""
+    dovecot, _ = servers
+    big = EmailMessage()
+    big["From"], big["To"], big["Subject"] = "carol@partner.example", DAN, "Holiday photos"
+    big.set_content("The photos are attached.")
+    big.add_attachment(b"\0" * (50 * 1024 * 1024), maintype="application", subtype="octet-stream",
+                       filename="photos.zip")
+    dovecot.deliver(DAN, big.as_bytes())
+    relay = Proxy(dovecot.imaps_port)
+    try:
+        tools = tools_of(account(servers, DAN, imap_port=relay.port))
+        hit, = tools["mail_search"].invoke({})["messages"]
+        assert hit["size"] > 50 * 1024 * 1024
+        started = time.monotonic()
+        body = tools["mail_read_thread"].invoke({"message_id": hit["id"]})["messages"][0]["body"]
+        assert body.startswith("The photos are attached.") and "photos.zip" in body
+        assert f"only its first {MAX_MESSAGE_BYTES} were read" in body
+        assert relay.sent < 3 * MAX_MESSAGE_BYTES, relay.sent
+        assert time.monotonic() - started < 30
+    finally:
+        relay.close()
+
+
+def test_a_connection_dropped_mid_fetch_is_a_clear_error_and_loses_nothing(servers):
+    """The server's connection dies in the middle of a message: the tool says so, and the message is still there,
+    still unread; a draft whose sending fails stays in Drafts."""
+    dovecot, _ = servers
+    dovecot.deliver(ALICE, mail("Long contract", body="clause " * 200_000))
+    tools = tools_of(account(servers))
+    hit = find(tools, "Long contract")
+    relay = Proxy(dovecot.imaps_port, cut_after=200_000)
+    try:
+        cut = tools_of(account(servers, imap_port=relay.port))
+        with pytest.raises(ToolError, match="dropped.*nothing in the mailbox was changed"):
+            cut["mail_read_thread"].invoke({"message_id": hit["id"]})
+    finally:
+        relay.close()
+    again = find(tools, "Long contract")
+    assert again["id"] == hit["id"] and again["unread"]
+    assert "clause clause" in tools["mail_read_thread"].invoke({"message_id": hit["id"]})["messages"][0]["body"]
+    draft = tools["mail_draft_reply"].invoke({"message_id": hit["id"], "body_md": "Signed."})
+    closed = Proxy(dovecot.imaps_port)
+    closed.close()
+    no_smtp = tools_of(account(servers, smtp_port=closed.port))
+    with pytest.raises(ToolError, match="could not connect"):
+        no_smtp["mail_send_draft"].invoke({"draft_id": draft["draft_id"]})
+    assert tools["mail_send_draft"].invoke({"draft_id": draft["draft_id"]})["sent"]
