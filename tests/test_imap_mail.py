@@ -286,3 +286,57 @@ def test_a_connection_dropped_mid_fetch_is_a_clear_error_and_loses_nothing(serve
     with pytest.raises(ToolError, match="could not connect"):
         no_smtp["mail_send_draft"].invoke({"draft_id": draft["draft_id"]})
     assert tools["mail_send_draft"].invoke({"draft_id": draft["draft_id"]})["sent"]
+
+
+def _run(graph, thread: str, value):
+    return graph.invoke(value, {"configurable": {"thread_id": thread}}, version="v2")
+
+
+def test_the_email_summary_and_a_draft_reply_through_the_chat_graph(servers, jarvis_env):
+    """Seed 002's mail flow on an IMAP account: the scripted model searches, reads the thread, drafts a reply (asked:
+    the turn read an email) and sends it only after the user approves a question that names the recipient first."""
+    import json
+
+    from langgraph.types import Command
+
+    from orchestrator.core import secrets
+    from tests.conftest import answer, tool_call
+
+    dovecot, submission = servers
+    dovecot.deliver(ALICE, mail("Q4 budget review", sender=BOB, body="Can you review the Q4 budget by Monday?"))
+    secrets.set_secret("home_mail", USERS[ALICE])
+    jarvis_env.write_config(accounts={"home": {
+        "address": ALICE, "password": {"secret": "home_mail"}, "imap_host": "127.0.0.1",
+        "imap_port": dovecot.imaps_port, "smtp_host": "127.0.0.1", "smtp_port": submission.port,
+        "smtp_tls": "starttls", "tls_ca_file": str(dovecot.ca), "authserv_id": AUTHSERV}},
+        autonomy={"effects": {"email_draft": "auto"}})
+    ref = find(tools_of(account(servers, name="home")), "Q4 budget review", "home")["id"]
+    jarvis_env.server.push(
+        tool_call("mail_search", query="Q4 budget", max_results=5),
+        tool_call("mail_read_thread", message_id=ref),
+        tool_call("mail_draft_reply", message_id=ref, body_md="Hi Bob,\n\nYes, I will review it by **Monday**."),
+        answer("Bob asks for a review of the Q4 budget by Monday. I drafted a reply; shall I send it?"))
+    graph = jarvis_env.graph()
+    result = _run(graph, "imap-flow", {"messages": [("user", "summarize Bob's mail and draft a reply")]})
+    (ask,) = result.interrupts
+    assert ask.value["tool"] == "mail_draft_reply" and ask.value["escalated"] is True
+    before = len(submission.received)
+    result = _run(graph, "imap-flow", Command(resume={ask.id: {"decision": "approve"}}))
+    assert not result.interrupts and "shall I send it?" in result.value["messages"][-1].content
+    read = [m for m in result.value["messages"] if m.type == "tool" and m.name == "mail_read_thread"][0]
+    assert "review the Q4 budget by Monday" in read.content
+    drafted = [m for m in result.value["messages"] if m.type == "tool" and m.name == "mail_draft_reply"][0]
+    draft_id = json.loads(drafted.content)["draft_id"]
+    assert ":Drafts" in draft_id and len(submission.received) == before
+
+    jarvis_env.server.push(tool_call("mail_send_draft", draft_id=draft_id), answer("Sent."))
+    result = _run(graph, "imap-flow", {"messages": [("user", "yes, send it")]})
+    (ask,) = result.interrupts
+    assert ask.value["tool"] == "mail_send_draft" and ask.value["side_effects"] == ["email_send"]
+    assert ask.value["summary"].startswith(f"Send the email to {BOB} from {ALICE}: subject 'Re: Q4 budget review'")
+    assert len(submission.received) == before  # not before the answer
+    result = _run(graph, "imap-flow", Command(resume={ask.id: {"decision": "approve"}}))
+    assert result.value["messages"][-1].content == "Sent."
+    assert [rcpts for _, rcpts, _ in submission.received[before:]] == [[BOB]]
+    got = find(tools_of(account(servers, BOB)), "Re: Q4 budget review", "bob")
+    assert got["from"] == ALICE
