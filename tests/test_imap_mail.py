@@ -340,3 +340,55 @@ def test_the_email_summary_and_a_draft_reply_through_the_chat_graph(servers, jar
     assert [rcpts for _, rcpts, _ in submission.received[before:]] == [[BOB]]
     got = find(tools_of(account(servers, BOB)), "Re: Q4 budget review", "bob")
     assert got["from"] == ALICE
+
+
+def test_jarvis_accounts_add_list_test_remove(servers, jarvis_env):
+    """The account commands against the real servers: a wrong password is not saved, a right one is (its password
+    in the keyring, not the file); a Proton-Bridge-like server (self-signed, STARTTLS on loopback) is pinned to
+    its certificate's real fingerprint and then works; remove takes the account out."""
+    import yaml
+
+    dovecot, submission = servers
+    common = ["--imap-host", "127.0.0.1", "--imap-port", str(dovecot.imaps_port), "--smtp-host", "127.0.0.1",
+              "--smtp-port", str(submission.port), "--smtp-tls", "starttls", "--ca-file", str(dovecot.ca)]
+    refused = jarvis_env.cli_here("accounts", "add", "work", "--address", ALICE, *common, input="wrong\n")
+    assert refused.returncode != 0 and "login" in refused.stderr and "not saved" in refused.stderr
+    assert "accounts" not in (yaml.safe_load(jarvis_env.config_path.read_text()) or {})
+    added = jarvis_env.cli_here("accounts", "add", "work", "--address", ALICE, *common, input=USERS[ALICE] + "\n")
+    assert added.returncode == 0, added.stderr
+    assert USERS[ALICE] not in jarvis_env.config_path.read_text()
+    bridge = jarvis_env.cli_here("accounts", "add", "bridge", "--address", BOB, "--preset", "proton-bridge",
+                                 "--imap-port", str(dovecot.imap_port), "--smtp-port", str(submission.port), "--pin",
+                                 input=USERS[BOB] + "\n")
+    assert bridge.returncode == 0, bridge.stderr
+    assert dovecot.fingerprint in bridge.stdout
+    saved = yaml.safe_load(jarvis_env.config_path.read_text())["accounts"]
+    assert saved["bridge"]["tls_fingerprint"] == dovecot.fingerprint and "tls_ca_file" not in saved["bridge"]
+    listed = jarvis_env.cli_here("accounts", "list").stdout
+    assert f"work: {ALICE} (custom)" in listed and f"bridge: {BOB} (proton-bridge)" in listed
+    assert "pinned" in listed
+    tested = jarvis_env.cli_here("accounts", "test", "bridge")
+    assert tested.returncode == 0 and "logged in as bob@example.test" in tested.stdout
+    assert jarvis_env.cli_here("accounts", "remove", "work").returncode == 0
+    assert list(yaml.safe_load(jarvis_env.config_path.read_text())["accounts"]) == ["bridge"]
+
+
+def test_account_settings_fill_presets_and_never_turn_verification_off():
+    from pydantic import ValidationError
+
+    from orchestrator.core.config import MailAccountConfig
+
+    icloud = MailAccountConfig(address="me@icloud.com", password={"secret": "icloud"})
+    assert (icloud.preset, icloud.imap_host, icloud.imap_port, icloud.smtp_host, icloud.smtp_tls) == (
+        "icloud", "imap.mail.me.com", 993, "smtp.mail.me.com", "starttls")
+    fast = MailAccountConfig(address="me@example.org", preset="fastmail", password={"secret": "fm"})
+    assert (fast.imap_host, fast.smtp_port, fast.smtp_tls) == ("imap.fastmail.com", 465, "tls")
+    with pytest.raises(ValidationError, match="tls_fingerprint"):
+        MailAccountConfig(address="me@proton.me", password={"secret": "pb"})
+    with pytest.raises(ValidationError, match="64 hex"):
+        MailAccountConfig(address="me@proton.me", password={"secret": "pb"}, tls_fingerprint="abc")
+    for off in ({"tls_verify": False}, {"imap_tls": "none"}, {"smtp_tls": "plain"}):
+        with pytest.raises(ValidationError):
+            MailAccountConfig(address="me@icloud.com", password={"secret": "x"}, **off)
+    with pytest.raises(ValidationError, match="imap_host"):
+        MailAccountConfig(address="me@example.org", password={"secret": "x"})
