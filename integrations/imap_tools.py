@@ -12,8 +12,6 @@ Threading is by Message-ID / References / In-Reply-To, searched in the folder an
 from __future__ import annotations
 
 import imaplib
-import socket
-import ssl
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from email import message_from_bytes
@@ -142,7 +140,7 @@ def build_imap_tools(accounts: dict[str, MailAccount],
         client = connect(account)
         try:
             yield client
-        except (imaplib.IMAP4.abort, OSError, ssl.SSLError, socket.timeout) as exc:
+        except (imaplib.IMAP4.abort, OSError) as exc:  # TLS errors and timeouts are OSErrors
             raise ToolError(f"The connection to {account.imap_host} dropped ({exc or type(exc).__name__}); nothing in "
                             "the mailbox was changed. Try again.") from None
         except imaplib.IMAP4.error as exc:
@@ -314,14 +312,22 @@ def build_imap_tools(accounts: dict[str, MailAccount],
                     smtp.quit()
                 except Exception:  # noqa: BLE001
                     pass
-            sent_folder = client.find_special_folder(b"\\Sent")
-            if sent_folder:
-                del mail["Bcc"]
-                client.append(sent_folder, mail.as_bytes(), flags=[b"\\Seen"])
-            client.select_folder(_parse_ref(draft_id, "draft id")[3])
-            client.delete_messages([uid])
-            client.uid_expunge([uid]) if client.has_capability("UIDPLUS") else client.expunge()
-        return {"sent": True, "to": to, "refused": sorted(refused), "message_id": str(mail.get("Message-ID", ""))}
+            done = {"sent": True, "to": to, "refused": sorted(refused), "message_id": str(mail.get("Message-ID", ""))}
+            try:  # the mail is gone: a failure now must not read as "not sent" (sending again would send twice)
+                file_sent(client, mail, uid, _parse_ref(draft_id, "draft id")[3])
+            except (imaplib.IMAP4.error, OSError) as exc:
+                done["note"] = f"sent, but the draft could not be moved out of Drafts ({exc}): do not send it again"
+        return done
+
+    def file_sent(client: Any, mail: EmailMessage, uid: int, drafts: str) -> None:
+        """A copy in Sent (without its Bcc), then the draft deleted."""
+        sent_folder = client.find_special_folder(b"\\Sent")
+        if sent_folder:
+            del mail["Bcc"]
+            client.append(sent_folder, mail.as_bytes(), flags=[b"\\Seen"])
+        client.select_folder(drafts)
+        client.delete_messages([uid])
+        client.uid_expunge([uid]) if client.has_capability("UIDPLUS") else client.expunge()
 
     def describe_send(args: dict) -> str:
         """Every recipient first (To, Cc and Bcc all receive it), then the subject and how it begins, quoted."""
