@@ -18,7 +18,7 @@ from email import message_from_bytes
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 from email.policy import default
-from email.utils import getaddresses, make_msgid, parsedate_to_datetime
+from email.utils import formatdate, getaddresses, make_msgid, parsedate_to_datetime
 from typing import Any
 
 from langchain_core.tools import BaseTool
@@ -211,11 +211,13 @@ def build_imap_tools(accounts: dict[str, MailAccount],
         return _parse(raw), size if size > len(raw) else 0
 
     def thread_uids(client: Any, ids: list[str]) -> set[int]:
-        found: set[int] = set()
-        for mid in ids[-10:]:
-            for header in ("Message-ID", "References", "In-Reply-To"):
-                found.update(client.search(["HEADER", header, mid]))
-        return found
+        """One search (one pass over the folder) for every message naming one of the ids, in any threading
+        header: a search per id and header read a 10,000-message folder 30 times."""
+        keys: list[Any] = [["HEADER", header, mid] for mid in ids[-10:]
+                           for header in ("Message-ID", "References", "In-Reply-To")]
+        while len(keys) > 1:
+            keys = [["OR", *keys[i:i + 2]] if i + 1 < len(keys) else keys[i] for i in range(0, len(keys), 2)]
+        return set(client.search(keys[0])) if keys else set()
 
     def mail_read_thread(message_id: str) -> dict:
         """Read a message and the others of its thread (by Message-ID / References, in its folder and in Sent):
@@ -265,6 +267,7 @@ def build_imap_tools(accounts: dict[str, MailAccount],
                 mail, to = reply_message(_headers(original), acct.address, body_md, markdown_to_html(body_md))
             except UnsafeMessage:
                 raise ToolError("That message has no sender to reply to.") from None
+            mail["Date"] = formatdate(localtime=True)  # smtplib adds none, and a thread is read in date order
             mail["Message-ID"] = make_msgid(domain=acct.address.rpartition("@")[2])
             try:
                 data = checked_bytes(mail, [a for _, a in getaddresses([to]) if a])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from email.message import EmailMessage
-from email.utils import make_msgid
+from email.utils import formatdate, make_msgid
 
 import pytest
 
@@ -64,7 +64,7 @@ def test_search_read_draft_and_send_a_reply(servers):
     """The whole round: a mail arrives, Jarvis finds it, reads the thread, saves a reply in Drafts (nothing sent),
     and sending it delivers it to the sender through SMTP; the draft leaves Drafts and a copy lands in Sent."""
     dovecot, submission = servers
-    first = mail("Dinner on Friday?", sender=BOB)
+    first = mail("Dinner on Friday?", sender=BOB, Date="Mon, 01 Dec 2025 10:00:00 +0000")
     dovecot.deliver(ALICE, first)
     tools = tools_of(account(servers))
     hit = find(tools, "Dinner on Friday")
@@ -86,6 +86,17 @@ def test_search_read_draft_and_send_a_reply(servers):
     assert "gladly" in reply["messages"][-1]["body"]
     with pytest.raises(ToolError, match="not in the Drafts folder"):
         tools["mail_send_draft"].invoke({"draft_id": draft["draft_id"]})
+    dovecot.deliver(ALICE, mail("Re: Dinner on Friday?", sender=BOB, body="Great, 8 pm.", Date=formatdate(time.time() + 60),
+                                References=f"{thread_id_of(first)}", In_Reply_To=thread_id_of(first)))
+    whole = tools["mail_read_thread"].invoke({"message_id": hit["id"]})["messages"]
+    assert [(m["from"], m["body"].split()[0]) for m in whole] == [(BOB, "Hello"), (ALICE, "Yes,"), (BOB, "Great,")]
+    assert ":Sent" in whole[1]["id"]
+
+
+def thread_id_of(raw: bytes) -> str:
+    from email import message_from_bytes
+
+    return str(message_from_bytes(raw)["Message-ID"])
 
 
 def watched_password(user: str = ALICE) -> tuple[list[int], object]:
