@@ -78,7 +78,7 @@ lint: install-dev
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
-bench: install-dev install-system install-local demo-model
+bench: install-dev install-system install-mail-server install-local demo-model
 	$(PY) -m pip install --quiet -e '.[bench]'
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
