@@ -9,6 +9,7 @@ install it) turns that into a failure, so CI cannot skip them silently.
 from __future__ import annotations
 
 import datetime
+import grp
 import os
 import pwd
 import shutil
@@ -172,7 +173,7 @@ class Dovecot:
         (self.root / "passwd").write_text("".join(f"{u}:{{PLAIN}}{p}::::::\n" for u, p in self.users.items()))
         self.conf.write_text(_CONFIG.format(
             root=self.root, cert=self.cert, key=self.key, user=account.pw_name,
-            group=account.pw_name if os.geteuid() else "dovecot", uid=account.pw_uid, gid=account.pw_gid,
+            group=grp.getgrgid(account.pw_gid).gr_name, uid=account.pw_uid, gid=account.pw_gid,
             imap_port=self.imap_port, imaps_port=self.imaps_port, lmtp_port=self.lmtp_port,
             services=services, chroot=chroot))
         for path in (self.root, self.root / "mail", self.root / "home"):
