@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev install-system run test test-corpus bench lint install-local demo-model demo clean
+.PHONY: install install-dev install-system install-mail-server run test test-corpus bench lint install-local demo-model demo clean
 
 # The app alone (what `make run` needs), then the test tools on top (`make test`, `make bench`). The test tools
 # include keyrings.alt's plain-text keyring, which `make run` must never bring in.
@@ -58,8 +58,14 @@ test-corpus: install
 	@$(PY) scripts/fetch_npm_servers.py
 	@$(PY) scripts/fetch_pypi_servers.py
 
-test: install-dev install-system install-local demo-model test-corpus
+# Dovecot (IMAP and LMTP) for the mail account tests, which start their own on free loopback ports. On a machine
+# with systemd, Debian's package also starts its system service (ports 143/993): `systemctl disable --now dovecot`.
+install-mail-server:
+	@scripts/install-system-deps.sh dovecot
+
+test: install-dev install-system install-mail-server install-local demo-model test-corpus
 	@export JARVIS_REQUIRE_REAL_MODEL=1 JARVIS_REQUIRE_POSTGRES=$$(command -v apt-get >/dev/null && echo 1 || echo 0); \
+	export JARVIS_REQUIRE_DOVECOT=$$JARVIS_REQUIRE_POSTGRES; \
 	status=0; \
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not solo" $(PYTEST_ARGS); rc=$$?; \
 	[ $$rc -eq 0 ] || [ $$rc -eq 5 ] || status=$$rc; \
@@ -72,7 +78,7 @@ lint: install-dev
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
-bench: install-dev install-system install-local demo-model
+bench: install-dev install-system install-mail-server install-local demo-model
 	$(PY) -m pip install --quiet -e '.[bench]'
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 

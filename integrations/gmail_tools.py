@@ -9,8 +9,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
-from email.message import EmailMessage
-from email.utils import getaddresses, parseaddr
+from email.utils import getaddresses
 from html.parser import HTMLParser
 from typing import Any
 
@@ -19,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from .base import ToolError, make_tool
 from .google_api import GoogleApi
-from .mail_headers import UnsafeMessage, checked_bytes, message_ids, plain_subject
+from .mail_headers import UnsafeMessage, checked_bytes, reply_message
 
 log = logging.getLogger(__name__)
 
@@ -183,27 +182,11 @@ def build_gmail_tools(api: GoogleApi) -> list[BaseTool]:
         me = my_address()
         last = messages[-1]
         h = _headers(last.get("payload") or {})
-        sender = parseaddr(h.get("from", ""))[1].lower()
-        if sender and sender == me:  # replying after my own message: write to the same people again
-            to = h.get("to", "")
-        else:
-            to = h.get("reply-to") or h.get("from", "")
-        if not to:
-            raise ToolError(f"The last message of thread {thread_id} has no sender to reply to.")
-        subject = plain_subject(h.get("subject", ""))  # the sender wrote it, and the threading headers
-        if not re.match(r"^\s*re:", subject, re.I):
-            subject = f"Re: {subject}".strip()
-        mail = EmailMessage()
-        mail["To"] = to
-        if me:
-            mail["From"] = me
-        mail["Subject"] = subject
-        replied = message_ids(h.get("message-id"))
-        if replied:
-            mail["In-Reply-To"] = replied
-            mail["References"] = f"{message_ids(h.get('references'))} {replied}".strip()
-        mail.set_content(body_md)
-        mail.add_alternative(markdown_to_html(body_md), subtype="html")
+        try:
+            mail, to = reply_message(h, me, body_md, markdown_to_html(body_md))
+        except UnsafeMessage:
+            raise ToolError(f"The last message of thread {thread_id} has no sender to reply to.") from None
+        subject = str(mail["Subject"])
         try:
             data = checked_bytes(mail, [a for _, a in getaddresses([to]) if a])
         except UnsafeMessage as exc:

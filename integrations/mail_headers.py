@@ -19,7 +19,7 @@ from email.header import decode_header, make_header
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import default
-from email.utils import getaddresses
+from email.utils import getaddresses, parseaddr
 
 _MESSAGE_ID = re.compile(r"<[^<>\s\"]+@[^<>\s\"]+>")
 RECIPIENT_HEADERS = ("to", "cc", "bcc", "resent-to", "resent-cc", "resent-bcc")
@@ -64,3 +64,28 @@ def checked_bytes(mail: EmailMessage, to: Iterable[str]) -> bytes:
                             f"({', '.join(extra) or 'a header written twice'}): a header copied from the message it "
                             "answers holds a line break. Nothing was sent.")
     return data
+
+
+def reply_message(h: dict[str, str], me: str, text: str, html: str | None = None) -> tuple[EmailMessage, str]:
+    """A reply to the message whose headers (lower-cased names) are `h`: to its Reply-To or From (to the same people
+    again after my own message), its subject and threading headers made safe. Returns the message and its To."""
+    sender = parseaddr(h.get("from", ""))[1].lower()
+    to = h.get("to", "") if sender and sender == me.lower() else (h.get("reply-to") or h.get("from", ""))
+    if not to:
+        raise UnsafeMessage("the message has no sender to reply to")
+    subject = plain_subject(h.get("subject", ""))  # the sender wrote it, and the threading headers
+    if not re.match(r"^\s*re:", subject, re.I):
+        subject = f"Re: {subject}".strip()
+    mail = EmailMessage()
+    mail["To"] = to
+    if me:
+        mail["From"] = me
+    mail["Subject"] = subject
+    replied = message_ids(h.get("message-id"))
+    if replied:
+        mail["In-Reply-To"] = replied
+        mail["References"] = f"{message_ids(h.get('references'))} {replied}".strip()
+    mail.set_content(text)
+    if html is not None:
+        mail.add_alternative(html, subtype="html")
+    return mail, to

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Jarvis uses, where apt-get is available; says what to do where it is not.
-# Usage: install-system-deps.sh [bubblewrap] [libseccomp2] [slirp4netns] [chromium] [postgresql] [espeak-ng] [ffmpeg] [systemd] [npm] [g++]
-#        (no argument: all but g++; g++ is asked for by `make install-local` when no C++ compiler is there)
+# Usage: install-system-deps.sh [bubblewrap] [libseccomp2] [slirp4netns] [chromium] [postgresql] [espeak-ng] [ffmpeg] [systemd] [npm] [dovecot] [g++]
+#        (no argument: all but dovecot and g++; dovecot serves the mail tests (make test); g++ is asked for by `make install-local` when no C++ compiler is there)
 set -u
 wanted=("$@")
 [ ${#wanted[@]} -eq 0 ] && wanted=(bubblewrap libseccomp2 slirp4netns chromium postgresql espeak-ng ffmpeg systemd npm)
@@ -18,6 +18,7 @@ have() {
     espeak-ng) command -v espeak-ng >/dev/null 2>&1 ;;
     ffmpeg) command -v ffmpeg >/dev/null 2>&1 ;;
     npm) command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1 ;;
+    dovecot) [ -x /usr/sbin/dovecot ] && [ -x /usr/lib/dovecot/imap ] && [ -x /usr/lib/dovecot/lmtp ] ;;
   esac
 }
 why() {
@@ -32,6 +33,7 @@ why() {
     espeak-ng) echo "speech output (voice.tts: espeak-ng)" ;;
     ffmpeg) echo "decoding voice recordings (webm, ogg, mp3...)" ;;
     npm) echo "the published MCP servers (Node.js) the tests run, Playwright MCP among them" ;;
+    dovecot) echo "the IMAP and LMTP server the mail account tests run (dovecot-imapd dovecot-lmtpd)" ;;
   esac
 }
 
@@ -48,17 +50,21 @@ browser_path_note() {
 
 missing=()
 for p in "${wanted[@]}"; do have "$p" || missing+=("$p"); done
+packages=()
+for p in "${missing[@]}"; do
+  case "$p" in dovecot) packages+=(dovecot-imapd dovecot-lmtpd) ;; *) packages+=("$p") ;; esac
+done
 [ ${#missing[@]} -eq 0 ] && { browser_path_note; exit 0; }
 
 sudo=""
 [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && sudo="sudo -n"
 if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" -eq 0 ] || [ -n "$sudo" ]; }; then
-  echo "Installing system packages: ${missing[*]}"
+  echo "Installing system packages: ${packages[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  if ! $sudo apt-get install -y -q "${missing[@]}" >/tmp/jarvis-apt.log 2>&1; then
+  if ! $sudo apt-get install -y -q "${packages[@]}" >/tmp/jarvis-apt.log 2>&1; then
     $sudo apt-get update -q >>/tmp/jarvis-apt.log 2>&1
-    $sudo apt-get install -y -q "${missing[@]}" >>/tmp/jarvis-apt.log 2>&1 || {
-      echo "apt-get could not install ${missing[*]}; see /tmp/jarvis-apt.log" >&2; }
+    $sudo apt-get install -y -q "${packages[@]}" >>/tmp/jarvis-apt.log 2>&1 || {
+      echo "apt-get could not install ${packages[*]}; see /tmp/jarvis-apt.log" >&2; }
   fi
 fi
 for p in "${missing[@]}"; do

@@ -4,27 +4,10 @@ phone numbers to E.164 (phonenumbers), emails and @handles lower-cased."""
 from __future__ import annotations
 
 import re
-from email.errors import HeaderParseError
-from email.headerregistry import HeaderRegistry
 
-_EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+$")
+from integrations.mail_auth import EMAIL as _EMAIL, mailbox_of  # noqa: F401 - mailbox_of is used from here too
+
 _PHONEISH = re.compile(r"^\+?[\d\s().\-]{7,}$")
-_HEADERS = HeaderRegistry()
-
-
-def mailbox_of(value: str) -> str | None:
-    """The one email address an address header (From:, To:) names, lower-cased, as a mail server reads it; None
-    when it names none or several, or is malformed. A display name or a comment is never taken for the address:
-    `"<me@home.example>" <eve@evil.example>` is eve's, and `me@home.example <eve@evil.example>` is refused (mail
-    programs disagree on which address it is)."""
-    try:
-        header = _HEADERS("to", value or "")
-    except (HeaderParseError, IndexError, ValueError):
-        return None
-    if header.defects or len(header.addresses) != 1:
-        return None
-    address = header.addresses[0].addr_spec
-    return address.lower() if _EMAIL.match(address) else None
 
 
 def normalize_party(party: str, default_region: str | None = "US") -> str:

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from email.message import EmailMessage
 from typing import Any
 
-import authres
 from integrations.base import ToolError
 from integrations.gmail_tools import message_body
+from integrations.mail_auth import server_vouches
 from integrations.mail_headers import UnsafeMessage, checked_bytes, message_ids, plain_subject
 
 from orchestrator.core.config import Settings
@@ -43,35 +43,8 @@ def _all_headers(msg: dict, name: str) -> list[str]:
 
 
 def sender_verified(msg: dict, trusted_authserv: str = "mx.google.com") -> bool:
-    """Whether the mail server vouches for the From: address (RFC 8601 Authentication-Results, as Gmail adds
-    it): DMARC passed for the From: domain, or DKIM passed for it. SPF alone is not enough (it checks the envelope
-    sender, not From:). Only results stamped by Gmail's own server count: anyone can write the header. The header
-    is parsed (authres), so text the sender controls inside it (a comment, an envelope address such as
-    `dmarc=pass@evil.example`, an ARC comment) is never read as a result."""
-    sender = mailbox_of(_headers(msg).get("from", ""))
-    stamped = _all_headers(msg, "authentication-results")
-    if sender is None or not stamped:
-        return False
-    domain = sender.rpartition("@")[2]
-    # Only the topmost header: the receiving server adds its own on top, and one further down may have been
-    # written by the sender (a forged "mx.google.com; dmarc=pass" inside the message).
-    try:
-        header = authres.AuthenticationResultsHeader.parse_value(stamped[0])
-    except authres.AuthResError:
-        return False
-    if str(header.authserv_id).strip().lower() != trusted_authserv:
-        return False
-    for result in header.results:
-        if str(result.result).lower() != "pass":
-            continue
-        said = {(str(p.type).lower(), str(p.name).lower()): str(p.value or "").lower() for p in result.properties}
-        method = str(result.method).lower()
-        if method == "dmarc" and said.get(("header", "from")) == domain:
-            return True
-        signer = said.get(("header", "d")) or said.get(("header", "i"), "").rpartition("@")[2]
-        if method == "dkim" and signer and (signer == domain or domain.endswith("." + signer)):
-            return True
-    return False
+    """Whether Gmail's own server vouches for the From: address (integrations/mail_auth.py says how)."""
+    return server_vouches(_headers(msg).get("from", ""), _all_headers(msg, "authentication-results"), trusted_authserv)
 
 
 class EmailChannel:

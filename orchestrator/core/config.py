@@ -251,6 +251,60 @@ class GoogleConfig(_Section):
     backoff_s: float = Field(1.0, ge=0, description="first wait before a retry; doubles each time")
 
 
+class MailAccountConfig(_Section):
+    """One mail account over IMAP and SMTP. A preset (icloud, fastmail, outlook, proton-bridge, nextcloud; implied by
+    the address's domain when unset) fills the servers left out. TLS is always verified: by the system's CAs, by
+    `tls_ca_file`, or by pinning the server's certificate (`tls_fingerprint`, SHA-256); never switched off."""
+
+    kind: Literal["imap"] = "imap"
+    address: str = Field(description="the account's email address (the From: of what it sends)")
+    preset: Literal["icloud", "fastmail", "outlook", "proton-bridge", "nextcloud"] | None = None
+    user: str | None = Field(None, description="the login name; default: the address")
+    password: SecretValue = Field(description="an app password, as {secret: NAME} (jarvis secrets set NAME)")
+    imap_host: str | None = None
+    imap_port: int | None = Field(None, gt=0, lt=65536)
+    imap_tls: Literal["tls", "starttls"] | None = None
+    smtp_host: str | None = None
+    smtp_port: int | None = Field(None, gt=0, lt=65536)
+    smtp_tls: Literal["tls", "starttls"] | None = None
+    tls_fingerprint: str | None = Field(None, description="SHA-256 of the servers' certificate (hex, colons "
+                                        "allowed): a self-signed server such as Proton Bridge, pinned")
+    tls_ca_file: Path | None = Field(None, description="a CA certificate file the servers' certificates chain to")
+    authserv_id: str | None = Field(None, description="the name the account's receiving server writes in "
+                                    "Authentication-Results: only its verdicts make a sender verified")
+    timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _servers(self) -> "MailAccountConfig":
+        from integrations.mail_presets import PRESETS, preset_for_address
+
+        if "@" not in self.address:
+            raise ValueError(f"address {self.address!r} is not an email address")
+        if self.preset is None:
+            self.preset = preset_for_address(self.address)  # type: ignore[assignment]
+        preset = PRESETS.get(self.preset or "", {})
+        for key in ("imap_host", "imap_port", "imap_tls", "smtp_host", "smtp_port", "smtp_tls"):
+            if getattr(self, key) is None and key in preset:
+                setattr(self, key, preset[key])
+        self.imap_tls = self.imap_tls or "tls"
+        self.smtp_tls = self.smtp_tls or "tls"
+        self.imap_port = self.imap_port or (993 if self.imap_tls == "tls" else 143)
+        self.smtp_port = self.smtp_port or (465 if self.smtp_tls == "tls" else 587)
+        if not self.imap_host or not self.smtp_host:
+            raise ValueError("give imap_host and smtp_host (or a preset that knows them)")
+        if self.password is None:
+            raise ValueError("give the password as {secret: NAME}")
+        if self.tls_fingerprint is not None:
+            digits = self.tls_fingerprint.replace(":", "").strip().lower()
+            if len(digits) != 64 or any(c not in "0123456789abcdef" for c in digits):
+                raise ValueError("tls_fingerprint must be a SHA-256 fingerprint: 64 hex digits")
+            self.tls_fingerprint = digits
+        elif preset.get("needs_fingerprint"):
+            raise ValueError(f"the {self.preset} preset serves a self-signed certificate: pin it with "
+                             "tls_fingerprint (`jarvis accounts add` shows it)")
+        return self
+
+
 class JorbsConfig(_Section):
     max_steps_per_hour: int = Field(20, ge=1)
     max_steps_per_day: int = Field(100, ge=1)
@@ -432,6 +486,8 @@ class Settings(_Section):
     pdf: PdfConfig = Field(default_factory=PdfConfig)
     youtube: YoutubeConfig = Field(default_factory=YoutubeConfig)
     google: GoogleConfig = Field(default_factory=GoogleConfig)
+    accounts: dict[str, MailAccountConfig] = Field(default_factory=dict, description="mail accounts by name "
+                                                   "(jarvis accounts add); the first is the default")
     jorbs: JorbsConfig = Field(default_factory=JorbsConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     confirmations: ConfirmationsConfig = Field(default_factory=ConfirmationsConfig)

@@ -1,0 +1,45 @@
+"""The mail accounts of the settings (`accounts:`) made into connections and tools: each account's password is
+read from the keyring when a connection is made (not when Jarvis starts), so a password changed with
+`jarvis secrets set` is used at once and an account whose secret is missing fails only its own calls."""
+
+from __future__ import annotations
+
+from langchain_core.tools import BaseTool
+
+from integrations.base import ToolError
+from integrations.mail_account import MailAccount
+
+from orchestrator.core import secrets
+from orchestrator.core.config import MailAccountConfig, Settings
+
+
+def mail_account(name: str, config: MailAccountConfig) -> MailAccount:
+    def password() -> str:
+        try:
+            value = secrets.resolve(config.password, what=f"accounts.{name}.password")
+        except secrets.SecretError as exc:
+            raise ToolError(f"Mail account {name!r}: {exc}") from None
+        if not value:
+            raise ToolError(f"Mail account {name!r} has no password: run `jarvis secrets set`.")
+        return value
+
+    assert config.imap_host and config.smtp_host and config.imap_port and config.smtp_port  # filled by the model
+    return MailAccount(name=name, address=config.address, user=config.user or config.address, password=password,
+                       imap_host=config.imap_host, imap_port=config.imap_port, imap_tls=config.imap_tls or "tls",
+                       smtp_host=config.smtp_host, smtp_port=config.smtp_port, smtp_tls=config.smtp_tls or "tls",
+                       tls_fingerprint=config.tls_fingerprint, tls_ca_file=config.tls_ca_file,
+                       authserv_id=config.authserv_id, timeout_s=config.timeout_s)
+
+
+def mail_accounts(settings: Settings) -> dict[str, MailAccount]:
+    return {name: mail_account(name, config) for name, config in settings.accounts.items() if config.kind == "imap"}
+
+
+def mail_tools(settings: Settings) -> list[BaseTool]:
+    """mail_search, mail_read_thread, mail_draft_reply and mail_send_draft over the IMAP accounts; none without."""
+    accounts = mail_accounts(settings)
+    if not accounts:
+        return []
+    from integrations.imap_tools import build_imap_tools
+
+    return build_imap_tools(accounts)
