@@ -125,3 +125,27 @@ def test_a_model_named_by_its_file_shows_its_short_name_and_now_follows_the_swit
     box = header.bounding_box()
     assert box["x"] + box["width"] <= width  # on screen
     assert page.js_errors == []
+
+
+@pytest.fixture
+def no_keyring():
+    """A headless machine's keyring: no backend (keyring falls back to its `fail` backend)."""
+    import keyring
+    from keyring.backends import fail
+
+    before = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    yield
+    keyring.set_keyring(before)
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_settings_without_a_keyring_says_how_in_a_note_not_null_and_an_error(open_ui, no_keyring, width):
+    page, _server = open_ui(viewport={"width": width, "height": 800})
+    page.get_by_role("link", name="Settings").click()
+    secrets = page.locator(".settings-info .secrets")
+    secrets.locator(".keyring-missing").wait_for()
+    text = secrets.inner_text()
+    assert "null" not in text and "install keyrings.cryptfile" in text and "Secret Service" in text, text
+    assert secrets.locator(".problem").count() == 0  # optional: a note, not a red error
+    assert page.js_errors == []

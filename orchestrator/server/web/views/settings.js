@@ -178,9 +178,11 @@ async function loadInfo() {
       ` ${svc.name}`, svc.detail ? h("span", { class: "muted", text: ` — ${svc.detail}` }) : null));
   }
   const kr = s.keyring || {};
-  infoEl.append(h("h2", {}, "Secrets"),
+  // through h(): append itself would write the parts that are null as "null"
+  infoEl.append(h("div", { class: "secrets" }, h("h2", {}, "Secrets"),
     kr.name ? h("p", { class: "keyring" }, "Kept by the keyring backend ", h("code", { text: kr.name }), ".") : null,
-    kr.problem ? problem(kr.problem) : null);
+    kr.missing ? h("p", { class: "muted keyring-missing", text: `No keyring on this machine (optional): to keep secrets here, ${kr.fix}.` })
+      : kr.problem ? problem(kr.problem) : null));
   const errors = Object.entries(s.provider_errors || {});
   if (errors.length) {
     infoEl.append(h("h2", {}, "Tool providers"));
