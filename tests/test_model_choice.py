@@ -149,3 +149,14 @@ def test_settings_without_a_keyring_says_how_in_a_note_not_null_and_an_error(ope
     assert "null" not in text and "install keyrings.cryptfile" in text and "Secret Service" in text, text
     assert secrets.locator(".problem").count() == 0  # optional: a note, not a red error
     assert page.js_errors == []
+
+
+def test_a_model_down_points_at_the_live_switch_not_a_restart(jarvis_env):
+    from tests.ui_server import start_ui
+
+    jarvis_env.write_config(models={"primary": {"base_url": CLOSED}})
+    with start_ui(jarvis_env) as server, server.client() as c:
+        (primary,) = c.get("/api/settings/health?sections=false").json()["models"]
+    assert primary["ok"] is False
+    assert "choose another model below" in primary["fix"] and "restart" not in primary["fix"], primary
+    assert "restart `jarvis run`" not in primary["message"] and "Settings" in primary["message"], primary

@@ -193,7 +193,7 @@ async function loadInfo() {
     h("p", {}, "Active file: ", h("code", { text: s.config_file || "(built-in defaults)" }), s.profile ? ` (profile ${s.profile})` : "",
       ". Data folder: ", h("code", { text: s.data_dir }),
       `. Server on ${s.server.host}:${s.server.port}; uploads up to ${s.server.max_upload_mb} MB.`),
-    h("p", { class: "muted", text: "Edit the file and restart `jarvis run` to change settings; secrets are shown masked." }),
+    h("p", { class: "muted", text: "The model switches above at once. For other settings edit the file and restart `jarvis run`; secrets are shown masked." }),
     s.config_text !== null ? h("pre", { class: "config", text: s.config_text }) : "",
     s.local_text ? h("p", {}, "Your choices, merged over it: ", h("code", { text: s.local_file })) : "",
     s.local_text ? h("pre", { class: "config local", text: s.local_text }) : "",
