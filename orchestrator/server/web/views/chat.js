@@ -349,6 +349,7 @@ class Turn {
     this.pending = [];
     this.failed = false;
     this.live = new Map(); // keyed progress lines, updated in place until the step they describe is over
+    this.waits = []; // "waiting for the model" lines: gone once it answers (they read as a failure otherwise)
     // What Jarvis is doing now and for how long, so a slow model is not mistaken for a hung one.
     this.stage = "thinking";
     this.started = Date.now();
@@ -394,7 +395,7 @@ class Turn {
   handle(ev) {
     switch (ev.event) {
       case "token":
-        this.live.clear(); // the model answered: the next wait gets a line of its own
+        this.modelAnswered(); // the next wait gets a line of its own
         if (this.stage !== "writing the answer") this.setStage("writing the answer");
         if (!this.bubble) {
           this.bubble = h("div", { class: "msg assistant streaming" });
@@ -407,7 +408,7 @@ class Turn {
         scroll();
         break;
       case "tool_call": {
-        this.live.clear();
+        this.modelAnswered();
         this.bubble = null;
         speaker.finish("");
         let step = steps.get(ev.id);
@@ -437,6 +438,7 @@ class Turn {
         } else {
           const line = h("div", { class: "progress", text });
           if (ev.key) this.live.set(ev.key, line);
+          if (ev.stage === "waiting for the model") this.waits.push(line);
           this.place(line);
         }
         break;
@@ -477,6 +479,12 @@ class Turn {
       this.place(step.el);
     }
     return step;
+  }
+
+  modelAnswered() { // a wait that ended in an answer is not news: its lines go (a turn that fails keeps them)
+    this.live.clear();
+    for (const line of this.waits) line.remove();
+    this.waits = [];
   }
 
   fail(message, kind) {
