@@ -13,6 +13,7 @@ let threadList;
 let threadQuery = "";
 let setDrawer = () => {};
 let log;
+let noteSlot; // between the conversation and the message box: a note there is never below the fold
 let input;
 let sendButton;
 let chipsEl;
@@ -82,7 +83,12 @@ export function mount(el, shell) {
     toggle.setAttribute("aria-expanded", String(open));
   };
   threadList.addEventListener("click", (ev) => { if (ev.target.closest("a")) setDrawer(false); });
-  el.append(sidebar, h("div", { class: "conversation" }, h("div", { class: "conversation-bar" }, toggle), log, form));
+  // A tap outside the open drawer closes it (it covers the Threads button on a phone).
+  document.addEventListener("pointerdown", (ev) => {
+    if (sidebar.classList.contains("open") && !sidebar.contains(ev.target) && !toggle.contains(ev.target)) setDrawer(false);
+  });
+  noteSlot = h("div", { class: "note-slot" });
+  el.append(sidebar, h("div", { class: "conversation" }, h("div", { class: "conversation-bar" }, toggle), log, noteSlot, form));
   // Files dropped anywhere on the window become attachments.
   window.addEventListener("dragover", (ev) => {
     if (el.hidden) return;
@@ -197,6 +203,8 @@ function newThreadId() {
 }
 
 async function newThread() {
+  setDrawer(false); // the new conversation is what the user wants to see
+  clear(noteSlot);
   const thread_id = newThreadId();
   current = thread_id;
   shownStamp = null;
@@ -210,6 +218,7 @@ async function openThread(id) {
   current = id;
   steps = new Map();
   clear(log);
+  clear(noteSlot);
   let thread;
   try {
     thread = await api(`/api/threads/${encodeURIComponent(id)}`);
@@ -250,7 +259,7 @@ function showTainted(id) {
         note.replaceWith(problem(err.message));
       }
     } }, "I checked what it read: trust it"));
-  log.append(note);
+  clear(noteSlot).append(note);
 }
 
 function renderHistory(messages, attachments) {
