@@ -192,7 +192,7 @@ class App:
         from .storage.claims import Claims
 
         hub = self._part("turns", lambda: TurnHub(self.graph, claims=Claims(self.settings),
-                                                  end_task=self.runtime.executor.sites.end_task))
+                                                  end_task=self.runtime.end_abandoned_turn))
         if decorate is not None:
             hub.decorate = decorate
         return hub

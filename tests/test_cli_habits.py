@@ -63,3 +63,12 @@ def test_flags_are_shown_as_flags_in_help(jarvis_env):
         assert "--verbose" in out or "--no-services" in out or "--thread" in out, out
         assert "<bool>" not in out, out
     assert "<str>" in jarvis_env.cli("--help").stdout  # an option that takes a value still says what
+
+
+def test_a_failed_turn_is_not_listed_as_running(jarvis_env):
+    jarvis_env.server.push({"error": {"status": 400, "message": "the scripted model refuses this request"}})
+    failed = jarvis_env.cli("chat", "--thread", "broken", "hello", check=False)
+    assert failed.returncode != 0, failed.stdout
+    listed = jarvis_env.cli_here("threads", "list").stdout
+    (row,) = [line for line in listed.splitlines() if line.startswith("broken ")]
+    assert "running" not in row and "idle" in row, listed

@@ -50,6 +50,19 @@ def test_a_healthy_set_up_passes_but_the_plain_text_keyring(healthy):
     assert check(report, "model (primary)")["ok"] and check(report, "storage")["ok"]
 
 
+def test_no_keyring_is_a_note_that_says_how_not_a_failure(healthy):
+    """A headless machine: keyring finds no backend (it falls back to its `fail` backend)."""
+    code, report = doctor(healthy, PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
+    keyring = check(report, "keyring")
+    assert keyring["ok"] is None, keyring  # optional: secrets still come from JARVIS_SECRET_<NAME>
+    assert "bin/pip install keyrings.cryptfile" in keyring["detail"] and "Secret Service" in keyring["detail"]
+    assert code == 0 and report["ok"], report
+    proc = subprocess.run([str(JARVIS_BIN), "doctor"], env={**healthy.env(), "PYTHON_KEYRING_BACKEND":
+                          "keyring.backends.fail.Keyring"}, capture_output=True, text=True, timeout=180,
+                          cwd=str(healthy.path))
+    assert proc.returncode == 0 and "all checks pass" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -84,7 +84,7 @@ def test_no_model_server_says_how_to_get_one(jarvis_env):
     jarvis_env.write_config(models={"primary": {"base_url": "http://127.0.0.1:9/v1"}})
     proc = jarvis_env.cli("model", "check")
     assert proc.returncode == 1
-    for hint in ("start Jan", "models.primary.base_url", "provider: embedded", "make demo"):
+    for hint in ("Jan", "web UI's Settings", "models.primary.base_url", "provider: embedded", "make demo"):
         assert hint in proc.stderr, proc.stderr
 
 

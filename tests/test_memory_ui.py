@@ -85,3 +85,19 @@ def test_the_memory_view_adds_shows_and_forgets(open_ui, jarvis_env):
     page.locator(".memory-detail .empty").wait_for()
     assert [f.text for f in store.facts()] == ["My sister Ana lives in Porto", "bank account is GB29EVIL"]
     assert page.js_errors == []
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [390, 1280])
+def test_facts_about_no_one_are_not_called_nothing_remembered(open_ui, jarvis_env, width):
+    page, _server = open_ui(viewport={"width": width, "height": 800})
+    store = jarvis_env.app().memory  # the same database as the server's
+    mine = Provenance(SourceKind.USER, True, "chat", "")
+    store.remember("my dentist is Dr Zorblat", mine)
+    store.remember("I take the 8:10 train", mine)
+    page.get_by_role("link", name="Memory").click()
+    page.locator("tr.fact", has_text="Dr Zorblat").wait_for()
+    listed = page.locator(".memory-list").inner_text()
+    assert "Nothing remembered" not in listed and "0 entities" not in listed, listed
+    assert "2 facts remembered" in listed
+    assert page.js_errors == []

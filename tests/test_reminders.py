@@ -591,3 +591,19 @@ def test_scheduler_thread_fires_a_reminder_created_while_it_runs(jarvis_env, wak
     finally:
         sched.stop()
     assert waker.calls and waker.calls[0][0] == "j"
+
+
+def test_the_confirmation_shows_local_time_and_the_examples_are_local(jarvis_env):
+    """The model writes UTC with a `Z`; the user confirms a time they read on their clock, zone named. The examples
+    a bad time gets are local times, as the docs say, not UTC."""
+    from integrations.base import summarize_call
+    from orchestrator.reminders.tools import build_reminder_tools
+
+    settings = settings_for(jarvis_env)  # Europe/Paris
+    create = next(t for t in build_reminder_tools(settings) if t.name == "reminder_create")
+    said = summarize_call(create, {"title": "dentist", "when": "2030-07-01T07:00:00Z"})
+    assert "at 2030-07-01 09:00 CEST" in said and "07:00" not in said, said
+    assert "at soonish" in summarize_call(create, {"title": "x", "when": "soonish"})  # as written when it does not parse
+    with pytest.raises(ReminderInputError) as bad:
+        ReminderStore(settings).create(ReminderRequest(title="t", when="next tuesday", thread_id="th"))
+    assert "2025-06-01T09:00 (your local time)" in str(bad.value) and "09:00:00Z" not in str(bad.value)

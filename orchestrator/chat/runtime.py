@@ -69,6 +69,14 @@ class JarvisRuntime:
         self._remembered: OrderedDict[str, tuple[tuple[int, str], str | None]] = OrderedDict()
         self._remembered_lock = threading.Lock()
 
+    def end_abandoned_turn(self, thread_id: str) -> None:
+        """A turn stopped or failed (it never reached `respond`): the thread is idle again, not left "running",
+        and its task ends (its site approvals, the browser it drove)."""
+        from orchestrator.storage.threads import IDLE
+
+        self.threads.set_status_later(thread_id, IDLE)
+        self.executor.sites.end_task(thread_id)
+
     def remembered(self, thread_id: str, turn: int, message: str) -> str | None:
         """The memory block of a turn (memory/context.py), read at its first planner step: the steps after its tool
         calls reuse it, so a turn reads memory once, not once per step; a fact remembered during the turn is in that

@@ -78,6 +78,19 @@ class _StopWhenAsked(BaseCallbackHandler):
             raise TurnStopped()
 
 
+class _QuietStop(logging.Filter):
+    """LangChain logs every exception a callback raises as a warning ("Error in _StopWhenAsked.on_llm_new_token
+    callback: TurnStopped()") before raising it: a Stop the user asked for is not an error, so that line is dropped
+    (any other callback's errors still show)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (args and args[0] == _StopWhenAsked.__name__ and "TurnStopped" in str(args[-1]))
+
+
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_QuietStop())
+
+
 def _close_stopped_turn(graph: Any, config: dict[str, Any], said: str = "") -> AIMessage:
     """Leave the thread as a finished turn: each tool call asked for but not run gets its answer ("not run"), so
     the next request to the model is well formed, and the turn ends with what the model had said so far (`said`)

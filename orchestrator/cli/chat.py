@@ -201,7 +201,7 @@ def register(app: typer.Typer) -> None:
             message = [voice_cmd.heard_from_file(st.settings, audio)]
         _settle_model(st.settings)
         graph = st.graph()
-        end_task = st.app().runtime.executor.sites.end_task  # a turn stopped or failed: its browser closed
+        end_task = st.app().runtime.end_abandoned_turn  # a turn stopped or failed: idle again, its browser closed
         notice = st.settings.models.primary.notice  # e.g. the demo model's "do not trust its answers"
         if notice:
             say(notice, err=True, fg=typer.colors.YELLOW, bold=True)

@@ -79,7 +79,7 @@ def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None,
     try:  # the same record as the UI's and the phone's answers: one of them is first
         with st.app().thread_answers.answering(thread_id, chosen, resume, "the CLI"):
             code = run_turn(graph, thread_id, resume_command(resume), interactive=False,
-                            end_task=st.app().runtime.executor.sites.end_task)
+                            end_task=st.app().runtime.end_abandoned_turn)
     except AlreadyAnswered as exc:
         fail(str(exc))
     raise typer.Exit(code)

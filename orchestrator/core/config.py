@@ -3,6 +3,8 @@
 The file is chosen by `--config PATH`, else `$JARVIS_CONFIG`, else `config/config.yml` of the checkout.
 Relative paths inside it are resolved against the file's folder, `~` against the user's home.
 `profiles:` holds named overlays, merged key by key over the base (`--profile NAME` / `$JARVIS_PROFILE`).
+The user's own choices made in the UI (Settings' model switch) live beside it in `<name>.local.yml` (git-ignored),
+merged over the file and under the profile: the tracked file is never rewritten, so `git pull` does not conflict.
 Unknown keys and bad values fail at start with the file, the key and what was expected.
 """
 
@@ -556,7 +558,7 @@ def _resolve_path(value: Path, base_dir: Path) -> Path:
     return expanded if expanded.is_absolute() else (base_dir / expanded).resolve()
 
 
-def _format_validation_error(path: Path, err: ValidationError) -> str:
+def _format_validation_error(path: Path | str, err: ValidationError) -> str:
     lines = [f"{path}: invalid configuration"]
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
@@ -595,20 +597,37 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def local_overlay_path(cfg_path: Path) -> Path:
+    """The user's own settings beside the config file: config/config.yml -> config/config.local.yml."""
+    return cfg_path.with_name(f"{cfg_path.stem}.local.yml")
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}  # noqa: S506 - safe
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(raw).__name__}")
+    return raw
+
+
 def load_settings(path: str | os.PathLike[str] | None = None, profile: str | None = None) -> Settings:
-    """Load, overlay the profile, validate and resolve paths. Raises ConfigError with a readable message."""
+    """Load, overlay the user's local file and the profile, validate and resolve paths. Raises ConfigError with a
+    readable message."""
     cfg_path = config_path_from_env(path)
     if not cfg_path.exists():
         raise ConfigError(f"{cfg_path}: configuration file not found (pass --config PATH or set JARVIS_CONFIG)")
-    try:
-        raw = yaml.load(cfg_path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}  # noqa: S506 - safe
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{cfg_path}: not valid YAML: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{cfg_path}: the top level must be a mapping of keys, got {type(raw).__name__}")
+    raw = _read_mapping(cfg_path)
 
     profile = profile or os.environ.get("JARVIS_PROFILE") or None
     data = dict(raw)
+    local = local_overlay_path(cfg_path)
+    if local.is_file():
+        mine = _read_mapping(local)
+        if "profiles" in mine:
+            raise ConfigError(f"{local}: profiles belong in {cfg_path.name}, not in the local file")
+        data = _deep_merge(data, mine)
     if profile:
         profiles = raw.get("profiles") or {}
         if profile not in profiles:
@@ -624,7 +643,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, profile: str | Non
     try:
         settings = Settings.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_format_validation_error(cfg_path, err)) from None
+        where = f"{cfg_path} (with {local.name})" if local.is_file() else cfg_path
+        raise ConfigError(_format_validation_error(where, err)) from None
     return finalize_settings(settings, cfg_path.parent, source_path=cfg_path, profile=profile)
 
 

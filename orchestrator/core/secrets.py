@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from .config import SecretRef, SecretValue
@@ -34,12 +36,25 @@ def _keyring():
     except NoKeyringError:  # pragma: no cover - depends on the machine
         backend = None
     if backend is None or type(backend).__name__ == "Keyring" and type(backend).__module__.endswith("fail"):
-        raise SecretError(
-            "no keyring backend is available on this machine: install one (GNOME Keyring or KWallet through the "
-            "Secret Service, the macOS Keychain, or `pip install keyrings.cryptfile` for an encrypted file) or set "
-            "JARVIS_SECRET_<NAME> in the environment"
-        )
+        raise SecretError(f"no keyring backend is available on this machine: {no_keyring_fix()}")
     return keyring
+
+
+def _this_pip() -> str:
+    """This Python's pip, as the user would type it (`.venv/bin/pip` from the checkout)."""
+    pip = Path(sys.executable).with_name("pip")
+    try:
+        shown = os.path.relpath(pip)
+    except ValueError:  # another drive (Windows)
+        shown = str(pip)
+    return str(pip) if shown.startswith("..") else shown
+
+
+def no_keyring_fix() -> str:
+    """Exactly how to give this Jarvis a keyring (an optional part: without one, secrets come from the environment)."""
+    return (f"run `{_this_pip()} install keyrings.cryptfile` (an encrypted file, for a machine without a desktop), "
+            "or use the Secret Service (GNOME Keyring or KWallet, e.g. `sudo apt install gnome-keyring`); until "
+            "then set JARVIS_SECRET_<NAME> in the environment for the secrets the config names")
 
 
 REAL_KEYRING_HINT = ("GNOME Keyring or KWallet (the Secret Service), the macOS Keychain, or an encrypted file "
@@ -52,7 +67,7 @@ def backend_info() -> dict[str, object]:
     try:
         backend = _keyring().get_keyring()
     except SecretError as exc:
-        return {"name": None, "plaintext": False, "problem": str(exc)}
+        return {"name": None, "plaintext": False, "problem": str(exc), "missing": True, "fix": no_keyring_fix()}
     cls = type(backend)
     name = f"{cls.__module__}.{cls.__name__}"
     plaintext = "plaintext" in cls.__name__.lower() or name == "keyrings.alt.file.PlaintextKeyring"

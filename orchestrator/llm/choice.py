@@ -1,10 +1,11 @@
 """The user picks the model in Settings: a local server found answering, one they name, or the built-in model.
 
 `use_server` checks the server (it answers GET /models and lists the model, or holds only one), `use_builtin`
-checks the built-in model is installed; then `models.primary` is written into the config file and the running
-Jarvis switches its chat model at once. The file is edited with ruamel.yaml's round trip, so its comments, order
-and layout stay as the user left them; only `models.primary` is replaced. A profile that sets its own
-`models.primary` still wins on the next start: the answer says so.
+checks the built-in model is installed; then `models.primary` is written into the user's own file beside the config
+(`config.local.yml`, git-ignored, merged over the config by core.config) and the running Jarvis switches its chat
+model at once. The tracked config file is never rewritten (a `git pull` would conflict with it). The local file is
+edited with ruamel.yaml's round trip, so what the user wrote in it stays; only `models.primary` is replaced, and
+nulls stay `null`. A profile that sets its own `models.primary` still wins on the next start: the answer says so.
 """
 
 from __future__ import annotations
@@ -45,28 +46,40 @@ def check_server(base_url: str, model: str | None) -> tuple[str, str]:
     return base_url, model
 
 
+LOCAL_HEADER = """\
+# Your own settings, merged over {config} (git-ignored). Jarvis writes here when you choose in the UI
+# (Settings: the model); you may edit it too. Delete it to go back to {config} alone.
+"""
+
+
 def write_primary(settings: Settings, values: dict[str, Any]) -> Path:
-    """Replace `models.primary` in the config file (comments and layout kept); returns the file written."""
+    """Replace `models.primary` in the user's local file (created if need be); returns the file written."""
     from ruamel.yaml import YAML
 
-    path = settings.source_path
-    if path is None:
+    from orchestrator.core.config import local_overlay_path
+
+    config = settings.source_path
+    if config is None:
         raise ModelChoiceError("Jarvis runs on built-in defaults with no config file to write; start it with "
                                "--config FILE (or JARVIS_CONFIG) to keep a choice")
+    path = local_overlay_path(config)
     yaml = YAML()  # round trip
     yaml.preserve_quotes = True
-    data = yaml.load(path.read_text(encoding="utf-8")) if path.exists() else None
+    yaml.representer.add_representer(
+        type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null"))
+    text = path.read_text(encoding="utf-8") if path.exists() else LOCAL_HEADER.format(config=config.name)
+    data = yaml.load(text)
     if data is None:
-        data = {}
+        data = yaml.load(text + "{}\n")  # only comments so far: a mapping that keeps them
     models = data.get("models")
     if models is None:
         data["models"] = models = {}
-    models["primary"] = values
+    models["primary"] = {k: v for k, v in values.items() if v is not None}
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("w", encoding="utf-8") as f:
         yaml.dump(data, f)
-    if path.exists():
-        tmp.chmod(path.stat().st_mode & 0o777)  # a config kept private stays private
+    source = path if path.exists() else config
+    tmp.chmod(source.stat().st_mode & 0o777 if source.exists() else 0o600)  # a config kept private stays private
     tmp.replace(path)
     return path
 

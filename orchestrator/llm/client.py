@@ -250,8 +250,9 @@ def describe_endpoint_error(exc: BaseException, base_url: str, role: str = "prim
             "run out of memory).", transient=True)
     if isinstance(exc, openai.APIConnectionError | httpx.ConnectError | ConnectionError):
         return ModelEndpointError(
-            f"Cannot reach the model endpoint at {base_url}. Either start Jan (open Jan, load a model and turn "
-            f"on its Local API Server, port 1337) or your model server; or point models.{role}.base_url in "
+            f"Cannot reach the model endpoint at {base_url}. Start your model server (Jan: open it, load a model "
+            "and turn on its Local API Server, port 1337); or choose another model in the web UI's Settings (it "
+            f"switches at once, no restart); or point models.{role}.base_url in "
             "config/config.yml (or a --profile) at another OpenAI-compatible endpoint; or run a GGUF model inside "
             f"Jarvis with models.{role}.provider: embedded and gguf: PATH (`make demo` shows a tiny one).",
             transient=True)

@@ -51,11 +51,15 @@ def user_zone(settings: Settings) -> ZoneInfo:
     return ZoneInfo(zone_name(settings))
 
 
+# Local time first: a time without a zone is the user's (a `Z` is UTC, which people rarely mean).
+EXAMPLE_TIMES = "2025-06-01T09:00 (your local time), or with a zone: 2025-06-01T09:00+02:00"
+
+
 def parse_when(text: str, naive_zone: tzinfo) -> datetime:
     """An ISO 8601 time as an aware UTC datetime; a time without zone is read in `naive_zone`."""
     raw = (text or "").strip()
     if not raw:
-        raise RecurrenceError("the time is empty; give an ISO 8601 time such as 2025-06-01T09:00:00Z")
+        raise RecurrenceError(f"the time is empty; give an ISO 8601 time such as {EXAMPLE_TIMES}")
     try:
         value = datetime.fromisoformat(raw)
     except ValueError:
@@ -63,7 +67,7 @@ def parse_when(text: str, naive_zone: tzinfo) -> datetime:
             value = date_parser.isoparse(raw)
         except (ValueError, OverflowError):
             raise RecurrenceError(
-                f"{raw!r} is not an ISO 8601 time; write it like 2025-06-01T09:00:00Z or 2025-06-01T09:00:00+02:00"
+                f"{raw!r} is not an ISO 8601 time; write it like {EXAMPLE_TIMES}"
             ) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=naive_zone)

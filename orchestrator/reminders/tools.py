@@ -117,7 +117,7 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
         make_tool(
             reminder_create, args_schema=CreateArgs, side_effects=["reminder_write"],
             side_effects_for=_create_effects,
-            summarize=lambda a: (f"Create a reminder {a.get('title')!r} at {a.get('when')}"
+            summarize=lambda a: (f"Create a reminder {a.get('title')!r} at {_when_words(a.get('when'), settings)}"
                                  f"{', repeating ' + a['rrule'] if a.get('rrule') else ''} and "
                                  f"{_target_words(a)}"
                                  + (f", saying {elide(str(a['description']), 200)!r}" if a.get("description") else "")
@@ -132,6 +132,18 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
                   trusted_output="the user's own reminder it cancelled", deciding_args=("reminder_id",),
                   opaque_args=("reminder_id",)),
     ]
+
+
+def _when_words(when: Any, settings: Settings) -> str:
+    """The time the user confirms, as they read a clock: local time with its zone (a model writes UTC with a `Z`);
+    a time that does not parse is shown as written (creating the reminder then says what is wrong)."""
+    from .recurrence import RecurrenceError, parse_when, user_zone
+
+    zone = user_zone(settings)
+    try:
+        return describe(parse_when(str(when or ""), zone), zone)
+    except RecurrenceError:
+        return str(when)
 
 
 def _create_effects(args: dict[str, Any]) -> list[str]:

@@ -7,6 +7,7 @@ Every answer goes through core.secrets.redacted: a base URL's password and secre
 from __future__ import annotations
 
 import logging
+from pathlib import PurePath
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, Field
 
 from orchestrator.core import secrets
+from orchestrator.core.config import local_overlay_path
 from orchestrator.llm.client import check_endpoint, model_config
 from orchestrator.core.redaction import redact_config_text, redact_value
 from orchestrator.core.secrets import redacted
@@ -28,6 +30,15 @@ router = APIRouter()
 # orchestrator/server/api/mcp_health.py does: `HEALTH_CHECKS.append(mcp_servers_health)`.
 HEALTH_CHECKS: list[Callable[[AppContext], dict[str, Any]]] = []
 
+
+def short_model_name(model: str) -> str:
+    """What the header shows: a model named by its file (llama.cpp's server lists the path it was given) by the
+    file's name without `.gguf`; any other name as it is."""
+    if model.lower().endswith(".gguf") or model.startswith(("/", "~")) or "\\" in model:
+        name = PurePath(model.replace("\\", "/")).name
+        return name[:-5] if name.lower().endswith(".gguf") else name
+    return model
+
 @router.get("/settings")
 def settings_view(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     s = ctx.settings
@@ -35,8 +46,12 @@ def settings_view(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     text = None
     if path is not None and path.is_file():
         text = redact_config_text(path.read_text(encoding="utf-8"))
+    local = local_overlay_path(path) if path is not None else None
+    local_text = redact_config_text(local.read_text(encoding="utf-8")) if local and local.is_file() else None
     return redacted({
         "config_file": str(path) if path else None,
+        "local_file": str(local) if local_text is not None else None,  # the user's choices, merged over it
+        "local_text": local_text,
         "profile": s.profile,
         "config_text": text,
         "effective": redact_value(s.model_dump(mode="json", exclude={"profiles"})),
@@ -59,10 +74,13 @@ def health(sections: bool = True, ctx: AppContext = Depends(app_context)) -> dic
         ok, message = check_endpoint(ctx.settings, role)  # type: ignore[arg-type]
         builtin = cfg.provider == "embedded"  # Jarvis runs it itself: there is no URL to show or to change
         models.append({"role": role, "base_url": None if builtin else cfg.base_url, "model": cfg.model,
+                       "label": short_model_name(cfg.model),
                        "provider": cfg.provider, "builtin": builtin, "ok": ok, "message": message,
                        "notice": cfg.notice,
-                       "fix": None if ok else f"Start the model server, or change models.{role}.base_url / "
-                                              f"models.{role}.model in the config file and restart `jarvis run`."})
+                       "fix": None if ok else ("Start the model server, or choose another model below: the switch "
+                                               "takes effect at once." if role == "primary" else
+                                               f"Start the model server, or change models.{role} in the config "
+                                               "file and restart `jarvis run`.")})
     found: list[dict[str, Any]] = []
     for check in HEALTH_CHECKS if sections else []:
         try:

@@ -65,12 +65,12 @@ async function checkModels() {
     const primary = health.models.find((m) => m.role === "primary") || health.models[0];
     if (primary) {
       const state = !primary.ok ? "down" : primary.builtin ? "built-in demo model" : "answering";
-      modelState.textContent = `${primary.model} · ${state}`;
+      modelState.textContent = `${primary.label || primary.model} · ${state}`;
       modelState.className = `model-state ${primary.ok ? "ok" : "down"}`;
       modelState.hidden = false;
     }
     const down = health.models.filter((m) => !m.ok);
-    modelState.title = (primary && primary.notice) || "";
+    modelState.title = primary ? [primary.model, primary.notice].filter(Boolean).join(" — ") : "";
     if (primary && primary.ok && primary.notice) {
       // The model's own notice (the built-in demo model: "tiny, for trying Jarvis out"), until dismissed.
       if (!modelBannerDismissed && (banner.hidden || banner.dataset.model)) {
@@ -88,7 +88,7 @@ async function checkModels() {
       if (modelBannerDismissed) return;
       banner.dataset.model = "1";
       const where = down[0].builtin ? "the built-in model" : down[0].base_url;
-      ui.banner(`The model ${down[0].model} is not answering (${where}).`, [
+      ui.banner(`The model ${down[0].label || down[0].model} is not answering (${where}).`, [
         h("button", { type: "button", onclick: () => ui.navigate("settings") }, "Settings"),
         h("button", { type: "button", onclick: () => { modelBannerDismissed = true; delete banner.dataset.model; ui.banner(null); } }, "Dismiss"),
       ]);

@@ -38,6 +38,21 @@ async function transcribe(blob) {
   return resp.json();
 }
 
+// Why the microphone could not be opened, in words that fit the cause: "allow it" only when it was refused.
+function micProblem(err) {
+  const name = (err && err.name) || "Error";
+  if (name === "NotFoundError" || name === "OverconstrainedError" || !navigator.mediaDevices) {
+    return "No microphone was found on this device: connect one, or type.";
+  }
+  if (name === "NotAllowedError" || name === "SecurityError") {
+    return "The microphone was not allowed for this page: allow it in the browser (the icon in the address bar), or type.";
+  }
+  if (name === "NotReadableError" || name === "AbortError") {
+    return "The microphone could not be opened: another program may be using it. Close that program, or type.";
+  }
+  return `The microphone cannot be used (${name}), so type your message.`;
+}
+
 // The microphone button. onHeard(text, sendNow) gets each transcript; onProblem(message) each failure.
 export function micButton(onHeard, onProblem) {
   const button = h("button", { type: "button", class: "mic", "aria-pressed": "false",
@@ -60,7 +75,7 @@ export function micButton(onHeard, onProblem) {
       media = await navigator.mediaDevices.getUserMedia({
         audio: { echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
     } catch (err) {
-      onProblem(`The microphone cannot be used (${err.name}): allow it for this page in the browser, or type.`);
+      onProblem(micProblem(err));
       return;
     }
     const chunks = [];

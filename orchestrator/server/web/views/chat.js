@@ -13,6 +13,7 @@ let threadList;
 let threadQuery = "";
 let setDrawer = () => {};
 let log;
+let noteSlot; // between the conversation and the message box: a note there is never below the fold
 let input;
 let sendButton;
 let chipsEl;
@@ -82,7 +83,12 @@ export function mount(el, shell) {
     toggle.setAttribute("aria-expanded", String(open));
   };
   threadList.addEventListener("click", (ev) => { if (ev.target.closest("a")) setDrawer(false); });
-  el.append(sidebar, h("div", { class: "conversation" }, h("div", { class: "conversation-bar" }, toggle), log, form));
+  // A tap outside the open drawer closes it (it covers the Threads button on a phone).
+  document.addEventListener("pointerdown", (ev) => {
+    if (sidebar.classList.contains("open") && !sidebar.contains(ev.target) && !toggle.contains(ev.target)) setDrawer(false);
+  });
+  noteSlot = h("div", { class: "note-slot" });
+  el.append(sidebar, h("div", { class: "conversation" }, h("div", { class: "conversation-bar" }, toggle), log, noteSlot, form));
   // Files dropped anywhere on the window become attachments.
   window.addEventListener("dragover", (ev) => {
     if (el.hidden) return;
@@ -197,6 +203,8 @@ function newThreadId() {
 }
 
 async function newThread() {
+  setDrawer(false); // the new conversation is what the user wants to see
+  clear(noteSlot);
   const thread_id = newThreadId();
   current = thread_id;
   shownStamp = null;
@@ -210,6 +218,7 @@ async function openThread(id) {
   current = id;
   steps = new Map();
   clear(log);
+  clear(noteSlot);
   let thread;
   try {
     thread = await api(`/api/threads/${encodeURIComponent(id)}`);
@@ -250,7 +259,7 @@ function showTainted(id) {
         note.replaceWith(problem(err.message));
       }
     } }, "I checked what it read: trust it"));
-  log.append(note);
+  clear(noteSlot).append(note);
 }
 
 function renderHistory(messages, attachments) {
@@ -349,6 +358,7 @@ class Turn {
     this.pending = [];
     this.failed = false;
     this.live = new Map(); // keyed progress lines, updated in place until the step they describe is over
+    this.waits = []; // "waiting for the model" lines: gone once it answers (they read as a failure otherwise)
     // What Jarvis is doing now and for how long, so a slow model is not mistaken for a hung one.
     this.stage = "thinking";
     this.started = Date.now();
@@ -394,7 +404,7 @@ class Turn {
   handle(ev) {
     switch (ev.event) {
       case "token":
-        this.live.clear(); // the model answered: the next wait gets a line of its own
+        this.modelAnswered(); // the next wait gets a line of its own
         if (this.stage !== "writing the answer") this.setStage("writing the answer");
         if (!this.bubble) {
           this.bubble = h("div", { class: "msg assistant streaming" });
@@ -407,7 +417,7 @@ class Turn {
         scroll();
         break;
       case "tool_call": {
-        this.live.clear();
+        this.modelAnswered();
         this.bubble = null;
         speaker.finish("");
         let step = steps.get(ev.id);
@@ -437,6 +447,7 @@ class Turn {
         } else {
           const line = h("div", { class: "progress", text });
           if (ev.key) this.live.set(ev.key, line);
+          if (ev.stage === "waiting for the model") this.waits.push(line);
           this.place(line);
         }
         break;
@@ -477,6 +488,12 @@ class Turn {
       this.place(step.el);
     }
     return step;
+  }
+
+  modelAnswered() { // a wait that ended in an answer is not news: its lines go (a turn that fails keeps them)
+    this.live.clear();
+    for (const line of this.waits) line.remove();
+    this.waits = [];
   }
 
   fail(message, kind) {

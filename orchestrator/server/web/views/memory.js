@@ -68,15 +68,24 @@ async function loadEntities() {
     kinds = data.kinds;
     for (const k of kinds) kindEl.append(h("option", { value: k }, k));
   }
-  clear(listEl).append(h("p", { class: "muted small",
-    text: `${data.stats.entities} entities, ${data.stats.facts} facts, ${data.stats.relations} relations` }));
+  clear(listEl);
+  const { entities, facts, relations } = data.stats;
   if (!data.entities.length) {
-    listEl.append(h("p", { class: "empty", text: "Nothing remembered yet. Tell Jarvis \"remember that ...\" in a chat, or add a fact on the right." }));
+    // Facts not about a named person or thing have no entity: "nothing remembered" would contradict the list.
+    listEl.append(h("p", { class: "empty", text: facts
+      ? `${count(facts, "fact")} remembered, none about a named person or thing yet: they are listed with the latest facts.`
+      : "Nothing remembered yet. Tell Jarvis \"remember that ...\" in a chat, or add a fact on the right." }));
     return;
   }
+  listEl.append(h("p", { class: "muted small",
+    text: `${count(entities, "entity", "entities")}, ${count(facts, "fact")}, ${count(relations, "relation")}` }));
   listEl.append(h("ul", { class: "memory-entities" }, data.entities.map((e) => h("li", { "data-entity": e.id },
     h("button", { type: "button", class: "link", onclick: () => openEntity(e.id) }, e.name),
     h("span", { class: "muted small", text: ` ${e.kind} · ${e.facts} fact(s)` })))));
+}
+
+function count(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
 }
 
 async function search() {

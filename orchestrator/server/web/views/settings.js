@@ -72,7 +72,7 @@ async function loadClients(shown) {
 }
 
 // The model picker: each local server found answering with its models, another server by URL, the built-in model.
-// Jarvis checks the choice, writes it into the config file and switches its chat model at once.
+// Jarvis checks the choice, writes it into the user's config.local.yml and switches its chat model at once.
 async function loadPicker() {
   clear(pickEl).append(h("h2", {}, "Choose the model"), h("p", { class: "muted", text: "looking for local model servers…" }));
   let found;
@@ -83,12 +83,15 @@ async function loadPicker() {
     return;
   }
   const status = h("div", { class: "pick-status", role: "status" });
+  const now = h("p", { class: "muted now-model" });
+  const showNow = (c) => { now.textContent = `Now: ${c.builtin ? `the built-in model ${c.model}` : `${c.model} at ${c.base_url}`}.`; };
   const use = async (body, button) => {
     button.disabled = true;
     clear(status).append(h("p", { class: "muted", text: "checking…" }));
     try {
       const done = await api("/api/settings/models/primary", { method: "POST", body });
       clear(status).append(h("p", { class: "ok", text: done.message }));
+      showNow({ model: done.model, base_url: done.base_url, builtin: !done.base_url });
       loadHealth();
       if (shell) shell.modelChanged();
     } catch (err) {
@@ -97,8 +100,8 @@ async function loadPicker() {
       button.disabled = false;
     }
   };
-  const current = found.current.builtin ? `the built-in model ${found.current.model}` : `${found.current.model} at ${found.current.base_url}`;
-  clear(pickEl).append(h("h2", {}, "Choose the model"), h("p", { class: "muted", text: `Now: ${current}.` }));
+  showNow(found.current);
+  clear(pickEl).append(h("h2", {}, "Choose the model"), now);
   for (const srv of found.servers) {
     const select = h("select", { "aria-label": `${srv.name} model` }, srv.models.map((m) => h("option", { value: m, text: m })));
     const button = h("button", { type: "button" }, `Use ${srv.name}`);
@@ -194,9 +197,11 @@ async function loadInfo() {
       ` ${svc.name}`, svc.detail ? h("span", { class: "muted", text: ` — ${svc.detail}` }) : null));
   }
   const kr = s.keyring || {};
-  infoEl.append(h("h2", {}, "Secrets"),
+  // through h(): append itself would write the parts that are null as "null"
+  infoEl.append(h("div", { class: "secrets" }, h("h2", {}, "Secrets"),
     kr.name ? h("p", { class: "keyring" }, "Kept by the keyring backend ", h("code", { text: kr.name }), ".") : null,
-    kr.problem ? problem(kr.problem) : null);
+    kr.missing ? h("p", { class: "muted keyring-missing", text: `No keyring on this machine (optional): to keep secrets here, ${kr.fix}.` })
+      : kr.problem ? problem(kr.problem) : null));
   const errors = Object.entries(s.provider_errors || {});
   if (errors.length) {
     infoEl.append(h("h2", {}, "Tool providers"));
@@ -207,8 +212,10 @@ async function loadInfo() {
     h("p", {}, "Active file: ", h("code", { text: s.config_file || "(built-in defaults)" }), s.profile ? ` (profile ${s.profile})` : "",
       ". Data folder: ", h("code", { text: s.data_dir }),
       `. Server on ${s.server.host}:${s.server.port}; uploads up to ${s.server.max_upload_mb} MB.`),
-    h("p", { class: "muted", text: "Edit the file and restart `jarvis run` to change settings; secrets are shown masked." }),
+    h("p", { class: "muted", text: "The model switches above at once. For other settings edit the file and restart `jarvis run`; secrets are shown masked." }),
     s.config_text !== null ? h("pre", { class: "config", text: s.config_text }) : "",
+    s.local_text ? h("p", {}, "Your choices, merged over it: ", h("code", { text: s.local_file })) : "",
+    s.local_text ? h("pre", { class: "config local", text: s.local_text }) : "",
     h("details", {}, h("summary", {}, "effective settings (after defaults and profile)"), h("pre", { class: "config", text: json(s.effective) })),
   );
 }
