@@ -354,11 +354,14 @@ def build_imap_tools(accounts: dict[str, MailAccount],
         return f"Save a draft reply to email {args.get('message_id')}: {body[:120]!r}"
 
     return [
-        make_tool(mail_search, args_schema=SearchArgs, untrusted_output=True),
-        make_tool(mail_read_thread, args_schema=ThreadArgs, untrusted_output=True),
+        # mail is outside content: no trusted_output (tools/provenance: the ids below are opaque, trusted only
+        # from a trusted tool's result, as Gmail's are)
+        make_tool(mail_search, args_schema=SearchArgs),
+        make_tool(mail_read_thread, args_schema=ThreadArgs),
         make_tool(mail_draft_reply, args_schema=DraftReplyArgs, side_effects=["email_draft"],
-                  summarize=describe_draft, untrusted_output=True),
-        make_tool(mail_send_draft, args_schema=SendDraftArgs, side_effects=["email_send"], summarize=describe_send),
+                  summarize=describe_draft, deciding_args=("message_id",), opaque_args=("message_id",)),
+        make_tool(mail_send_draft, args_schema=SendDraftArgs, side_effects=["email_send"], summarize=describe_send,
+                  deciding_args=("draft_id",), opaque_args=("draft_id",)),
     ]
 
 

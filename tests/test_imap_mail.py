@@ -8,7 +8,7 @@ from email.utils import formatdate, make_msgid
 
 import pytest
 
-from integrations.base import ToolError
+from integrations.base import ToolError, tool_meta
 from integrations.imap_tools import MAX_MESSAGE_BYTES, build_imap_tools
 from integrations.mail_account import MailAccount, TlsRefused, connect_imap, connect_smtp
 from tests.mail_servers import Dovecot, Proxy, Submission
@@ -76,7 +76,7 @@ def test_search_read_draft_and_send_a_reply(servers):
     assert draft["status"] == "draft saved, not sent" and draft["to"] == BOB
     assert len(submission.received) == before
     assert ":Drafts" in draft["draft_id"]
-    question = tools["mail_send_draft"].metadata["summarize"]({"draft_id": draft["draft_id"]})
+    question = tool_meta(tools["mail_send_draft"]).summarize({"draft_id": draft["draft_id"]})
     assert question.startswith(f"Send the email to {BOB} from {ALICE}: subject 'Re: Dinner on Friday?'")
     sent = tools["mail_send_draft"].invoke({"draft_id": draft["draft_id"]})
     assert sent["sent"] and sent["to"] == [BOB]
