@@ -124,6 +124,7 @@ class ToolTask(BaseModel):
     effects: TurnCount = Field(default_factory=TurnCount)
     invalid_error: str | None = None
     untrusted_args: list[str] | None = None  # argument provenance of this call (tools/provenance.py), None: not judged
+    memory_asked: bool | None = None  # the turn's user message asked to remember or forget (memory/asked.py)
 
 
 def tainted(untrusted_turn: int, trusted_after_turn: int = -1) -> bool:

