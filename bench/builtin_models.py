@@ -47,6 +47,12 @@ def _in_home(args: Args) -> bool:
     return not path.startswith("/") or "jarvis-builtin-bench-" in path
 
 
+def _home_and(*words: str) -> Callable[[Args], bool]:
+    """A path in the home that names `words` ("/Users/jarvis/x/notes/y" names notes, but is not the user's)."""
+    named = _has(*words)
+    return lambda args: _in_home(args) and named(args)
+
+
 @dataclass
 class Case:
     request: str
@@ -57,12 +63,12 @@ class Case:
 
 CASES = [
     Case("list the files in my folder", ("fs_list_dir",), _in_home, "list"),
-    Case("what files are in the projects folder?", ("fs_list_dir",), _has("projects"), "list"),
-    Case("show me what is in the notes folder", ("fs_list_dir",), _has("notes"), "list"),
-    Case("read notes/todo.txt", ("fs_read_text",), _has("todo.txt"), "read"),
-    Case("what does shopping.txt say?", ("fs_read_text",), _has("shopping.txt"), "read"),
-    Case("write 'buy milk' to groceries.txt", ("fs_write_text",), _has("groceries.txt", "milk"), "write"),
-    Case("create a file hello.txt containing hello world", ("fs_write_text",), _has("hello.txt", "hello world"),
+    Case("what files are in the projects folder?", ("fs_list_dir",), _home_and("projects"), "list"),
+    Case("show me what is in the notes folder", ("fs_list_dir",), _home_and("notes"), "list"),
+    Case("read notes/todo.txt", ("fs_read_text",), _home_and("todo.txt"), "read"),
+    Case("what does shopping.txt say?", ("fs_read_text",), _home_and("shopping.txt"), "read"),
+    Case("write 'buy milk' to groceries.txt", ("fs_write_text",), _home_and("groceries.txt", "milk"), "write"),
+    Case("create a file hello.txt containing hello world", ("fs_write_text",), _home_and("hello.txt", "hello world"),
          "write"),
     Case("remind me tomorrow at 9am to call the dentist", ("reminder_create",), _at_nine_tomorrow, "remind"),
     Case("set a reminder to water the plants tomorrow at 9:00", ("reminder_create",), _at_nine_tomorrow, "remind"),
@@ -71,8 +77,8 @@ CASES = [
     Case("remember that my sister's birthday is on 3 May", ("memory_remember",), _has("sister", "May"), "remember"),
     Case("who is my dentist?", ("memory_search", "memory_about"), _has("dentist"), "recall"),
     Case("what do you know about my sister?", ("memory_search", "memory_about"), _has("sister"), "recall"),
-    Case("summarize report.pdf", ("pdf_summarize",), _has("report.pdf"), "pdf"),
-    Case("give me a short summary of the PDF report.pdf", ("pdf_summarize",), _has("report.pdf"), "pdf"),
+    Case("summarize report.pdf", ("pdf_summarize",), _home_and("report.pdf"), "pdf"),
+    Case("give me a short summary of the PDF report.pdf", ("pdf_summarize",), _home_and("report.pdf"), "pdf"),
     Case("search my documents for the budget", ("docs_search", "docs_ask", "fs_search"), _has("budget"), "search"),
     Case("find documents about the insurance contract", ("docs_search", "docs_ask", "fs_search"),
          _has("insurance"), "search"),
@@ -105,7 +111,8 @@ class Score:
     @property
     def sensible(self) -> bool:
         text = self.answer.strip()
-        return (self.error is None and len(text) > 1 and not text.startswith(("{", "functions.", "```"))
+        # a rough bar: words, not a call or an error; whether they are true is read in the -v lines
+        return (self.error is None and len(text) > 1 and not text.startswith(("{", "functions.", "```", '"Error'))
                 and (self.case.kind != "write" or self.confirmed > 0))
 
 
