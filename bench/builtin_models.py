@@ -11,6 +11,11 @@ time the turn took. A write's confirmation is answered "deny", so nothing is wri
 
 Without --gguf, the built-in SmolLM2-135M. Needs `make install-local demo-model`. The goal (issue [32]): the right
 tool with the right arguments on >= 80% of the set.
+
+Measured, SmolLM2-135M (2 cores at a load average of 11): the right tool 15 of 22, the right tool and arguments
+7 of 22 (time 2/2, remember 2/2, chit-chat 2/2, remind 1/3; list, read, write, recall, PDF and search 0: invented
+paths such as /Users/jarvis/..., memory_remember for "what does shopping.txt say?"), 64 s a turn (median), 108 s
+the slowest; its words after a call were mostly a restated call or unrelated text.
 """
 
 from __future__ import annotations
