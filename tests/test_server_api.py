@@ -355,7 +355,7 @@ def test_runs_and_settings(ui_server):
         health = body["models"]
         assert health == [{"role": "primary", "base_url": ui_server.env.server.base_url, "model": "scripted-model",
                            "provider": "openai", "builtin": False, "ok": True,
-                           "message": f"{ui_server.env.server.base_url} answers (scripted-model)", "notice": None,
+                           "message": f"{ui_server.env.server.base_url} answers (scripted-model)", "notice": None, "tools": None,
                            "fix": None}]
         views = [v["name"] for v in c.get("/api/views").json()]
         assert views == ["chat", "jorbs", "inbox", "tools", "runs", "reminders", "memory", "settings"]

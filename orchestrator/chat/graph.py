@@ -21,6 +21,7 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send, interrupt
 
+from orchestrator.memory.asked import turn_asks_to_remember
 from orchestrator.memory.context import UNTRUSTED_HEADER
 from orchestrator.tools.executor import CallContext
 from orchestrator.storage.checkpoints import prune_later
@@ -147,7 +148,8 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
             return "respond"
         sends: list[Send] = []
         base = CallOrigin(message_id=last.id, turn=state["turn"], untrusted_turn=state["untrusted_turn"],
-                          trusted_after_turn=state["trusted_after_turn"], effects=state["effects"])
+                          trusted_after_turn=state["trusted_after_turn"], effects=state["effects"],
+                          memory_asked=turn_asks_to_remember(messages))
         judge = (judge_calls(rt.catalog, messages, tainted(state["untrusted_turn"], state["trusted_after_turn"]))
                  if settings.autonomy.argument_provenance else None)
         counted = effects_before_each(rt.catalog, last.tool_calls, TurnCount.model_validate(state["effects"]),
@@ -195,6 +197,7 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
             emit=writer,
             untrusted_args=task.untrusted_args,
             task=f"turn {task.turn}",  # a site approved for a browser holds for this turn (tools/site_grants.py)
+            memory_asked=task.memory_asked,
         )
 
         def ask(request: Any) -> Any:

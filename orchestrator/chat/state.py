@@ -142,6 +142,7 @@ class CallOrigin(TypedDict):
     untrusted_turn: int
     trusted_after_turn: int
     effects: TurnCount
+    memory_asked: bool | None  # the turn's user message asked to remember or forget (memory/asked.py)
 
 
 class ToolTask(BaseModel):
@@ -157,6 +158,7 @@ class ToolTask(BaseModel):
     invalid_error: str | None = None
     refused: str | None = None  # not run: the model is told why (chat/answer_bounds.py)
     untrusted_args: list[str] | None = None  # argument provenance of this call (tools/provenance.py), None: not judged
+    memory_asked: bool | None = None  # the turn's user message asked to remember or forget (memory/asked.py)
 
 
 def tainted(untrusted_turn: int, trusted_after_turn: int = -1) -> bool:

@@ -1,4 +1,5 @@
-"""`jarvis model check`: does the configured model answer, and if not, what to do about it."""
+"""`jarvis model check`: does the configured model answer, does it call tools (llm/tool_probe.py), and if not,
+what to do about it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ model_app = typer.Typer(help="The chat models Jarvis plans with.", no_args_is_he
 
 @model_app.command("check")
 def model_check(ctx: typer.Context) -> None:
-    """Check that each configured model answers (an embedded model is checked without being started)."""
+    """Check that each configured model answers and calls tools (an embedded model is checked without being
+    started)."""
     from orchestrator.llm.client import check_endpoint, model_config
+    from orchestrator.llm.tool_probe import probe_tool_calls
 
     settings = state(ctx).settings
     roles = ["primary"] + (["heavy"] if settings.models.heavy is not None else [])
@@ -24,6 +27,14 @@ def model_check(ctx: typer.Context) -> None:
         if notice:
             say(notice, fg=typer.colors.YELLOW, bold=True)
         failed = failed or not ok
+        if not ok:
+            continue
+        tools = probe_tool_calls(settings, role)  # type: ignore[arg-type]
+        say(f"{role} tools: {tools.message}", err=tools.ok is False,
+            fg={True: None, False: typer.colors.RED}.get(tools.ok, typer.colors.YELLOW))  # type: ignore[arg-type]
+        if tools.fix:
+            say(tools.fix, err=tools.ok is False)
+        failed = failed or tools.ok is False
     if failed:
         raise typer.Exit(EXIT_FAILURE)
 

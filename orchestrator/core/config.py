@@ -462,7 +462,11 @@ class VoiceConfig(_Section):
     """Speech in and out (orchestrator/voice/): engines by name, and the bounds on what they are given."""
 
     enabled: bool = True
-    stt: Literal["pocketsphinx"] = Field("pocketsphinx", description="the speech recogniser")
+    stt: Literal["faster-whisper", "pocketsphinx"] = Field(
+        "faster-whisper", description="the speech recogniser; faster-whisper falls back to pocketsphinx where it or "
+        "its model is not installed")
+    whisper_model: Path | None = Field(None, description="faster-whisper's model folder (CTranslate2); unset: "
+                                       "data/models/whisper-base, which `make whisper-model` fetches")
     tts: Literal["espeak-ng"] = Field("espeak-ng", description="the speech synthesizer")
     language: str = Field("en-us", description="what the recogniser listens for")
     voice: str = Field("en-us+edward", description="eSpeak NG voice[+variant]; `espeak-ng --voices` lists them")

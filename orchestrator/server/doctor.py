@@ -1,7 +1,7 @@
 """`jarvis doctor`: is this machine ready to run Jarvis, and what to do where it is not.
 
 Each check is a small function returning a `health.Check` (ok, a problem, or not applying here) with one sentence
-of what to do. The model, the data folder, the database and the disk are the health checks the server reports too;
+of what to do. The model (and whether it calls tools: one probe, llm/tool_probe.py), the data folder, the database and the disk are the health checks the server reports too;
 here come the machine's own: the sandbox (bubblewrap present and working, user namespaces, cgroup delegation), the
 keyring, Google's token, where email approvals go, the port, and, when a Jarvis already serves on that port, its scheduler's last tick
 (asked of its /api/health with the token of the data folder). Nothing is changed: the database is read, not
@@ -21,7 +21,7 @@ from pathlib import Path
 from orchestrator.core.config import Settings
 from orchestrator.core.local_peer import listener_uid  # the token goes only to a server of this user
 from .health import (Check, backup_check, data_folder_check, disk_check, guarded, mcp_checks, model_check,
-                     storage_check)
+                     storage_check, tool_calls_check)
 
 
 def sandbox_check(settings: Settings) -> Check:
@@ -212,7 +212,7 @@ def mcp_servers(settings: Settings) -> list[Check]:
 
 
 CHECKS: list[Callable[[Settings], Check | list[Check]]] = [
-    model_check, data_folder_check, storage_check, disk_check, sandbox_check, cgroup_check,
+    model_check, tool_calls_check, data_folder_check, storage_check, disk_check, sandbox_check, cgroup_check,
     mcp_servers, keyring_check, google_check, email_approvals_check, port_check, scheduler_check, backup_check,
 ]
 

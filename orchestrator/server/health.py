@@ -93,6 +93,16 @@ def model_check(settings: Settings, role: str = "primary") -> Check:
     return Check(f"model ({used})", ok, message, fix, last_error("model"))
 
 
+def tool_calls_check(settings: Settings, role: str = "primary") -> Check:
+    """Whether the model calls tools (one probe, llm/tool_probe.py); not known when the model does not answer."""
+    from orchestrator.llm.client import model_config
+    from orchestrator.llm.tool_probe import probe_tool_calls
+
+    used, _ = model_config(settings, role)  # type: ignore[arg-type]
+    found = probe_tool_calls(settings, role)  # type: ignore[arg-type]
+    return Check(f"model tools ({used})", found.ok, found.message, found.fix)
+
+
 def data_folder_check(settings: Settings) -> Check:
     """The data folder can be written (a read-only mount, a folder of another user, a full disk)."""
     folder = Path(settings.storage.data_dir)

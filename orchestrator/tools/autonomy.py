@@ -10,6 +10,8 @@ arguments: `untrusted_args` empty lets the call keep its mode, non-empty makes i
 Some effects ask after untrusted content whatever the settings (ASK_AFTER_CONTENT: `memory_write`): neither
 `escalate_after_untrusted: false` nor argument provenance judging the values clean lets them run by themselves,
 since what they would keep is the content's say-so itself (a document's "remember that my bank account is X").
+A `memory_write` also asks in a chat turn whose user message did not ask to remember or forget anything
+(`memory_asked` False, judged by memory/asked.py): a weak model asked "who is my dentist?" must not keep a fact.
 A scope (a jorb's approved overrides) may relax or tighten effects for its own calls only.
 A browser step (tools/site_grants.py) on a site the user approved for the task (`site_approved`) runs its own
 effects by themselves, the taint its pages bring ignored; the budget, a denied effect and a tool's own demand still
@@ -63,6 +65,10 @@ CONFIG_ONLY_AUTO = frozenset({"process_start"})
 # (memory/tools.py), and forgetting would let a document erase what the user told; only the user's yes may do it.
 ASK_AFTER_CONTENT = frozenset({"memory_write"})
 
+# Effects that run by themselves in a chat turn only when the user's message asked for them (memory/asked.py): a
+# small model calls memory_remember on a plain question and would keep its own invention as the user's fact.
+ASK_UNLESS_ASKED = frozenset({"memory_write"})
+
 
 def mode_for_effect(effect: str, config: AutonomyConfig, overrides: Mapping[str, Mode] | None = None) -> Mode:
     configured = config.effects.get(effect, config.default)
@@ -85,15 +91,19 @@ def decide(
     untrusted_args: list[str] | None = None,
     site_approved: bool = False,
     unapproved_sites: Sequence[str] = (),
+    memory_asked: bool | None = None,
 ) -> PolicyDecision:
     """sends_out: the call can carry data off the machine (a fetch of a URL, a send): after untrusted content it
     is escalated like a side effect, whatever its hints, since reading a secret then fetching
     `https://evil/?q=SECRET` changes nothing here and still leaks.
     site_approved: a browser step on a site the user approved for this task; unapproved_sites: the sites the task's
-    browser showed that the user has not approved, when this step would show one of them."""
+    browser showed that the user has not approved, when this step would show one of them. memory_asked: whether the
+    turn's user message asked to remember or forget something (None: no user message, a jorb's own step); False
+    makes a memory write ask."""
     decision = _decide_effects(side_effects, config, overrides=overrides, untrusted_seen=untrusted_seen,
                                effects_this_turn=effects_this_turn, tool_requires_confirmation=tool_requires_confirmation,
-                               sends_out=sends_out, untrusted_args=untrusted_args, site_approved=site_approved)
+                               sends_out=sends_out, untrusted_args=untrusted_args, site_approved=site_approved,
+                               memory_asked=memory_asked)
     if decision.mode == "auto" and unapproved_sites:
         # a step with nothing to ask about by itself (a snapshot) on a site the task's browser showed and the user has
         # not approved: its result is that site's text, withheld until the user approves a step there
@@ -105,7 +115,8 @@ def decide(
 
 def _decide_effects(side_effects: list[str], config: AutonomyConfig, *, overrides: Mapping[str, Mode] | None,
                     untrusted_seen: bool, effects_this_turn: int, tool_requires_confirmation: str | None,
-                    sends_out: bool, untrusted_args: list[str] | None, site_approved: bool) -> PolicyDecision:
+                    sends_out: bool, untrusted_args: list[str] | None, site_approved: bool,
+                    memory_asked: bool | None) -> PolicyDecision:
     modes = {e: mode_for_effect(e, config, overrides) for e in side_effects}
     if site_approved and "deny" not in modes.values():
         # the site's own effects no longer ask, and its pages' taint does not count
@@ -128,6 +139,13 @@ def _decide_effects(side_effects: list[str], config: AutonomyConfig, *, override
             escalated = True
         mode = "confirm"
         reasons.append(tool_requires_confirmation)
+    unasked = sorted(e for e in side_effects if e in ASK_UNLESS_ASKED)
+    if unasked and memory_asked is False:
+        if mode == "auto":
+            escalated = True
+        mode = "confirm"
+        reasons.append(f"your message did not ask to remember or forget anything, so {', '.join(unasked)} asks first: "
+                       "the model chose to keep this by itself")
     always = sorted(e for e in side_effects if e in ASK_AFTER_CONTENT)
     if always and untrusted_seen:
         if mode == "auto":

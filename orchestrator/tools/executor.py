@@ -78,6 +78,8 @@ class CallContext:
     # to autonomy.decide as it is
     untrusted_args: list[str] | None = None
     task: str | None = None  # the task (a chat turn) a site approval is bound to (tools/site_grants.py); None: none
+    # whether the chat turn's user message asked to remember or forget (memory/asked.py); None: no user message
+    memory_asked: bool | None = None
 
 
 # The key under the tool's RunnableConfig "configurable" where a tool finds what it may know of its call (thread,
@@ -360,6 +362,7 @@ class ToolExecutor:
             untrusted_args=ctx.untrusted_args,
             site_approved=approved,
             unapproved_sites=unapproved,
+            memory_asked=ctx.memory_asked,
         )
 
     def _confirm(self, tool: BaseTool, args: dict[str, Any], effects: list[str], decision: autonomy.PolicyDecision,

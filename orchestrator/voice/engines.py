@@ -6,26 +6,38 @@ base.TextToSpeech, a name here, and that name in `voice.stt` / `voice.tts`.
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 
 from orchestrator.core.config import Settings
 from orchestrator.voice.audio import decode
 from orchestrator.voice.base import SpeechToText, TextToSpeech, Transcript, VoiceError
 from orchestrator.voice.espeak_tts import ESpeakNG
 from orchestrator.voice.pocketsphinx_stt import PocketSphinx
+from orchestrator.voice.whisper_stt import FasterWhisper
 
-STT_ENGINES: dict[str, Callable[[], SpeechToText]] = {"pocketsphinx": PocketSphinx}
+log = logging.getLogger(__name__)
+
+STT_ENGINES: dict[str, Callable[..., SpeechToText]] = {"faster-whisper": FasterWhisper, "pocketsphinx": PocketSphinx}
+FALLBACK_STT = {"faster-whisper": "pocketsphinx"}  # where faster-whisper or its model is not installed
 TTS_ENGINES: dict[str, Callable[[], TextToSpeech]] = {"espeak-ng": ESpeakNG}
 MB = 1024 * 1024
 
 
 @cache
-def speech_to_text(name: str) -> SpeechToText:
+def speech_to_text(name: str, whisper_model: Path | None = None) -> SpeechToText:
     if name not in STT_ENGINES:
         raise VoiceError(f"Unknown speech recogniser {name!r} (voice.stt); known: {', '.join(STT_ENGINES)}.", 503)
-    return STT_ENGINES[name]()
+    try:
+        return STT_ENGINES[name](whisper_model) if name == "faster-whisper" else STT_ENGINES[name]()
+    except VoiceError as exc:
+        if name not in FALLBACK_STT:
+            raise
+        log.warning("%s; using %s instead", exc, FALLBACK_STT[name])
+        return speech_to_text(FALLBACK_STT[name])
 
 
 @cache
@@ -49,7 +61,7 @@ def transcribe(settings: Settings, audio: bytes, language: str | None = None) ->
         raise VoiceError(f"The recording is larger than {cfg.max_audio_mb} MB (voice.max_audio_mb in the config): "
                          "ask in shorter pieces.", 413)
     language = (language or cfg.language).lower()
-    engine = speech_to_text(cfg.stt)
+    engine = speech_to_text(cfg.stt, cfg.whisper_model)
     if language not in engine.languages:
         raise VoiceError(f"The speech recogniser {engine.name} has no model for {language[:20]!r}; it knows "
                          f"{', '.join(engine.languages)}.", 400)

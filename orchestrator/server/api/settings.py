@@ -1,5 +1,7 @@
 """GET /api/settings (the active configuration, secrets masked, background services, tool providers),
-GET /api/settings/health (model endpoints, checked with GET /models; slow when one is down), and the model picker:
+GET /api/settings/health (model endpoints, checked with GET /models; slow when one is down; with the last tool-calling
+probe's answer), POST /api/settings/models/{role}/tools (probe whether the model calls tools: llm/tool_probe.py),
+and the model picker:
 GET /api/settings/models (local servers found answering, whether the built-in model is installed) and
 POST /api/settings/models/primary (check a server or the built-in model, write it to the config, switch to it).
 Every answer goes through core.secrets.redacted: a base URL's password and secret query values are not shown."""
@@ -76,7 +78,7 @@ def health(sections: bool = True, ctx: AppContext = Depends(app_context)) -> dic
         models.append({"role": role, "base_url": None if builtin else cfg.base_url, "model": cfg.model,
                        "label": short_model_name(cfg.model),
                        "provider": cfg.provider, "builtin": builtin, "ok": ok, "message": message,
-                       "notice": cfg.notice,
+                       "notice": cfg.notice, "tools": _last_tools(ctx, role),
                        "fix": None if ok else ("Start the model server, or choose another model below: the switch "
                                                "takes effect at once." if role == "primary" else
                                                f"Start the model server, or change models.{role} in the config "
@@ -90,6 +92,23 @@ def health(sections: bool = True, ctx: AppContext = Depends(app_context)) -> dic
             found.append({"title": getattr(check, "__name__", "health check"), "items": [
                 {"name": "check", "ok": False, "message": f"{type(exc).__name__}: {exc}", "fix": None}]})
     return redacted({"models": models, "sections": found})  # base URLs and the messages quoting them
+
+
+def _last_tools(ctx: AppContext, role: str) -> dict[str, Any] | None:
+    from orchestrator.llm.tool_probe import last_probe
+
+    found = last_probe(ctx.settings, role)  # type: ignore[arg-type]
+    return found.as_dict() if found else None
+
+
+@router.post("/settings/models/{role}/tools")
+def check_tools(role: str, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
+    """One probe with one tool: does the model send real tool calls, write them as text, or ignore tools?"""
+    from orchestrator.llm.tool_probe import probe_tool_calls
+
+    if role not in ("primary", "heavy"):
+        raise HTTPException(404, "no such model role")
+    return redacted(probe_tool_calls(ctx.settings, role).as_dict())  # type: ignore[arg-type]
 
 
 @router.get("/settings/models")

@@ -36,7 +36,7 @@ def voice_settings(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     cfg = ctx.settings.voice
     problems = []
     if cfg.enabled:
-        for check in (lambda: speech_to_text(cfg.stt), lambda: text_to_speech(cfg.tts), ffmpeg_path):
+        for check in (lambda: speech_to_text(cfg.stt, cfg.whisper_model), lambda: text_to_speech(cfg.tts), ffmpeg_path):
             try:
                 check()
             except VoiceError as exc:

@@ -64,9 +64,10 @@ async function checkModels() {
     const health = await api("/api/settings/health?sections=false");
     const primary = health.models.find((m) => m.role === "primary") || health.models[0];
     if (primary) {
-      const state = !primary.ok ? "down" : primary.builtin ? "built-in demo model" : "answering";
+      const ignoresTools = primary.tools && primary.tools.ok === false;  // known once Settings probed it
+      const state = !primary.ok ? "down" : primary.builtin ? "built-in demo model" : ignoresTools ? "answering, ignores tools" : "answering";
       modelState.textContent = `${primary.label || primary.model} · ${state}`;
-      modelState.className = `model-state ${primary.ok ? "ok" : "down"}`;
+      modelState.className = `model-state ${primary.ok && !ignoresTools ? "ok" : "down"}`;
       modelState.hidden = false;
     }
     const down = health.models.filter((m) => !m.ok);

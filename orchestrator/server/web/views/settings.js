@@ -140,10 +140,14 @@ async function loadHealth() {
   }
   clear(healthEl).append(h("h2", {}, "Model endpoints"));
   for (const m of health.models) {
+    const tools = h("div", { class: "tool-calling", role: "status" });
+    if (m.tools) showTools(tools, m.tools);
+    const probe = m.ok && !m.builtin ? h("button", { type: "button", onclick: () => checkTools(m.role, tools, probe) },
+      "Check tool calling") : null;
     healthEl.append(h("div", { class: `endpoint ${m.ok ? "ok" : "down"}`, "data-role": m.role },
       h("span", { class: `badge ${m.ok ? "ok" : "down"}`, text: m.ok ? "answers" : "down" }),
-      h("strong", { text: ` ${m.role}` }), m.builtin ? ` ${m.model}, run by Jarvis itself (built-in)` : ` ${m.model} at ${m.base_url}`,
-      m.notice ? h("p", { class: "notice", text: m.notice }) : null,
+      h("strong", { text: ` ${m.role}` }), m.builtin ? ` ${m.model}, run by Jarvis itself (built-in)` : ` ${m.model} at ${m.base_url} `,
+      probe, m.notice ? h("p", { class: "notice", text: m.notice }) : null, tools,
       m.ok ? null : problem(`${m.message} ${m.fix || ""}`)));
   }
   for (const section of health.sections || []) {
@@ -179,6 +183,26 @@ function actionButton(action) {
     await loadHealth();
   };
   return button;
+}
+
+// One probe with one tool (llm/tool_probe.py): a real call, a call written as text (repaired), or tools ignored.
+async function checkTools(role, el, button) {
+  button.disabled = true;
+  clear(el).append(h("p", { class: "muted", text: "asking the model to call a tool…" }));
+  try {
+    showTools(el, await api(`/api/settings/models/${role}/tools`, { method: "POST" }));
+    if (shell) shell.modelChanged();
+  } catch (err) {
+    clear(el).append(problem(err.message));
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function showTools(el, tools) {
+  const text = `Tool calling: ${tools.message}.`;
+  clear(el).append(tools.ok === false ? problem(`${text} ${tools.fix || ""}`)
+    : h("p", { class: tools.ok ? "ok" : "muted", text: tools.fix ? `${text} ${tools.fix}` : text }));
 }
 
 async function loadInfo() {

@@ -1,0 +1,214 @@
+"""The built-in model on the first tasks a newcomer asks, scored as the user would see them.
+
+22 simple requests (list, read, write -> a confirmation, remind at a time, remember, recall, summarize a PDF, search
+documents, what time is it, chit-chat), each in a new thread, through Jarvis's whole graph on the built-in backend
+(the embedded llama.cpp server, `jarvis-chatml-tools`, the built-in model's settings of llm/discovery.py). Each
+turn is scored: the right tool (its first call), the right arguments (what the request names: the file, the time,
+the fact), a sensible final answer (not empty, not a restated call, and for chit-chat no tool at all), and the
+time the turn took. A write's confirmation is answered "deny", so nothing is written.
+
+    .venv/bin/python bench/builtin_models.py [--gguf PATH] [--name NAME] [-v]
+
+Without --gguf, the built-in SmolLM2-135M. Needs `make install-local demo-model`. The goal (issue [32]): the right
+tool with the right arguments on >= 80% of the set.
+
+Measured, SmolLM2-135M (2 cores at a load average of 11): the right tool 15 of 22, the right tool and arguments
+7 of 22 (time 2/2, remember 2/2, chit-chat 2/2, remind 1/3; list, read, write, recall, PDF and search 0: invented
+paths such as /Users/jarvis/..., memory_remember for "what does shopping.txt say?"), 64 s a turn (median), 108 s
+the slowest; its words after a call were mostly a restated call or unrelated text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+Args = dict[str, Any]
+
+
+def _has(*words: str) -> Callable[[Args], bool]:
+    """The arguments' text holds every word (case-insensitive)."""
+    return lambda args: all(w.lower() in " ".join(str(v) for v in args.values()).lower() for w in words)
+
+
+def _at_nine_tomorrow(args: Args) -> bool:
+    when = str(args.get("when", "")).lower()
+    return "tomorrow" in when and bool(re.search(r"\b0?9(:00)?\s*(am|a\.m\.)?\b", when)) or \
+        bool(re.search(r"T09:00", str(args.get("when", ""))))
+
+
+def _in_home(args: Args) -> bool:
+    """"my folder": the home Jarvis was given (a relative path, ~, or the folder itself), not an invented one."""
+    path = str(args.get("path", ""))
+    return not path.startswith("/") or "jarvis-builtin-bench-" in path
+
+
+def _home_and(*words: str) -> Callable[[Args], bool]:
+    """A path in the home that names `words` ("/Users/jarvis/x/notes/y" names notes, but is not the user's)."""
+    named = _has(*words)
+    return lambda args: _in_home(args) and named(args)
+
+
+@dataclass
+class Case:
+    request: str
+    tools: tuple[str, ...]  # the right first call (one of); () for an answer in words
+    args_ok: Callable[[Args], bool] = lambda args: True
+    kind: str = ""
+
+
+CASES = [
+    Case("list the files in my folder", ("fs_list_dir",), _in_home, "list"),
+    Case("what files are in the projects folder?", ("fs_list_dir",), _home_and("projects"), "list"),
+    Case("show me what is in the notes folder", ("fs_list_dir",), _home_and("notes"), "list"),
+    Case("read notes/todo.txt", ("fs_read_text",), _home_and("todo.txt"), "read"),
+    Case("what does shopping.txt say?", ("fs_read_text",), _home_and("shopping.txt"), "read"),
+    Case("write 'buy milk' to groceries.txt", ("fs_write_text",), _home_and("groceries.txt", "milk"), "write"),
+    Case("create a file hello.txt containing hello world", ("fs_write_text",), _home_and("hello.txt", "hello world"),
+         "write"),
+    Case("remind me tomorrow at 9am to call the dentist", ("reminder_create",), _at_nine_tomorrow, "remind"),
+    Case("set a reminder to water the plants tomorrow at 9:00", ("reminder_create",), _at_nine_tomorrow, "remind"),
+    Case("what reminders do I have?", ("reminder_list",), kind="remind"),
+    Case("remember that my dentist is Dr Zorblat", ("memory_remember",), _has("Zorblat"), "remember"),
+    Case("remember that my sister's birthday is on 3 May", ("memory_remember",), _has("sister", "May"), "remember"),
+    Case("who is my dentist?", ("memory_search", "memory_about"), _has("dentist"), "recall"),
+    Case("what do you know about my sister?", ("memory_search", "memory_about"), _has("sister"), "recall"),
+    Case("summarize report.pdf", ("pdf_summarize",), _home_and("report.pdf"), "pdf"),
+    Case("give me a short summary of the PDF report.pdf", ("pdf_summarize",), _home_and("report.pdf"), "pdf"),
+    Case("search my documents for the budget", ("docs_search", "docs_ask", "fs_search"), _has("budget"), "search"),
+    Case("find documents about the insurance contract", ("docs_search", "docs_ask", "fs_search"),
+         _has("insurance"), "search"),
+    Case("what time is it?", ("time_now",), kind="time"),
+    Case("what is today's date?", ("time_now",), kind="time"),
+    Case("hello, how are you?", (), kind="chat"),
+    Case("thanks, that's all for now", (), kind="chat"),
+]
+
+
+@dataclass
+class Score:
+    case: Case
+    called: list[tuple[str, Args]] = field(default_factory=list)
+    confirmed: int = 0
+    answer: str = ""
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def right_tool(self) -> bool:
+        if not self.case.tools:
+            return not self.called
+        return bool(self.called) and self.called[0][0] in self.case.tools
+
+    @property
+    def right_args(self) -> bool:
+        return self.right_tool and (not self.case.tools or self.case.args_ok(self.called[0][1]))
+
+    @property
+    def sensible(self) -> bool:
+        text = self.answer.strip()
+        # a rough bar: words, not a call or an error; whether they are true is read in the -v lines
+        return (self.error is None and len(text) > 1 and not text.startswith(("{", "functions.", "```", '"Error'))
+                and (self.case.kind != "write" or self.confirmed > 0))
+
+
+def make_files(root: Path) -> None:
+    from tests.fakes.pdfs import write_pdf
+
+    for folder in ("projects", "notes"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    (root / "projects" / "plan.md").write_text("The plan: ship in May.\n")
+    (root / "notes" / "todo.txt").write_text("call the bank\nbuy stamps\n")
+    (root / "shopping.txt").write_text("apples, bread, coffee\n")
+    (root / "budget.txt").write_text("The budget for 2026 is 12,000 euros.\n")
+    write_pdf(root / "report.pdf", 2, title="Quarterly report", facts={1: "Sales rose by 7 percent."})
+
+
+def run(gguf: Path | None, verbose: bool) -> list[Score]:
+    from orchestrator.app import build_graph
+    from orchestrator.chat.turns import resume_command, stream_turn, user_input
+    from orchestrator.core.config import settings_from_dict
+    from orchestrator.llm.discovery import builtin_model
+    from orchestrator.llm.embedded import embedded_server
+
+    model = builtin_model()
+    if model is None:
+        raise SystemExit("needs llama-cpp-python[server] and the built-in model: run `make install-local demo-model`")
+    values = model.model_dump(mode="json", exclude_none=True)
+    if gguf is not None:
+        values.update(gguf=str(gguf), model=gguf.stem)
+    scores = []
+    with tempfile.TemporaryDirectory(prefix="jarvis-builtin-bench-") as tmp:
+        base = Path(tmp)
+        root = base / "home"
+        make_files(root)
+        settings = settings_from_dict({
+            "storage": {"data_dir": str(base / "data")}, "tools_dir": str(base / "tools"), "mcp": {"dir": str(base / "mcp")},
+            "sandbox": {"required": False}, "fs": {"roots": [str(root)]}, "models": {"primary": values}}, base)
+        graph = build_graph(settings)
+        embedded_server(settings, "primary", settings.models.primary).ensure_running()
+        for i, case in enumerate(CASES):
+            score = Score(case)
+            thread = f"bench-{i:02d}"
+            started = time.perf_counter()
+            graph_input: Any = user_input(case.request)
+            for _round in range(5):
+                pending = []
+                for ev in stream_turn(graph, thread, graph_input):
+                    if ev["event"] == "tool_call":
+                        score.called.append((ev.get("name") or ev.get("tool") or "", dict(ev.get("args") or {})))
+                    elif ev["event"] == "confirmation":
+                        pending.append(ev)
+                    elif ev["event"] == "error":
+                        score.error = ev.get("message")
+                    elif ev["event"] == "done":
+                        score.answer = ev.get("content") or ""
+                if not pending:
+                    break
+                score.confirmed += len(pending)
+                graph_input = resume_command({c["interrupt_id"]: {"decision": "deny"} for c in pending})
+            score.seconds = time.perf_counter() - started
+            scores.append(score)
+            if verbose:
+                first = score.called[0] if score.called else ("-", {})
+                print(f"  {score.seconds:5.1f} s  tool {'Y' if score.right_tool else 'n'} args "
+                      f"{'Y' if score.right_args else 'n'} answer {'Y' if score.sensible else 'n'}  "
+                      f"{case.request[:40]!r} -> {first[0]} {str(first[1])[:60]} | {score.answer[:50]!r}", flush=True)
+    return scores
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gguf", type=Path, help="another GGUF to run through the built-in backend")
+    parser.add_argument("--name", help="the model's name in the table")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print each turn")
+    opts = parser.parse_args()
+    scores = run(opts.gguf, opts.verbose)
+    n = len(scores)
+    right = sum(s.right_args for s in scores)
+    times = sorted(s.seconds for s in scores)
+    name = opts.name or (opts.gguf.stem if opts.gguf else "built-in (SmolLM2-135M)")
+    print(f"[builtin models: {name}]")
+    print(f"  requests: {n}")
+    print(f"  right tool: {sum(s.right_tool for s in scores)} of {n}")
+    print(f"  right tool and arguments: {right} of {n} ({right / n:.0%}; goal >= 80%)")
+    print(f"  sensible answer: {sum(s.sensible for s in scores)} of {n}")
+    print(f"  seconds a turn: median {times[n // 2]:.1f}, slowest {times[-1]:.1f}, first {scores[0].seconds:.1f}")
+    kinds = sorted({s.case.kind for s in scores})
+    print("  by kind (right tool and arguments): " + ", ".join(
+        f"{k} {sum(s.right_args for s in scores if s.case.kind == k)}/{sum(s.case.kind == k for s in scores)}"
+        for k in kinds))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
