@@ -207,9 +207,9 @@ def test_unreachable_model_says_what_to_do(jarvis_env):
         assert "models.primary.base_url" in err["message"]
         with server.client() as c:
             body = c.get("/api/settings/health").json()
-        assert [s["title"] for s in body["sections"]] == ["MCP servers"]  # orchestrator/server/api/mcp_health.py
+        assert [s["title"] for s in body["sections"]] == ["Backups", "MCP servers"]  # server/api/health.py, mcp_health.py
         health = body["models"][0]
-        assert health["ok"] is False and "models.primary.base_url" in health["fix"]
+        assert health["ok"] is False and "choose another model below" in health["fix"]  # Settings switches live
 
 
 def test_one_turn_per_thread_and_reattach(ui_server):
@@ -351,10 +351,10 @@ def test_runs_and_settings(ui_server):
         assert settings["effective"]["models"]["primary"]["api_key"] == "********"
         assert settings["server"]["port"] == int(ui_server.url.rsplit(":", 1)[1])
         body = c.get("/api/settings/health").json()
-        assert [s["title"] for s in body["sections"]] == ["MCP servers"]  # orchestrator/server/api/mcp_health.py
+        assert [s["title"] for s in body["sections"]] == ["Backups", "MCP servers"]  # server/api/health.py, mcp_health.py
         health = body["models"]
         assert health == [{"role": "primary", "base_url": ui_server.env.server.base_url, "model": "scripted-model",
-                           "provider": "openai", "builtin": False, "ok": True,
+                           "label": "scripted-model", "provider": "openai", "builtin": False, "ok": True,
                            "message": f"{ui_server.env.server.base_url} answers (scripted-model)", "notice": None, "tools": None,
                            "fix": None}]
         views = [v["name"] for v in c.get("/api/views").json()]

@@ -38,7 +38,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from integrations.base import is_untrusted, sends_out, side_effects_of, tool_meta
+from orchestrator.core.visible import elide
 from .value_forms import addresses_in, digit_runs, grouped_numbers_joined, plain
+
+# How much of a value a reason shows, cut in the middle: a path's end (the file's name) is what the user must see.
+SHOWN_VALUE = 120
+
 
 @dataclass(frozen=True)
 class Sources:
@@ -188,14 +193,14 @@ def untrusted_arguments(tool: Any, args: dict[str, Any], sources: Sources) -> li
             texts = sources.results if name in opaque else sources.trusted
             for leaf in _leaves(value):
                 if not _trusted_value(leaf, texts):
-                    found.append(f"{name}={str(leaf)[:80]!r}")
+                    found.append(f"{name}={elide(str(leaf), SHOWN_VALUE)!r}")
             continue
         for leaf in _leaves(value):
             if not isinstance(leaf, str):
                 continue
             for address in addresses_in(plain(leaf)):
                 if not _appears(address, sources.trusted) and not _appears(address, [plain(t) for t in sources.trusted]):
-                    found.append(f"{name} mentions {address[:80]!r}")
+                    found.append(f"{name} mentions {elide(address, SHOWN_VALUE)!r}")
             if outgoing and sources.sensitive:
                 private = [d for text in sources.sensitive for _w, d in digit_runs(text)]
                 said = [d for text in sources.words for _w, d in digit_runs(text)]
