@@ -126,11 +126,12 @@ def _build(st: Any, shell: Any, server: Any, token: str, port: int, no_services:
         bind_port(app, port)
         shell.ready(app)
     except (Exception, SystemExit) as exc:  # typer.Exit: `fail` already said why
-        code = getattr(exc, "exit_code", None) or getattr(exc, "code", None) or 1
-        if not isinstance(exc, (typer.Exit, SystemExit)):
-            from orchestrator.core.secrets import redact
+        from orchestrator.core.secrets import redact
 
-            say(f"error: could not start Jarvis: {redact(str(exc))}", err=True, fg=typer.colors.RED)
+        code = getattr(exc, "exit_code", None) or getattr(exc, "code", None) or 1
+        why = redact(str(exc))  # said on the terminal and to the requests held: a URL's password masked in both
+        if not isinstance(exc, (typer.Exit, SystemExit)):
+            say(f"error: could not start Jarvis: {why}", err=True, fg=typer.colors.RED)
         outcome["code"] = int(code) if isinstance(code, int) else 1
-        shell.failed(f"Jarvis could not start: {exc}" if str(exc) else "Jarvis could not start (see its terminal)")
+        shell.failed(f"Jarvis could not start: {why}" if why else "Jarvis could not start (see its terminal)")
         server.should_exit = True
