@@ -24,14 +24,20 @@ export async function show() {
 
 // The agents that may call Jarvis as an MCP server, each with its own token: a new one's token is shown once, in
 // the lines to paste into its mcpServers file; Revoke stops it at its next request.
+// Loads overlap (the view's first load, then an add, then a revoke): only the latest one draws, so an answer that
+// was asked for before a revoke never brings the revoked client back.
+let clientsLoads = 0;
+
 async function loadClients(shown) {
+  const load = ++clientsLoads;
   let found;
   try {
     found = await api("/api/mcp/clients");
   } catch (err) {
-    clear(clientsEl).append(h("h2", {}, "MCP clients"), problem(err.message));
+    if (load === clientsLoads) clear(clientsEl).append(h("h2", {}, "MCP clients"), problem(err.message));
     return;
   }
+  if (load !== clientsLoads) return;
   clear(clientsEl).append(h("h2", {}, "MCP clients"),
     h("p", { class: "muted", text: found.enabled ? `Other agents reach Jarvis at ${found.path} with their own token; every call follows your rules here.`
       : "Jarvis's MCP server is off: set mcp_server.enabled: true in the config to serve these clients." }));
