@@ -132,24 +132,7 @@ def build_gcal_tools(api: GoogleApi, calendar_id: str = "primary", timezone: str
                             f"{cal['errors'][0].get('reason', 'unknown reason')}.")
         busy = sorted((parse_time(b["start"], tz, "busy start").astimezone(tz),
                        parse_time(b["end"], tz, "busy end").astimezone(tz)) for b in cal.get("busy") or [])
-        need = timedelta(minutes=duration_minutes)
-        slots: list[dict[str, str]] = []
-        for day_lo, day_hi in _working_windows(lo, hi, ds, de, tz):
-            cursor = day_lo
-            for b_start, b_end in busy + [(day_hi, day_hi)]:
-                if b_end <= cursor:
-                    continue
-                gap_end = min(b_start, day_hi)
-                if gap_end - cursor >= need:
-                    slots.append({"start": _iso(cursor), "end": _iso(cursor + need),
-                                  "free_until": _iso(gap_end)})
-                    if len(slots) >= max_slots:
-                        return {"duration_minutes": duration_minutes, "slots": slots}
-                cursor = max(cursor, b_end)
-                if cursor >= day_hi:
-                    break
-        return {"duration_minutes": duration_minutes, "slots": slots,
-                **({} if slots else {"note": "no free slot of that length in the window; widen it or shorten the meeting"})}
+        return free_slots(busy, lo, hi, ds, de, tz, duration_minutes, max_slots)
 
     def gcal_create_event(summary: str, start: str, end: str | None = None, duration_minutes: int | None = None,
                           description: str | None = None, location: str | None = None,
@@ -242,6 +225,29 @@ def event_body(summary: str, start: str, end: str | None, duration_minutes: int 
     if reminder_minutes is not None:
         body["reminders"] = {"useDefault": False, "overrides": [{"method": "popup", "minutes": reminder_minutes}]}
     return body
+
+
+def free_slots(busy: list[tuple[datetime, datetime]], lo: datetime, hi: datetime, ds: time, de: time, tz: tzinfo,
+               duration_minutes: int, max_slots: int) -> dict:
+    """Free times of duration_minutes within working hours (ds-de each day in tz) between lo and hi, around the
+    busy (start, end) pairs (sorted); the same for every calendar provider."""
+    need = timedelta(minutes=duration_minutes)
+    slots: list[dict[str, str]] = []
+    for day_lo, day_hi in _working_windows(lo, hi, ds, de, tz):
+        cursor = day_lo
+        for b_start, b_end in busy + [(day_hi, day_hi)]:
+            if b_end <= cursor:
+                continue
+            gap_end = min(b_start, day_hi)
+            if gap_end - cursor >= need:
+                slots.append({"start": _iso(cursor), "end": _iso(cursor + need), "free_until": _iso(gap_end)})
+                if len(slots) >= max_slots:
+                    return {"duration_minutes": duration_minutes, "slots": slots}
+            cursor = max(cursor, b_end)
+            if cursor >= day_hi:
+                break
+    return {"duration_minutes": duration_minutes, "slots": slots,
+            **({} if slots else {"note": "no free slot of that length in the window; widen it or shorten the meeting"})}
 
 
 def _working_windows(lo: datetime, hi: datetime, ds: time, de: time, tz: tzinfo):

@@ -249,6 +249,7 @@ class App:
         from .jorbs.tools import build_jorb_tools
         from .memory import build_memory_tools
         from .reminders.tools import build_reminder_tools
+        from .tools.dav_accounts import dav_tools
         from .tools.mail_accounts import mail_tools
 
         settings = self.settings
@@ -262,6 +263,7 @@ class App:
         tools += self.document_tools()
         tools += google_tools(settings)
         tools += mail_tools(settings)
+        tools += dav_tools(settings)
         if self.memory is not None:  # an entity may link to a document of the index or a jorb contact
             tools += build_memory_tools(self.memory, known={
                 "document": lambda ref: self.docs_index.get(ref) is not None,

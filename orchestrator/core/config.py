@@ -13,10 +13,11 @@ from __future__ import annotations
 import difflib
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator,
+                      model_validator)
 
 from integrations.effects import KNOWN_SIDE_EFFECTS
 
@@ -297,14 +298,62 @@ class MailAccountConfig(_Section):
         if self.password is None:
             raise ValueError("give the password as {secret: NAME}")
         if self.tls_fingerprint is not None:
-            digits = self.tls_fingerprint.replace(":", "").strip().lower()
-            if len(digits) != 64 or any(c not in "0123456789abcdef" for c in digits):
-                raise ValueError("tls_fingerprint must be a SHA-256 fingerprint: 64 hex digits")
-            self.tls_fingerprint = digits
+            self.tls_fingerprint = _sha256_pin(self.tls_fingerprint)
         elif preset.get("needs_fingerprint"):
             raise ValueError(f"the {self.preset} preset serves a self-signed certificate: pin it with "
                              "tls_fingerprint (`jarvis accounts add` shows it)")
         return self
+
+
+def _sha256_pin(value: str) -> str:
+    digits = value.replace(":", "").strip().lower()
+    if len(digits) != 64 or any(c not in "0123456789abcdef" for c in digits):
+        raise ValueError("tls_fingerprint must be a SHA-256 fingerprint: 64 hex digits")
+    return digits
+
+
+class DavAccountConfig(_Section):
+    """A calendar (CalDAV) or contacts (CardDAV) account. A preset (icloud, fastmail; nextcloud with your server's
+    URL) fills `url`. TLS is always verified: by the system's CAs, by `tls_ca_file`, or by pinning the server's
+    certificate (`tls_fingerprint`, SHA-256); never switched off."""
+
+    kind: Literal["caldav", "carddav"]
+    url: str | None = Field(None, description="the server's DAV URL (https); a preset fills it")
+    preset: Literal["icloud", "fastmail", "nextcloud"] | None = None
+    user: str = Field(description="the login name (iCloud, Fastmail: your address)")
+    password: SecretValue = Field(description="an app password, as {secret: NAME} (jarvis secrets set NAME)")
+    calendar: str | None = Field(None, description="caldav: the calendar to use, by its name; default: the first")
+    tls_fingerprint: str | None = Field(None, description="SHA-256 of the server's certificate (hex, colons "
+                                        "allowed): a self-signed server, pinned")
+    tls_ca_file: Path | None = Field(None, description="a CA certificate file the server's certificate chains to")
+    timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _server(self) -> "DavAccountConfig":
+        from integrations.dav_presets import preset_url
+
+        if self.preset == "nextcloud" and not self.url:
+            raise ValueError("the nextcloud preset needs url: your Nextcloud's address, e.g. https://cloud.example.org")
+        self.url = preset_url(self.preset, self.kind, self.url)
+        if not self.url:
+            raise ValueError("give url (or a preset: icloud, fastmail, nextcloud)")
+        if not self.url.startswith("https://"):
+            raise ValueError(f"url {self.url!r}: only https is allowed (the password and the data go over it)")
+        if self.password is None:
+            raise ValueError("give the password as {secret: NAME}")
+        if self.tls_fingerprint is not None:
+            self.tls_fingerprint = _sha256_pin(self.tls_fingerprint)
+        return self
+
+
+def _account_kind(value: Any) -> str:
+    """`kind` picks the account's model; a mail account written before there were other kinds has none."""
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return "dav" if kind in ("caldav", "carddav") else "imap"
+
+
+AccountConfig = Annotated[Annotated[MailAccountConfig, Tag("imap")] | Annotated[DavAccountConfig, Tag("dav")],
+                          Discriminator(_account_kind)]
 
 
 class JorbsConfig(_Section):
@@ -492,8 +541,9 @@ class Settings(_Section):
     pdf: PdfConfig = Field(default_factory=PdfConfig)
     youtube: YoutubeConfig = Field(default_factory=YoutubeConfig)
     google: GoogleConfig = Field(default_factory=GoogleConfig)
-    accounts: dict[str, MailAccountConfig] = Field(default_factory=dict, description="mail accounts by name "
-                                                   "(jarvis accounts add); the first is the default")
+    accounts: dict[str, AccountConfig] = Field(default_factory=dict, description="mail (kind: imap, the "
+                                               "default), calendar (caldav) and contacts (carddav) accounts by name "
+                                               "(jarvis accounts add); the first of a kind is its default")
     jorbs: JorbsConfig = Field(default_factory=JorbsConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     confirmations: ConfirmationsConfig = Field(default_factory=ConfirmationsConfig)

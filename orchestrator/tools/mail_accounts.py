@@ -32,7 +32,8 @@ def mail_account(name: str, config: MailAccountConfig) -> MailAccount:
 
 
 def mail_accounts(settings: Settings) -> dict[str, MailAccount]:
-    return {name: mail_account(name, config) for name, config in settings.accounts.items() if config.kind == "imap"}
+    return {name: mail_account(name, config) for name, config in settings.accounts.items()
+            if isinstance(config, MailAccountConfig)}
 
 
 def mail_tools(settings: Settings) -> list[BaseTool]:

@@ -1,0 +1,51 @@
+"""The calendar (caldav) and contacts (carddav) accounts of the settings made into connections and tools. Each
+account's password is read from the keyring when a connection is made, so a password changed with `jarvis secrets
+set` is used at once and an account whose secret is missing fails only its own calls."""
+
+from __future__ import annotations
+
+from langchain_core.tools import BaseTool
+
+from integrations.base import ToolError
+from integrations.dav_account import DavAccount
+
+from orchestrator.core import secrets
+from orchestrator.core.config import DavAccountConfig, Settings
+
+
+def dav_account(name: str, config: DavAccountConfig) -> DavAccount:
+    def password() -> str:
+        try:
+            value = secrets.resolve(config.password, what=f"accounts.{name}.password")
+        except secrets.SecretError as exc:
+            raise ToolError(f"Account {name!r}: {exc}") from None
+        if not value:
+            raise ToolError(f"Account {name!r} has no password: run `jarvis secrets set`.")
+        return value
+
+    assert config.url  # filled by the model's validator
+    return DavAccount(name=name, kind=config.kind, url=config.url, user=config.user, password=password,
+                      calendar=config.calendar, tls_fingerprint=config.tls_fingerprint,
+                      tls_ca_file=config.tls_ca_file, timeout_s=config.timeout_s)
+
+
+def dav_accounts(settings: Settings, kind: str) -> dict[str, DavAccount]:
+    return {name: dav_account(name, config) for name, config in settings.accounts.items()
+            if isinstance(config, DavAccountConfig) and config.kind == kind}
+
+
+def dav_tools(settings: Settings) -> list[BaseTool]:
+    """calendar_list_events, calendar_find_free_time, calendar_create_event over the caldav accounts and
+    contacts_search over the carddav ones; none without."""
+    tools: list[BaseTool] = []
+    calendars = dav_accounts(settings, "caldav")
+    if calendars:
+        from integrations.caldav_tools import build_caldav_tools
+
+        tools += build_caldav_tools(calendars, settings.timezone)
+    contacts = dav_accounts(settings, "carddav")
+    if contacts:
+        from integrations.carddav_tools import build_carddav_tools
+
+        tools += build_carddav_tools(contacts)
+    return tools

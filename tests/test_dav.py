@@ -1,0 +1,231 @@
+"""The calendar (CalDAV) and contacts (CardDAV) tools against a real Radicale over TLS from a test CA
+(tests/dav_server.py): list, create, free time, contacts search, and hostile input (a rule repeating every second
+forever, a bogus or hostile time zone, a vCard bomb, a connection dropped mid-answer)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from integrations.base import ToolError, side_effects_of, tool_meta
+from integrations.caldav_tools import build_caldav_tools
+from integrations.carddav_tools import build_carddav_tools
+from integrations.dav_account import DavAccount, dav_client
+from tests.dav_server import Radicale
+from tests.mail_servers import Proxy
+
+pytestmark = pytest.mark.slow
+USERS = {"alice": "alice-app-password", "bob": "bob-app-password", "carol": "carol-app-password"}
+TZ = "Europe/Paris"
+ADDRESSBOOK = """<?xml version="1.0"?><D:mkcol xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:carddav"><D:set>
+<D:prop><D:resourcetype><D:collection/><C:addressbook/></D:resourcetype></D:prop></D:set></D:mkcol>"""
+
+
+@pytest.fixture(scope="module")
+def radicale():
+    server = Radicale(USERS).start()
+    for user in USERS:
+        client = server.client(user)
+        client.principal().make_calendar(name="Work", cal_id="work")
+        assert client.request(f"{server.url}{user}/contacts/", "MKCOL", ADDRESSBOOK).status == 201
+    yield server
+    server.stop()
+
+
+def account(radicale, user="alice", kind="caldav", **changes) -> DavAccount:
+    fields = dict(name=user, kind=kind, url=radicale.url, user=user, password=lambda: USERS[user],
+                  tls_ca_file=radicale.ca, timeout_s=20)
+    fields.update(changes)
+    return DavAccount(**fields)
+
+
+def calendar_tools(acct: DavAccount, **kw):
+    return {t.name: t for t in build_caldav_tools({acct.name: acct}, TZ, **kw)}
+
+
+def seed(radicale, user: str, ical: str) -> None:
+    """An event put on the server directly (caldav), as another calendar app would."""
+    radicale.client(user).principal().calendar(name="Work").save_event(ical)
+
+
+def vevent(uid: str, start: str, end: str, summary: str, extra: str = "", tz_block: str = "") -> str:
+    return (f"BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//test//EN\r\n{tz_block}BEGIN:VEVENT\r\nUID:{uid}\r\n"
+            f"DTSTAMP:20260101T000000Z\r\nDTSTART{start}\r\nDTEND{end}\r\nSUMMARY:{summary}\r\n{extra}"
+            "END:VEVENT\r\nEND:VCALENDAR\r\n")
+
+
+def test_create_then_list_and_free_time(radicale):
+    """An event created through the tool is on the server (read back by caldav itself), listed in its window with
+    a weekly event another app made expanded, and free time goes around both."""
+    tools = calendar_tools(account(radicale))
+    made = tools["calendar_create_event"].invoke({"summary": "Dentist", "start": "2026-03-02T10:00",
+                                                  "duration_minutes": 60, "location": "Rue de Rivoli",
+                                                  "reminder_minutes": 15})
+    assert made["status"] == "created" and made["start"] == "2026-03-02T10:00:00+01:00"
+    direct = radicale.client("alice").principal().calendar(name="Work").event_by_uid(made["uid"])
+    assert "SUMMARY:Dentist" in direct.data and "TRIGGER:-PT15M" in direct.data
+    seed(radicale, "alice", vevent("standup", ";TZID=Europe/Paris:20260223T090000",
+                                   ";TZID=Europe/Paris:20260223T093000", "Standup", "RRULE:FREQ=WEEKLY;COUNT=10\r\n"))
+    listed = tools["calendar_list_events"].invoke({"time_min": "2026-03-02T00:00", "time_max": "2026-03-03T00:00"})
+    assert [(e["summary"], e["start"]) for e in listed["events"]] == [
+        ("Standup", "2026-03-02T09:00:00+01:00"), ("Dentist", "2026-03-02T10:00:00+01:00")]
+    assert listed["events"][1]["location"] == "Rue de Rivoli"
+    free = tools["calendar_find_free_time"].invoke({"duration_minutes": 60, "time_min": "2026-03-02T08:00",
+                                                   "time_max": "2026-03-02T13:00", "day_start": "08:00"})
+    assert [s["start"] for s in free["slots"]] == ["2026-03-02T08:00:00+01:00", "2026-03-02T11:00:00+01:00"]
+    assert [s["free_until"] for s in free["slots"]] == ["2026-03-02T09:00:00+01:00", "2026-03-02T13:00:00+01:00"]
+
+
+def test_the_contract_confirmation_and_taint(radicale):
+    """Creating is an effect asked first, its question showing the times, the place and every attendee; event
+    text is outside content (list and create), free time is times only; an attendee makes it an email too (the
+    server may invite them)."""
+    tools = calendar_tools(account(radicale))
+    create = tool_meta(tools["calendar_create_event"])
+    assert create.side_effects == ("calendar_write",) and create.untrusted_output
+    assert {"start", "end", "attendees"} <= set(create.deciding_args or ())
+    args = {"summary": "Board", "start": "2026-03-04T14:00", "end": "2026-03-04T15:30",
+            "attendees": ["eve@example.org"], "location": "HQ"}
+    assert create.summarize(args) == ("Create the event \"Board\" in calendar account alice Wed 2026-03-04 14:00 "
+                                      "(UTC+0100) to 15:30, inviting eve@example.org, at 'HQ'.")
+    assert set(side_effects_of(tools["calendar_create_event"], args)) == {"calendar_write", "email_send"}
+    assert tool_meta(tools["calendar_list_events"]).untrusted_output
+    assert not tool_meta(tools["calendar_find_free_time"]).untrusted_output
+    contacts = build_carddav_tools({"alice": account(radicale, kind="carddav")})[0]
+    assert tool_meta(contacts).untrusted_output and not tool_meta(contacts).side_effects
+
+
+def test_a_rule_repeating_every_second_forever_is_bounded(radicale):
+    """An event repeating every second with no end (and one whose BY-lists make a yearly rule fire every second)
+    is not expanded: listed once with a note that says so, within seconds; free time counts it busy (fail
+    closed); the ordinary events around it are still listed."""
+    seed(radicale, "bob", vevent("every-second", ":20260401T080000Z", ":20260401T080001Z", "Tick",
+                                 "RRULE:FREQ=SECONDLY\r\n"))
+    seed(radicale, "bob", vevent("yearly-bomb", ":20260101T000000Z", ":20260101T000001Z", "Yearly bomb",
+                                 "RRULE:FREQ=YEARLY;BYMONTH=1,2,3,4,5,6,7,8,9,10,11,12;BYHOUR=" +
+                                 ",".join(map(str, range(24))) + ";BYMINUTE=" + ",".join(map(str, range(60))) +
+                                 ";BYSECOND=" + ",".join(map(str, range(60))) + "\r\n"))
+    seed(radicale, "bob", vevent("lunch", ":20260402T110000Z", ":20260402T120000Z", "Lunch"))
+    tools = calendar_tools(account(radicale, user="bob"))
+    began = time.monotonic()
+    listed = tools["calendar_list_events"].invoke({"time_min": "2026-04-01T00:00", "time_max": "2026-05-01T00:00"})
+    assert time.monotonic() - began < 30
+    by_uid = {e["uid"]: e for e in listed["events"]}
+    assert by_uid["every-second"]["not_expanded"] and by_uid["every-second"]["repeats"] == "FREQ=SECONDLY"
+    assert by_uid["yearly-bomb"]["not_expanded"] and "lunch" in by_uid
+    assert len(listed["events"]) == 3
+    assert any("too many to list" in n and "every-second" in n for n in listed["notes"])
+    free = tools["calendar_find_free_time"].invoke({"duration_minutes": 30, "time_min": "2026-04-02T09:00",
+                                                   "time_max": "2026-04-02T18:00"})
+    assert free["slots"] == [] and "busy from their start" in free["warnings"]
+
+
+def test_a_bogus_or_hostile_time_zone_hides_no_other_event(radicale):
+    """An event in a time zone nobody knows, and one whose VTIMEZONE changes offset every second, neither hang
+    the listing nor hide the event beside them: the unknown zone is read as the user's, and said."""
+    hostile_zone = ("BEGIN:VTIMEZONE\r\nTZID:Hostile/Zone\r\nBEGIN:STANDARD\r\nDTSTART:19000101T000000\r\n"
+                    "RRULE:FREQ=SECONDLY\r\nTZOFFSETFROM:+0100\r\nTZOFFSETTO:+0200\r\nEND:STANDARD\r\n"
+                    "END:VTIMEZONE\r\n")
+    seed(radicale, "alice", vevent("bogus-zone", ";TZID=Mars/Olympus_Mons:20260601T100000",
+                                   ";TZID=Mars/Olympus_Mons:20260601T110000", "On Mars"))
+    seed(radicale, "alice", vevent("hostile-zone", ";TZID=Hostile/Zone:20260601T120000",
+                                   ";TZID=Hostile/Zone:20260601T130000", "Hostile", tz_block=hostile_zone))
+    seed(radicale, "alice", vevent("fine", ":20260601T150000Z", ":20260601T160000Z", "Fine"))
+    tools = calendar_tools(account(radicale))
+    began = time.monotonic()
+    listed = tools["calendar_list_events"].invoke({"time_min": "2026-06-01T00:00", "time_max": "2026-06-02T00:00"})
+    assert time.monotonic() - began < 30
+    by_uid = {e["uid"]: e for e in listed["events"]}
+    assert [e["uid"] for e in listed["events"]] == ["bogus-zone", "hostile-zone", "fine"], listed
+    assert "'Mars/Olympus_Mons' is unknown" in by_uid["bogus-zone"]["time_zone_note"]
+    assert by_uid["bogus-zone"]["start"] == "2026-06-01T10:00:00+02:00"  # read in the user's zone, and said
+    assert by_uid["fine"]["start"] == "2026-06-01T17:00:00+02:00"  # every time in the user's zone
+
+
+def _vcard(uid: str, name: str, email: str, extra: str = "") -> str:
+    return (f"BEGIN:VCARD\r\nVERSION:3.0\r\nUID:{uid}\r\nFN:{name}\r\nN:{name.split()[-1]};{name.split()[0]};;;\r\n"
+            f"EMAIL:{email}\r\nTEL:+33 6 12 34 56 78\r\n{extra}END:VCARD\r\n")
+
+
+def put_cards(radicale, user: str, cards: dict[str, str]) -> None:
+    client = radicale.client(user)
+    for uid, card in cards.items():
+        answer = client.put(f"{radicale.url}{user}/contacts/{uid}.vcf", card, {"Content-Type": "text/vcard"})
+        assert answer.status in (201, 204), answer.status
+
+
+def test_contacts_search_and_a_vcard_bomb(radicale):
+    """contacts_search finds a card by name, email or phone; a card of a megabyte is skipped with a note, a
+    malformed one counted, and the good cards are still found; an answer over the read bound is a clear error."""
+    put_cards(radicale, "alice", {
+        "frank": _vcard("frank", "Frank Castle", "frank@example.org", "ORG:Punisher Inc\r\n"),
+        "grace": _vcard("grace", "Grace Hopper", "grace@navy.example"),
+        "bomb": _vcard("bomb", "Big Bomb", "bomb@example.org", "NOTE:" + "A" * 1_000_000 + "\r\n"),
+        "broken": "BEGIN:VCARD\r\nVERSION:3.0\r\nUID:broken\r\nFN:Broken\r\nEND:VCARD\r\n",
+    })
+    acct = account(radicale, kind="carddav")
+    search = build_carddav_tools({"alice": acct})[0]
+    found = search.invoke({"query": "frank"})
+    assert [c["name"] for c in found["contacts"]] == ["Frank Castle"]
+    assert found["contacts"][0]["emails"] == ["frank@example.org"]
+    assert found["contacts"][0]["organization"] == ["Punisher Inc"] or found["contacts"][0]["organization"]
+    assert [c["name"] for c in search.invoke({"query": "navy.example"})["contacts"]] == ["Grace Hopper"]
+    assert len(search.invoke({"query": "612345678"})["contacts"]) == 2
+    assert any("was skipped" in n for n in found["notes"])
+    small = build_carddav_tools({"alice": acct}, connect=lambda a: dav_client(a, limit=200_000))[0]
+    with pytest.raises(ToolError, match="larger than the 200000 bytes Jarvis reads"):
+        small.invoke({"query": "frank"})
+
+
+def test_a_connection_dropped_mid_answer_is_a_clear_error_and_loses_nothing(radicale):
+    """A relay that cuts the connection in the middle of the server's answer: the listing fails with a sentence
+    saying so and that nothing changed, and every event is still on the server afterwards."""
+    base = datetime(2026, 7, 1, 8, tzinfo=ZoneInfo("UTC"))
+    calendar = radicale.client("carol").principal().calendar(name="Work")
+    for i in range(40):
+        start = base + timedelta(hours=i)
+        calendar.save_event(vevent(f"many-{i}", f":{start:%Y%m%dT%H%M%SZ}",
+                                   f":{start + timedelta(minutes=30):%Y%m%dT%H%M%SZ}", f"Event {i}",
+                                   "DESCRIPTION:" + secrets.token_hex(400) + "\r\n"))  # gzip cannot shrink it
+    window = {"time_min": "2026-07-01T00:00", "time_max": "2026-07-05T00:00"}
+    relay = Proxy(radicale.port)
+    try:
+        whole = calendar_tools(account(radicale, user="carol", url=f"https://127.0.0.1:{relay.port}/"))
+        assert len(whole["calendar_list_events"].invoke(window)["events"]) == 40
+    finally:
+        relay.close()
+    proxy = Proxy(radicale.port, cut_after=relay.sent - 10_000)  # inside the last answer, the events' (> 30 kB)
+    try:
+        cut = calendar_tools(account(radicale, user="carol", url=f"https://127.0.0.1:{proxy.port}/"))
+        with pytest.raises(ToolError, match="connection dropped.*nothing was changed"):
+            cut["calendar_list_events"].invoke(window)
+    finally:
+        proxy.close()
+    assert len(calendar.search(start=base, end=base + timedelta(days=4), event=True)) == 40
+
+
+def test_tls_is_verified_or_pinned_never_off(radicale):
+    """Without the test CA the server's certificate is refused; pinned by its SHA-256 it is accepted; a wrong pin
+    is refused before the request (and its password) is sent."""
+    listing = {"time_min": "2026-03-02T00:00", "time_max": "2026-03-03T00:00"}
+    with pytest.raises(ToolError, match="TLS failed"):
+        calendar_tools(account(radicale, tls_ca_file=None))["calendar_list_events"].invoke(listing)
+    pinned = calendar_tools(account(radicale, tls_ca_file=None, tls_fingerprint=radicale.fingerprint))
+    assert pinned["calendar_list_events"].invoke(listing)["events"]
+    wrong = calendar_tools(account(radicale, tls_ca_file=None, tls_fingerprint="0" * 64))
+    with pytest.raises(ToolError, match="TLS failed"):
+        wrong["calendar_list_events"].invoke(listing)
+
+
+def test_jorb_scripts_reach_them_as_jarvis_calendar_and_contacts(radicale):
+    from orchestrator.jorbs.namespace import Namespace
+
+    tools = [*calendar_tools(account(radicale)).values(),
+             *build_carddav_tools({"alice": account(radicale, kind="carddav")})]
+    names = {c.dotted for c in Namespace(tools).caps}
+    assert {"jarvis.calendar.list_events", "jarvis.calendar.find_free_time", "jarvis.calendar.create_event",
+            "jarvis.contacts.search"} <= names
