@@ -65,10 +65,11 @@ def addressbooks(client: Any, url: str) -> list[str]:
 
 def _card_out(card: Any) -> dict[str, Any]:
     def values(key: str) -> list[str]:
-        return [str(c.value)[:200] for c in card.contents.get(key, [])][:10]
+        return [(", ".join(map(str, c.value)) if isinstance(c.value, list) else str(c.value))[:200]
+                for c in card.contents.get(key, [])][:10]
 
-    org = values("org")
-    return {"name": (values("fn") or [""])[0], "nickname": (values("nickname") or [None])[0],
+    org, nickname = values("org"), values("nickname")
+    return {"name": (values("fn") or [""])[0], "nickname": nickname[0] if nickname else None,
             "organization": org[0] if org else None, "emails": values("email"), "phones": values("tel")}
 
 

@@ -87,7 +87,7 @@ def _bounded(limit: int) -> Callable[..., requests.Response]:
         if response.status_code == 207 and not size:
             raise requests.exceptions.ChunkedEncodingError("the answer ended before its body")
         response._content = b"".join(chunks)  # noqa: SLF001 - requests' own slot for a body already read
-        response._content_consumed = True  # noqa: SLF001
+        response._content_consumed = True  # type: ignore[attr-defined]  # noqa: SLF001
         return response
 
     return hook
