@@ -287,3 +287,50 @@ def test_account_settings_kinds_presets_and_tls_never_off():
     for off in ({"tls_verify": False}, {"verify": False}, {"ssl_verify_cert": False}):
         with pytest.raises(ValidationError):
             DavAccountConfig.model_validate({**base, "url": "https://x.example/", **off})
+
+
+def test_seed_flow_summarize_a_pdf_and_add_the_event_to_a_caldav_calendar(radicale, jarvis_env, sample_pdfs):
+    """Seed 002's flow 11.1 on a CalDAV account: the scripted model summarizes a PDF, then creates the event it
+    names in the Radicale calendar; the creation is asked first (its times, place and reminder shown) and the
+    event is on the server only after the approval, with its reminder."""
+    import shutil
+
+    from langgraph.types import Command
+
+    from orchestrator.core import secrets
+    from tests.conftest import answer, tool_call
+    from tests.fakes.llm_server import last_message_text
+
+    secrets.set_secret("caldav_home", USERS["carol"])
+    jarvis_env.write_config(timezone=TZ, accounts={"home": {
+        "kind": "caldav", "url": radicale.url, "user": "carol", "password": {"secret": "caldav_home"},
+        "tls_ca_file": str(radicale.ca), "calendar": "Work"}})
+    pdf = jarvis_env.root / "report.pdf"
+    shutil.copy(sample_pdfs.one, pdf)
+    server = jarvis_env.server
+    server.add_rule(lambda r: last_message_text(r).startswith("Write the key points") and "of the PDF report.pdf" in
+                    last_message_text(r), {"content": "- Meeting with Bob on 2026-09-08 at 10:00 in room 4 (p. 1)"})
+    server.push(
+        tool_call("pdf_summarize", path=str(pdf), style="key_points"),
+        tool_call("calendar_create_event", summary="Meeting with Bob", start="2026-09-08T10:00",
+                  duration_minutes=60, location="Room 4", reminder_minutes=30),
+        answer("Summary: Bob meets you on 8 September at 10:00 in room 4. The event is in your calendar."),
+    )
+    graph = jarvis_env.graph()
+    config = {"configurable": {"thread_id": "pdf-caldav"}}
+    result = graph.invoke({"messages": [("user", f"Summarize {pdf} and add the meeting to my calendar")]}, config,
+                          version="v2")
+    assert len(result.interrupts) == 1
+    ask = result.interrupts[0].value
+    assert ask["tool"] == "calendar_create_event" and "calendar_write" in ask["side_effects"]
+    assert ask["summary"] == ("Create the event \"Meeting with Bob\" in calendar account home Tue 2026-09-08 10:00 "
+                              "(UTC+0200) to 11:00, at 'Room 4', with a reminder 30 min before.")
+    calendar = radicale.client("carol").principal().calendar(name="Work")
+    september = datetime(2026, 9, 8, tzinfo=ZoneInfo(TZ))
+    assert calendar.search(start=september, end=september + timedelta(days=1), event=True) == []  # not before
+
+    result = graph.invoke(Command(resume={result.interrupts[0].id: {"decision": "approve"}}), config, version="v2")
+    assert not result.interrupts
+    saved = calendar.search(start=september, end=september + timedelta(days=1), event=True)
+    assert len(saved) == 1 and "SUMMARY:Meeting with Bob" in saved[0].data and "TRIGGER:-PT30M" in saved[0].data
+    assert result.value["messages"][-1].content.startswith("Summary: Bob meets you")
