@@ -43,13 +43,17 @@ def _type_name(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
-def _section_of(annotation: Any) -> type[BaseModel] | None:
-    """The settings section a field holds (a model, or a model or None), else None."""
-    candidates = typing.get_args(annotation) or (annotation,)
-    for candidate in candidates:
-        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-            return candidate
-    return None
+def _sections_of(annotation: Any) -> list[type[BaseModel]]:
+    """The settings sections a field holds: a model, a model or None, or a dict of a union of models told apart by
+    a discriminator (each kind of `accounts:`, its own table); else none."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _sections_of(typing.get_args(annotation)[0])
+    found: list[type[BaseModel]] = []
+    for candidate in typing.get_args(annotation):
+        found += [s for s in _sections_of(candidate) if s not in found]
+    return found
 
 
 def _default_text(field: Any) -> str:
@@ -90,10 +94,10 @@ def config_page() -> str:
             if field.exclude:  # filled in by the loader (where the file was, which profile), not a key
                 continue
             key = f"{prefix}{name}"
-            section = _section_of(field.annotation)
-            if section is not None and section not in seen and section.model_fields and \
-                    section.__name__ != "SecretRef":
-                nested.append((section, f"{key}."))
+            sections = [s for s in _sections_of(field.annotation) if s not in seen and s.model_fields and
+                        s.__name__ != "SecretRef"]
+            if sections:
+                nested += [(section, f"{key}.") for section in sections]
                 continue
             rows.append(f"| `{key}` | {_cell(_type_name(field.annotation))} | {_cell(_default_text(field))} | "
                         f"{_cell(field.description or '')} |\n")
