@@ -198,7 +198,7 @@ def build_caldav_tools(accounts: dict[str, DavAccount], timezone: str | None = N
         except ToolError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure of the exchange becomes one clear sentence
-            raise dav_error(account, exc, changed) from exc
+            raise dav_error(account, exc, changed) from None
 
     def window(time_min: str, time_max: str) -> tuple[datetime, datetime]:
         lo, hi = parse_time(time_min, tz, "time_min"), parse_time(time_max, tz, "time_max")
