@@ -124,6 +124,33 @@ def body_text(msg: Message, cut: int = 0) -> str:
     return text
 
 
+def read_message(client: Any, uid: int) -> tuple[Message, int]:
+    """A message of the selected folder, read up to MAX_MESSAGE_BYTES without marking it read: (message, its whole
+    size when it was cut, else 0)."""
+    key = f"BODY.PEEK[]<0.{MAX_MESSAGE_BYTES}>".encode()
+    data = client.fetch([uid], [key, b"RFC822.SIZE"]).get(uid)
+    if data is None:
+        raise ToolError("That message is no longer in the folder (deleted or moved): search again.")
+    raw = next((v for k, v in data.items() if k.startswith(b"BODY[]")), b"") or b""
+    size = int(data.get(b"RFC822.SIZE") or len(raw))
+    return _parse(raw), size if size > len(raw) else 0
+
+
+def thread_uids(client: Any, ids: list[str], also: list[Any] | None = None) -> set[int]:
+    """One search (one pass over the selected folder) for every message naming one of the ids, in any threading
+    header: a search per id and header read a 10,000-message folder 30 times. `also`: more criteria (SINCE ...)."""
+    keys: list[Any] = [["HEADER", header, mid] for mid in ids[-10:]
+                       for header in ("Message-ID", "References", "In-Reply-To")]
+    while len(keys) > 1:
+        keys = [["OR", *keys[i:i + 2]] if i + 1 < len(keys) else keys[i] for i in range(0, len(keys), 2)]
+    return set(client.search([*(also or []), keys[0]])) if keys else set()
+
+
+def stamped(msg: Message) -> list[str]:
+    """The message's Authentication-Results values, topmost first (integrations/mail_auth.server_vouches)."""
+    return [str(v) for v in msg.get_all("authentication-results") or []]
+
+
 def build_imap_tools(accounts: dict[str, MailAccount],
                      connect: Callable[[MailAccount], Any] = connect_imap) -> list[BaseTool]:
     def account_of(name: str | None) -> MailAccount:
@@ -173,8 +200,7 @@ def build_imap_tools(accounts: dict[str, MailAccount],
         return {"id": _ref(account.name, uidvalidity, uid, folder), "from": h.get("from", ""),
                 "to": h.get("to", ""), "subject": plain_subject(h.get("subject", "")), "date": h.get("date", ""),
                 "unread": b"\\Seen" not in (data.get(b"FLAGS") or ()), "size": data.get(b"RFC822.SIZE"),
-                "sender_verified": server_vouches(h.get("from", ""), [str(v) for v in msg.get_all(
-                    "authentication-results") or []], account.authserv_id)}
+                "sender_verified": server_vouches(h.get("from", ""), stamped(msg), account.authserv_id)}
 
     def mail_search(query: str = "", account: str | None = None, folder: str = "INBOX",
                     from_address: str | None = None, unread_only: bool = False, max_results: int = 20,
@@ -201,24 +227,6 @@ def build_imap_tools(accounts: dict[str, MailAccount],
         return {"account": acct.name, "folder": folder, "total": len(uids), "messages": found,
                 "next_offset": offset + len(page) if more else None}
 
-    def read_message(client: Any, uid: int) -> tuple[Message, int]:
-        key = f"BODY.PEEK[]<0.{MAX_MESSAGE_BYTES}>".encode()
-        data = client.fetch([uid], [key, b"RFC822.SIZE"]).get(uid)
-        if data is None:
-            raise ToolError("That message is no longer in the folder (deleted or moved): search again.")
-        raw = next((v for k, v in data.items() if k.startswith(b"BODY[]")), b"") or b""
-        size = int(data.get(b"RFC822.SIZE") or len(raw))
-        return _parse(raw), size if size > len(raw) else 0
-
-    def thread_uids(client: Any, ids: list[str]) -> set[int]:
-        """One search (one pass over the folder) for every message naming one of the ids, in any threading
-        header: a search per id and header read a 10,000-message folder 30 times."""
-        keys: list[Any] = [["HEADER", header, mid] for mid in ids[-10:]
-                           for header in ("Message-ID", "References", "In-Reply-To")]
-        while len(keys) > 1:
-            keys = [["OR", *keys[i:i + 2]] if i + 1 < len(keys) else keys[i] for i in range(0, len(keys), 2)]
-        return set(client.search(keys[0])) if keys else set()
-
     def mail_read_thread(message_id: str) -> dict:
         """Read a message and the others of its thread (by Message-ID / References, in its folder and in Sent):
         each one's sender, recipients, date, subject, text body and whether the server verified the sender."""
@@ -244,9 +252,8 @@ def build_imap_tools(accounts: dict[str, MailAccount],
                     messages.append({"id": _ref(acct.name, validity, one, where), "from": mh.get("from", ""),
                                      "to": mh.get("to", ""), "cc": mh.get("cc", ""), "date": mh.get("date", ""),
                                      "subject": plain_subject(mh.get("subject", "")), "body": body_text(msg, cut),
-                                     "sender_verified": server_vouches(mh.get("from", ""), [
-                                         str(v) for v in msg.get_all("authentication-results") or []],
-                                         acct.authserv_id)})
+                                     "sender_verified": server_vouches(mh.get("from", ""), stamped(msg),
+                                                                     acct.authserv_id)})
         messages.sort(key=lambda m: _when(m["date"]))
         return {"account": acct.name, "subject": plain_subject(h.get("subject", "")), "messages": messages}
 

@@ -218,3 +218,42 @@ class EmailPoller:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+def _imap_account(settings: Settings):  # noqa: ANN202 - a MailAccount or None (Gmail)
+    """The IMAP account `channels.email.account` names, or None when the channel runs on Gmail."""
+    name = settings.channels.email.account
+    if not name:
+        return None
+    from orchestrator.tools.mail_accounts import mail_account
+
+    config = settings.accounts.get(name)
+    if config is None or getattr(config, "kind", None) != "imap":
+        raise ChannelError(f"channels.email.account is {name!r}, which is not an IMAP account of accounts: (add it "
+                           "with `jarvis accounts add`)")
+    return mail_account(name, config)
+
+
+def email_channel(settings: Settings) -> Any:
+    """The email channel: on the IMAP account channels.email.account names, else on Gmail."""
+    if not settings.channels.email.enabled:
+        raise ChannelError(HOW_TO)
+    account = _imap_account(settings)
+    if account is None:
+        return EmailChannel(settings)
+    from .email_imap import ImapEmailChannel
+
+    return ImapEmailChannel(settings, account)
+
+
+def email_poller(settings: Settings, deliver: Callable[..., Any], threads: Callable[[], list[tuple[str, Any]]],
+                 converse: Callable[[str, str, dict[str, Any]], bool] | None = None) -> Any:
+    """The poller of the account email_channel sends from (EmailPoller's interface)."""
+    if not settings.channels.email.enabled:
+        raise ChannelError(HOW_TO)
+    account = _imap_account(settings)
+    if account is None:
+        return EmailPoller(settings, deliver, threads, converse=converse)
+    from .email_imap import ImapEmailPoller
+
+    return ImapEmailPoller(settings, account, deliver, threads, converse=converse)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrator.channels.email import EmailPoller
+from orchestrator.channels.email import email_poller
 from orchestrator.approvals.remote import own_account_problem
 from orchestrator.channels.telegram import TelegramPoller
 from orchestrator.chat.warm_up import wants_warm_up, warm_up
@@ -253,7 +253,7 @@ def email_inbound_service(settings: Settings) -> _StartStop | None:
         jorbs = ctx.app.jorbs
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
         converse = ctx.app.email_chat.take if ctx.settings.channels.email.chat else None
-        return EmailPoller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email"), converse=converse).start()
+        return email_poller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email"), converse=converse).start()
 
     return _StartStop("email-inbound", start, detail=lambda poller: poller.last_error)
 
@@ -300,7 +300,7 @@ def approvals_notify_service(settings: Settings) -> ThreadService | None:
     def run(ctx: ServiceContext, stop: threading.Event) -> None:
         notifier = ctx.app.notifier()
         remote = ctx.app.remote_answers
-        replies = EmailPoller(ctx.settings, remote.on_email, remote.email_threads) if "email" in notify.to else None
+        replies = email_poller(ctx.settings, remote.on_email, remote.email_threads) if "email" in notify.to else None
         account_checked = replies is None
         while not stop.wait(notify.check_s):
             if not account_checked:
