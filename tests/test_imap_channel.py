@@ -41,7 +41,7 @@ def configure(jarvis_env, servers, **more: Any) -> None:
     email = {"enabled": True, "account": "home", "poll_interval_s": 3600, **more.pop("email", {})}
     jarvis_env.write_config(accounts={"home": {
         "address": JARVIS, "password": {"secret": "home_mail"}, "imap_host": "127.0.0.1",
-        "imap_port": dovecot.imaps_port, "smtp_host": "127.0.0.1", "smtp_port": submission.port,
+        "imap_port": more.pop("imap_port", dovecot.imaps_port), "smtp_host": "127.0.0.1", "smtp_port": submission.port,
         "smtp_tls": "starttls", "tls_ca_file": str(dovecot.ca), "authserv_id": AUTHSERV}},
         channels={"email": email, "user_identities": more.pop("identities", [])}, **more)
 
@@ -210,3 +210,68 @@ def test_the_users_own_conversation_by_mail_through_the_imap_account(servers, ja
     assert answered["Subject"] == "Re: a question"
     _wait(lambda: app.turn_hub().running_ids() == [], "the turn to end")
     assert poller.poll_once() == 0 and len(jarvis_env.server.requests) == 1  # taken once
+
+
+def _thread_with_bob(jarvis_env, servers) -> tuple[Any, bytes]:
+    from orchestrator.channels.email import email_channel
+
+    out = email_channel(jarvis_env.settings).send(BOB, "When can you come?")
+    first = [d for d in sent_to(servers[1], BOB) if message_from_bytes(d)["Message-ID"] == out.external_id][0]
+    return out, first
+
+
+def test_a_reply_during_idle_arrives_in_seconds_and_a_dropped_connection_comes_back(servers, jarvis_env):
+    """With an hour between polls, a reply delivered while the poller IDLEs is handled within the test's bound
+    (IDLE woke it); the server's connection cut, the poller opens another and IDLEs again, and the next reply
+    arrives the same way."""
+    from orchestrator.channels.email import email_poller
+    from tests.mail_servers import Proxy
+
+    dovecot, _ = servers
+    relay = Proxy(dovecot.imaps_port)
+    configure(jarvis_env, servers, imap_port=relay.port)
+    out, first = _thread_with_bob(jarvis_env, servers)
+    got: list[str] = []
+    poller = email_poller(jarvis_env.settings, lambda ch, who, text, meta: got.append(text),
+                          lambda: [(out.thread_key, None)])
+    assert poller.interval == 3600
+    poller.start()
+    try:
+        _wait(lambda: poller.idles == 1, "the poller to IDLE")
+        dovecot.deliver(JARVIS, reply(first, BOB, "Tuesday."))
+        _wait(lambda: got == ["Tuesday."], "the reply, woken by IDLE", timeout=60)
+        relay.drop()
+        _wait(lambda: poller.idles == 2, "IDLE on a new connection after the drop", timeout=60)
+        dovecot.deliver(JARVIS, reply(first, BOB, "Or Wednesday."))
+        _wait(lambda: got == ["Tuesday.", "Or Wednesday."], "the next reply", timeout=60)
+    finally:
+        poller.stop()
+        relay.close()
+
+
+def test_without_idle_the_poller_polls(servers, jarvis_env):
+    """A server that does not offer IDLE (its capability hidden here on a real connection) is polled every
+    interval instead."""
+    from orchestrator.channels.email_imap import ImapEmailPoller
+    from orchestrator.tools.mail_accounts import mail_accounts
+    from integrations.mail_account import connect_imap
+
+    configure(jarvis_env, servers)
+    out, first = _thread_with_bob(jarvis_env, servers)
+
+    def no_idle(account):  # noqa: ANN001, ANN202
+        client = connect_imap(account)
+        offered = client.has_capability
+        client.has_capability = lambda name: name.upper() != "IDLE" and offered(name)
+        return client
+
+    got: list[str] = []
+    poller = ImapEmailPoller(jarvis_env.settings, mail_accounts(jarvis_env.settings)["home"],
+                             lambda ch, who, text, meta: got.append(text), lambda: [(out.thread_key, None)],
+                             connect=no_idle).start(interval=0.5)
+    try:
+        servers[0].deliver(JARVIS, reply(first, BOB, "Friday."))
+        _wait(lambda: got == ["Friday."], "the reply, polled", timeout=60)
+        assert poller.idles == 0
+    finally:
+        poller.stop()

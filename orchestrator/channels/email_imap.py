@@ -37,6 +37,9 @@ from .models import ChannelState
 
 log = logging.getLogger(__name__)
 
+IDLE_CHECK_S = 1.0  # how long one wait for the server's news lasts: a stop is seen within it
+IDLE_RENEW_S = 25 * 60  # an IDLE is renewed before the 30 minutes after which servers end it
+IDLE_BACKOFF_S, IDLE_BACKOFF_MAX_S = 1.0, 120.0  # the wait before opening a dropped connection again, doubling
 MAX_THREAD_IDS = 20  # the root and the latest ones: enough to find replies, bounded in the state row
 INBOX = "INBOX"
 
@@ -161,6 +164,8 @@ class ImapEmailPoller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
+        self.interval = settings.channels.email.poll_interval_s
+        self.idles = 0  # how many IDLE sessions began (each connection, after a drop too)
 
     def me(self) -> str:
         return self.account.address.lower()
@@ -262,14 +267,65 @@ class ImapEmailPoller:
         return taken
 
     def _run(self) -> None:
-        while not self._stop.wait(self.settings.channels.email.poll_interval_s):
+        """IDLE where the server offers it (a reply is read within seconds of its delivery, and every `interval`
+        anyway); polling every `interval` where it does not. A dropped connection is opened again after a wait
+        that doubles with each failure in a row (up to IDLE_BACKOFF_MAX_S), polling once on each try."""
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if not self._idle():
+                    break  # no IDLE on this server: poll
+                failures = 0
+            except Exception as exc:  # noqa: BLE001 - said, then tried again after the backoff
+                failures += 1
+                self.last_error = f"IDLE: {exc}"
+                log.warning("email IDLE on account %s failed (%d in a row): %s", self.account.name, failures, exc)
+                if self._stop.wait(min(IDLE_BACKOFF_MAX_S, IDLE_BACKOFF_S * 2 ** (failures - 1))):
+                    return
+        while not self._stop.wait(self.interval):
             try:
                 self.poll_once()
             except Exception as exc:  # noqa: BLE001 - keep polling; say why it failed
                 self.last_error = str(exc)
                 log.warning("email polling failed: %s", exc)
 
-    def start(self) -> "ImapEmailPoller":
+    def _idle(self) -> bool:
+        """Watches INBOX on one connection until stopped; False at once when the server offers no IDLE. Each wake
+        (new mail, or `interval` passed) reads the threads through poll_once."""
+        client = self.connect(self.account)
+        try:
+            if not client.has_capability("IDLE"):
+                return False
+            client.select_folder(INBOX, readonly=True)
+            self.poll_once()  # what came while nobody watched
+            self.idles += 1
+            while not self._stop.is_set():
+                client.idle()
+                woken, started = False, time.monotonic()
+                try:
+                    # servers end an IDLE after 30 minutes: it is renewed before; the check wakes to see a stop
+                    while not self._stop.is_set() and time.monotonic() - started < min(self.interval, IDLE_RENEW_S):
+                        asked = time.monotonic()
+                        news = client.idle_check(IDLE_CHECK_S)
+                        if any(r[1:2] in ((b"EXISTS",), (b"RECENT",)) for r in news):
+                            woken = True
+                            break
+                        if not news and time.monotonic() - asked < IDLE_CHECK_S / 2:
+                            break  # woken with nothing to read: the connection may have ended (idle_done tells)
+                finally:
+                    client.idle_done()  # raises on a connection that ended: opened again after the backoff
+                if woken or time.monotonic() - started >= self.interval:
+                    self.poll_once()
+            return True
+        finally:
+            try:
+                client.logout()
+            except Exception:  # noqa: BLE001 - the connection may already be gone
+                pass
+
+    def start(self, interval: float | None = None) -> "ImapEmailPoller":
+        """`interval`: how often the threads are read without IDLE (default channels.email.poll_interval_s)."""
+        self.interval = interval or self.settings.channels.email.poll_interval_s
         self._thread = threading.Thread(target=self._run, name="email-poller", daemon=True)
         self._thread.start()
         return self
