@@ -275,3 +275,39 @@ def test_without_idle_the_poller_polls(servers, jarvis_env):
         assert poller.idles == 0
     finally:
         poller.stop()
+
+
+def test_a_jorb_reads_and_answers_mail_through_jarvis_mail(servers, jarvis_env):
+    """`jarvis.mail.*` in a jorb's script, on the IMAP account: search and read the thread run; the draft built on
+    the mail read asks, the send asks with the recipient and the account named, and only the approval sends it
+    (to Bob alone)."""
+    from tests.app_helpers import jorb_service
+
+    dovecot, submission = servers
+    configure(jarvis_env, servers, email={"enabled": False})
+    dovecot.deliver(JARVIS, reply(b"Subject: Q4 budget review\r\nMessage-ID: <q4@partner.test>\r\n\r\n", BOB,
+                                  "Can you review the Q4 budget by Monday?", subject="Q4 budget review"))
+    script = ("found = jarvis.mail.search('Q4 budget', account='home')\n"
+              "ref = found['messages'][0]['id']\n"
+              "thread = jarvis.mail.read_thread(ref)\n"
+              "draft = jarvis.mail.draft_reply(ref, 'Yes, I will review it by Monday.')\n"
+              "jarvis.mail.send_draft(draft['draft_id'])\n"
+              "thread['messages'][0]['body']")
+    srv = jarvis_env.server
+    srv.push(step(reasoning="answer Bob", script=script), step(reasoning="sent", done=True, result="answered"))
+    svc = jorb_service(jarvis_env.settings)
+    before = len(sent_to(submission, BOB))
+    view = svc.create("Budget", "Answer Bob's budget mail", autonomy={"email_draft": "auto"})
+    assert "jarvis.mail.search(" in srv.requests[0]["messages"][0]["content"]
+    (drafting,) = view.pending  # a draft built on an email just read asks too (the mail is outside content)
+    assert drafting["tool"] == "mail_draft_reply"
+    view = svc.approve(view.row.id)
+    (pending,) = view.pending
+    assert pending["tool"] == "mail_send_draft" and pending["side_effects"] == ["email_send"]
+    assert pending["summary"].startswith(f"Send the email to {BOB} from {JARVIS}: subject 'Re: Q4 budget review'")
+    assert len(sent_to(submission, BOB)) == before  # not before the answer
+    view = svc.approve(view.row.id)
+    assert view.row.status == "done", view.row
+    (answer,) = sent_to(submission, BOB)[before:]
+    assert b"review it by Monday" in answer
+    assert "Can you review the Q4 budget by Monday?" in _events(srv)[1]
