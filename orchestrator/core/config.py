@@ -340,7 +340,7 @@ class EmailChannelConfig(_Section):
     account: str | None = Field(None, description="an IMAP account of accounts: the channel sends and reads through "
                                 "(a sender verified by its authserv_id); default: Gmail")
     chat: bool = Field(False, description="your own conversation with Jarvis by email: a mail to Jarvis's address "
-                                          "from an address of channels.user_identities (as Gmail verified it) is "
+                                          "from an address of channels.user_identities (as its mail server verified it) is "
                                           "answered in the same email thread")
 
 
