@@ -1,5 +1,5 @@
-"""Mail tools over any IMAP/SMTP account: search, read a thread, draft a reply (into the account's Drafts folder),
-send a draft (email_send, asked first with every recipient shown).
+"""An IMAP/SMTP account as a provider of the neutral mail tools (integrations/mail_tools.py): search, read a thread,
+draft a reply (into the account's Drafts folder), send a draft (email_send, asked first with every recipient shown).
 
 A message is named by `account:uidvalidity:uid:folder`. When the server renumbers a folder (UIDVALIDITY changed),
 a name from before is refused rather than read, since the same UID may now be another message: search again.
@@ -22,42 +22,19 @@ from email.utils import formatdate, getaddresses, make_msgid, parsedate_to_datet
 from typing import Any
 
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, Field
 
-from .base import ToolError, make_tool
+from .base import ToolError
 from .gmail_tools import MAX_BODY_CHARS, html_to_text, markdown_to_html
 from .mail_account import MailAccount, connect_imap, connect_smtp
 from .mail_auth import server_vouches
 from .mail_headers import RECIPIENT_HEADERS, UnsafeMessage, checked_bytes, message_ids, plain_subject, reply_message
+from .mail_tools import MailProvider, build_mail_tools
 
 MAX_MESSAGE_BYTES = 2 * 1024 * 1024  # read of one message; the rest (an attachment, mostly) is not fetched
 MAX_DRAFT_BYTES = 25 * 1024 * 1024
 MAX_THREAD = 30
 _SUMMARY = (b"BODY.PEEK[HEADER.FIELDS (FROM TO CC SUBJECT DATE MESSAGE-ID REFERENCES IN-REPLY-TO REPLY-TO "
             b"AUTHENTICATION-RESULTS)]")
-
-
-class SearchArgs(BaseModel):
-    query: str = Field("", description="words to find in the messages (empty: every message)")
-    account: str | None = Field(None, description="the account's name; default: the first account")
-    folder: str = Field("INBOX", description="the folder to search")
-    from_address: str | None = Field(None, description="only messages from this sender")
-    unread_only: bool = Field(False, description="only unread messages")
-    max_results: int = Field(20, ge=1, le=100, description="how many messages at most (newest first)")
-    offset: int = Field(0, ge=0, description="skip this many (the next_offset of the previous page)")
-
-
-class ThreadArgs(BaseModel):
-    message_id: str = Field(description="the message id from mail_search")
-
-
-class DraftReplyArgs(BaseModel):
-    message_id: str = Field(description="the message to reply to, from mail_search or mail_read_thread")
-    body_md: str = Field(description="the reply, in Markdown (sent as plain text and HTML)")
-
-
-class SendDraftArgs(BaseModel):
-    draft_id: str = Field(description="the draft id returned by mail_draft_reply")
 
 
 def _ref(account: str, uidvalidity: int, uid: int, folder: str) -> str:
@@ -153,6 +130,14 @@ def stamped(msg: Message) -> list[str]:
 
 def build_imap_tools(accounts: dict[str, MailAccount],
                      connect: Callable[[MailAccount], Any] = connect_imap) -> list[BaseTool]:
+    """The neutral mail tools (integrations/mail_tools.py) over these IMAP accounts only."""
+    return build_mail_tools({name: imap_provider(account, connect) for name, account in accounts.items()})
+
+
+def imap_provider(account: MailAccount, connect: Callable[[MailAccount], Any] = connect_imap) -> MailProvider:
+    """One IMAP/SMTP account as a provider of the neutral mail tools; its ids are `name:uidvalidity:uid:folder`."""
+    accounts = {account.name: account}
+
     def account_of(name: str | None) -> MailAccount:
         if not accounts:
             raise ToolError("No mail account is set up: run `jarvis accounts add`.")
@@ -356,20 +341,8 @@ def build_imap_tools(accounts: dict[str, MailAccount],
         return (f"Send the email {'; '.join(parts) or 'to no recipient'} from {acct.address}: subject "
                 f"{subject[:80]!r}" + (f", beginning {begins[:120]!r}" if begins else "") + ".")
 
-    def describe_draft(args: dict) -> str:
-        body = " ".join(str(args.get("body_md", "")).split())
-        return f"Save a draft reply to email {args.get('message_id')}: {body[:120]!r}"
-
-    return [
-        # mail is outside content: no trusted_output (tools/provenance: the ids below are opaque, trusted only
-        # from a trusted tool's result, as Gmail's are)
-        make_tool(mail_search, args_schema=SearchArgs),
-        make_tool(mail_read_thread, args_schema=ThreadArgs),
-        make_tool(mail_draft_reply, args_schema=DraftReplyArgs, side_effects=["email_draft"],
-                  summarize=describe_draft, deciding_args=("message_id",), opaque_args=("message_id",)),
-        make_tool(mail_send_draft, args_schema=SendDraftArgs, side_effects=["email_send"], summarize=describe_send,
-                  deciding_args=("draft_id",), opaque_args=("draft_id",)),
-    ]
+    return MailProvider(search=mail_search, read_thread=mail_read_thread, draft_reply=mail_draft_reply,
+                        send_draft=mail_send_draft, describe_send=describe_send)
 
 
 def _when(date: str) -> float:

@@ -311,3 +311,46 @@ def test_a_jorb_reads_and_answers_mail_through_jarvis_mail(servers, jarvis_env):
     (answer,) = sent_to(submission, BOB)[before:]
     assert b"review it by Monday" in answer
     assert "Can you review the Q4 budget by Monday?" in _events(srv)[1]
+
+
+def test_gmail_and_an_imap_account_behind_the_same_mail_tools(servers, jarvis_env, google_server):
+    """The neutral mail_* tools over the IMAP account (the default) and Gmail (`account: gmail`): each id names its
+    account, so reading, drafting and the send question go to the account that gave it; an id naming no account is
+    refused; the gmail_* tools keep working beside them."""
+    from google.oauth2.credentials import Credentials
+
+    from integrations.base import ToolError, tool_meta
+    from orchestrator.app import google_tools
+    from orchestrator.tools import google_auth
+    from orchestrator.tools.mail_accounts import mail_tools
+
+    dovecot, _ = servers
+    configure(jarvis_env, servers, email={"enabled": False}, google={
+        "gmail_base_url": google_server.url, "calendar_base_url": google_server.url,
+        "token_uri": google_server.token_uri, "backoff_s": 0.01})
+    google_auth.save_credentials(jarvis_env.settings,
+                                 Credentials.from_authorized_user_info(google_server.authorized_user_info()))
+    dovecot.deliver(JARVIS, reply(b"Subject: Boat trip\r\nMessage-ID: <boat@partner.test>\r\n\r\n", BOB,
+                                  "Saturday on the lake?", subject="Boat trip"))
+    google_server.add_message(sender="Carol <carol@example.com>", subject="Concert tickets", body="Two for Friday?")
+    tools = {t.name: t for t in mail_tools(jarvis_env.settings)}
+    imap_hit = tools["mail_search"].invoke({"query": "Boat trip"})["messages"][0]
+    assert imap_hit["id"].startswith("home:") and imap_hit["from"] == BOB
+    found = tools["mail_search"].invoke({"query": "Concert", "account": "gmail"})
+    (gmail_hit,) = found["messages"]
+    assert found["account"] == "gmail" and gmail_hit["id"].startswith("gmail:") and "carol" in gmail_hit["from"]
+    assert gmail_hit["sender_verified"] is False
+    thread = tools["mail_read_thread"].invoke({"message_id": gmail_hit["id"]})
+    assert "Two for Friday?" in thread["messages"][0]["body"]
+    assert "Saturday on the lake?" in tools["mail_read_thread"].invoke({"message_id": imap_hit["id"]})["messages"][0]["body"]
+    draft = tools["mail_draft_reply"].invoke({"message_id": gmail_hit["id"], "body_md": "Yes please."})
+    assert draft["draft_id"].startswith("gmail:") and draft["status"] == "draft saved, not sent"
+    question = tool_meta(tools["mail_send_draft"]).summarize({"draft_id": draft["draft_id"]})
+    assert question.startswith("Send the email to carol@example.com")
+    assert google_server.sent == []
+    tools["mail_send_draft"].invoke({"draft_id": draft["draft_id"]})
+    assert [m["to"] for m in google_server.sent] == [["carol@example.com"]]
+    with pytest.raises(ToolError, match="begins with the account's name, one of home, gmail"):
+        tools["mail_read_thread"].invoke({"message_id": "work:1:2:INBOX"})
+    gmail = {t.name: t for t in google_tools(jarvis_env.settings)}
+    assert "Concert tickets" in {m["subject"] for m in gmail["gmail_search"].invoke({"query": "Concert"})}
