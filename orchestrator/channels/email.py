@@ -1,6 +1,8 @@
 """The `email` channel through Gmail: sending is a draft sent at once (side effect `email_send`, so the
 autonomy policy for email applies), in the same Gmail thread as the conversation so far; replies are found by
-polling the threads jorbs wait on (`channels.email.poll_interval_s`) and routed by thread to their jorb."""
+polling the threads jorbs wait on (`channels.email.poll_interval_s`) and routed by thread to their jorb.
+`email_channel` and `email_poller` give the channel on the IMAP account `channels.email.account` names instead
+(channels/email_imap.py), else on Gmail: every user of the channel goes through them."""
 
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ from .models import ChannelState
 log = logging.getLogger(__name__)
 
 API = "/gmail/v1/users/me"
-HOW_TO = ("email is not configured: run `jarvis auth google` (Gmail), then set channels.email: {enabled: true} in "
-          "the config")
+HOW_TO = ("email is not configured: run `jarvis auth google` (Gmail) or `jarvis accounts add NAME` (any IMAP/SMTP "
+          "account), then set channels.email: {enabled: true} in the config (with account: NAME for the latter)")
 
 
 def _api(settings: Settings) -> Any:
