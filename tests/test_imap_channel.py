@@ -354,3 +354,25 @@ def test_gmail_and_an_imap_account_behind_the_same_mail_tools(servers, jarvis_en
         tools["mail_read_thread"].invoke({"message_id": "work:1:2:INBOX"})
     gmail = {t.name: t for t in google_tools(jarvis_env.settings)}
     assert "Concert tickets" in {m["subject"] for m in gmail["gmail_search"].invoke({"query": "Concert"})}
+
+
+def test_the_notify_service_watches_the_imap_account_for_the_answer(servers, jarvis_env):
+    """The approvals-notify service `jarvis run` starts, on the IMAP account: it emails the confirmation through
+    SMTP, its poller (watching the account by itself) takes the principal's vouched reply, and the jorb runs on."""
+    from tests.ui_server import start_ui
+
+    dovecot, submission = servers
+    configure(jarvis_env, servers, confirmations={"notify": {"after_s": 0, "check_s": 0.2, "to": ["email"],
+                                                             "email": BOSS}})
+    asked_before = len(sent_to(submission, BOSS))
+    with start_ui(jarvis_env, services=["orchestrator.server.services:approvals_notify_service"]) as ui:
+        app = ui.app.state.jarvis.app
+        view = _paused_jorb(jarvis_env, app)
+        _wait(lambda: len(sent_to(submission, BOSS)) > asked_before, "the confirmation to be emailed")
+        asked = sent_to(submission, BOSS)[asked_before]
+        text = message_from_bytes(asked).get_payload(decode=True).decode()
+        code = re.search(r"keeping this code in the reply: ([A-Z2-7]{24})", text).group(1)
+        dovecot.deliver(JARVIS, reply(asked, BOSS, f"approve\n\n> {code}", stamp=vouched(BOSS)))
+        _wait(lambda: app.jorbs.view(view.row.id).row.status == "done", "the jorb to finish", timeout=60)
+        assert (jarvis_env.root / "report.txt").read_text() == "the report"
+        _wait(lambda: len(sent_to(submission, BOSS)) == asked_before + 2, "the acknowledgement")
