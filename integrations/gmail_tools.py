@@ -2,6 +2,7 @@
 
 Sending is a separate tool from drafting, so the autonomy policy can let Jarvis draft freely and still ask
 before anything leaves the mailbox. Email bodies are untrusted content: the tools that return them say so.
+`gmail_provider` makes Gmail one account of the neutral mail tools (integrations/mail_tools.py).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
-from .base import ToolError, make_tool
+from .base import ToolError, make_tool, tool_meta
 from .google_api import GoogleApi
 from .mail_headers import UnsafeMessage, checked_bytes, reply_message
+from .mail_tools import MailProvider
 
 log = logging.getLogger(__name__)
 
@@ -241,3 +243,56 @@ def build_gmail_tools(api: GoogleApi) -> list[BaseTool]:
                   trusted_output="Gmail's ids for the message it sent", deciding_args=("draft_id",),
                   opaque_args=("draft_id",)),
     ]
+
+
+def gmail_provider(api: GoogleApi, name: str = "gmail") -> MailProvider:
+    """Gmail as one provider of the neutral mail tools (integrations/mail_tools.py), through the gmail_* tools above
+    (which keep their names). Its ids are `gmail:<thread id>:<message id>` and `gmail:<draft id>`; a draft replies
+    to the thread's last message, as gmail_draft_reply does. Gmail's verdict on a sender is not read here: every
+    sender is unverified (closed), as in gmail_search."""
+    tools = {tool.name: tool for tool in build_gmail_tools(api)}
+
+    def thread_of(ref: str) -> str:
+        thread = ref.partition(":")[2].partition(":")[0]
+        if not thread:
+            raise ToolError(f"{ref!r} is not a Gmail message id: take it from mail_search.")
+        return thread
+
+    def search(query: str = "", account: str | None = None, folder: str = "INBOX", from_address: str | None = None,
+               unread_only: bool = False, max_results: int = 20, offset: int = 0) -> dict:
+        words = [query.strip()] if query.strip() else []
+        words += [f"from:{from_address}"] if from_address else []
+        words += ["is:unread"] if unread_only else []
+        words += [f"in:{folder.lower() if folder.upper() == 'INBOX' else folder}"] if folder else []
+        found = tools["gmail_search"].invoke({"query": " ".join(words),
+                                              "max_results": min(200, offset + max_results + 1)})
+        page = found[offset:offset + max_results]
+        messages = [{"id": f"{name}:{m['thread_id']}:{m['id']}", "from": m["from"], "to": m["to"],
+                     "subject": m["subject"], "date": m["date"], "unread": m["unread"], "sender_verified": False}
+                    for m in page]
+        more = len(found) > offset + len(page)
+        return {"account": name, "folder": folder, "messages": messages,
+                "next_offset": offset + len(page) if more else None}
+
+    def read_thread(message_id: str) -> dict:
+        thread = thread_of(message_id)
+        got = tools["gmail_get_thread"].invoke({"thread_id": thread})
+        return {"account": name, "subject": got["subject"],
+                "messages": [{**m, "id": f"{name}:{thread}:{m['id']}", "sender_verified": False}
+                             for m in got["messages"]]}
+
+    def draft_reply(message_id: str, body_md: str) -> dict:
+        made = tools["gmail_draft_reply"].invoke({"thread_id": thread_of(message_id), "body_md": body_md})
+        return {**made, "draft_id": f"{name}:{made['draft_id']}"}
+
+    def draft_of(draft_id: str) -> str:
+        return draft_id.partition(":")[2]
+
+    def send_draft(draft_id: str) -> dict:
+        return tools["gmail_send_draft"].invoke({"draft_id": draft_of(draft_id)})
+
+    def describe_send(args: dict) -> str:
+        return tool_meta(tools["gmail_send_draft"]).summarize({"draft_id": draft_of(str(args.get("draft_id", "")))})
+
+    return MailProvider(search=search, read_thread=read_thread, draft_reply=draft_reply, send_draft=send_draft,
+                        describe_send=describe_send)

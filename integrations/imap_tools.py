@@ -1,5 +1,5 @@
-"""Mail tools over any IMAP/SMTP account: search, read a thread, draft a reply (into the account's Drafts folder),
-send a draft (email_send, asked first with every recipient shown).
+"""An IMAP/SMTP account as a provider of the neutral mail tools (integrations/mail_tools.py): search, read a thread,
+draft a reply (into the account's Drafts folder), send a draft (email_send, asked first with every recipient shown).
 
 A message is named by `account:uidvalidity:uid:folder`. When the server renumbers a folder (UIDVALIDITY changed),
 a name from before is refused rather than read, since the same UID may now be another message: search again.
@@ -22,42 +22,19 @@ from email.utils import formatdate, getaddresses, make_msgid, parsedate_to_datet
 from typing import Any
 
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, Field
 
-from .base import ToolError, make_tool
+from .base import ToolError
 from .gmail_tools import MAX_BODY_CHARS, html_to_text, markdown_to_html
 from .mail_account import MailAccount, connect_imap, connect_smtp
 from .mail_auth import server_vouches
 from .mail_headers import RECIPIENT_HEADERS, UnsafeMessage, checked_bytes, message_ids, plain_subject, reply_message
+from .mail_tools import MailProvider, build_mail_tools
 
 MAX_MESSAGE_BYTES = 2 * 1024 * 1024  # read of one message; the rest (an attachment, mostly) is not fetched
 MAX_DRAFT_BYTES = 25 * 1024 * 1024
 MAX_THREAD = 30
 _SUMMARY = (b"BODY.PEEK[HEADER.FIELDS (FROM TO CC SUBJECT DATE MESSAGE-ID REFERENCES IN-REPLY-TO REPLY-TO "
             b"AUTHENTICATION-RESULTS)]")
-
-
-class SearchArgs(BaseModel):
-    query: str = Field("", description="words to find in the messages (empty: every message)")
-    account: str | None = Field(None, description="the account's name; default: the first account")
-    folder: str = Field("INBOX", description="the folder to search")
-    from_address: str | None = Field(None, description="only messages from this sender")
-    unread_only: bool = Field(False, description="only unread messages")
-    max_results: int = Field(20, ge=1, le=100, description="how many messages at most (newest first)")
-    offset: int = Field(0, ge=0, description="skip this many (the next_offset of the previous page)")
-
-
-class ThreadArgs(BaseModel):
-    message_id: str = Field(description="the message id from mail_search")
-
-
-class DraftReplyArgs(BaseModel):
-    message_id: str = Field(description="the message to reply to, from mail_search or mail_read_thread")
-    body_md: str = Field(description="the reply, in Markdown (sent as plain text and HTML)")
-
-
-class SendDraftArgs(BaseModel):
-    draft_id: str = Field(description="the draft id returned by mail_draft_reply")
 
 
 def _ref(account: str, uidvalidity: int, uid: int, folder: str) -> str:
@@ -124,8 +101,43 @@ def body_text(msg: Message, cut: int = 0) -> str:
     return text
 
 
+def read_message(client: Any, uid: int) -> tuple[Message, int]:
+    """A message of the selected folder, read up to MAX_MESSAGE_BYTES without marking it read: (message, its whole
+    size when it was cut, else 0)."""
+    key = f"BODY.PEEK[]<0.{MAX_MESSAGE_BYTES}>".encode()
+    data = client.fetch([uid], [key, b"RFC822.SIZE"]).get(uid)
+    if data is None:
+        raise ToolError("That message is no longer in the folder (deleted or moved): search again.")
+    raw = next((v for k, v in data.items() if k.startswith(b"BODY[]")), b"") or b""
+    size = int(data.get(b"RFC822.SIZE") or len(raw))
+    return _parse(raw), size if size > len(raw) else 0
+
+
+def thread_uids(client: Any, ids: list[str], also: list[Any] | None = None) -> set[int]:
+    """One search (one pass over the selected folder) for every message naming one of the ids, in any threading
+    header: a search per id and header read a 10,000-message folder 30 times. `also`: more criteria (SINCE ...)."""
+    keys: list[Any] = [["HEADER", header, mid] for mid in ids[-10:]
+                       for header in ("Message-ID", "References", "In-Reply-To")]
+    while len(keys) > 1:
+        keys = [["OR", *keys[i:i + 2]] if i + 1 < len(keys) else keys[i] for i in range(0, len(keys), 2)]
+    return set(client.search([*(also or []), keys[0]])) if keys else set()
+
+
+def stamped(msg: Message) -> list[str]:
+    """The message's Authentication-Results values, topmost first (integrations/mail_auth.server_vouches)."""
+    return [str(v) for v in msg.get_all("authentication-results") or []]
+
+
 def build_imap_tools(accounts: dict[str, MailAccount],
                      connect: Callable[[MailAccount], Any] = connect_imap) -> list[BaseTool]:
+    """The neutral mail tools (integrations/mail_tools.py) over these IMAP accounts only."""
+    return build_mail_tools({name: imap_provider(account, connect) for name, account in accounts.items()})
+
+
+def imap_provider(account: MailAccount, connect: Callable[[MailAccount], Any] = connect_imap) -> MailProvider:
+    """One IMAP/SMTP account as a provider of the neutral mail tools; its ids are `name:uidvalidity:uid:folder`."""
+    accounts = {account.name: account}
+
     def account_of(name: str | None) -> MailAccount:
         if not accounts:
             raise ToolError("No mail account is set up: run `jarvis accounts add`.")
@@ -173,8 +185,7 @@ def build_imap_tools(accounts: dict[str, MailAccount],
         return {"id": _ref(account.name, uidvalidity, uid, folder), "from": h.get("from", ""),
                 "to": h.get("to", ""), "subject": plain_subject(h.get("subject", "")), "date": h.get("date", ""),
                 "unread": b"\\Seen" not in (data.get(b"FLAGS") or ()), "size": data.get(b"RFC822.SIZE"),
-                "sender_verified": server_vouches(h.get("from", ""), [str(v) for v in msg.get_all(
-                    "authentication-results") or []], account.authserv_id)}
+                "sender_verified": server_vouches(h.get("from", ""), stamped(msg), account.authserv_id)}
 
     def mail_search(query: str = "", account: str | None = None, folder: str = "INBOX",
                     from_address: str | None = None, unread_only: bool = False, max_results: int = 20,
@@ -201,24 +212,6 @@ def build_imap_tools(accounts: dict[str, MailAccount],
         return {"account": acct.name, "folder": folder, "total": len(uids), "messages": found,
                 "next_offset": offset + len(page) if more else None}
 
-    def read_message(client: Any, uid: int) -> tuple[Message, int]:
-        key = f"BODY.PEEK[]<0.{MAX_MESSAGE_BYTES}>".encode()
-        data = client.fetch([uid], [key, b"RFC822.SIZE"]).get(uid)
-        if data is None:
-            raise ToolError("That message is no longer in the folder (deleted or moved): search again.")
-        raw = next((v for k, v in data.items() if k.startswith(b"BODY[]")), b"") or b""
-        size = int(data.get(b"RFC822.SIZE") or len(raw))
-        return _parse(raw), size if size > len(raw) else 0
-
-    def thread_uids(client: Any, ids: list[str]) -> set[int]:
-        """One search (one pass over the folder) for every message naming one of the ids, in any threading
-        header: a search per id and header read a 10,000-message folder 30 times."""
-        keys: list[Any] = [["HEADER", header, mid] for mid in ids[-10:]
-                           for header in ("Message-ID", "References", "In-Reply-To")]
-        while len(keys) > 1:
-            keys = [["OR", *keys[i:i + 2]] if i + 1 < len(keys) else keys[i] for i in range(0, len(keys), 2)]
-        return set(client.search(keys[0])) if keys else set()
-
     def mail_read_thread(message_id: str) -> dict:
         """Read a message and the others of its thread (by Message-ID / References, in its folder and in Sent):
         each one's sender, recipients, date, subject, text body and whether the server verified the sender."""
@@ -244,9 +237,8 @@ def build_imap_tools(accounts: dict[str, MailAccount],
                     messages.append({"id": _ref(acct.name, validity, one, where), "from": mh.get("from", ""),
                                      "to": mh.get("to", ""), "cc": mh.get("cc", ""), "date": mh.get("date", ""),
                                      "subject": plain_subject(mh.get("subject", "")), "body": body_text(msg, cut),
-                                     "sender_verified": server_vouches(mh.get("from", ""), [
-                                         str(v) for v in msg.get_all("authentication-results") or []],
-                                         acct.authserv_id)})
+                                     "sender_verified": server_vouches(mh.get("from", ""), stamped(msg),
+                                                                     acct.authserv_id)})
         messages.sort(key=lambda m: _when(m["date"]))
         return {"account": acct.name, "subject": plain_subject(h.get("subject", "")), "messages": messages}
 
@@ -349,20 +341,8 @@ def build_imap_tools(accounts: dict[str, MailAccount],
         return (f"Send the email {'; '.join(parts) or 'to no recipient'} from {acct.address}: subject "
                 f"{subject[:80]!r}" + (f", beginning {begins[:120]!r}" if begins else "") + ".")
 
-    def describe_draft(args: dict) -> str:
-        body = " ".join(str(args.get("body_md", "")).split())
-        return f"Save a draft reply to email {args.get('message_id')}: {body[:120]!r}"
-
-    return [
-        # mail is outside content: no trusted_output (tools/provenance: the ids below are opaque, trusted only
-        # from a trusted tool's result, as Gmail's are)
-        make_tool(mail_search, args_schema=SearchArgs),
-        make_tool(mail_read_thread, args_schema=ThreadArgs),
-        make_tool(mail_draft_reply, args_schema=DraftReplyArgs, side_effects=["email_draft"],
-                  summarize=describe_draft, deciding_args=("message_id",), opaque_args=("message_id",)),
-        make_tool(mail_send_draft, args_schema=SendDraftArgs, side_effects=["email_send"], summarize=describe_send,
-                  deciding_args=("draft_id",), opaque_args=("draft_id",)),
-    ]
+    return MailProvider(search=mail_search, read_thread=mail_read_thread, draft_reply=mail_draft_reply,
+                        send_draft=mail_send_draft, describe_send=describe_send)
 
 
 def _when(date: str) -> float:

@@ -439,7 +439,7 @@ def google_tools(settings: Settings) -> list[BaseTool]:
     from integrations.base import with_meta
     from integrations.gcal_tools import build_gcal_tools
     from integrations.gmail_tools import build_gmail_tools
-    from .tools.google_auth import google_api, load_credentials
+    from .tools.google_auth import google_api, google_unavailable
 
     g = settings.google
     tools = [
@@ -447,14 +447,7 @@ def google_tools(settings: Settings) -> list[BaseTool]:
         *build_gcal_tools(google_api(settings, "Google Calendar", g.calendar_base_url), g.calendar_id, settings.timezone),
     ]
 
-    def unavailable() -> str | None:
-        try:
-            signed_in = load_credentials(settings) is not None
-        except Exception:  # noqa: BLE001 - no keyring, an unreadable token: not connected either way
-            signed_in = False
-        return None if signed_in else "Google is not connected: run `jarvis auth google`"
-
-    return [with_meta(tool, unavailable=unavailable) for tool in tools]
+    return [with_meta(tool, unavailable=lambda: google_unavailable(settings)) for tool in tools]
 
 
 def build_graph(settings: Settings | None = None, **kwargs: Any) -> Any:

@@ -268,13 +268,15 @@ class Submission:
 class Proxy:
     """A TCP relay between a client and a server on loopback that can play the man in the middle: `rewrite` edits
     each chunk the server sends (stripping STARTTLS from its capabilities), `cut_after` drops the connection once
-    the server has sent that many bytes through it. `sent` counts the server's bytes relayed."""
+    the server has sent that many bytes through it, `drop()` cuts the connections open now. `sent` counts the server's
+    bytes relayed."""
 
     def __init__(self, target_port: int, rewrite=None, cut_after: int | None = None):  # noqa: ANN001
         import threading
 
         self.target_port, self.rewrite, self.cut_after = target_port, rewrite, cut_after
         self.sent = 0
+        self.open: list[socket.socket] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self._threads = threading
@@ -287,6 +289,7 @@ class Proxy:
             except OSError:
                 return
             server = socket.create_connection(("127.0.0.1", self.target_port))
+            self.open += [client, server]
             self._threads.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
             self._threads.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
 
@@ -310,6 +313,15 @@ class Proxy:
             except OSError:
                 pass
             s.close()
+
+    def drop(self) -> None:
+        """Cut every connection relayed so far (a server restarting, a network change); new ones still pass."""
+        for s in self.open:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.open = []
 
     def close(self) -> None:
         self.listener.close()

@@ -57,6 +57,8 @@ def test_the_tools_that_send_write_or_create_name_what_decides_them(jarvis_env):
         "gcal_create_event": ("start", "end", "attendees", "location"),
         "gmail_draft_reply": ("thread_id",),
         "gmail_send_draft": ("draft_id",),
+        "mail_draft_reply": ("message_id",),
+        "mail_send_draft": ("draft_id",),
         # the blanket rule: a plan, or what to remember, is the content itself, not a target to check
         "jorb_create": None,
         "memory_remember": None,

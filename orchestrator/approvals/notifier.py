@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from orchestrator.channels.base import ChannelError
-from orchestrator.channels.email import EmailChannel
+from orchestrator.channels.email import email_channel
 from orchestrator.channels.ratelimit import bucket
 from orchestrator.channels.telegram import lazy_bot_api
 from orchestrator.core.config import Settings
@@ -130,7 +130,7 @@ class Notifier:
                 f"Reply with \"approve\" or \"deny\" as the first word, keeping this code in the reply: {token}\n"
                 "(only a reply from your own address, as Gmail verified it, is taken)")
         try:
-            out = EmailChannel(self.settings).send(to, text)
+            out = email_channel(self.settings).send(to, text)
         except Exception:
             self.store.withdraw(digest)
             raise

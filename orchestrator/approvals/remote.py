@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.channels.addresses import mailbox_of
-from orchestrator.channels.email import EmailChannel
+from orchestrator.channels.email import email_channel
 from orchestrator.channels.telegram import lazy_bot_api
 from orchestrator.core.config import Settings
 from orchestrator.core.secrets import redact
@@ -193,7 +193,7 @@ class RemoteAnswers:
         else:
             outcome = self.use(known[0], "email", first, message=str(meta.get("thread_key")))
         try:
-            EmailChannel(self.settings).send(self.cfg.email, outcome.text, thread_key=meta.get("thread_key"))
+            email_channel(self.settings).send(self.cfg.email, outcome.text, thread_key=meta.get("thread_key"))
         except Exception as exc:  # noqa: BLE001 - the answer stands without the acknowledgement
             log.info("could not acknowledge the email answer: %s", exc)
         return outcome

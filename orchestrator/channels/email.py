@@ -1,6 +1,8 @@
 """The `email` channel through Gmail: sending is a draft sent at once (side effect `email_send`, so the
 autonomy policy for email applies), in the same Gmail thread as the conversation so far; replies are found by
-polling the threads jorbs wait on (`channels.email.poll_interval_s`) and routed by thread to their jorb."""
+polling the threads jorbs wait on (`channels.email.poll_interval_s`) and routed by thread to their jorb.
+`email_channel` and `email_poller` give the channel on the IMAP account `channels.email.account` names instead
+(channels/email_imap.py), else on Gmail: every user of the channel goes through them."""
 
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ from .models import ChannelState
 log = logging.getLogger(__name__)
 
 API = "/gmail/v1/users/me"
-HOW_TO = ("email is not configured: run `jarvis auth google` (Gmail), then set channels.email: {enabled: true} in "
-          "the config")
+HOW_TO = ("email is not configured: run `jarvis auth google` (Gmail) or `jarvis accounts add NAME` (any IMAP/SMTP "
+          "account), then set channels.email: {enabled: true} in the config (with account: NAME for the latter)")
 
 
 def _api(settings: Settings) -> Any:
@@ -218,3 +220,42 @@ class EmailPoller:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+def _imap_account(settings: Settings):  # noqa: ANN202 - a MailAccount or None (Gmail)
+    """The IMAP account `channels.email.account` names, or None when the channel runs on Gmail."""
+    name = settings.channels.email.account
+    if not name:
+        return None
+    from orchestrator.tools.mail_accounts import mail_account
+
+    config = settings.accounts.get(name)
+    if config is None or getattr(config, "kind", None) != "imap":
+        raise ChannelError(f"channels.email.account is {name!r}, which is not an IMAP account of accounts: (add it "
+                           "with `jarvis accounts add`)")
+    return mail_account(name, config)
+
+
+def email_channel(settings: Settings) -> Any:
+    """The email channel: on the IMAP account channels.email.account names, else on Gmail."""
+    if not settings.channels.email.enabled:
+        raise ChannelError(HOW_TO)
+    account = _imap_account(settings)
+    if account is None:
+        return EmailChannel(settings)
+    from .email_imap import ImapEmailChannel
+
+    return ImapEmailChannel(settings, account)
+
+
+def email_poller(settings: Settings, deliver: Callable[..., Any], threads: Callable[[], list[tuple[str, Any]]],
+                 converse: Callable[[str, str, dict[str, Any]], bool] | None = None) -> Any:
+    """The poller of the account email_channel sends from (EmailPoller's interface)."""
+    if not settings.channels.email.enabled:
+        raise ChannelError(HOW_TO)
+    account = _imap_account(settings)
+    if account is None:
+        return EmailPoller(settings, deliver, threads, converse=converse)
+    from .email_imap import ImapEmailPoller
+
+    return ImapEmailPoller(settings, account, deliver, threads, converse=converse)

@@ -7,12 +7,12 @@ from collections.abc import Callable
 
 from orchestrator.core.config import Settings
 from .base import Channel, ChannelError
-from .email import EmailChannel
+from .email import email_channel
 from .local import local_channel
 from .telegram import TelegramChannel
 
 FACTORIES: dict[str, Callable[[Settings], Channel]] = {
-    "email": EmailChannel,
+    "email": email_channel,
     "local": local_channel,
     "telegram": TelegramChannel,
 }

@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from orchestrator.channels.base import MAX_INBOUND_CHARS
-from orchestrator.channels.email import EmailChannel
+from orchestrator.channels.email import email_channel
 from orchestrator.channels.models import ChannelState
 from orchestrator.core.config import Settings
 from orchestrator.core.secrets import redact
@@ -45,7 +45,7 @@ class EmailChat:
     def __init__(self, settings: Settings, hub: TurnHub, send: Any = None):
         self.settings = settings
         self.hub = hub
-        self.send = send or (lambda to, text, thread_key: EmailChannel(settings).send(to, text, thread_key=thread_key))
+        self.send = send or (lambda to, text, thread_key: email_channel(settings).send(to, text, thread_key=thread_key))
         self.state = ChannelState(settings, "email")
         self.jorbs = JorbStore(settings)
         hub.watchers.append(self._watch)

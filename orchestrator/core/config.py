@@ -386,8 +386,10 @@ class TelegramConfig(_Section):
 class EmailChannelConfig(_Section):
     enabled: bool = False
     poll_interval_s: float = Field(60.0, gt=0)
+    account: str | None = Field(None, description="an IMAP account of accounts: the channel sends and reads through "
+                                "(a sender verified by its authserv_id); default: Gmail")
     chat: bool = Field(False, description="your own conversation with Jarvis by email: a mail to Jarvis's address "
-                                          "from an address of channels.user_identities (as Gmail verified it) is "
+                                          "from an address of channels.user_identities (as its mail server verified it) is "
                                           "answered in the same email thread")
 
 

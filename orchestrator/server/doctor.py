@@ -188,10 +188,10 @@ def email_approvals_check(settings: Settings) -> Check:
     if "email" not in notify.to:
         return Check("email approvals", None, "not configured (confirmations.notify.to has no email)")
     from orchestrator.approvals.remote import own_account_problem
-    from orchestrator.channels.email import EmailPoller
+    from orchestrator.channels.email import email_poller
 
     try:
-        account = EmailPoller(settings, lambda *a: None, lambda: []).me()
+        account = email_poller(settings, lambda *a: None, lambda: []).me()
     except Exception as exc:  # noqa: BLE001 - said, not raised: the other checks still run
         return Check("email approvals", None, f"the Gmail account could not be read to compare ({exc})")
     problem = own_account_problem(account, notify.email)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrator.channels.email import EmailPoller
+from orchestrator.channels.email import email_poller
 from orchestrator.approvals.remote import own_account_problem
 from orchestrator.channels.telegram import TelegramPoller
 from orchestrator.chat.warm_up import wants_warm_up, warm_up
@@ -253,7 +253,7 @@ def email_inbound_service(settings: Settings) -> _StartStop | None:
         jorbs = ctx.app.jorbs
         deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
         converse = ctx.app.email_chat.take if ctx.settings.channels.email.chat else None
-        return EmailPoller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email"), converse=converse).start()
+        return email_poller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email"), converse=converse).start()
 
     return _StartStop("email-inbound", start, detail=lambda poller: poller.last_error)
 
@@ -300,27 +300,42 @@ def approvals_notify_service(settings: Settings) -> ThreadService | None:
     def run(ctx: ServiceContext, stop: threading.Event) -> None:
         notifier = ctx.app.notifier()
         remote = ctx.app.remote_answers
-        replies = EmailPoller(ctx.settings, remote.on_email, remote.email_threads) if "email" in notify.to else None
+        replies = email_poller(ctx.settings, remote.on_email, remote.email_threads) if "email" in notify.to else None
         account_checked = replies is None
-        while not stop.wait(notify.check_s):
-            if not account_checked:
-                try:
-                    problem = own_account_problem(replies.me(), notify.email)
-                except Exception as exc:  # noqa: BLE001 - Gmail unreachable now: asked again next round
-                    log.info("approvals: the Gmail account could not be read yet: %s", exc)
-                else:
-                    account_checked = True
-                    if problem:
-                        raise ValueError(problem)  # the service stops, and Settings and `jarvis doctor` say why
-            for job in (notifier.sweep, replies.poll_once if replies else None):
-                if job is None:
-                    continue
-                try:
-                    job()
-                except Exception as exc:  # noqa: BLE001 - the next round tries again
-                    log.warning("approvals: %s failed: %s", getattr(job, "__name__", job), exc)
+        watching = hasattr(replies, "idles")  # an IMAP account: IDLE brings answers in seconds (channels/email_imap)
+        if watching:
+            replies.start(interval=notify.check_s)
+        try:
+            _approvals_rounds(ctx, stop, notifier, None if watching else replies, replies, account_checked)
+        finally:
+            if watching:
+                replies.stop()
 
     return ThreadService("approvals-notify", run)
+
+
+def _approvals_rounds(ctx: ServiceContext, stop: threading.Event, notifier: Any, polled: Any, replies: Any,
+                      account_checked: bool) -> None:
+    """Every check_s: confirmations sent where nobody watched; `polled`: the Gmail poller read in the same round
+    (None when an IMAP account's poller watches by itself)."""
+    notify = ctx.settings.confirmations.notify
+    while not stop.wait(notify.check_s):
+        if not account_checked:
+            try:
+                problem = own_account_problem(replies.me(), notify.email)
+            except Exception as exc:  # noqa: BLE001 - Gmail unreachable now: asked again next round
+                log.info("approvals: the Gmail account could not be read yet: %s", exc)
+            else:
+                account_checked = True
+                if problem:
+                    raise ValueError(problem)  # the service stops, and Settings and `jarvis doctor` say why
+        for job in (notifier.sweep, polled.poll_once if polled else None):
+            if job is None:
+                continue
+            try:
+                job()
+            except Exception as exc:  # noqa: BLE001 - the next round tries again
+                log.warning("approvals: %s failed: %s", getattr(job, "__name__", job), exc)
 
 
 def backup_service(settings: Settings) -> ThreadService | None:

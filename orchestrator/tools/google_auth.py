@@ -35,6 +35,15 @@ def token_secret_name(settings: Settings) -> str:
     return f"google_token_{settings.google.account}"
 
 
+def google_unavailable(settings: Settings) -> str | None:
+    """Why the Google tools cannot run now (ToolMeta `unavailable`, asked when the Tools view is drawn), or None."""
+    try:
+        signed_in = load_credentials(settings) is not None
+    except Exception:  # noqa: BLE001 - no keyring, an unreadable token: not connected either way
+        signed_in = False
+    return None if signed_in else "Google is not connected: run `jarvis auth google`"
+
+
 def load_credentials(settings: Settings) -> Any:
     """The stored credentials (google.oauth2.credentials.Credentials), or None when not signed in."""
     from google.oauth2.credentials import Credentials

@@ -37,10 +37,21 @@ def mail_accounts(settings: Settings) -> dict[str, MailAccount]:
 
 
 def mail_tools(settings: Settings) -> list[BaseTool]:
-    """mail_search, mail_read_thread, mail_draft_reply and mail_send_draft over the IMAP accounts; none without."""
-    accounts = mail_accounts(settings)
-    if not accounts:
-        return []
-    from integrations.imap_tools import build_imap_tools
+    """mail_search, mail_read_thread, mail_draft_reply and mail_send_draft over the IMAP accounts, then Gmail (the
+    account `gmail`, unless an IMAP account has that name). With no IMAP account they say Gmail's state in the
+    Tools view (not connected until `jarvis auth google`)."""
+    from integrations.base import with_meta
+    from integrations.gmail_tools import gmail_provider
+    from integrations.imap_tools import imap_provider
+    from integrations.mail_tools import MailProvider, build_mail_tools
 
-    return build_imap_tools(accounts)
+    from .google_auth import google_api, google_unavailable
+
+    providers: dict[str, MailProvider] = {name: imap_provider(account)
+                                          for name, account in mail_accounts(settings).items()}
+    if "gmail" not in providers:
+        providers["gmail"] = gmail_provider(google_api(settings, "Gmail", settings.google.gmail_base_url))
+    tools = build_mail_tools(providers)
+    if len(providers) > 1:
+        return tools
+    return [with_meta(tool, unavailable=lambda: google_unavailable(settings)) for tool in tools]
