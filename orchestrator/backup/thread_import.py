@@ -79,7 +79,7 @@ def parse(data: Any, who: str) -> list[ThreadToImport]:
                 or not isinstance(t.get("messages"), list):
             raise ImportRefused(f"thread {n + 1} has no thread_id and messages as `jarvis export` writes them")
         tid = t["thread_id"].strip()[:200]
-        title = t.get("title") if isinstance(t.get("title"), str) else ""
+        title = t["title"] if isinstance(t.get("title"), str) else ""
         found.append(ThreadToImport(tid, title, [_message(m, f"message {i + 1} of thread {tid!r}", who)
                                                  for i, m in enumerate(t["messages"])]))
     return found
