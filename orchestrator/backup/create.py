@@ -70,12 +70,15 @@ def create_backup(settings: Settings, to: Path | None = None, *, secrets: dict[s
     try:
         with written(final, wrap) as out:
             data = Path(settings.data_dir)
-            for db in sqlite_parts.find_databases(data):
-                name, copy = f"{files.DB}/{db.relative_to(data).as_posix()}", staging / "db.sqlite"
-                image, described = sqlite_parts.snapshot(db, copy)
-                part = out.add_bytes(name, image) if image is not None else out.add_file(name, copy)
-                manifest.parts.append({**part, "kind": "sqlite", **described})
-                copy.unlink(missing_ok=True)
+            databases = sqlite_parts.find_databases(data)
+            with sqlite_parts.one_instant(databases) as sources:
+                for db, src in zip(databases, sources):
+                    name, copy = f"{files.DB}/{db.relative_to(data).as_posix()}", staging / "db.sqlite"
+                    image, described = sqlite_parts.snapshot(db, copy, src)
+                    src.close()  # its snapshot is copied: the WAL may be checkpointed past it again
+                    part = out.add_bytes(name, image) if image is not None else out.add_file(name, copy)
+                    manifest.parts.append({**part, "kind": "sqlite", **described})
+                    copy.unlink(missing_ok=True)
             if is_postgres(settings):
                 dump = staging / "postgres.dump"
                 described = postgres_parts.dump(settings.storage.url, dump)
