@@ -1,4 +1,4 @@
-"""Scheduled backups ([34]): made when due by `jarvis run`'s service, old ones pruned, every outcome (ran, skipped
+"""Scheduled backups ([34]): made when due by Jarvis's reminder scheduler, old ones pruned, every outcome (ran, skipped
 and why, failed and why) recorded and shown by `jarvis doctor` and the Settings view, whose button makes one."""
 
 from __future__ import annotations
@@ -64,15 +64,15 @@ def test_the_settings_view_shows_the_last_backup_and_its_button_makes_one(jarvis
     assert len(list(folder.glob("*.jarvis-backup"))) == 1
 
 
-def test_jarvis_run_s_backup_service_makes_the_backup_that_is_due(jarvis_env, tmp_path):
+def test_jarvis_run_s_reminder_scheduler_makes_the_backup_that_is_due(jarvis_env, tmp_path):
     from tests.reminder_helpers import wait_for
 
     folder = tmp_path / "backups"
     folder.mkdir()
     jarvis_env.write_config(backup={"every": "hourly", "to": str(folder)})
-    with start_ui(jarvis_env, services=["orchestrator.server.services:backup_service"]) as server:
+    with start_ui(jarvis_env, services=["orchestrator.server.services:reminder_scheduler_service"]) as server:
         made = wait_for(lambda: runs(jarvis_env.settings), timeout=60)
         with server.client() as c:
-            (service,) = [s for s in c.get("/api/settings").json()["services"] if s["name"] == "backups"]
+            (service,) = [s for s in c.get("/api/settings").json()["services"] if s["name"] == "reminder-scheduler"]
     assert [r["outcome"] for r in made] == ["ran"] and made[0]["trigger"] == "schedule"
     assert service["state"] == "running" and len(list(folder.glob("*.jarvis-backup"))) == 1

@@ -221,6 +221,9 @@ def backup_check(settings: Settings) -> Check:
             return Check("backups", None, "no backup made yet and none scheduled",
                          "Run `jarvis backup create`, or set backup.every (e.g. daily) in the config file.")
         return Check("backups", None, f"scheduled {every}; none made yet (the first comes once `jarvis run` runs)")
+    if every is not None and not settings.scheduler.enabled:
+        return Check("backups", False, f"scheduled {every}, but the scheduler is off (scheduler.enabled: false): "
+                     "no scheduled backup is made", "Turn the scheduler on, or run `jarvis backup create` yourself.")
     last = done[-1]
     when = f"{last['at']} ({last.get('trigger', 'manual')})"
     if last["outcome"] == "failed":
@@ -232,7 +235,7 @@ def backup_check(settings: Settings) -> Check:
                      "Mount or create the backup folder (backup.to), or point backup.to at another folder.")
     if every and made and datetime.now(timezone.utc) - datetime.fromisoformat(made[-1]["at"]) > 2 * PERIODS[every]:
         return Check("backups", False, f"the last backup is from {made[-1]['at']}: older than two {every} periods",
-                     "Check that `jarvis run` is running (it makes the scheduled backups).")
+                     "Check that `jarvis run` is running (its reminder scheduler makes the scheduled backups).")
     return Check("backups", True, f"last backup {when}: {last.get('path')} ({last.get('size', 0) // 1000} kB)")
 
 
