@@ -76,3 +76,12 @@ def test_jarvis_run_s_reminder_scheduler_makes_the_backup_that_is_due(jarvis_env
             (service,) = [s for s in c.get("/api/settings").json()["services"] if s["name"] == "reminder-scheduler"]
     assert [r["outcome"] for r in made] == ["ran"] and made[0]["trigger"] == "schedule"
     assert service["state"] == "running" and len(list(folder.glob("*.jarvis-backup"))) == 1
+
+
+def test_backups_scheduled_with_the_scheduler_off_are_shown_as_never_made(jarvis_env, tmp_path):
+    """The scheduler makes the scheduled backups: with it off, none is ever made, and the health check says so."""
+    jarvis_env.write_config(backup={"every": "daily", "to": str(tmp_path)}, scheduler={"enabled": False})
+    shown = backup_check(jarvis_env.settings)
+    assert shown.ok is False and "the scheduler is off" in shown.detail
+    jarvis_env.write_config(backup={"every": "daily", "to": str(tmp_path)})
+    assert backup_check(jarvis_env.settings).ok is None

@@ -216,14 +216,14 @@ def backup_check(settings: Settings) -> Check:
     """The last backup's outcome (orchestrator/backup/schedule.py): none yet, skipped, failed, or one overdue."""
     done = runs(settings)
     every = settings.backup.every
+    if every is not None and not settings.scheduler.enabled:
+        return Check("backups", False, f"scheduled {every}, but the scheduler is off (scheduler.enabled: false): "
+                     "no scheduled backup is made", "Turn the scheduler on, or run `jarvis backup create` yourself.")
     if not done:
         if every is None:
             return Check("backups", None, "no backup made yet and none scheduled",
                          "Run `jarvis backup create`, or set backup.every (e.g. daily) in the config file.")
         return Check("backups", None, f"scheduled {every}; none made yet (the first comes once `jarvis run` runs)")
-    if every is not None and not settings.scheduler.enabled:
-        return Check("backups", False, f"scheduled {every}, but the scheduler is off (scheduler.enabled: false): "
-                     "no scheduled backup is made", "Turn the scheduler on, or run `jarvis backup create` yourself.")
     last = done[-1]
     when = f"{last['at']} ({last.get('trigger', 'manual')})"
     if last["outcome"] == "failed":
