@@ -103,7 +103,7 @@ def run_backup(settings: Settings, trigger: str, to: Path | None = None) -> dict
         except BlockingIOError:
             return record(settings, "skipped", "another backup was being made at the same time", trigger=trigger)
         try:
-            made = create_backup(settings, where)
+            made = create_backup(settings, where, low_priority=trigger != "manual")
         except Exception as exc:  # noqa: BLE001 - recorded and shown: the user must learn that it failed
             from orchestrator.core.disk_full import is_disk_full
 
