@@ -85,3 +85,27 @@ def test_backups_scheduled_with_the_scheduler_off_are_shown_as_never_made(jarvis
     assert shown.ok is False and "the scheduler is off" in shown.detail
     jarvis_env.write_config(backup={"every": "daily", "to": str(tmp_path)})
     assert backup_check(jarvis_env.settings).ok is None
+
+
+def test_a_backup_at_low_priority_runs_niced_on_its_own_thread_and_leaves_the_caller_as_it_was():
+    """A scheduled backup (or Settings' button) takes the CPU the turns leave; lowering a thread's priority cannot
+    be undone, so the caller's thread (a web request's, reused) must keep its own."""
+    import os
+    import threading
+
+    import pytest
+
+    from orchestrator.backup.create import NICE, _at_low_priority
+
+    def niceness() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    mine = niceness()
+    assert _at_low_priority(niceness) == min(19, mine + NICE)
+    assert niceness() == mine
+
+    def full() -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        _at_low_priority(full)
