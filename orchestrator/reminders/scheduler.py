@@ -193,11 +193,6 @@ class Scheduler:
         except Exception:  # noqa: BLE001 - the job records its own outcome; the next tick tries again
             log.exception("scheduled job %s failed", name)
 
-    def wait_jobs(self, timeout_s: float | None = None) -> None:
-        """Wait for the jobs started so far (tests, shutdown)."""
-        for thread in list(self._job_threads.values()):
-            thread.join(timeout_s)
-
     def _ensure_workers(self) -> None:
         while len(self._workers) < self.cfg.workers:
             t = threading.Thread(target=self._work, args=(self._queue,), name=f"jarvis-reminders-{len(self._workers)}",
