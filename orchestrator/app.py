@@ -226,6 +226,10 @@ class App:
         """The reminder scheduler, firing into this App's chat graph and jorbs (kwargs go to Scheduler)."""
         from .reminders.scheduler import Scheduler
 
+        if self.settings.backup.every is not None and "jobs" not in kwargs:  # the scheduled backup
+            from .backup.schedule import run_if_due
+
+            kwargs["jobs"] = {"backup": lambda: run_if_due(self.settings)}
         return Scheduler(self.settings, graph_factory=lambda: self.graph, wake_jorb=self._wake_jorb, **kwargs)
 
     def _wake_jorb(self, jorb_id: str, event: Any) -> None:

@@ -1,4 +1,4 @@
-"""Scheduled backups ([34]): made when due by `jarvis run`'s service, old ones pruned, every outcome (ran, skipped
+"""Scheduled backups ([34]): made when due by Jarvis's reminder scheduler, old ones pruned, every outcome (ran, skipped
 and why, failed and why) recorded and shown by `jarvis doctor` and the Settings view, whose button makes one."""
 
 from __future__ import annotations
@@ -64,15 +64,48 @@ def test_the_settings_view_shows_the_last_backup_and_its_button_makes_one(jarvis
     assert len(list(folder.glob("*.jarvis-backup"))) == 1
 
 
-def test_jarvis_run_s_backup_service_makes_the_backup_that_is_due(jarvis_env, tmp_path):
+def test_jarvis_run_s_reminder_scheduler_makes_the_backup_that_is_due(jarvis_env, tmp_path):
     from tests.reminder_helpers import wait_for
 
     folder = tmp_path / "backups"
     folder.mkdir()
     jarvis_env.write_config(backup={"every": "hourly", "to": str(folder)})
-    with start_ui(jarvis_env, services=["orchestrator.server.services:backup_service"]) as server:
+    with start_ui(jarvis_env, services=["orchestrator.server.services:reminder_scheduler_service"]) as server:
         made = wait_for(lambda: runs(jarvis_env.settings), timeout=60)
         with server.client() as c:
-            (service,) = [s for s in c.get("/api/settings").json()["services"] if s["name"] == "backups"]
+            (service,) = [s for s in c.get("/api/settings").json()["services"] if s["name"] == "reminder-scheduler"]
     assert [r["outcome"] for r in made] == ["ran"] and made[0]["trigger"] == "schedule"
     assert service["state"] == "running" and len(list(folder.glob("*.jarvis-backup"))) == 1
+
+
+def test_backups_scheduled_with_the_scheduler_off_are_shown_as_never_made(jarvis_env, tmp_path):
+    """The scheduler makes the scheduled backups: with it off, none is ever made, and the health check says so."""
+    jarvis_env.write_config(backup={"every": "daily", "to": str(tmp_path)}, scheduler={"enabled": False})
+    shown = backup_check(jarvis_env.settings)
+    assert shown.ok is False and "the scheduler is off" in shown.detail
+    jarvis_env.write_config(backup={"every": "daily", "to": str(tmp_path)})
+    assert backup_check(jarvis_env.settings).ok is None
+
+
+def test_a_backup_at_low_priority_runs_niced_on_its_own_thread_and_leaves_the_caller_as_it_was():
+    """A scheduled backup (or Settings' button) takes the CPU the turns leave; lowering a thread's priority cannot
+    be undone, so the caller's thread (a web request's, reused) must keep its own."""
+    import os
+    import threading
+
+    import pytest
+
+    from orchestrator.backup.create import NICE, _at_low_priority
+
+    def niceness() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    mine = niceness()
+    assert _at_low_priority(niceness) == min(19, mine + NICE)
+    assert niceness() == mine
+
+    def full() -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        _at_low_priority(full)

@@ -52,7 +52,15 @@ class _Pieces(io.RawIOBase):
         return True
 
     def read(self, n: int = -1) -> bytes:
-        """Up to n bytes, as many as asked while any are left (tarfile takes a short read for the end)."""
+        """Up to n bytes, as many as asked while any are left (tarfile takes a short read for the end); a slice
+        of one piece is handed out as it is, not copied (hashed and written from the piece itself)."""
+        if self.pieces and 0 <= n <= len(self.pieces[0]) - self.at:
+            piece, start = self.pieces[0], self.at
+            self.at += n
+            if self.at >= len(piece):
+                self.pieces.pop(0)
+                self.at = 0
+            return piece[start:start + n]  # type: ignore[return-value]  # a memoryview: read as bytes by its users
         out = []
         want = n if n >= 0 else sum(len(p) for p in self.pieces) - self.at
         while want > 0 and self.pieces:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from orchestrator.core.config import Settings
 from orchestrator.storage.engines import is_postgres
@@ -50,10 +53,47 @@ def target_path(to: Path | None, settings: Settings) -> Path:
     return candidate.resolve()
 
 
+NICE = 10  # how much lower than its caller's the backup thread's CPU priority is (its I/O priority follows it)
+
+
+def _at_low_priority(work: Callable[[], Created]) -> Created:
+    """`work()` on a thread of its own whose CPU priority (and with it, on Linux, its I/O priority) is lowered by
+    NICE: a backup made while Jarvis answers takes the time the turns leave. A thread of its own, as a priority
+    lowered cannot be raised again without privileges: the caller's thread (a web request's) is left as it was."""
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        tid = threading.get_native_id()
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + NICE))
+        except (OSError, AttributeError):
+            pass  # a system without per-thread priorities: the backup runs at its caller's
+        try:
+            done["made"] = work()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            done["error"] = exc
+
+    thread = threading.Thread(target=run, name="jarvis-backup", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in done:
+        raise done["error"]
+    return done["made"]
+
+
 def create_backup(settings: Settings, to: Path | None = None, *, secrets: dict[str, str] | None = None,
-                  passphrase: str | None = None) -> Created:
+                  passphrase: str | None = None, low_priority: bool = False) -> Created:
     """Write the backup; `secrets` (names and values from the keyring) go in only with a `passphrase`, which
-    encrypts the whole file."""
+    encrypts the whole file. `low_priority`: made on a thread of lower priority (`_at_low_priority`), for a backup
+    no one waits for while Jarvis serves turns (the scheduled one, Settings' button); on a busy machine it then
+    takes longer."""
+    if low_priority:
+        return _at_low_priority(lambda: _create(settings, to, secrets=secrets, passphrase=passphrase))
+    return _create(settings, to, secrets=secrets, passphrase=passphrase)
+
+
+def _create(settings: Settings, to: Path | None, *, secrets: dict[str, str] | None,
+            passphrase: str | None) -> Created:
     if secrets and not passphrase:
         raise ValueError("secrets go into a backup only when it is encrypted with a passphrase")
     final = target_path(to, settings)
@@ -70,12 +110,15 @@ def create_backup(settings: Settings, to: Path | None = None, *, secrets: dict[s
     try:
         with written(final, wrap) as out:
             data = Path(settings.data_dir)
-            for db in sqlite_parts.find_databases(data):
-                name, copy = f"{files.DB}/{db.relative_to(data).as_posix()}", staging / "db.sqlite"
-                image, described = sqlite_parts.snapshot(db, copy)
-                part = out.add_bytes(name, image) if image is not None else out.add_file(name, copy)
-                manifest.parts.append({**part, "kind": "sqlite", **described})
-                copy.unlink(missing_ok=True)
+            databases = sqlite_parts.find_databases(data)
+            with sqlite_parts.one_instant(databases) as sources:
+                for db, src in zip(databases, sources):
+                    name, copy = f"{files.DB}/{db.relative_to(data).as_posix()}", staging / "db.sqlite"
+                    image, described = sqlite_parts.snapshot(db, copy, src)
+                    src.close()  # its snapshot is copied: the WAL may be checkpointed past it again
+                    part = out.add_bytes(name, image) if image is not None else out.add_file(name, copy)
+                    manifest.parts.append({**part, "kind": "sqlite", **described})
+                    copy.unlink(missing_ok=True)
             if is_postgres(settings):
                 dump = staging / "postgres.dump"
                 described = postgres_parts.dump(settings.storage.url, dump)

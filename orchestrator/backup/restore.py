@@ -28,6 +28,19 @@ from .archive import PARTIAL, extract
 from .manifest import BackupRefused, Manifest
 
 
+def _forget_claims(settings: Settings) -> None:
+    """The work claims restored name the workers that ran on the data when it was backed up, and none of them runs
+    on this copy: left, a claim would keep the jorb (or chat turn) it held from being taken up again until its
+    lease ran out (storage.claim_lease_s, minutes), and in the process that made the backup for ever."""
+    from sqlalchemy import delete
+
+    from orchestrator.storage.claims import ClaimRow
+    from orchestrator.storage.engines import jarvis_engine
+
+    with jarvis_engine(settings).begin() as conn:
+        conn.execute(delete(ClaimRow))
+
+
 @dataclass
 class Checked:
     manifest: Manifest
@@ -194,4 +207,5 @@ def restore_backup(settings: Settings, source: Path, *, force: bool = False, pas
             shutil.move(str(staged), str(dest))
     if migrate is not None:
         migrate(settings)
+    _forget_claims(settings)
     return Restored(manifest, moved_aside, settings_file, secret_names)

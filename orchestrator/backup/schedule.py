@@ -1,5 +1,6 @@
-"""Backups on a schedule (`backup: {every: daily, keep: 7, to: PATH}`), made by `jarvis run`'s backup service
-(server/services.py), and the record of every backup's outcome, scheduled or not: ran (where, how large), skipped
+"""Backups on a schedule (`backup: {every: daily, keep: 7, to: PATH}`), made by Jarvis's own scheduler (the
+reminder scheduler of `jarvis run` or `jarvis scheduler` looks at `run_if_due` every minute: App.scheduler's
+`jobs`), and the record of every backup's outcome, scheduled or not: ran (where, how large), skipped
 and why (the folder is not there: a disk not mounted; another backup is being made), failed and why. The record
 is a few lines in the data folder (`backup-runs.jsonl`), read by the health checks, `jarvis doctor` and the
 Settings view.
@@ -102,7 +103,7 @@ def run_backup(settings: Settings, trigger: str, to: Path | None = None) -> dict
         except BlockingIOError:
             return record(settings, "skipped", "another backup was being made at the same time", trigger=trigger)
         try:
-            made = create_backup(settings, where)
+            made = create_backup(settings, where, low_priority=trigger != "manual")
         except Exception as exc:  # noqa: BLE001 - recorded and shown: the user must learn that it failed
             from orchestrator.core.disk_full import is_disk_full
 

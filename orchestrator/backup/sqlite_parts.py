@@ -1,5 +1,12 @@
 """The SQLite databases of a data folder, copied while Jarvis runs with SQLite's online backup API.
 
+All of them are copied as they were at one instant (`one_instant`), not each at the moment its turn came: Jarvis
+writes one thing to several databases in turn (a reminder's message into the thread's checkpoint, then the
+reminder marked fired in jarvis.sqlite; a confirmation's interrupt, then the jorb paused), and copies of different
+moments could hold the second write without the first: a reminder marked fired whose message is in no thread, a
+jorb paused on a confirmation its checkpoint does not hold. A copy of one instant is what a power cut at that
+instant would leave, which Jarvis recovers from (the ledger, reminders delivered again under the same id).
+
 A file copy of a live database can catch a page half written or miss what still sits in its WAL; the backup API
 copies a consistent snapshot of each database (`sqlite3.Connection.backup`, in one step: see PAGES_PER_STEP).
 Databases are found by their header, not by a list of names, so a database a later feature adds to the data
@@ -9,6 +16,8 @@ folder is not left out.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -47,11 +56,43 @@ IN_MEMORY_MAX = 256 << 20  # a database up to this size is copied into memory, n
 _VERSIONS = slice(18, 20)
 
 
+LOCK_WAIT_S = 30
+
+
 def _open_source(source: Path) -> sqlite3.Connection:
-    # Read only: the backup never writes the user's data.
-    src = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
-    src.execute("PRAGMA busy_timeout=30000")
+    # Read only: the backup never writes the user's data. Autocommit: its read transaction is begun by hand.
+    src = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True, timeout=LOCK_WAIT_S,
+                          isolation_level=None)
+    src.execute(f"PRAGMA busy_timeout={LOCK_WAIT_S * 1000}")
     return src
+
+
+@contextmanager
+def one_instant(databases: list[Path]) -> Iterator[list[sqlite3.Connection]]:
+    """A read connection per database, each in a read transaction begun while every database's write lock was
+    held (each taken in turn, in the order given, and let go together): no write lands between two of the
+    snapshots, so all of them are of one instant. Writers wait only while the read transactions begin (a WAL
+    read mark each); the copies are then made from the snapshots while writers go on."""
+    with ExitStack() as stack:
+        sources = []
+        locks = []
+        try:
+            for db in databases:
+                # A read-only connection's BEGIN IMMEDIATE takes no write lock: this one may write, and never does
+                # (each transaction is rolled back).
+                lock = sqlite3.connect(str(db), timeout=LOCK_WAIT_S, isolation_level=None)
+                locks.append(lock)
+                lock.execute("BEGIN IMMEDIATE")
+            for db in databases:
+                src = _open_source(db)
+                stack.callback(src.close)
+                src.execute("BEGIN")
+                src.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot starts at a read
+                sources.append(src)
+        finally:
+            for lock in locks:
+                lock.close()  # closing rolls back: the write locks go
+        yield sources
 
 
 def _live_size(source: Path) -> int:
@@ -59,11 +100,13 @@ def _live_size(source: Path) -> int:
     return source.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
-def snapshot(source: Path, staging: Path) -> tuple[list | None, dict]:
-    """A consistent copy of the live database `source` through the backup API, and what it holds (`describe`):
-    as pieces of bytes when it fits in memory (no staging file written and read again, the image not copied to
-    change its header), else written to `staging` (pieces None)."""
-    src = _open_source(source)
+def snapshot(source: Path, staging: Path, src: sqlite3.Connection | None = None) -> tuple[list | None, dict]:
+    """A consistent copy of the live database `source` through the backup API (from `src`'s read transaction
+    when given: `one_instant`), and what it holds (`describe`): as pieces of bytes when it fits in memory (no
+    staging file written and read again, the image not copied to change its header), else written to `staging`
+    (pieces None)."""
+    own = src is None
+    src = src if src is not None else _open_source(source)
     try:
         in_memory = _live_size(source) <= IN_MEMORY_MAX
         out = sqlite3.connect(":memory:" if in_memory else str(staging))
@@ -84,7 +127,8 @@ def snapshot(source: Path, staging: Path) -> tuple[list | None, dict]:
         finally:
             out.close()
     finally:
-        src.close()
+        if own:
+            src.close()
 
 
 def _quoted(name: str) -> str:

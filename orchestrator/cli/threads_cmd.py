@@ -161,6 +161,40 @@ def threads_trust(ctx: typer.Context, thread_id: str) -> None:
     say(f"{thread_id}: what it read so far no longer makes automatic effects ask first")
 
 
+@threads_app.command("import")
+def threads_import(ctx: typer.Context, path: str = typer.Argument(..., help="threads.json written by `jarvis export`")) -> None:
+    """Add the threads of an exported file, as untrusted: each is a new thread that counts as having read outside
+    content (a later effect asks first until `jarvis threads trust`), its messages quoted, not taken as yours."""
+    from pathlib import Path
+
+    from orchestrator.backup.thread_import import MAX_BYTES, ImportRefused, import_threads
+    from orchestrator.core import json_bounds
+    from orchestrator.storage.threads import ThreadIndex
+
+    st = state(ctx)
+    file = Path(path).expanduser()
+    try:
+        if not file.is_file():
+            fail(f"{path} is not a file")
+        if file.stat().st_size > MAX_BYTES:
+            fail(f"{path} is larger than {MAX_BYTES // 1_000_000} MB: not a threads export")
+        data = json_bounds.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read {path}: {exc}")
+    except json.JSONDecodeError as exc:
+        fail(f"{path} is not JSON ({exc.msg} at line {exc.lineno}): give threads.json written by `jarvis export`")
+    except json_bounds.TooDeep as exc:
+        fail(f"{path} is not a threads export ({exc})")
+    try:
+        done = import_threads(st.graph(), ThreadIndex(st.settings), data, source=file.name)
+    except ImportRefused as exc:
+        fail(f"nothing was imported from {path}: {exc}")
+    say(f"imported {len(done)} thread(s) from {path}, as read from outside (effects ask first until `jarvis "
+        "threads trust`)")
+    for was, now in done:
+        say(f"  {was} -> {now}" if was != now else f"  {now}")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(threads_app, name="threads")
     app.add_typer(runs_app, name="runs")

@@ -14,6 +14,10 @@ Missed reminders (the scheduler was not running at their time, by more than `mis
 policy: `catch_up` fires them once, `skip` marks them skipped, `ask` marks them missed and tells the user in the
 chat (`jarvis reminders fire ID` or `cancel ID`). A recurring reminder has one pending occurrence at a time and
 its next one is computed after now, so downtime over many occurrences still gives one catch-up, not a burst.
+
+Jarvis's other work on a schedule (`jobs`: the scheduled backup, orchestrator/backup/schedule.py) is looked at on
+the same loop: each job is started on a thread of its own at the first tick and then every `JOB_PERIOD_S` (not
+while its last run is still going), and decides itself whether it is due; a long backup never holds up a reminder.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from .webhook import WebhookTarget
 log = logging.getLogger(__name__)
 
 
+JOB_PERIOD_S = 60.0
 _Queue = queue.Queue  # items: (reminder, tick time, tick monotonic, ask) or None to stop a worker
 
 
@@ -52,10 +57,15 @@ class TickReport:
 class Scheduler:
     def __init__(self, settings: Settings, *, graph: Any = None, graph_factory: Callable[[], Any] | None = None,
                  wake_jorb: JorbWaker | None = None, store: ReminderStore | None = None,
-                 targets: dict[str, ReminderTarget] | None = None):
+                 targets: dict[str, ReminderTarget] | None = None,
+                 jobs: dict[str, Callable[[], Any]] | None = None):
         """`graph` (or `graph_factory`, asked on the first reminder into a chat thread): the chat graph;
-        `wake_jorb(jorb_id, event)`: delivers a reminder to a jorb. Without them those reminders wait."""
+        `wake_jorb(jorb_id, event)`: delivers a reminder to a jorb. Without them those reminders wait.
+        `jobs`: name -> work started at each tick (it returns at once when not due)."""
         self.settings = settings
+        self.jobs = dict(jobs or {})
+        self._job_threads: dict[str, threading.Thread] = {}
+        self._jobs_started_at: float | None = None
         self.cfg = settings.scheduler
         self.store = store or ReminderStore(settings)
         self._graph = graph
@@ -159,9 +169,29 @@ class Scheduler:
             except Exception as exc:  # noqa: BLE001 - a locked database or a bad row must not end the loop
                 self.last_error = (utcnow(), f"{type(exc).__name__}: {exc}")
                 log.exception("scheduler tick failed; trying again at the next tick")
+            self._start_jobs()
             if not full:
                 self._wake.wait(self.cfg.tick_s)
             self._wake.clear()
+
+    def _start_jobs(self) -> None:
+        if self._jobs_started_at is not None and time.monotonic() - self._jobs_started_at < JOB_PERIOD_S:
+            return
+        self._jobs_started_at = time.monotonic()
+        for name, job in self.jobs.items():
+            running = self._job_threads.get(name)
+            if running is not None and running.is_alive():
+                continue
+            thread = threading.Thread(target=self._run_job, args=(name, job), name=f"jarvis-job-{name}", daemon=True)
+            self._job_threads[name] = thread
+            thread.start()
+
+    @staticmethod
+    def _run_job(name: str, job: Callable[[], Any]) -> None:
+        try:
+            job()
+        except Exception:  # noqa: BLE001 - the job records its own outcome; the next tick tries again
+            log.exception("scheduled job %s failed", name)
 
     def _ensure_workers(self) -> None:
         while len(self._workers) < self.cfg.workers:

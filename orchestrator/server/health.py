@@ -216,6 +216,9 @@ def backup_check(settings: Settings) -> Check:
     """The last backup's outcome (orchestrator/backup/schedule.py): none yet, skipped, failed, or one overdue."""
     done = runs(settings)
     every = settings.backup.every
+    if every is not None and not settings.scheduler.enabled:
+        return Check("backups", False, f"scheduled {every}, but the scheduler is off (scheduler.enabled: false): "
+                     "no scheduled backup is made", "Turn the scheduler on, or run `jarvis backup create` yourself.")
     if not done:
         if every is None:
             return Check("backups", None, "no backup made yet and none scheduled",
@@ -232,7 +235,7 @@ def backup_check(settings: Settings) -> Check:
                      "Mount or create the backup folder (backup.to), or point backup.to at another folder.")
     if every and made and datetime.now(timezone.utc) - datetime.fromisoformat(made[-1]["at"]) > 2 * PERIODS[every]:
         return Check("backups", False, f"the last backup is from {made[-1]['at']}: older than two {every} periods",
-                     "Check that `jarvis run` is running (it makes the scheduled backups).")
+                     "Check that `jarvis run` is running (its reminder scheduler makes the scheduled backups).")
     return Check("backups", True, f"last backup {when}: {last.get('path')} ({last.get('size', 0) // 1000} kB)")
 
 

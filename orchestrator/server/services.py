@@ -48,10 +48,7 @@ SERVICE_FACTORIES: list[str] = [
     "orchestrator.server.services:email_inbound_service",
     "orchestrator.server.services:jorbs_recover_service",
     "orchestrator.server.services:approvals_notify_service",
-    "orchestrator.server.services:backup_service",
 ]
-
-BACKUP_TICK_S = 60.0
 
 
 @dataclass
@@ -337,21 +334,3 @@ def _approvals_rounds(ctx: ServiceContext, stop: threading.Event, notifier: Any,
             except Exception as exc:  # noqa: BLE001 - the next round tries again
                 log.warning("approvals: %s failed: %s", getattr(job, "__name__", job), exc)
 
-
-def backup_service(settings: Settings) -> ThreadService | None:
-    """backup.every: a backup when one is due (orchestrator/backup/schedule.py), looked at every minute; each
-    outcome is recorded for the health checks and the Settings view."""
-    if settings.backup.every is None:
-        return None
-
-    def run(ctx: ServiceContext, stop: threading.Event) -> None:
-        from orchestrator.backup.schedule import run_if_due
-
-        while True:
-            done = run_if_due(ctx.settings)
-            if done is not None:
-                log.info("scheduled backup %s%s", done["outcome"], f": {done['why']}" if done.get("why") else "")
-            if stop.wait(BACKUP_TICK_S):
-                return
-
-    return ThreadService("backups", run)

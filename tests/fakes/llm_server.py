@@ -286,7 +286,11 @@ class _Handler(JsonHandler):
             tokens: Any = _split_tokens(resp.get("content") or "") if resp.get("content") else []
             if resp.get("endless"):  # a server that ignores max_tokens: the answer repeats until the client leaves
                 tokens = itertools.cycle(tokens)
-            for token in tokens:
+            hold = resp.get("hold")  # (reached, release): the answer stops after its first token until release
+            for n, token in enumerate(tokens):
+                if hold and n == 1:
+                    hold[0].set()
+                    hold[1].wait(120)
                 if token_delay:
                     time.sleep(token_delay)
                 chunk({"content": token})
