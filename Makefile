@@ -67,7 +67,7 @@ install-mail-server:
 
 test: install-dev install-system install-mail-server install-local demo-model whisper-model test-corpus
 	@export JARVIS_REQUIRE_REAL_MODEL=1 JARVIS_REQUIRE_POSTGRES=$$(command -v apt-get >/dev/null && echo 1 || echo 0); \
-	export JARVIS_REQUIRE_DOVECOT=$$JARVIS_REQUIRE_POSTGRES; \
+	export JARVIS_REQUIRE_DOVECOT=$$JARVIS_REQUIRE_POSTGRES JARVIS_REQUIRE_SYNAPSE=1; \
 	status=0; \
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not solo" $(PYTEST_ARGS); rc=$$?; \
 	[ $$rc -eq 0 ] || [ $$rc -eq 5 ] || status=$$rc; \
