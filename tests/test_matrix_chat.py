@@ -306,3 +306,18 @@ def test_commands_new_and_help(jarvis_env, cast):
     said = _texts(alice, room, bot)
     assert any(t.startswith("New conversation") for t in said) and any("/pending" in t for t in said)
     assert _thread(app, room) != first and jarvis_env.server.requests == []
+
+
+def test_a_flood_is_refused_past_the_rate_said_once(jarvis_env, cast, synapse):
+    jarvis_env.write_config(channels={
+        "matrix": {"enabled": True, "homeserver": synapse.url, "user_id": cast.bot.user_id,
+                   "access_token": {"secret": "matrix_token"}, "chat_per_minute": 1},
+        "user_identities": [f"matrix:{cast.principal.user_id}"]})
+    app = cast.app()
+    alice, bot = cast.principal, cast.bot.user_id
+    room = _room(app, cast)
+    for _ in range(4):
+        alice.say(room, "/help")
+    _wait(lambda: _poller(app).sync_once(0), "the messages synced")
+    said = _texts(alice, room, bot)
+    assert sum("/pending" in t for t in said) == 1 and sum(t.startswith("Too many messages") for t in said) == 1
