@@ -91,6 +91,16 @@ class MatrixAPI:
             raise ChannelError(f"Matrix {name} failed: {answer.message} ({answer.status_code})")
         return answer
 
+    def soon(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """AsyncClient's method `name` called without waiting for its answer (a typing notification: the answer's
+        first words must not wait for it); a failure is logged."""
+        def done(future: Any) -> None:
+            failed = future.exception() or (future.result() if isinstance(future.result(), nio.ErrorResponse) else None)
+            if failed is not None:
+                log.info("Matrix %s failed: %s", name, getattr(failed, "message", failed))
+
+        asyncio.run_coroutine_threadsafe(getattr(self.client, name)(*args, **kwargs), self.loop).add_done_callback(done)
+
     def send(self, room: str, content: dict[str, Any], kind: str = "m.room.message") -> str:
         """One event into the room; its event id."""
         return str(self.call("room_send", room, kind, content).event_id)

@@ -25,7 +25,7 @@ LIMIT = 4000  # characters of one message: with the edit's copy, well under an e
 class RoomCalls(Protocol):
     def send(self, room: str, content: dict[str, Any], kind: str = "m.room.message") -> str: ...
 
-    def call(self, name: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any: ...
+    def soon(self, name: str, *args: Any, **kwargs: Any) -> None: ...
 
 
 def content_of(escaped: str) -> dict[str, Any]:
@@ -47,10 +47,8 @@ class MatrixReply:
         self.last_edit = 0.0
 
     def typing(self, on: bool = True) -> None:
-        try:
-            self.api.call("room_typing", self.room, on, timeout=10)
-        except Exception as exc:  # noqa: BLE001 - the answer comes all the same
-            log.info("could not show Matrix's typing notification: %s", exc)
+        """Sent without waiting: the answer comes all the same, and its first words do not wait for this."""
+        self.api.soon("room_typing", self.room, on)
 
     def send(self, escaped: str) -> str:
         return self.api.send(self.room, content_of(escaped))
