@@ -321,3 +321,39 @@ def test_a_flood_is_refused_past_the_rate_said_once(jarvis_env, cast, synapse):
     _wait(lambda: _poller(app).sync_once(0), "the messages synced")
     said = _texts(alice, room, bot)
     assert sum("/pending" in t for t in said) == 1 and sum(t.startswith("Too many messages") for t in said) == 1
+
+
+def test_the_answer_is_shown_as_it_is_written_by_editing_one_message(jarvis_env, cast):
+    """Streaming: the bot's first message is replaced (m.replace) as the words come, and ends as the whole answer,
+    one message, not one per edit."""
+    app = cast.app()
+    alice, bot = cast.principal, cast.bot.user_id
+    room = _room(app, cast)
+    words = " ".join(f"word{i}" for i in range(30))
+    jarvis_env.server.push({"content": words, "token_delay_s": 0.05})
+    alice.say(room, "say many words")
+    _wait(lambda: _poller(app).sync_once(0), "the message synced")
+    _wait(lambda: words in _texts(alice, room, bot), "the whole answer")
+    _settled(app, room)
+    edits = [e for e in alice.events(room) if e.get("sender") == bot
+             and ((e.get("content") or {}).get("m.relates_to") or {}).get("rel_type") == "m.replace"]
+    assert edits and _texts(alice, room, bot) == [words]
+
+
+def test_threads_and_pending_commands(jarvis_env, cast):
+    app = cast.app()
+    alice, bot = cast.principal, cast.bot.user_id
+    room = _room(app, cast)
+    poller = _poller(app)
+    jarvis_env.server.push(tool_call("fs_write_text", path=str(jarvis_env.root / "out.txt"), content="hello"))
+    alice.say(room, "write hello to out.txt")
+    poller.sync_once(0)
+    _wait(lambda: [t for t in _texts(alice, room, bot) if "code" in t], "the question")
+    _settled(app, room)
+    alice.say(room, "/pending")
+    alice.say(room, "/threads")
+    _wait(lambda: poller.sync_once(0), "the commands synced")
+    said = _wait(lambda: (s := _texts(alice, room, bot)) and len(s) >= 3 and s, "the commands' answers")
+    thread = _thread(app, room)
+    assert any(t.startswith("Waiting for you:") and thread in t for t in said)
+    assert any(t.startswith(f"* {thread}") for t in said)
