@@ -357,3 +357,15 @@ def test_threads_and_pending_commands(jarvis_env, cast):
     thread = _thread(app, room)
     assert any(t.startswith("Waiting for you:") and thread in t for t in said)
     assert any(t.startswith(f"* {thread}") for t in said)
+
+
+def test_more_messages_than_a_default_sync_gives_are_all_taken(jarvis_env, cast):
+    """Written while Jarvis was stopped: a homeserver's sync gives 10 events of a room by default; each of the 15
+    is taken (the sync asks for more)."""
+    app = cast.app()
+    alice, bot = cast.principal, cast.bot.user_id
+    room = _room(app, cast)
+    for _ in range(15):
+        alice.say(room, "/help")
+    _poller(cast.app()).sync_once(0)
+    assert sum("/pending" in t for t in _texts(alice, room, bot)) == 15

@@ -38,6 +38,9 @@ HOW_TO = ("Matrix is not configured: make a bot account on your homeserver, run 
           "'@jarvis:example.org', access_token: {secret: matrix_token}} in the config; then invite the bot to a room "
           "of your own")
 SYNC_CLAIM = "channel:matrix:sync"
+# A sync gives at most this many of a room's new events (Synapse's default is 10: more written while Jarvis was
+# stopped would be skipped); past it the timeline is "limited" and the older ones are said to be skipped.
+SYNC_FILTER = {"room": {"timeline": {"limit": 100}}}
 
 
 class MatrixAPI:
@@ -165,6 +168,9 @@ class MatrixPoller:
             handed += 1
         if since is not None:  # the first sync's timelines are the rooms' history: not answered
             for room, info in answer.rooms.join.items():
+                if info.timeline.limited:
+                    log.warning("matrix room %s: more events came than one sync gives (%d): the older ones are not "
+                                "read", room, SYNC_FILTER["room"]["timeline"]["limit"])
                 for event in info.timeline.events:
                     source = getattr(event, "source", None)
                     if not isinstance(source, dict) or source.get("sender") == self.api.user_id:
@@ -178,7 +184,8 @@ class MatrixPoller:
         return self.api.run(self._sync_call(since, wait), timeout=wait + 60)
 
     async def _sync_call(self, since: str | None, wait: float) -> Any:
-        answer = await self.api.client.sync(timeout=int((0 if since is None else wait) * 1000), since=since)
+        answer = await self.api.client.sync(timeout=int((0 if since is None else wait) * 1000), since=since,
+                                            sync_filter=SYNC_FILTER)
         if isinstance(answer, nio.ErrorResponse):
             raise ChannelError(f"Matrix sync failed: {answer.message} ({answer.status_code})")
         return answer
