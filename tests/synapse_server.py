@@ -145,6 +145,7 @@ class Person:
         self.loop = asyncio.new_event_loop()
         self.client = nio.AsyncClient(server.url, account.user_id)
         self.client.access_token = account.access_token
+        self.client.user_id = account.user_id
 
     def _do(self, coro):
         import nio
@@ -157,6 +158,9 @@ class Person:
     def room_with(self, *invite: str, encrypted: bool = False) -> str:
         state = [{"type": "m.room.encryption", "state_key": "", "content": {"algorithm": "m.megolm.v1.aes-sha2"}}]
         return self._do(self.client.room_create(invite=invite, initial_state=state if encrypted else ())).room_id
+
+    def set_name(self, name: str) -> None:
+        self._do(self.client.set_displayname(name))
 
     def invite(self, room: str, user: str) -> None:
         self._do(self.client.room_invite(room, user))
