@@ -53,8 +53,8 @@ run: install
 TEST_WORKERS ?= $(shell $(PY) -c "import os; print(max(1, len(os.sched_getaffinity(0)) * 3 // 2))" 2>/dev/null || echo auto)
 # Real-world test data (pypdf's PDFs, recorded YouTube responses; by pinned version and sha256, into .cache/corpus)
 # and the published MCP servers the tests run (npm, pinned, into .cache/npm, Playwright MCP among them; PyPI,
-# pinned, one virtualenv each in .cache/mcp-venvs), from the package registries; all git-ignored, nothing of it is
-# committed.
+# pinned, one virtualenv each in .cache/mcp-venvs, Synapse for the Matrix tests among them), from the package
+# registries; all git-ignored, nothing of it is committed.
 test-corpus: install
 	@$(PY) scripts/fetch_test_corpus.py
 	@$(PY) scripts/fetch_npm_servers.py
