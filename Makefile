@@ -53,8 +53,8 @@ run: install
 TEST_WORKERS ?= $(shell $(PY) -c "import os; print(max(1, len(os.sched_getaffinity(0)) * 3 // 2))" 2>/dev/null || echo auto)
 # Real-world test data (pypdf's PDFs, recorded YouTube responses; by pinned version and sha256, into .cache/corpus)
 # and the published MCP servers the tests run (npm, pinned, into .cache/npm, Playwright MCP among them; PyPI,
-# pinned, one virtualenv each in .cache/mcp-venvs), from the package registries; all git-ignored, nothing of it is
-# committed.
+# pinned, one virtualenv each in .cache/mcp-venvs, Synapse for the Matrix tests among them), from the package
+# registries; all git-ignored, nothing of it is committed.
 test-corpus: install
 	@$(PY) scripts/fetch_test_corpus.py
 	@$(PY) scripts/fetch_npm_servers.py
@@ -67,7 +67,7 @@ install-mail-server:
 
 test: install-dev install-system install-mail-server install-local demo-model whisper-model test-corpus
 	@export JARVIS_REQUIRE_REAL_MODEL=1 JARVIS_REQUIRE_POSTGRES=$$(command -v apt-get >/dev/null && echo 1 || echo 0); \
-	export JARVIS_REQUIRE_DOVECOT=$$JARVIS_REQUIRE_POSTGRES JARVIS_REQUIRE_RADICALE=1; \
+	export JARVIS_REQUIRE_DOVECOT=$$JARVIS_REQUIRE_POSTGRES JARVIS_REQUIRE_RADICALE=1 JARVIS_REQUIRE_SYNAPSE=1; \
 	status=0; \
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal -m "not solo" $(PYTEST_ARGS); rc=$$?; \
 	[ $$rc -eq 0 ] || [ $$rc -eq 5 ] || status=$$rc; \

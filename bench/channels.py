@@ -1,10 +1,13 @@
-"""Latency of the user's Telegram conversation: from an inbound message to the first character of the answer
-leaving Jarvis (the Bot API's sendMessage reaching the local Telegram server), against the same turn through the
+"""Latency of the user's Telegram and Matrix conversations: from an inbound message to the first character of the
+answer leaving Jarvis (the Bot API's sendMessage reaching the local Telegram server; for Matrix, from the
+principal's message stored by a real Synapse to the bot's first room_send), against the same turn through the
 web API (the first token event of POST /api/threads/{id}/messages), on the same scripted model with a thinking
 time before its first token. Both through one `jarvis run` app, interleaved so that load hits both alike.
 Floor (issue 29): Telegram <= 1.2 x the web API; goal <= 1.05 x.
 
-    .venv/bin/python bench/channels.py [--reps 9] [--think-ms 300]
+    .venv/bin/python bench/channels.py [--reps 9] [--think-ms 300] [--no-matrix]
+
+Matrix needs the pinned Synapse (scripts/fetch_pypi_servers.py, as `make test` installs it).
 """
 
 from __future__ import annotations
@@ -64,10 +67,47 @@ def telegram_first_character(telegram: TelegramServer, server: FakeLLMServer, th
     return first
 
 
+def matrix_first_character(alice, room: str, server: FakeLLMServer, think_s: float, jarvis) -> float:
+    chat = jarvis.matrix_chat
+    hub = jarvis.turn_hub()
+    chat._new_thread(room)
+    sent: list[float] = []
+    send = chat.api.send
+    chat.api.send = lambda *a, **k: (sent.append(time.perf_counter()), send(*a, **k))[1]
+    server.push({"content": ANSWER, "delay_s": think_s})
+    try:
+        start = time.perf_counter()
+        alice.say(room, "hi")
+        deadline = time.monotonic() + 30
+        while not sent and time.monotonic() < deadline:
+            time.sleep(0.002)
+        if not sent:
+            raise AssertionError("no answer left for Matrix")
+        while hub.running_ids() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return sent[0] - start
+    finally:
+        chat.api.send = send
+
+
+def matrix_config(tmp: str) -> tuple:
+    """A started Synapse, the bot's and the principal's accounts, the channels config for them."""
+    from tests.synapse_server import Person, Synapse
+
+    synapse = Synapse().start()
+    bot = synapse.register("jarvis")
+    alice = Person(synapse, synapse.register("alice"))
+    os.environ["JARVIS_SECRET_MATRIX_TOKEN"] = bot.access_token
+    return synapse, alice, bot, {"enabled": True, "homeserver": synapse.url, "user_id": bot.user_id,
+                                 "access_token": {"secret": "matrix_token"}, "chat_per_minute": 1000,
+                                 "sync_timeout_s": 5}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--think-ms", type=float, default=300.0)
+    parser.add_argument("--no-matrix", action="store_true", help="leave Matrix out (no Synapse installed)")
     args = parser.parse_args()
     think = args.think_ms / 1000
     logging.basicConfig(level=logging.WARNING)
@@ -78,6 +118,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as server, TelegramServer("1:BENCH") as telegram:
         os.environ["JARVIS_SECRET_TELEGRAM_TOKEN"] = "1:BENCH"
         telegram.state.known_chats.add(PRINCIPAL)
+        synapse = alice = None
+        channels: dict = {}
+        if not args.no_matrix:
+            synapse, alice, bot, channels["matrix"] = matrix_config(tmp)
         cfg = Path(tmp) / "config.yml"
         cfg.write_text(yaml.safe_dump({
             "models": {"primary": {"base_url": server.base_url, "model": "scripted-model", "api_key": "bench",
@@ -86,23 +130,40 @@ def main() -> None:
             "mcp": {"dir": str(Path(tmp) / "mcp")}, "fs": {"roots": [tmp]}, "sandbox": {"required": False},
             "channels": {"telegram": {"enabled": True, "token": {"secret": "telegram_token"},
                                       "api_base": telegram.base_url, "poll_timeout_s": 5, "chat_per_minute": 1000},
-                         "user_identities": [f"telegram:{PRINCIPAL}"]}}))
+                         "user_identities": [f"telegram:{PRINCIPAL}"] + ([f"matrix:{alice.user_id}"] if alice else []),
+                         **channels}}))
         jarvis = App(load_settings(cfg))
-        app = create_app(jarvis, services=["orchestrator.server.services:telegram_inbound_service"])
-        with serve_in_thread(app) as url:
-            api, tg = [], []
-            for rep in range(args.reps + 1):
-                pair = ((lambda rep=rep: api.append(api_first_token(url, app.state.token, server, think, rep))),
-                        (lambda: tg.append(telegram_first_character(telegram, server, think, jarvis))))
-                for run in pair if rep % 2 == 0 else pair[::-1]:
-                    run()
-            api, tg = api[1:], tg[1:]  # the first of each warms up
+        app = create_app(jarvis, services=["orchestrator.server.services:telegram_inbound_service"] +
+                         (["orchestrator.server.services:matrix_inbound_service"] if alice else []))
+        try:
+            with serve_in_thread(app) as url:
+                room = alice.room_with(bot.user_id) if alice else ""
+                deadline = time.monotonic() + 30
+                while alice and bot.user_id not in alice.members(room) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                api, tg, mx = [], [], []
+                for rep in range(args.reps + 1):
+                    runs = [(lambda rep=rep: api.append(api_first_token(url, app.state.token, server, think, rep))),
+                            (lambda: tg.append(telegram_first_character(telegram, server, think, jarvis)))]
+                    if alice:
+                        runs.append(lambda: mx.append(matrix_first_character(alice, room, server, think, jarvis)))
+                    for run in runs if rep % 2 == 0 else runs[::-1]:
+                        run()
+                api, tg, mx = api[1:], tg[1:], mx[1:]  # the first of each warms up
+        finally:
+            if synapse is not None:
+                alice.close()
+                synapse.stop()
     a, t = statistics.median(api) * 1000, statistics.median(tg) * 1000
     ratio = t / a
     print("[channels: inbound message -> first character of the answer]")
     print(f"  web API first token: {a:.1f} ms (median of {len(api)})")
     print(f"  Telegram first character: {t:.1f} ms (median of {len(tg)})")
     print(f"  ratio: {ratio:.3f} (floor <= 1.2, goal <= 1.05) -> {'OK' if ratio <= 1.2 else 'MISSED'}")
+    if mx:
+        m = statistics.median(mx) * 1000
+        print(f"  Matrix first character (a real Synapse, its sync included): {m:.1f} ms (median of {len(mx)})")
+        print(f"  ratio: {m / a:.3f} (floor <= 1.2, goal <= 1.05) -> {'OK' if m / a <= 1.2 else 'MISSED'}")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .chat.answering import ThreadAnswers
     from .conversations.telegram import TelegramChat
     from .conversations.email import EmailChat
+    from .conversations.matrix import MatrixChat
     from .chat.live_turns import TurnHub
     from .chat.runtime import JarvisRuntime
     from .docs_index import DocsIndex
@@ -372,6 +373,15 @@ class App:
         from .conversations.email import EmailChat
 
         return self._part("email_chat", lambda: EmailChat(self.settings, self.turn_hub()))
+
+    @property
+    def matrix_chat(self) -> MatrixChat:
+        """The user's own conversation over Matrix (channels.matrix): its turns on this App's TurnHub."""
+        from .channels.matrix import MatrixAPI
+        from .conversations.matrix import MatrixChat
+
+        return self._part("matrix_chat", lambda: MatrixChat(self.settings, self.turn_hub(), self.pending,
+                                                            self.remote_answers, MatrixAPI(self.settings)))
 
     def _confirm_in_chat(self, item: dict[str, Any], chat: str) -> None:
         """A confirmation of the user's Telegram conversation, sent with buttons into that chat at once, and only

@@ -1,4 +1,4 @@
-"""Install the published MCP servers from PyPI that the tests run, each into its own virtualenv under
+"""Install the published servers from PyPI that the tests run (MCP servers, the Matrix homeserver), each into its own virtualenv under
 .cache/mcp-venvs (git-ignored): `make test` runs this before the tests.
 
     python scripts/fetch_pypi_servers.py [DEST]     (DEST defaults to .cache/mcp-venvs in the checkout)
@@ -23,7 +23,10 @@ DEFAULT_DEST = REPO / ".cache" / "mcp-venvs"
 # server name -> the pinned requirements of its environment
 # sdk-client is not a server: the MCP SDK 2.x whose client the tests drive Jarvis's own MCP server with
 # (tests/fakes/mcp_sdk_client.py), a client nobody here wrote, of the SDK generation Jarvis does not use.
-SERVERS = {"git": ["mcp-server-git==2026.10.19", "mcp==2.3.0"], "sdk-client": ["mcp==2.3.0"]}
+# synapse is the Matrix homeserver the Matrix channel's tests run (tests/fakes/synapse.py): a real server in its own
+# environment, as its dependencies (Twisted, its own pydantic pins) are no business of Jarvis's.
+SERVERS = {"git": ["mcp-server-git==2026.10.19", "mcp==2.3.0"], "sdk-client": ["mcp==2.3.0"],
+           "synapse": ["matrix-synapse==1.163.2"]}
 STAMP = ".complete"
 
 

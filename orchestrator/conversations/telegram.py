@@ -118,11 +118,18 @@ class TelegramChat:
 
     def _new_thread(self, chat: str) -> str:
         number = int(self.state.get(f"threads:{chat}", "0") or 0) + 1
-        thread = f"telegram-{chat}-{number}"
+        thread = self._thread_name(chat, number)
         self.state.set(f"threads:{chat}", str(number))
         self.state.set(f"chat_of:{thread}", chat)
         self.state.set(f"thread:{chat}", thread)
         return thread
+
+    def _thread_name(self, chat: str, number: int) -> str:
+        return f"telegram-{chat}-{number}"
+
+    def _reply(self, chat: str) -> Any:
+        """One answer being written into the chat (telegram_replies.Reply; the Matrix conversation's own)."""
+        return Reply(self.api, chat, self.cfg.edit_every_s)
 
     def _start(self, chat: str, text: str) -> None:
         thread = self.thread_of(chat)
@@ -156,9 +163,9 @@ class TelegramChat:
 
     def _say(self, chat: str, text: str) -> None:
         try:
-            Reply(self.api, chat).finish(visible(redact(text)))
+            self._reply(chat).finish(visible(redact(text)))
         except Exception as exc:  # noqa: BLE001 - the poller goes on; the next message may get through
-            log.warning("could not write to Telegram chat %s: %s", chat, exc)
+            log.warning("could not write to chat %s: %s", chat, exc)
 
     # -- out --------------------------------------------------------------------------------------------------
     def _watch(self, turn: LiveTurn) -> None:
@@ -168,7 +175,7 @@ class TelegramChat:
 
     def relay(self, turn: LiveTurn, chat: str) -> None:
         """The turn's answer into the chat as it is written; its confirmations with buttons."""
-        reply = Reply(self.api, chat, self.cfg.edit_every_s)
+        reply = self._reply(chat)
         reply.typing()
         said = ""
         try:
@@ -180,7 +187,7 @@ class TelegramChat:
                 elif kind == "tool_call":
                     if said.strip():  # what was said before the call stays, the next words go in a new message
                         reply.finish(said)
-                    reply, said = Reply(self.api, chat, self.cfg.edit_every_s), ""
+                    reply, said = self._reply(chat), ""
                     reply.typing()
                 elif kind == "confirmation":
                     self.send_confirmation(event, chat)
@@ -190,4 +197,4 @@ class TelegramChat:
                     reply.finish(f"{said}\n\n[The turn failed: {event.get('message')}]" if said.strip()
                                  else f"The turn failed: {event.get('message')}")
         except Exception:  # noqa: BLE001 - the thread keeps the answer; the web UI shows it
-            log.exception("relaying the turn on %s to Telegram chat %s", turn.thread_id, chat)
+            log.exception("relaying the turn on %s to chat %s", turn.thread_id, chat)

@@ -383,6 +383,29 @@ class TelegramConfig(_Section):
     edit_every_s: float = Field(1.0, ge=0.2, description="the answer shown as it is written: one edit at most this often")
 
 
+class MatrixConfig(_Section):
+    enabled: bool = False
+    homeserver: str = Field("", description="the bot account's homeserver, e.g. https://matrix.example.org")
+    user_id: str = Field("", description="the bot account, e.g. @jarvis:example.org (you invite it to a room of "
+                                         "your own; you: a matrix:@you:example.org of channels.user_identities)")
+    access_token: SecretValue = Field(None, description="the bot's access token ({secret: NAME}), or use password")
+    password: SecretValue = Field(None, description="the bot's password ({secret: NAME}), when no access_token")
+    sync_timeout_s: int = Field(30, ge=0, description="how long one sync waits on the homeserver for new events")
+    chat_per_minute: int = Field(20, ge=1, description="your messages taken per minute in one room; more are refused")
+    max_message_chars: int = Field(20_000, ge=1, le=100_000, description="a longer message is refused with why (a "
+                                   "homeserver takes events of up to 64 KiB; long text goes in a file in the web UI)")
+    edit_every_s: float = Field(1.0, ge=0.2, description="the answer shown as it is written: one edit at most this often")
+
+    @model_validator(mode="after")
+    def _usable(self) -> "MatrixConfig":
+        if self.enabled and not (self.homeserver and self.user_id and (self.access_token or self.password)):
+            raise ValueError("channels.matrix needs homeserver, user_id and access_token or password "
+                             "(each a {secret: NAME}) when enabled")
+        if self.user_id and not (self.user_id.startswith("@") and ":" in self.user_id):
+            raise ValueError("channels.matrix.user_id is a full Matrix id: @name:server")
+        return self
+
+
 class EmailChannelConfig(_Section):
     enabled: bool = False
     poll_interval_s: float = Field(60.0, gt=0)
@@ -397,6 +420,7 @@ class ChannelsConfig(_Section):
     local: bool = True
     email: EmailChannelConfig = Field(default_factory=EmailChannelConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    matrix: MatrixConfig = Field(default_factory=MatrixConfig)
     burst_window_s: float = Field(20.0, ge=0)
     send_per_minute: int = Field(20, ge=1)
     route_min_confidence: float = Field(0.7, ge=0, le=1)

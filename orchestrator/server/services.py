@@ -46,6 +46,7 @@ SERVICE_FACTORIES: list[str] = [
     "orchestrator.server.services:reminder_scheduler_service",
     "orchestrator.server.services:telegram_inbound_service",
     "orchestrator.server.services:email_inbound_service",
+    "orchestrator.server.services:matrix_inbound_service",
     "orchestrator.server.services:jorbs_recover_service",
     "orchestrator.server.services:approvals_notify_service",
 ]
@@ -238,6 +239,21 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
                               converse=ctx.app.telegram_chat.take if chat else None).start()
 
     return _StartStop("telegram-inbound", start, detail=lambda poller: poller.status_note())
+
+
+def matrix_inbound_service(settings: Settings) -> _StartStop | None:
+    """Syncs the Matrix bot account: the user's invites are joined and their messages are their conversation with
+    Jarvis (conversations/matrix.py); anyone else's invite is declined."""
+    if not settings.channels.matrix.enabled:
+        return None
+
+    def start(ctx: ServiceContext) -> Any:
+        from orchestrator.channels.matrix import MatrixPoller
+
+        chat = ctx.app.matrix_chat
+        return MatrixPoller(ctx.settings, chat, chat.api).start()
+
+    return _StartStop("matrix-inbound", start, detail=lambda poller: poller.last_error)
 
 
 def email_inbound_service(settings: Settings) -> _StartStop | None:

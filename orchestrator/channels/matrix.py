@@ -1,0 +1,223 @@
+"""Matrix through matrix-nio: a bot account on any homeserver (`channels.matrix`), its client-server API calls made
+from Jarvis's threads, and a sync loop that hands each invite and each room event to the user's conversation
+(conversations/matrix.py).
+
+nio is asyncio; Jarvis's channels are threads. MatrixAPI runs one AsyncClient on an event loop of its own thread,
+and every call is made from any thread and waited for (`call`), an error response raised as ChannelError.
+
+Once: the sync token (`since`) is kept in the database after each batch is handed on, so a restart goes on where it
+stopped; a batch handed on twice (a crash before the token was kept) is made harmless by the conversation's
+processed-event record. The very first sync (no token yet) takes the invites waiting for the bot but not the rooms'
+history: the bot answers what is written from then on. Invites sent while Jarvis was stopped come in the next sync
+(pending invites are part of every sync that has not seen them).
+
+End-to-end encryption is not supported: nio needs libolm (python-olm, a C library no longer maintained) for it. An
+encrypted room is refused with why (conversations/matrix.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Coroutine
+from typing import Any, Protocol
+
+import nio
+
+from orchestrator.core import secrets
+from orchestrator.core.config import Settings
+from orchestrator.storage.claims import Claims
+from .base import ChannelError
+from .models import ChannelState
+
+log = logging.getLogger(__name__)
+
+HOW_TO = ("Matrix is not configured: make a bot account on your homeserver, run `jarvis secrets set matrix_token` "
+          "(its access token), and set channels.matrix: {enabled: true, homeserver: https://..., user_id: "
+          "'@jarvis:example.org', access_token: {secret: matrix_token}} in the config; then invite the bot to a room "
+          "of your own")
+SYNC_CLAIM = "channel:matrix:sync"
+# A sync gives at most this many of a room's new events (Synapse's default is 10: more written while Jarvis was
+# stopped would be skipped); past it the timeline is "limited" and the older ones are said to be skipped.
+SYNC_FILTER = {"room": {"timeline": {"limit": 100}}}
+
+
+class MatrixAPI:
+    """The bot's logged-in nio client. `call(name, *args)`: AsyncClient's method `name`, its answer (an error
+    answer raised as ChannelError)."""
+
+    def __init__(self, settings: Settings, timeout: float = 60.0):
+        cfg = settings.channels.matrix
+        if not cfg.enabled:
+            raise ChannelError(HOW_TO)
+        self.timeout = timeout
+        self.user_id = cfg.user_id
+        self.state = ChannelState(settings, "matrix")
+        try:
+            token = secrets.resolve(cfg.access_token, what="channels.matrix.access_token") if cfg.access_token else None
+            password = None if token else secrets.resolve(cfg.password, what="channels.matrix.password")
+        except secrets.SecretError as exc:
+            raise ChannelError(f"{exc}. {HOW_TO}") from None
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="matrix-client", daemon=True)
+        self._thread.start()
+        try:
+            self.client = self.run(self._client(cfg.homeserver, token, password))
+        except BaseException:
+            self.close()
+            raise
+
+    async def _client(self, homeserver: str, token: str | None, password: str | None) -> nio.AsyncClient:
+        # the device a password login made before is used again: one device for the bot, not one a start
+        client = nio.AsyncClient(homeserver, self.user_id, device_id=self.state.get("device_id") or "",
+                                 config=nio.AsyncClientConfig(encryption_enabled=False, store_sync_tokens=False))
+        if token:
+            client.access_token = token
+            return client
+        answer = await client.login(password=password, device_name="Jarvis")
+        if isinstance(answer, nio.LoginError):
+            await client.close()
+            raise ChannelError(f"the homeserver refused the bot's login ({answer.message}): check "
+                               "channels.matrix.user_id and its password")
+        self.state.set("device_id", answer.device_id)
+        return client
+
+    def run(self, coro: Coroutine[Any, Any, Any], timeout: float | None = None) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout or self.timeout)
+
+    def call(self, name: str, *args: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        answer = self.run(getattr(self.client, name)(*args, **kwargs), timeout)
+        if isinstance(answer, nio.ErrorResponse):
+            if answer.status_code in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"):
+                raise ChannelError(f"the homeserver refused the bot's access token ({answer.message}): {HOW_TO}")
+            raise ChannelError(f"Matrix {name} failed: {answer.message} ({answer.status_code})")
+        return answer
+
+    def soon(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """AsyncClient's method `name` called without waiting for its answer (a typing notification: the answer's
+        first words must not wait for it); a failure is logged."""
+        def done(future: Any) -> None:
+            failed = future.exception() or (future.result() if isinstance(future.result(), nio.ErrorResponse) else None)
+            if failed is not None:
+                log.info("Matrix %s failed: %s", name, getattr(failed, "message", failed))
+
+        asyncio.run_coroutine_threadsafe(getattr(self.client, name)(*args, **kwargs), self.loop).add_done_callback(done)
+
+    def send(self, room: str, content: dict[str, Any], kind: str = "m.room.message") -> str:
+        """One event into the room; its event id."""
+        return str(self.call("room_send", room, kind, content).event_id)
+
+    def members(self, room: str) -> set[str]:
+        """Who has joined the room, as the homeserver says now."""
+        return {m.user_id for m in self.call("joined_members", room).members}
+
+    def event(self, room: str, event_id: str) -> dict[str, Any]:
+        """An event of the room as the homeserver has it (its sender is the one the homeserver authenticated)."""
+        return dict(self.call("room_get_event", room, event_id).event.source)
+
+    def encrypted(self, room: str) -> bool:
+        answer = self.run(self.client.room_get_state_event(room, "m.room.encryption"))
+        return not isinstance(answer, nio.ErrorResponse)
+
+    def close(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None and self.loop.is_running():
+            try:
+                self.run(client.close(), timeout=10)
+            except Exception as exc:  # noqa: BLE001 - the process ends its sockets anyway
+                log.info("closing the Matrix client: %s", exc)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+
+
+class Conversation(Protocol):
+    """What the sync loop hands events to (conversations/matrix.MatrixChat)."""
+
+    def invited(self, room: str, inviter: str | None) -> None: ...
+
+    def take(self, room: str, event: dict[str, Any]) -> bool: ...
+
+
+class MatrixPoller:
+    """The sync loop in a background thread: each invite to the bot and each event of a room it joined go to
+    `chat` (events the bot sent itself excepted). One worker of several syncs (a claim), as for Telegram."""
+
+    def __init__(self, settings: Settings, chat: Conversation, api: MatrixAPI):
+        self.settings = settings
+        self.cfg = settings.channels.matrix
+        self.chat = chat
+        self.api = api
+        self.state = ChannelState(settings, "matrix")
+        self.claims = Claims(settings)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_error: str | None = None
+
+    def sync_once(self, timeout_s: float | None = None) -> int:
+        """One sync from the kept token; returns how many events and invites were handed on."""
+        since = self.state.get("since")
+        wait = self.cfg.sync_timeout_s if timeout_s is None else timeout_s
+        answer = self._sync(since, wait)
+        handed = 0
+        for room, info in answer.rooms.invite.items():
+            inviter = next((e.sender for e in info.invite_state
+                            if isinstance(e, nio.InviteMemberEvent) and e.state_key == self.api.user_id
+                            and e.membership == "invite"), None)
+            self.chat.invited(room, inviter)
+            handed += 1
+        if since is not None:  # the first sync's timelines are the rooms' history: not answered
+            for room, info in answer.rooms.join.items():
+                if info.timeline.limited:
+                    log.warning("matrix room %s: more events came than one sync gives (%d): the older ones are not "
+                                "read", room, SYNC_FILTER["room"]["timeline"]["limit"])
+                for event in info.timeline.events:
+                    source = getattr(event, "source", None)
+                    if not isinstance(source, dict) or source.get("sender") == self.api.user_id:
+                        continue
+                    self.chat.take(room, source)
+                    handed += 1
+        self.state.set("since", answer.next_batch)
+        return handed
+
+    def _sync(self, since: str | None, wait: float) -> Any:
+        return self.api.run(self._sync_call(since, wait), timeout=wait + 60)
+
+    async def _sync_call(self, since: str | None, wait: float) -> Any:
+        answer = await self.api.client.sync(timeout=int((0 if since is None else wait) * 1000), since=since,
+                                            sync_filter=SYNC_FILTER)
+        if isinstance(answer, nio.ErrorResponse):
+            raise ChannelError(f"Matrix sync failed: {answer.message} ({answer.status_code})")
+        return answer
+
+    def _run(self) -> None:
+        backoff = 1.0
+        standby_wait = min(30.0, self.claims.lease.total_seconds() / 3)
+        while not self._stop.is_set():
+            try:
+                if not self.claims.acquire(SYNC_CLAIM):
+                    self._stop.wait(standby_wait)
+                    continue
+                self.sync_once()
+                self.last_error = None
+                backoff = 1.0
+            except Exception as exc:  # noqa: BLE001 - keep syncing; say why it failed
+                self.last_error = str(exc)
+                log.warning("matrix sync failed: %s (retrying in %.0f s)", exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 60)
+
+    def start(self) -> "MatrixPoller":
+        self._thread = threading.Thread(target=self._run, name="matrix-sync", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.cfg.sync_timeout_s + 15)
+        try:
+            self.claims.release(SYNC_CLAIM)
+        except Exception as exc:  # noqa: BLE001 - the lease ends on its own
+            log.warning("could not release the Matrix sync claim: %s", exc)
+        self.api.close()
