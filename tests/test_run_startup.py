@@ -122,11 +122,12 @@ def test_jarvis_run_that_cannot_start_says_why_and_exits(jarvis_env):
 
 
 def test_jarvis_pending_with_nothing_waiting_loads_no_graph(jarvis_env):
-    """`jarvis pending` answers from the tables when no thread waits: the graph, the model client and the tools
-    (most of a command's start-up) are not loaded to say that nothing is waiting."""
+    """`jarvis pending` answers from the tables when no thread waits: the graph, the model client, LangChain's
+    messages (the thread index reads none to say a thread waits) and the tools, most of a command's start-up, are
+    not loaded to say that nothing is waiting."""
     probe = ("import sys\nfrom orchestrator.cli import main\nsys.argv = ['jarvis', 'pending']\ntry:\n    main()\n"
              "except SystemExit:\n    pass\nprint('LOADED', sorted(m for m in ('langgraph', 'langchain_openai', "
-             "'orchestrator.chat.graph') if m in sys.modules))\n")
+             "'langchain_core', 'openai', 'mcp', 'orchestrator.chat.graph') if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", probe], env=jarvis_env.env(), capture_output=True, text=True,
                           timeout=120)
     assert "nothing is waiting for confirmation" in proc.stdout, proc.stderr
