@@ -51,22 +51,29 @@ def _seconds(args: list[str], env: dict[str, str]) -> float:
 
 def _run_until_answering(env: dict[str, str], server: FakeLLMServer) -> tuple[float, float, float]:
     """(healthz 200, the full app up, the first token of a first message), in seconds from the command."""
+    said = tempfile.TemporaryFile("w+")  # what `jarvis run` says on its terminal, shown if it stops
     t0 = time.perf_counter()
     proc = subprocess.Popen([str(JARVIS), "run", "--port", "0", "--no-open", "--no-services"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, stdin=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=said, text=True, stdin=subprocess.DEVNULL)
     try:
         line = proc.stdout.readline()
         base, token = re.search(r"running at (http://[^/]+)/\?token=(\S+)", line).groups()
         healthz = up = None
         with httpx.Client(base_url=base, timeout=300, headers={"Authorization": f"Bearer {token}"}) as client:
             while up is None:
+                if proc.poll() is not None:  # a Jarvis that stopped never answers: polling on would spin forever
+                    said.seek(0)
+                    raise RuntimeError(f"jarvis run exited {proc.returncode} before it was up: {said.read()[-2000:]}")
                 try:
                     status = client.get("/healthz").json().get("status")
                 except httpx.TransportError:
+                    time.sleep(0.02)  # not a busy loop on the cores the measured server starts on
                     continue
                 healthz = healthz or time.perf_counter() - t0
                 if status == "up":
                     up = time.perf_counter() - t0
+                else:
+                    time.sleep(0.02)
             server.push({"content": "Hello there."})
             with client.stream("POST", "/api/threads/bench-first/messages", json={"text": "hi"}) as stream:
                 for chunk in stream.iter_lines():
@@ -79,6 +86,7 @@ def _run_until_answering(env: dict[str, str], server: FakeLLMServer) -> tuple[fl
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+        said.close()
 
 
 def main() -> None:

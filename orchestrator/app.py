@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .core.config import Settings, load_settings
@@ -125,7 +126,6 @@ class App:
 
     def _default_catalog(self) -> ToolCatalog:
         from .jarb.tools import generated_provider
-        from .mcp.provider import mcp_provider
         from .tools.catalog import StaticProvider, ToolCatalog, ToolProvider
         from .tools.switches import ToolSwitches
 
@@ -135,10 +135,13 @@ class App:
         static = StaticProvider("static", self.static_tools())
         providers.append(static)
         reserved = {t.name for t in self._extra_tools} | {t.name for t in static.list_tools()}
-        mcp = mcp_provider(self.settings, manager=self.mcp_manager, reserved=lambda: reserved,
-                           android=lambda: self.android)
-        if mcp is not None:
-            providers.append(mcp)
+        if Path(self.settings.mcp.dir).is_dir():  # no MCP folder: the MCP library (~1 s to import) is not loaded
+            from .mcp.provider import mcp_provider
+
+            mcp = mcp_provider(self.settings, manager=self.mcp_manager, reserved=lambda: reserved,
+                               android=lambda: self.android)
+            if mcp is not None:
+                providers.append(mcp)
         providers.append(generated_provider(self.settings, lambda: self.sandbox))
         return ToolCatalog(providers, switches=ToolSwitches(self.settings))
 

@@ -1,5 +1,6 @@
 """The documentation stays true: the generated reference matches the code, the README stays a quick start, and
-every link between the pages points at a file of the repository."""
+every link between the pages points at a file of the repository, and each picture of the UI a page shows is one the
+UI tests take (tests/test_ui_browser.py's `guide_shot`), so it shows the UI as it is."""
 
 from __future__ import annotations
 
@@ -36,3 +37,20 @@ def test_every_link_between_the_pages_points_at_a_file_of_the_repository():
             if not resolved.is_relative_to(REPO) or not resolved.exists():
                 broken.append(f"{page.relative_to(REPO)} -> {target}")
     assert not broken, broken
+
+
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.png)\)")
+
+
+def test_each_picture_of_the_ui_in_the_pages_is_taken_by_the_ui_tests():
+    taken = set(re.findall(r'guide_shot\(page, "([^"]+)"\)', (REPO / "tests" / "test_ui_browser.py").read_text()))
+    shown: dict[str, str] = {}
+    for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
+        for target in IMAGE.findall(page.read_text()):
+            shown[str((page.parent / target).resolve().relative_to(REPO))] = str(page.relative_to(REPO))
+    assert shown, "the guides show no picture of the UI"
+    for image, page in shown.items():
+        path = REPO / image
+        assert image.startswith("docs/images/") and path.stem in taken, f"{page} shows {image}, which no UI test takes"
+        assert path.exists(), f"{page} shows {image}: run tests/test_ui_browser.py to take it"
+        assert path.stat().st_size < 100_000, f"{image} is {path.stat().st_size} bytes: keep the pictures small"

@@ -5,6 +5,7 @@ and a Jarvis that cannot start says why and stops."""
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import subprocess
 import sys
@@ -121,13 +122,33 @@ def test_jarvis_run_that_cannot_start_says_why_and_exits(jarvis_env):
     assert re.search(r"error: .*(could not|cannot|Not a directory)", proc.stderr), proc.stderr
 
 
-def test_jarvis_pending_with_nothing_waiting_loads_no_graph(jarvis_env):
-    """`jarvis pending` answers from the tables when no thread waits: the graph, the model client and the tools
-    (most of a command's start-up) are not loaded to say that nothing is waiting."""
-    probe = ("import sys\nfrom orchestrator.cli import main\nsys.argv = ['jarvis', 'pending']\ntry:\n    main()\n"
-             "except SystemExit:\n    pass\nprint('LOADED', sorted(m for m in ('langgraph', 'langchain_openai', "
-             "'orchestrator.chat.graph') if m in sys.modules))\n")
+def _loaded_by(jarvis_env, args: list[str], modules: tuple[str, ...]) -> tuple[str, list[str]]:
+    """(what `jarvis ARGS` printed, which of `modules` it imported), run in a fresh interpreter."""
+    probe = (f"import sys\nfrom orchestrator.cli import main\nsys.argv = ['jarvis', *{args!r}]\ntry:\n    main()\n"
+             f"except SystemExit:\n    pass\nsys.stdout.flush()\n"
+             f"import json\nprint('\\nLOADED', json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))\n")
     proc = subprocess.run([sys.executable, "-c", probe], env=jarvis_env.env(), capture_output=True, text=True,
-                          timeout=120)
-    assert "nothing is waiting for confirmation" in proc.stdout, proc.stderr
-    assert "LOADED []" in proc.stdout, proc.stdout
+                          timeout=300, stdin=subprocess.DEVNULL)
+    said, _, loaded = proc.stdout.rpartition("\nLOADED ")
+    assert loaded, (proc.stdout, proc.stderr)
+    return said, json.loads(loaded)
+
+
+def test_jarvis_pending_with_nothing_waiting_loads_no_graph(jarvis_env):
+    """`jarvis pending` answers from the tables when no thread waits: the graph, the model client, LangChain's
+    messages (the thread index reads none to say a thread waits) and the tools, most of a command's start-up, are
+    not loaded to say that nothing is waiting."""
+    said, loaded = _loaded_by(jarvis_env, ["pending"], ("langgraph", "langchain_openai", "langchain_core", "openai",
+                                                        "mcp", "orchestrator.chat.graph"))
+    assert "nothing is waiting for confirmation" in said
+    assert loaded == []
+
+
+def test_a_one_shot_chat_without_mcp_servers_does_not_load_the_mcp_library(jarvis_env):
+    """With no MCP folder there is no MCP tool to offer: the MCP library and its LangChain adapter (about a second
+    of a one-shot chat's start-up) are not imported to find that out."""
+    assert not jarvis_env.settings.mcp.dir.exists()
+    jarvis_env.server.push({"content": "One answer."})
+    said, loaded = _loaded_by(jarvis_env, ["chat", "hello"], ("mcp", "langchain_mcp_adapters", "langgraph"))
+    assert "One answer." in said
+    assert loaded == ["langgraph"]  # the chat did build its graph

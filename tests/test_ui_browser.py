@@ -1,6 +1,7 @@
 """The web UI in a real browser: Debian's Chromium, headless, driven by Playwright (no browser download).
 
-Screenshots go to test-output/ui/.
+Screenshots go to test-output/ui/; the guides' pictures of the main views (docs/images/) are taken here too, by
+`guide_shot`, so they show the UI as it is whenever these tests run.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 SHOTS = REPO / "test-output" / "ui"
+GUIDE_IMAGES = REPO / "docs" / "images"
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +67,17 @@ def open_ui(browser, jarvis_env):
 def shot(page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def guide_shot(page, name: str) -> None:
+    """docs/images/NAME.png: what the window shows, in 64 colours (a few tens of KB, not a few hundred)."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    GUIDE_IMAGES.mkdir(parents=True, exist_ok=True)
+    image = Image.open(BytesIO(page.screenshot(animations="disabled", caret="hide"))).convert("RGB")
+    image.quantize(colors=64).save(GUIDE_IMAGES / f"{name}.png", optimize=True)
 
 
 def send(page, text: str) -> None:
@@ -198,6 +211,8 @@ def _confirm_flow(open_ui, decision: str):
     dialog.wait_for()
     assert '"content": "from the browser"' in dialog.get_by_label("Arguments (JSON)").input_value()
     shot(page, f"confirm-after-reload-{decision}")
+    if decision == "Approve":
+        guide_shot(page, "chat-confirmation")
     server.env.server.push(answer("Done as you said."))
     dialog.get_by_role("button", name=decision).click()
     page.locator(".msg.assistant", has_text="Done as you said.").wait_for()
@@ -439,6 +454,7 @@ def test_runs_and_settings_views(open_ui):
     expect(page.locator('.endpoint[data-role="primary"]')).to_contain_text("answers")
     expect(page.locator(".settings-info")).to_contain_text(str(server.env.config_path))
     shot(page, "settings")
+    guide_shot(page, "settings")
     assert page.js_errors == []
 
 
@@ -521,6 +537,8 @@ def test_every_view_fits_a_phone(open_ui):
     shot(page, "phone-chat-threads")
     page.locator(".threads li a").first.click()
     assert page.locator(".sidebar").is_hidden()
+    page.get_by_text("Hello from a phone-sized window").wait_for()
+    guide_shot(page, "phone-chat")
     tabs = page.locator("#tabs a")
     names = tabs.all_inner_texts()
     assert len(names) >= 5
@@ -606,6 +624,7 @@ def test_the_reminder_form_offers_conversations_by_name(open_ui):
     option.wait_for(state="attached")
     assert option.get_attribute("value").startswith("web-")
     assert page.get_by_label("Chat thread").get_attribute("placeholder").startswith("pick a conversation")
+    guide_shot(page, "reminders")
 
 
 def test_while_working_the_stage_and_the_time_are_shown(open_ui):

@@ -9,9 +9,8 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, messages_from_dict, messages_to_dict
 from sqlalchemy import DateTime, Integer, String, Text, bindparam, case, delete, desc, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -22,6 +21,8 @@ from orchestrator.core.config import Settings
 from orchestrator.storage.engines import Base, StatusText, jarvis_engine, utcnow
 from orchestrator.storage.prepared import Prepared
 
+if TYPE_CHECKING:  # LangChain's messages are imported where a message is read: `jarvis pending` reads no message
+    from langchain_core.messages import BaseMessage
 
 
 class ThreadStatus(StrEnum):
@@ -178,6 +179,8 @@ class ThreadIndex:
         """Append messages to the thread's archive, once each (a re-run stores nothing twice)."""
         if not messages:
             return
+        from langchain_core.messages import messages_to_dict
+
         with Session(self.engine) as s, s.begin():
             known = set(s.scalars(select(ArchivedMessageRow.message_id).where(
                 ArchivedMessageRow.thread_id == thread_id,
@@ -189,6 +192,8 @@ class ThreadIndex:
                                          data=json.dumps(messages_to_dict([m])[0], default=str)))
 
     def archived(self, thread_id: str) -> list[BaseMessage]:
+        from langchain_core.messages import messages_from_dict
+
         with Session(self.engine) as s:
             rows = s.scalars(select(ArchivedMessageRow.data).where(ArchivedMessageRow.thread_id == thread_id)
                              .order_by(ArchivedMessageRow.position))
@@ -206,6 +211,8 @@ class ThreadIndex:
 
 def message_view(m: BaseMessage) -> dict[str, Any]:
     """A plain dict of one message for the CLI and the API."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
     view: dict[str, Any] = {"id": m.id, "type": m.type, "content": m.text if hasattr(m, "text") else str(m.content)}
     if isinstance(m, AIMessage):
         view["tool_calls"] = [{"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in m.tool_calls]
