@@ -93,10 +93,11 @@ def _route(settings: Settings, store: JorbStore, llm: Any, message: InboundMessa
                          is_user=is_user)
         return Route(row.id, RouteStatus.ROUTED, f"the message names jorb {row.id}", is_user=is_user)
     if thread_key:
-        row = store.jorb_for_thread(channel, thread_key)
-        if row is not None:
-            return Route(row.id, RouteStatus.ROUTED,
-                         f"a reply in the {channel} conversation jorb {row.id} ({row.name}) started", is_user=is_user)
+        started = store.jorb_for_thread(channel, thread_key)
+        if started is not None:
+            return Route(started.id, RouteStatus.ROUTED,
+                         f"a reply in the {channel} conversation jorb {started.id} ({started.name}) started",
+                         is_user=is_user)
     if is_user:
         return Route(None, RouteStatus.UNMATCHED,
                      "your own message, in no conversation a jorb started: assign it to a jorb", is_user=True)
