@@ -13,6 +13,7 @@ from _common import isolated_settings
 
 from langchain_core.messages import AIMessage
 
+from orchestrator.channels.inbound import InboundMessage
 from orchestrator.app import App
 from orchestrator.jorbs.service import JorbService
 from orchestrator.jorbs.script_runner import spawn_unsandboxed
@@ -50,7 +51,7 @@ def measure(count: int) -> tuple[float, float]:
     for i in range(0, count, step)[:SAMPLES]:
         spawned.clear()
         start = time.perf_counter()
-        route = svc.inbound("local", f"(415) 555-{i:04d}", "here is my answer")
+        route = svc.inbound(InboundMessage("local", f"(415) 555-{i:04d}", "here is my answer"))
         assert route.jorb_id and spawned, route
         latencies.append((spawned[0] - start) * 1000)
     return statistics.median(latencies), create_ms

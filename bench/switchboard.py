@@ -8,6 +8,7 @@ import time
 
 from _common import isolated_settings
 
+from orchestrator.channels.inbound import InboundMessage
 from orchestrator.jorbs.router import route_inbound
 from orchestrator.jorbs.store import JorbStore
 
@@ -40,7 +41,7 @@ def main() -> None:
     for k in range(SAMPLES):
         i = (k * 37) % JORBS
         t0 = time.perf_counter()
-        route = route_inbound(svc, "sms", f"(415) 555-{i:04d}", "hello")
+        route = route_inbound(svc.settings, svc.store, svc.rt.llm, InboundMessage("sms", f"(415) 555-{i:04d}", "hello"))
         times.append((time.perf_counter() - t0) * 1000)
         assert route.status == "routed", route
     median = statistics.median(times)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .core.config import Settings, load_settings
-from .core.ids import jorb_id_of
+from .core.ids import ConversationKind, conversation_of
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -306,7 +306,7 @@ class App:
     # -- what spans the chat and the jorbs -----------------------------------------------------------------------
     def graph_for_thread(self, thread_id: str) -> Any:
         """Jorb threads (`jorb:<id>`) live in the jorb graph; every other thread in the chat graph."""
-        jorb_id = jorb_id_of(thread_id)
+        jorb_id = conversation_of(thread_id).jorb_id
         return self.jorbs.graph_for(jorb_id) if jorb_id is not None else self.graph
 
     def pending(self, thread_id: str | None = None) -> list[dict[str, Any]]:
@@ -342,7 +342,7 @@ class App:
         from .jorbs.service import JorbBusy
         from .tools.answers import resume_values
 
-        jorb_id = jorb_id_of(thread_id)
+        jorb_id = conversation_of(thread_id).jorb_id
         try:
             if jorb_id is None:
                 given = {interrupt_id: {"answer": answer, "ref": ref}}
@@ -414,7 +414,7 @@ class App:
         threads = {e.thread_id for e in EffectsLedger(self.settings).in_doubt(thread_id)}
         recovered = 0
         for tid in sorted(threads):
-            if jorb_id_of(tid) is not None:
+            if conversation_of(tid).kind is ConversationKind.JORB:
                 continue
             config = {"configurable": {"thread_id": tid}}
             snapshot = self.graph.get_state(config)

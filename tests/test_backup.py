@@ -8,6 +8,7 @@ import threading
 from datetime import timedelta
 
 from orchestrator.tools.ledger import EffectsLedger
+from orchestrator.channels.inbound import InboundMessage
 from tests.backup_helpers import other_machine
 
 
@@ -79,7 +80,7 @@ def test_a_backup_made_while_jarvis_writes_restores_elsewhere_with_everything_st
     assert [m.text for m in there.store.messages(jorb_id=confirming.row.id, direction="out")] == ["starting"]
     assert EffectsLedger(new.settings).count_for_thread(f"jorb:{confirming.row.id}") == 2
 
-    route = there.inbound("local", "bob", "yes, at 8")
+    route = there.inbound(InboundMessage("local", "bob", "yes, at 8"))
     assert route.jorb_id == waiting.row.id
     there.wait_background()
     assert there.view(waiting.row.id).row.result == "Bob is free"

@@ -7,6 +7,7 @@ import json
 
 from orchestrator.backup import postgres_parts
 from orchestrator.core import secrets
+from orchestrator.channels.inbound import InboundMessage
 from tests.backup_helpers import other_machine
 
 
@@ -41,7 +42,7 @@ def test_a_postgresql_jarvis_is_backed_up_and_restored_into_an_empty_database(pg
     assert again.returncode == 1 and "already has tables" in again.stderr
 
     there = App(new.settings).jorbs  # the waiting jorb, its checkpoint in the restored database, takes its reply
-    assert there.inbound("local", "bob", "yes").jorb_id == jorb.row.id
+    assert there.inbound(InboundMessage("local", "bob", "yes")).jorb_id == jorb.row.id
     there.wait_background()
     assert there.view(jorb.row.id).row.result == "Bob is free"
 

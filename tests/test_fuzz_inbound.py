@@ -133,7 +133,8 @@ def test_telegram_updates_of_any_shape_never_stop_the_intake(telegram_poller, ba
         except Exception:  # noqa: BLE001 - _run logs it and polls again
             continue
     assert int(poller.state.get("offset", "0")) == fake.state.next_update
-    for channel, party, text, _meta in delivered:
+    for (message,) in delivered:
+        channel, party, text = message.channel, message.sender, message.text
         assert channel == "telegram" and isinstance(party, str) and isinstance(text, str) and text
 
 
@@ -209,9 +210,10 @@ def test_a_reply_of_any_content_in_a_jorbs_email_thread_is_delivered_once(email_
     poller.poll_once()
     assert poller.last_error is None, poller.last_error
     assert poller.poll_once() == 0  # once
-    for channel, party, text, meta in delivered:
+    for (message,) in delivered:
+        channel, party, text = message.channel, message.sender, message.text
         assert channel == "email" and isinstance(party, str) and party and isinstance(text, str)
-        assert meta["verified"] in (True, False) and meta["thread_key"] == msg["threadId"]
+        assert message.verified in (True, False) and message.thread_key == msg["threadId"]
     assert len(delivered) <= 1
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.channels.inbound import InboundMessage
 from tests.mail_servers import Dovecot, Submission
 from tests.test_approvals_remote import _paused_jorb, _wait
 from tests.test_jorbs import _events, step
@@ -92,9 +93,10 @@ def test_a_jorb_waits_for_and_receives_a_reply_through_an_imap_account(servers, 
     assert message_from_bytes(first)["From"] == JARVIS
     got: list[dict[str, Any]] = []
 
-    def deliver(ch, who, text, meta):  # noqa: ANN001
-        got.append({"who": who, **meta})
-        return svc.inbound(ch, who, text, **meta)
+    def deliver(message: InboundMessage) -> object:
+        got.append({"who": message.sender, "thread_key": message.thread_key, "external_id": message.external_id,
+                    "verified": message.verified})
+        return svc.inbound(message)
 
     poller = email_poller(jarvis_env.settings, deliver, lambda: svc.store.open_threads("email"))
     assert isinstance(poller, ImapEmailPoller)
@@ -128,7 +130,7 @@ def test_a_reply_stamped_by_another_server_or_further_down_is_not_verified(serve
     out = email_channel(jarvis_env.settings).send(BOB, "Your invoice?")
     first = [d for d in sent_to(servers[1], BOB) if message_from_bytes(d)["Message-ID"] == out.external_id][0]
     got: list[tuple[str, bool]] = []
-    poller = email_poller(jarvis_env.settings, lambda ch, who, text, meta: got.append((text, meta["verified"])),
+    poller = email_poller(jarvis_env.settings, lambda message: got.append((message.text, message.verified)),
                           lambda: [(out.thread_key, None)])
     other = vouched(BOB).replace(AUTHSERV, "mx.elsewhere.test")
     dovecot.deliver(JARVIS, reply(first, BOB, "other server", stamp=other))
@@ -232,7 +234,7 @@ def test_a_reply_during_idle_arrives_in_seconds_and_a_dropped_connection_comes_b
     configure(jarvis_env, servers, imap_port=relay.port)
     out, first = _thread_with_bob(jarvis_env, servers)
     got: list[str] = []
-    poller = email_poller(jarvis_env.settings, lambda ch, who, text, meta: got.append(text),
+    poller = email_poller(jarvis_env.settings, lambda message: got.append(message.text),
                           lambda: [(out.thread_key, None)])
     assert poller.interval == 3600
     poller.start()
@@ -267,7 +269,7 @@ def test_without_idle_the_poller_polls(servers, jarvis_env):
 
     got: list[str] = []
     poller = ImapEmailPoller(jarvis_env.settings, mail_accounts(jarvis_env.settings)["home"],
-                             lambda ch, who, text, meta: got.append(text), lambda: [(out.thread_key, None)],
+                             lambda message: got.append(message.text), lambda: [(out.thread_key, None)],
                              connect=no_idle).start(interval=0.5)
     try:
         servers[0].deliver(JARVIS, reply(first, BOB, "Friday."))

@@ -8,6 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from orchestrator.core.errors import ModelEndpointError
+from orchestrator.channels.inbound import InboundMessage
 
 from tests.conftest import answer
 from tests.ui_server import ui_server  # noqa: F401 - fixture
@@ -184,7 +185,7 @@ def test_an_inbound_message_is_kept_up_to_its_limit(jarvis_env):
     from tests.app_helpers import jorb_service
 
     svc = jorb_service(jarvis_env.settings)
-    svc.inbound("email", "stranger@example.com", "spam " * 1_000_000)  # 5 MB
+    svc.inbound(InboundMessage("email", "stranger@example.com", "spam " * 1_000_000))  # 5 MB
     (row,) = svc.store.messages()
     assert len(row.text) < 100_200 and row.text.endswith("more characters, not kept]"), len(row.text)
     assert "4900000 more characters" in row.text

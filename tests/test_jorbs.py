@@ -12,6 +12,7 @@ import time
 import pytest
 
 from orchestrator.tools.ledger import EffectsLedger
+from orchestrator.channels.inbound import InboundMessage
 from tests.conftest import JARVIS_BIN
 
 
@@ -172,7 +173,7 @@ def test_a_runaway_loop_is_paused_by_the_rate_limit_not_killed(jarvis_env, jorbs
 
 def test_a_message_for_no_jorb_goes_to_the_inbox(jarvis_env, jorbs):
     svc = jorbs()
-    route = svc.inbound("local", "+1 (415) 555-0100", "Hi, is this Jarvis?")
+    route = svc.inbound(InboundMessage("local", "+1 (415) 555-0100", "Hi, is this Jarvis?"))
     assert route.jorb_id is None and route.status == "unmatched"
     inbox = jarvis_env.cli_json("inbox", "--json")
     assert [(m["party"], m["text"], m["status"]) for m in inbox] == [("+14155550100", "Hi, is this Jarvis?", "unmatched")]
@@ -232,7 +233,7 @@ def test_cancel_a_waiting_jorb(jarvis_env, jorbs):
     assert view.row.status == "awaiting_reply"
     view = svc.cancel(view.row.id)
     assert view.row.status == "cancelled" and not view.pending
-    route = svc.inbound("local", "bob", "sorry, late reply")
+    route = svc.inbound(InboundMessage("local", "bob", "sorry, late reply"))
     assert route.jorb_id is None  # a cancelled jorb takes no more messages
 
 

@@ -38,7 +38,7 @@ def _poller(app):
     from orchestrator.channels.telegram import TelegramPoller
 
     delivered: list[tuple] = []
-    poller = TelegramPoller(app.settings, lambda *a: delivered.append(a) or app.jorbs.inbound(*a[:3], **a[3]),
+    poller = TelegramPoller(app.settings, lambda *a: delivered.append(a) or app.jorbs.inbound(a[0]),
                             on_callback=app.remote_answers.on_callback, converse=app.telegram_chat.take)
     poller.delivered = delivered
     return poller

@@ -20,7 +20,7 @@ from orchestrator.channels.email import email_channel
 from orchestrator.channels.ratelimit import bucket
 from orchestrator.channels.telegram import lazy_bot_api
 from orchestrator.core.config import Settings
-from orchestrator.core.ids import jorb_id_of
+from orchestrator.core.ids import ConversationKind, conversation_of
 from orchestrator.core.secrets import redact, redacted
 from orchestrator.core.visible import shown_arguments, visible
 from orchestrator.storage.claims import Claims
@@ -42,7 +42,7 @@ def describe(item: Mapping[str, Any], ui_url: str | None) -> str:
     # masked before it is quoted and cut: a secret holding a quote or a backslash is escaped by the quoting, and
     # one across a cut loses its end, and neither is then found by the mask of the whole text below
     args = shown_arguments(redacted(item.get("args") or {}))
-    jorb_id = jorb_id_of(str(item.get("thread_id")))
+    jorb_id = conversation_of(str(item.get("thread_id"))).jorb_id
     where = f"jorb {jorb_id}" if jorb_id else f"conversation {item.get('thread_id')}"
     lines = [f"Jarvis asks before it acts ({where}):", str(item.get("summary") or item.get("tool")),
              f"Effects: {', '.join(item.get('side_effects') or []) or 'none'}", f"Why it asks: {item.get('reason')}",
@@ -86,7 +86,8 @@ class Notifier:
         if not (waited and unwatched):
             return False
         thread_id = str(item["thread_id"])
-        return jorb_id_of(thread_id) is not None or self.claims.holder(thread_id) is None  # a held chat is watched
+        return (conversation_of(thread_id).kind is ConversationKind.JORB
+                or self.claims.holder(thread_id) is None)  # a held chat is watched
 
     def sweep(self) -> int:
         """Send every due item once (one worker of several sends it); returns how many were sent."""

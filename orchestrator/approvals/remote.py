@@ -22,6 +22,7 @@ from typing import Any
 
 from orchestrator.channels.addresses import mailbox_of
 from orchestrator.channels.email import email_channel
+from orchestrator.channels.inbound import InboundMessage
 from orchestrator.channels.telegram import lazy_bot_api
 from orchestrator.core.config import Settings
 from orchestrator.core.secrets import redact
@@ -172,11 +173,12 @@ class RemoteAnswers:
         return outcome
 
     # -- email ------------------------------------------------------------------------------------------------
-    def on_email(self, channel: str, sender: str, text: str, meta: dict[str, Any]) -> Outcome | None:
+    def on_email(self, message: InboundMessage) -> Outcome | None:
         """A reply in a thread an approval was sent in (the EmailPoller's deliver). None: not from the principal as
         Gmail verified it, or not an answer; dropped."""
+        sender, text = message.sender, message.text
         address = mailbox_of(sender)
-        if not self.cfg.email or address != self.cfg.email.lower() or not meta.get("verified"):
+        if not self.cfg.email or address != self.cfg.email.lower() or not message.verified:
             log.warning("an email answer from %s ignored: only a reply Gmail verified as from "
                         "confirmations.notify.email answers", sender)
             return None
@@ -191,9 +193,9 @@ class RemoteAnswers:
             outcome = Outcome("The reply quotes more than one code: answer each message by replying to it, with its "
                               "own code only. Nothing was done.")
         else:
-            outcome = self.use(known[0], "email", first, message=str(meta.get("thread_key")))
+            outcome = self.use(known[0], "email", first, message=str(message.thread_key))
         try:
-            email_channel(self.settings).send(self.cfg.email, outcome.text, thread_key=meta.get("thread_key"))
+            email_channel(self.settings).send(self.cfg.email, outcome.text, thread_key=message.thread_key)
         except Exception as exc:  # noqa: BLE001 - the answer stands without the acknowledgement
             log.info("could not acknowledge the email answer: %s", exc)
         return outcome

@@ -23,6 +23,7 @@ from orchestrator.core.config import Settings
 from orchestrator.tools.google_auth import google_api
 from .addresses import mailbox_of
 from .base import ChannelError, Sent
+from .inbound import InboundMessage
 from .models import ChannelState
 
 log = logging.getLogger(__name__)
@@ -104,9 +105,10 @@ class EmailChannel:
 class EmailPoller:
     """Looks at the Gmail threads open jorbs have written in and delivers each new message from someone else."""
 
-    def __init__(self, settings: Settings, deliver: Callable[..., Any], threads: Callable[[], list[tuple[str, Any]]],
-                 converse: Callable[[str, str, dict[str, Any]], bool] | None = None):
-        """`converse(sender, text, meta)`: offered each new mail from one of the user's own addresses outside the
+    def __init__(self, settings: Settings, deliver: Callable[[InboundMessage], Any],
+                 threads: Callable[[], list[tuple[str, Any]]],
+                 converse: Callable[[InboundMessage], bool] | None = None):
+        """`converse(message)`: offered each new mail from one of the user's own addresses outside the
         threads above; True when it took it (the user's conversation with Jarvis, conversations/email.py)."""
         if not settings.channels.email.enabled:
             raise ChannelError(HOW_TO)
@@ -169,8 +171,10 @@ class EmailPoller:
                 sender = mailbox_of(_headers(msg).get("from", ""))
                 if sender is None:
                     continue
-                meta = {"thread_key": msg.get("threadId"), "external_id": mid, "verified": sender_verified(msg)}
-                if self.converse(sender, message_body(msg.get("payload") or {}).strip(), meta):
+                thread = msg.get("threadId")
+                if self.converse(InboundMessage("email", sender, message_body(msg.get("payload") or {}).strip(),
+                                                thread_key=str(thread) if thread else None, external_id=mid,
+                                                verified=sender_verified(msg))):
                     taken += 1
         return taken
 
@@ -191,10 +195,9 @@ class EmailPoller:
             if sender is not None and sender == self.me():
                 continue  # our own message (the user's own replies come with their address: see user_identities)
             try:
-                self.deliver("email", sender or f"(unreadable From: {raw[:200]})",
-                             message_body(msg.get("payload") or {}).strip(),
-                             {"thread_key": thread_id, "external_id": mid,
-                              "verified": sender is not None and sender_verified(msg)})
+                self.deliver(InboundMessage("email", sender or f"(unreadable From: {raw[:200]})",
+                                            message_body(msg.get("payload") or {}).strip(), thread_key=thread_id,
+                                            external_id=mid, verified=sender is not None and sender_verified(msg)))
             except Exception as exc:  # noqa: BLE001 - not delivered: the next poll tries it again
                 self.state.release(f"seen:{mid}")
                 log.warning("email %s in thread %s could not be delivered (tried again next time): %s",
@@ -248,8 +251,9 @@ def email_channel(settings: Settings) -> Any:
     return ImapEmailChannel(settings, account)
 
 
-def email_poller(settings: Settings, deliver: Callable[..., Any], threads: Callable[[], list[tuple[str, Any]]],
-                 converse: Callable[[str, str, dict[str, Any]], bool] | None = None) -> Any:
+def email_poller(settings: Settings, deliver: Callable[[InboundMessage], Any],
+                 threads: Callable[[], list[tuple[str, Any]]],
+                 converse: Callable[[InboundMessage], bool] | None = None) -> Any:
     """The poller of the account email_channel sends from (EmailPoller's interface)."""
     if not settings.channels.email.enabled:
         raise ChannelError(HOW_TO)

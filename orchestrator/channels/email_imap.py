@@ -33,6 +33,7 @@ from integrations.mail_headers import UnsafeMessage, checked_bytes, message_ids,
 from orchestrator.core.config import Settings
 from .addresses import mailbox_of
 from .base import ChannelError, Sent
+from .inbound import InboundMessage
 from .models import ChannelState
 
 log = logging.getLogger(__name__)
@@ -149,9 +150,9 @@ class ImapEmailPoller:
     """Looks in the account's INBOX for replies in the threads open jorbs (or approvals) wait on, and, with
     `converse`, for new mail from the user's own addresses (channels/email.EmailPoller's interface)."""
 
-    def __init__(self, settings: Settings, account: MailAccount, deliver: Callable[..., Any],
+    def __init__(self, settings: Settings, account: MailAccount, deliver: Callable[[InboundMessage], Any],
                  threads: Callable[[], list[tuple[str, Any]]],
-                 converse: Callable[[str, str, dict[str, Any]], bool] | None = None,
+                 converse: Callable[[InboundMessage], bool] | None = None,
                  connect: Callable[[MailAccount], Any] = connect_imap):
         self.settings = settings
         self.account = account
@@ -225,9 +226,9 @@ class ImapEmailPoller:
             if mid:  # before delivering: the jorb may answer at once, and its answer replies to this one
                 self.known.add(thread["ids"][0], mid[0])
             try:
-                self.deliver("email", sender or f"(unreadable From: {raw[:200]})", text,
-                             {"thread_key": key, "external_id": seen.removeprefix("seen:"),
-                              "verified": sender is not None and self._verified(msg)})
+                self.deliver(InboundMessage("email", sender or f"(unreadable From: {raw[:200]})", text,
+                                            thread_key=key, external_id=seen.removeprefix("seen:"),
+                                            verified=sender is not None and self._verified(msg)))
             except Exception as exc:  # noqa: BLE001 - not delivered: the next poll tries it again
                 self.state.release(seen)
                 log.warning("email %s in thread %s could not be delivered (tried again next time): %s", uid, key, exc)
@@ -261,8 +262,9 @@ class ImapEmailPoller:
                 chain = message_ids(str(msg.get("references", ""))).split() or \
                     message_ids(str(msg.get("in-reply-to", ""))).split()
                 key = self.known.add(chain[0] if chain else mid[0], mid[0], str(msg.get("subject", "")))
-                meta = {"thread_key": key, "external_id": seen.removeprefix("seen:"), "verified": self._verified(msg)}
-                if self.converse is not None and self.converse(sender, text, meta):
+                message = InboundMessage("email", sender, text, thread_key=key,
+                                         external_id=seen.removeprefix("seen:"), verified=self._verified(msg))
+                if self.converse is not None and self.converse(message):
                     taken += 1
         return taken
 

@@ -24,6 +24,7 @@ from orchestrator.storage.claims import Claims
 from orchestrator.core.config import Settings
 from .addresses import normalize_party
 from .base import ChannelError, Sent
+from .inbound import InboundMessage
 from .models import ChannelState
 from .ratelimit import bucket
 
@@ -148,7 +149,7 @@ def private_chat_id(chat_id: str) -> bool:
 class TelegramPoller:
     """Long polling of getUpdates in a background thread; each allowed message goes to `deliver`."""
 
-    def __init__(self, settings: Settings, deliver: Callable[[str, str, str, dict[str, Any]], Any],
+    def __init__(self, settings: Settings, deliver: Callable[[InboundMessage], Any],
                  on_callback: Callable[[dict[str, Any]], Any] | None = None,
                  converse: Callable[[dict[str, Any]], bool] | None = None):
         """`on_callback`: takes each button press (a callback_query; approvals/remote.py checks who pressed).
@@ -219,9 +220,9 @@ class TelegramPoller:
             if not text:  # a file, a voice message: only the user's conversation takes one (and says so)
                 continue
             # the numeric user id is the sender as Telegram authenticates it (a @handle can change hands)
-            self.deliver("telegram", party, text, {"external_id": str(message.get("message_id")),
-                                                   "thread_key": str(chat.get("id")),
-                                                   "sender_id": f"telegram:{sender['id']}" if sender.get("id") else None})
+            self.deliver(InboundMessage("telegram", party, text, external_id=str(message.get("message_id")),
+                                        thread_key=str(chat.get("id")),
+                                        sender_id=f"telegram:{sender['id']}" if sender.get("id") else None))
             handled += 1
         return handled
 

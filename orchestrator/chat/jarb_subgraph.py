@@ -44,7 +44,7 @@ from orchestrator.jarb.tools import make_factory
 from orchestrator.llm.answer_end import AnswerAtTokenLimit, checked_reply
 from orchestrator.llm.client import make_chat_model
 from orchestrator.chat.runtime import JarvisRuntime
-from orchestrator.chat.state import CallOrigin, JarbTask, tainted
+from orchestrator.chat.state import CallOrigin, JarbStage, JarbTask, tainted
 from orchestrator.storage.threads import WAITING
 
 log = logging.getLogger(__name__)
@@ -130,14 +130,14 @@ def build_jarb_subgraph(services: JarbServices):
         try:
             spec = services.factory.validate(state.spec)
         except SpecError as exc:
-            return {"stage": "failed", "error": str(exc)}
+            return {"stage": JarbStage.FAILED, "error": str(exc)}
         emit(progress_event("spec_to_code", 0, f"writing {spec.name} with the {services.model_role} model",
                             tool=spec.name))
         try:
             draft = services.generator.write_module(spec, config)
         except AnswerAtTokenLimit as exc:  # nothing cut off is tested or run; the planner is told why, the turn goes on
-            return {"stage": "failed", "error": str(exc)}
-        return {"spec": spec.model_dump(), "code": draft.code, "stage": "generate_tests"}
+            return {"stage": JarbStage.FAILED, "error": str(exc)}
+        return {"spec": spec.model_dump(), "code": draft.code, "stage": JarbStage.GENERATE_TESTS}
 
     def generate_tests(state: JarbTask, config: RunnableConfig) -> dict[str, Any]:
         spec = spec_of(state)
@@ -145,8 +145,8 @@ def build_jarb_subgraph(services: JarbServices):
         try:
             draft = services.generator.write_tests(spec, config)
         except AnswerAtTokenLimit as exc:
-            return {"stage": "failed", "error": str(exc)}
-        return {"tests": draft.code, "stage": "run_tests"}
+            return {"stage": JarbStage.FAILED, "error": str(exc)}
+        return {"tests": draft.code, "stage": JarbStage.RUN_TESTS}
 
     def run_tests(state: JarbTask) -> dict[str, Any]:
         spec = spec_of(state)
@@ -156,18 +156,18 @@ def build_jarb_subgraph(services: JarbServices):
         try:
             report = services.factory.test(spec, state.code, state.tests)
         except SandboxUnavailable as exc:
-            return {"stage": "failed", "error": str(exc)}
+            return {"stage": JarbStage.FAILED, "error": str(exc)}
         emit(progress_event("run_tests", state.attempt, f"{spec.name}: {report.summary}", tool=spec.name,
                             ok=report.passed))
         history = [*state.history, f"attempt {state.attempt + 1}: {report.summary}"]
         update: dict[str, Any] = {"report": report.to_dict(), "passed": report.passed, "history": history,
                                   "test_output": report.failure_text()}
         if report.passed:
-            update["stage"] = "register"
+            update["stage"] = JarbStage.REGISTER
         elif state.attempt < max_repairs:
-            update["stage"] = "repair"
+            update["stage"] = JarbStage.REPAIR
         else:
-            update["stage"] = "failed"
+            update["stage"] = JarbStage.FAILED
             update["error"] = (f"its tests still failed after {max_repairs} repair"
                                f"{'s' if max_repairs != 1 else ''}: {report.summary}")
         return update
@@ -177,7 +177,7 @@ def build_jarb_subgraph(services: JarbServices):
         attempt = state.attempt + 1
         _writer()(progress_event("repair", attempt, f"repairing {spec.name} (repair {attempt} of {max_repairs})",
                                  tool=spec.name))
-        update: dict[str, Any] = {"attempt": attempt, "stage": "run_tests"}
+        update: dict[str, Any] = {"attempt": attempt, "stage": JarbStage.RUN_TESTS}
         tests_problems = check_tests(state.tests, spec) if state.tests else ["there are no tests"]
         report = TestReport.from_dict(state.report)
         code = state.code or ""  # the model's last reply held no code: there is none to keep, it is written anew
@@ -193,7 +193,7 @@ def build_jarb_subgraph(services: JarbServices):
                 draft = services.generator.repair_module(spec, code, state.tests or "", failure, config)
                 update["code"] = draft.code
         except AnswerAtTokenLimit as exc:
-            return {"attempt": attempt, "stage": "failed", "error": str(exc)}
+            return {"attempt": attempt, "stage": JarbStage.FAILED, "error": str(exc)}
         return update
 
     def register(state: JarbTask, config: RunnableConfig) -> dict[str, Any]:
@@ -215,12 +215,12 @@ def build_jarb_subgraph(services: JarbServices):
         outcome = services.rt.executor.execute(JARB_TOOL, registration_args(spec, state.code or "", report), ctx, ask,
                                                tool=tool)
         if not outcome.ok:
-            return {"stage": "failed", "error": outcome.content}
+            return {"stage": JarbStage.FAILED, "error": outcome.content}
         record = json.loads(outcome.content)
         _writer()(progress_event("register", state.attempt, f"registered {record['label']} ({record['path']})",
                                  tool=spec.name, ok=True))
-        return {"stage": "registered", "registered_name": record["name"], "registered_version": record["version"],
-                "module_path": record["path"], "tests_path": record["tests_path"], "error": None}
+        return {"stage": JarbStage.REGISTERED, "registered_name": record["name"],
+                "registered_version": record["version"], "module_path": record["path"], "tests_path": record["tests_path"], "error": None}
 
     def give_up(state: JarbTask) -> dict[str, Any]:
         name = state.spec.get("name") if isinstance(state.spec, dict) else None
@@ -236,7 +236,7 @@ def build_jarb_subgraph(services: JarbServices):
                                  tool=name, ok=False))
         return update
 
-    def after(stage_names: dict[str, str]):
+    def after(stage_names: dict[JarbStage, str]):
         def route(task: JarbTask) -> str:
             return stage_names.get(task.stage, "give_up")
         return route
@@ -249,12 +249,13 @@ def build_jarb_subgraph(services: JarbServices):
     g.add_node("register", register)
     g.add_node("give_up", give_up)
     g.add_edge(START, "spec_to_code")
-    g.add_conditional_edges("spec_to_code", after({"generate_tests": "generate_tests"}), ["generate_tests", "give_up"])
-    g.add_conditional_edges("generate_tests", after({"run_tests": "run_tests"}), ["run_tests", "give_up"])
-    g.add_conditional_edges("run_tests", after({"register": "register", "repair": "repair"}),
+    g.add_conditional_edges("spec_to_code", after({JarbStage.GENERATE_TESTS: "generate_tests"}),
+                            ["generate_tests", "give_up"])
+    g.add_conditional_edges("generate_tests", after({JarbStage.RUN_TESTS: "run_tests"}), ["run_tests", "give_up"])
+    g.add_conditional_edges("run_tests", after({JarbStage.REGISTER: "register", JarbStage.REPAIR: "repair"}),
                             ["register", "repair", "give_up"])
-    g.add_conditional_edges("repair", after({"run_tests": "run_tests"}), ["run_tests", "give_up"])
-    g.add_conditional_edges("register", after({"registered": END}), [END, "give_up"])
+    g.add_conditional_edges("repair", after({JarbStage.RUN_TESTS: "run_tests"}), ["run_tests", "give_up"])
+    g.add_conditional_edges("register", after({JarbStage.REGISTERED: END}), [END, "give_up"])
     g.add_edge("give_up", END)
     return g.compile()
 
@@ -263,7 +264,7 @@ def answer_text(task: JarbTask, trust_after: int) -> tuple[str, bool]:
     """The ToolMessage for the planner: what was registered, or what failed (and that nothing was registered)."""
     spec = task.spec if isinstance(task.spec, dict) else {}
     name = spec.get("name") or "the tool"
-    if task.stage == "registered" and task.registered_name:
+    if task.stage == JarbStage.REGISTERED and task.registered_name:
         report = TestReport.from_dict(task.report)
         repairs = f" after {task.attempt} repair{'s' if task.attempt != 1 else ''}" if task.attempt else ""
         args = ", ".join(f"{a.get('name')}: {a.get('type')}" for a in spec.get("args") or [])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import AnyMessage
@@ -60,12 +61,25 @@ def merge_recent(old: list[str], new: list[str]) -> list[str]:
     return merged[-20:]
 
 
+class JarbStage(StrEnum):
+    """Where a tool-generation request stands (chat/jarb_subgraph.py). Its value is what a checkpoint stores, so a
+    task checkpointed while the stage was a bare string loads as the same stage."""
+
+    SPEC_TO_CODE = "spec_to_code"
+    GENERATE_TESTS = "generate_tests"
+    RUN_TESTS = "run_tests"
+    REPAIR = "repair"
+    REGISTER = "register"
+    REGISTERED = "registered"
+    FAILED = "failed"
+
+
 class JarbTask(BaseModel):
     """Intermediate artifacts of one tool-generation request (see jarb_subgraph)."""
 
     tool_call_id: str
     spec: dict[str, Any]
-    stage: str = "spec_to_code"
+    stage: JarbStage = JarbStage.SPEC_TO_CODE
     attempt: int = 0
     module_path: str | None = None
     tests_path: str | None = None

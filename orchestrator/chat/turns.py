@@ -1,6 +1,7 @@
-"""Driving one turn of the chat graph as a stream of plain events, for the CLI and the web UI.
+"""Driving one turn of the chat graph as a stream of events, for the CLI and the web UI.
 
-Events (dicts with "event"):
+`turn_events` yields them typed (chat/turn_events.py); `stream_turn` yields the same as wire dicts (with "event"),
+which the TurnHub fans out to the web UI, SSE, the MCP offer and the channels:
   token        {"text"}                           a piece of the planner's answer, as the model streams it
   tool_call    {"tool", "args", "id"}              the planner asked for a tool
   tool_start   {"tool", "args", "key"}             the executor starts running it
@@ -30,6 +31,7 @@ from langgraph.types import Command
 
 from orchestrator.core.disk_full import disk_full_message, is_disk_full
 from .history import INTERNAL_TAG
+from .turn_events import Done, Error, Stopped, Token, ToolCall, TurnEvent, from_wire, to_wire
 from orchestrator.llm.client import ModelEndpointError
 from orchestrator.core.secrets import redact
 from orchestrator.tools.answers import with_ref
@@ -123,6 +125,13 @@ def end_abandoned_task(end_task: Callable[[str], Any] | None, thread_id: str) ->
 
 def stream_turn(graph: Any, thread_id: str, graph_input: Any, stop: threading.Event | None = None,
                 end_task: Callable[[str], Any] | None = None) -> Iterator[dict[str, Any]]:
+    """The turn's events as wire dicts (see turn_events)."""
+    for event in turn_events(graph, thread_id, graph_input, stop=stop, end_task=end_task):
+        yield to_wire(event)
+
+
+def turn_events(graph: Any, thread_id: str, graph_input: Any, stop: threading.Event | None = None,
+                end_task: Callable[[str], Any] | None = None) -> Iterator[TurnEvent]:
     """The turn's events. `stop`, once set, ends the turn at the next token or step: what ran stays done (a tool
     already running finishes), nothing new starts, and the thread is left ready for the next message.
     `end_task(thread_id)` runs when the turn is stopped or fails (its browser closed)."""
@@ -146,10 +155,10 @@ def stream_turn(graph: Any, thread_id: str, graph_input: Any, stop: threading.Ev
                     text = chunk.text if isinstance(chunk.content, str | list) else ""
                     if text:
                         said.append(text)
-                        yield {"event": "token", "text": text}
+                        yield Token(text)
             elif mode == "custom":
                 if isinstance(data, dict) and "event" in data:
-                    yield data
+                    yield from_wire(data)
             elif mode == "updates" and isinstance(data, dict):
                 for node, update in data.items():
                     if node == "planner" and isinstance(update, dict):
@@ -157,35 +166,36 @@ def stream_turn(graph: Any, thread_id: str, graph_input: Any, stop: threading.Ev
                         for m in update.get("messages", []):
                             if isinstance(m, AIMessage):
                                 for c in m.tool_calls:
-                                    yield {"event": "tool_call", "tool": c["name"], "args": c["args"], "id": c.get("id")}
+                                    yield ToolCall(c["name"], c["args"], c.get("id"))
     except TurnStopped:
         end_abandoned_task(end_task, thread_id)
         note = _close_stopped_turn(graph, thread_config(thread_id), "".join(said))
-        yield {"event": "stopped", "content": note.text, "message_id": note.id}
+        yield Stopped(note.text, note.id)
         return
     except ModelEndpointError as exc:
         end_abandoned_task(end_task, thread_id)
-        yield {"event": "error", "message": str(exc), "kind": "model_endpoint"}
+        yield Error(str(exc), "model_endpoint")
         return
     except Exception as exc:  # noqa: BLE001 - reported as an event; the checkpoint keeps the thread
         end_abandoned_task(end_task, thread_id)
         if is_disk_full(exc):
             log.error("turn on %s stopped: the disk is full (%s)", thread_id, exc)
-            yield {"event": "error", "message": disk_full_message("this turn could not be saved"), "kind": "disk_full"}
+            yield Error(disk_full_message("this turn could not be saved"), "disk_full")
             return
         log.exception("turn failed")
-        yield {"event": "error", "message": redact(f"{type(exc).__name__}: {exc}"), "kind": "internal"}
+        yield Error(redact(f"{type(exc).__name__}: {exc}"), "internal")
         return
 
     state = graph.get_state(config)
     if state.interrupts:
         for intr in state.interrupts:
             value = intr.value if isinstance(intr.value, dict) else {"value": intr.value}
-            yield with_ref({"event": "confirmation", "interrupt_id": intr.id, "thread_id": thread_id, **value})
+            shown = with_ref({"event": "confirmation", "interrupt_id": intr.id, "thread_id": thread_id, **value})
+            yield from_wire(shown)  # a Confirmation: the payload shown with it travels in its extra
         return
     messages = state.values.get("messages", []) if isinstance(state.values, dict) else []
     last = messages[-1] if messages else None
     if isinstance(last, AIMessage):
-        yield {"event": "done", "content": last.text, "message_id": last.id}
+        yield Done(last.text, last.id)
     else:
-        yield {"event": "done", "content": "", "message_id": None}
+        yield Done("", None)

@@ -95,42 +95,43 @@ def run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool,
 
 def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool, stop: threading.Event,
               end_task: Callable[[str], Any] | None) -> int:
-    from orchestrator.chat.turns import STOPPED_TEXT, resume_command, stream_turn
+    from orchestrator.chat.turn_events import (Confirmation, Done, Error, Progress, Stopped, Token, ToolEnd, ToolStart,
+                                               to_wire)
+    from orchestrator.chat.turns import STOPPED_TEXT, resume_command, turn_events
 
     while True:
         pending: list[dict[str, Any]] = []
         answered_with_tokens = False
         streamed = ""  # the model's words since the last tool call
-        for ev in stream_turn(graph, thread_id, graph_input, stop=stop, end_task=end_task):
-            kind = ev["event"]
-            if kind == "token":
-                sys.stdout.write(visible(ev["text"]))
+        for ev in turn_events(graph, thread_id, graph_input, stop=stop, end_task=end_task):
+            if isinstance(ev, Token):
+                sys.stdout.write(visible(ev.text))
                 sys.stdout.flush()
                 answered_with_tokens = True
-                streamed += ev["text"]
-            elif kind == "tool_start":
+                streamed += ev.text
+            elif isinstance(ev, ToolStart):
                 streamed = ""
-                say(f"  -> {ev['tool']}({_short(ev.get('args'))})", err=True, fg=typer.colors.CYAN)
-            elif kind == "tool_end":
-                mark = "ok" if ev.get("ok") else "error"
-                say(f"  <- {ev['tool']} {mark} in {ev.get('duration_ms', 0):.0f} ms: {_short(ev.get('preview'))}",
-                    err=True, fg=typer.colors.CYAN if ev.get("ok") else typer.colors.RED)
-            elif kind == "progress":
-                say(f"  .. {ev.get('message') or _short(ev)}", err=True, fg=typer.colors.BLUE)
-            elif kind == "confirmation":
-                pending.append(ev)
-            elif kind == "error":
+                say(f"  -> {ev.tool}({_short(ev.args)})", err=True, fg=typer.colors.CYAN)
+            elif isinstance(ev, ToolEnd):
+                mark = "ok" if ev.ok else "error"
+                say(f"  <- {ev.tool} {mark} in {ev.duration_ms:.0f} ms: {_short(ev.preview)}",
+                    err=True, fg=typer.colors.CYAN if ev.ok else typer.colors.RED)
+            elif isinstance(ev, Progress):
+                say(f"  .. {ev.message or _short(to_wire(ev))}", err=True, fg=typer.colors.BLUE)
+            elif isinstance(ev, Confirmation):
+                pending.append(to_wire(ev))
+            elif isinstance(ev, Error):
                 if answered_with_tokens:
                     sys.stdout.write("\n")
-                say(f"error: {ev['message']}", err=True, fg=typer.colors.RED)
+                say(f"error: {ev.message}", err=True, fg=typer.colors.RED)
                 return EXIT_FAILURE
-            elif kind == "stopped":  # what was said is on the screen already; the thread keeps it with the note
+            elif isinstance(ev, Stopped):  # what was said is on the screen already; the thread keeps it with the note
                 if answered_with_tokens:
                     sys.stdout.write("\n")
                 say(STOPPED_TEXT, err=True, fg=typer.colors.YELLOW)
                 return EXIT_STOPPED
-            elif kind == "done":
-                content = ev.get("content") or ""
+            elif isinstance(ev, Done):
+                content = ev.content or ""
                 said, kept = streamed.strip(), content.strip()
                 if not answered_with_tokens:
                     sys.stdout.write(visible(content))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from orchestrator.core.ids import jorb_id_of
+from orchestrator.core.ids import ConversationKind, conversation_of
 from orchestrator.core.visible import shown_arguments
 from orchestrator.cli import dumps, fail, say, state
 from .chat import run_turn
@@ -32,7 +32,7 @@ def _resolve(ctx: typer.Context, thread_id: str, decision: Decision, call: str |
     from orchestrator.storage.claims import ClaimBusy, Claims
 
     st = state(ctx)
-    if jorb_id_of(thread_id) is not None:  # the jorb service takes the jorb's own claim
+    if conversation_of(thread_id).kind is ConversationKind.JORB:  # the jorb service takes the jorb's own claim
         _resolve_held(st, thread_id, decision, call, unseen)
         return
     # Held from reading what is pending to the end of the resumed turn: a second approver (another process,
@@ -61,7 +61,8 @@ def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None,
     if answer == "edit" and len(chosen) > 1:
         fail(f"{len(chosen)} confirmations are pending on {thread_id}; pick one with --call (see `jarvis pending`)")
     resume = {p["interrupt_id"]: resume_value(p, answer, note=note, args=args) for p in chosen}
-    if jorb_id_of(thread_id) is not None:
+    jorb_id = conversation_of(thread_id).jorb_id
+    if jorb_id is not None:
         from .jorbs_cmd import print_view
 
         from orchestrator.jorbs.service import JorbError
@@ -69,7 +70,7 @@ def _resolve_held(st: Any, thread_id: str, decision: Decision, call: str | None,
         jorbs = st.app().jorbs
         try:
             with jorbs.answering(chosen, answer, "the CLI"):  # a phone may answer at the same moment: one wins
-                view = jorbs.run(jorb_id_of(thread_id), resume_command(resume))
+                view = jorbs.run(jorb_id, resume_command(resume))
         except JorbError as exc:
             fail(str(exc))
         print_view(view)

@@ -18,6 +18,7 @@ from typing import Any
 
 from orchestrator.channels.base import MAX_INBOUND_CHARS
 from orchestrator.channels.email import email_channel
+from orchestrator.channels.inbound import InboundMessage
 from orchestrator.channels.models import ChannelState
 from orchestrator.core.config import Settings
 from orchestrator.core.secrets import redact
@@ -50,16 +51,16 @@ class EmailChat:
         self.jorbs = JorbStore(settings)
         hub.watchers.append(self._watch)
 
-    def take(self, sender: str, text: str, meta: dict[str, Any]) -> bool:
+    def take(self, message: InboundMessage) -> bool:
         """The poller's `converse`: True when the mail was the user's own conversation (taken once)."""
-        gmail_thread = str(meta.get("thread_key") or "")
+        gmail_thread = message.thread_key or ""
         if not self.settings.channels.email.chat or not gmail_thread:
             return False
-        route = route_inbound(self.settings, self.jorbs, None, "email", sender, text, thread_key=gmail_thread,
-                              use_model=False, verified=bool(meta.get("verified")))
+        route = route_inbound(self.settings, self.jorbs, None, message, use_model=False)
         if not (route.is_user and route.jorb_id is None):
             return False
-        if not self.state.claim(f"seen:{meta.get('external_id')}"):
+        sender, text = message.sender, message.text
+        if not self.state.claim(f"seen:{message.external_id}"):
             return True
         thread = f"email-{gmail_thread}"
         self.state.set(f"reply_to:{thread}", sender)

@@ -37,6 +37,7 @@ from orchestrator.approvals.remote import CODE, UNKNOWN, RemoteAnswers
 from orchestrator.approvals.store import ApprovalStore
 from orchestrator.channels.matrix import MatrixAPI
 from orchestrator.channels.matrix_replies import MatrixReply
+from orchestrator.channels.inbound import InboundMessage
 from orchestrator.channels.models import ChannelState
 from orchestrator.channels.ratelimit import bucket
 from orchestrator.core.config import Settings
@@ -84,8 +85,10 @@ class MatrixChat(TelegramChat):
     def is_user(self, sender: str | None, text: str = "", room: str = "") -> bool:
         if not sender:
             return False
-        route = route_inbound(self.settings, self.jorbs, None, "matrix", f"matrix:{sender}", text, thread_key=room,
-                              use_model=False, sender_id=f"matrix:{sender}")
+        route = route_inbound(self.settings, self.jorbs, None,
+                              InboundMessage("matrix", f"matrix:{sender}", text, thread_key=room,
+                                             sender_id=f"matrix:{sender}"),
+                              use_model=False)
         return route.is_user and route.jorb_id is None
 
     def invited(self, room: str, inviter: str | None) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.channels.addresses import normalize_party
+from orchestrator.channels.inbound import InboundMessage
 from orchestrator.channels.models import ChannelState
 from orchestrator.channels.ratelimit import bucket
 from orchestrator.channels.telegram import bot_api
@@ -76,9 +77,10 @@ class TelegramChat:
         if chat.get("type") != "private" or not sender.get("id") or str(chat.get("id")) != str(sender.get("id")):
             return False
         handle = normalize_party("@" + sender["username"]) if sender.get("username") else None
-        route = route_inbound(self.settings, self.jorbs, None, "telegram", handle or str(sender["id"]),
-                              message.get("text") or "", thread_key=str(chat["id"]), use_model=False,
-                              sender_id=f"telegram:{sender['id']}")
+        route = route_inbound(self.settings, self.jorbs, None,
+                              InboundMessage("telegram", handle or str(sender["id"]), message.get("text") or "",
+                                             thread_key=str(chat["id"]), sender_id=f"telegram:{sender['id']}"),
+                              use_model=False)
         return route.is_user and route.jorb_id is None
 
     def take(self, message: dict[str, Any]) -> bool:

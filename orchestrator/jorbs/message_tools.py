@@ -41,9 +41,9 @@ def _effects_for(args: dict[str, Any]) -> list[str]:
     return ["email_send", "message_send"]
 
 
-def jorb_id_of(config: RunnableConfig | None) -> str | None:
+def jorb_of_run(config: RunnableConfig | None) -> str | None:
     thread = str(((config or {}).get("configurable") or {}).get("thread_id") or "")
-    return ids.jorb_id_of(thread)
+    return ids.conversation_of(thread).jorb_id
 
 
 def build_message_tools(settings: Settings) -> list[BaseTool]:
@@ -52,7 +52,7 @@ def build_message_tools(settings: Settings) -> list[BaseTool]:
     def messages_send(channel: str, to: str, text: str, config: RunnableConfig = None) -> dict[str, Any]:
         """Send a message to a person over a channel. Within a jorb, set await_reply to wait for their answer."""
         name = channel_name(channel)
-        jorb_id = jorb_id_of(config)
+        jorb_id = jorb_of_run(config)
         thread = store.last_thread(jorb_id, name, to) if jorb_id else None  # stay in the conversation
         try:
             ch = get_channel(settings, name)

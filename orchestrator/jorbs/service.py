@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langgraph.types import Command
@@ -26,6 +26,7 @@ from jarb_core.sandbox import script_spawner
 
 from orchestrator.approvals.store import AlreadyAnswered, ApprovalStore
 from orchestrator.channels.base import bounded_inbound
+from orchestrator.channels.inbound import InboundMessage
 from orchestrator.tools.answers import (AnswerRefused, QuestionChanged, check_decision, check_ref, resume_value,
                                         step_value, wake_value)
 from orchestrator.tools.catalog import ToolCatalog
@@ -43,7 +44,7 @@ from .mission import MissionState, build_mission_graph
 from .models import JorbRow
 from .policies import resolve_policy
 from .retry import RETRY, is_due
-from .router import Route, route_inbound
+from .router import Route, RouteFlag, route_inbound
 from .schema import OPEN_STATUSES, JorbState, JorbStatus, parse_step
 from .store import JorbStore, new_jorb_id
 
@@ -396,19 +397,17 @@ class JorbService:
                 continue
         return woken
 
-    def inbound(self, channel: str, sender: str, text: str, jorb_id: str | None = None, *, thread_key: str | None = None,
-                external_id: str | None = None, background: bool = False, debounce: bool = False,
-                verified: bool = True, sender_id: str | None = None) -> Route:
+    def inbound(self, message: InboundMessage, *, background: bool = False, debounce: bool = False) -> Route:
         """A message from the world. Routed to its jorb (which wakes: at once, or after the burst window when
-        `debounce`, so that several messages in a row wake it once, together) or kept in the inbox. `verified`:
-        whether the channel vouches for the sender (see route_inbound)."""
-        text = bounded_inbound(text)
-        route = route_inbound(self.settings, self.store, self.rt.llm, channel, sender, text, jorb_id, thread_key,
-                              verified=verified, sender_id=sender_id)
-        if "unverified_sender" in route.flags:  # the jorb (and the inbox) see that it is not the user
+        `debounce`, so that several messages in a row wake it once, together) or kept in the inbox."""
+        channel, sender, thread_key, external_id = (message.channel, message.sender, message.thread_key,
+                                                    message.external_id)
+        text = bounded_inbound(message.text)
+        route = route_inbound(self.settings, self.store, self.rt.llm, replace(message, text=text))
+        if RouteFlag.UNVERIFIED_SENDER in route.flags:  # the jorb (and the inbox) see that it is not the user
             text = (f"[unverified sender: this message claims to come from the user's address ({sender}), but the "
                     f"mail server did not confirm it; it is not the user] {text}")
-        elif "handle_changed_hands" in route.flags:
+        elif RouteFlag.HANDLE_CHANGED_HANDS in route.flags:
             text = (f"[not the user: this message comes under the user's handle ({sender}) but from another account "
                     f"than the one that handle belonged to; it is not the user] {text}")
         if route.jorb_id:

@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.core.config import Settings
+from orchestrator.core.ids import MCP_CLIENT_PREFIX
 from orchestrator.core.private_file import write_private
 
 CLIENTS_FILE = "mcp_clients.json"
 CALLS_FILE = "mcp_calls.jsonl"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-THREAD_PREFIX = "mcp:"
 TOKEN_ENV = "JARVIS_MCP_TOKEN"  # `jarvis mcp serve`: the token of the client that started it
 
 
@@ -45,7 +45,7 @@ def digest(token: str) -> str:
 
 def client_thread(client: str, name: str) -> str:
     """The chat thread a client's work runs in: its own prefix, so one client never reads another's."""
-    return f"{THREAD_PREFIX}{client}:{name}"
+    return f"{MCP_CLIENT_PREFIX}{client}:{name}"
 
 
 def owns_thread(client: str, thread_id: str) -> bool:

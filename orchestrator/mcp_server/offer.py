@@ -27,6 +27,7 @@ from langchain_core.messages import AIMessage
 
 from orchestrator.app import App
 from orchestrator.chat.live_turns import LiveTurn, TurnBusy
+from orchestrator.chat.turn_events import Confirmation, Done, Error, Stopped, from_wire, to_wire
 from orchestrator.chat.turns import thread_config
 from orchestrator.storage.telemetry import TelemetryHandler
 from orchestrator.tools.executor import CallContext
@@ -228,14 +229,15 @@ class McpOffer:
     def _outcome(self, thread: str, turn: LiveTurn) -> str:
         if not turn.wait(self.config.wait_s):
             return f"Jarvis is still working on it. pending_id={thread} (poll jarvis_status)"
-        asked = [e for e in turn.events if e.get("event") == "confirmation"]
+        events = [from_wire(e) for e in turn.events]
+        asked = [to_wire(e) for e in events if isinstance(e, Confirmation)]
         if asked:
             return waiting(thread, asked)
-        for event in reversed(turn.events):
-            if event.get("event") in ("done", "stopped"):
-                return str(event.get("content") or "")
-            if event.get("event") == "error":
-                raise Refused(f"Jarvis could not answer: {event.get('message')}")
+        for event in reversed(events):
+            if isinstance(event, Done | Stopped):
+                return str(event.content or "")
+            if isinstance(event, Error):
+                raise Refused(f"Jarvis could not answer: {event.message}")
         return f"Jarvis ended the turn without an answer. pending_id={thread}"
 
     def status(self, client: str, pending_id: str) -> str:

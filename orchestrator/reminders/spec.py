@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel
 
-from orchestrator.core.ids import jorb_id_of
+from orchestrator.core.ids import ConversationKind, conversation_of
 
 from .models import MISSED_POLICIES, PRIORITIES
 from .recurrence import RecurrenceError, first_occurrence, format_local, parse_when
@@ -134,7 +134,7 @@ def resolve_request(req: ReminderRequest, *, naive_zone: tzinfo, user_zone: tzin
                                  "into one agent, webhook, jorb or chat thread")
     if not targets:
         raise ReminderInputError("no target: give process_name, webhook_url, jorb_id or thread_id")
-    if req.thread_id and jorb_id_of(req.thread_id.strip()):
+    if req.thread_id and conversation_of(req.thread_id.strip()).kind is ConversationKind.JORB:
         raise ReminderInputError(f"thread_id {req.thread_id!r} is a jorb's own thread, which only the jorb writes: "
                                  "give jorb_id to wake the jorb instead")
     process_name = resolve_process_name(req.process_name, base_dir) if req.process_name else None

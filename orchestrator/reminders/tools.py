@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from integrations.base import FromOutside, ToolError, make_tool
 
 from orchestrator.core.config import Settings
-from orchestrator.core.ids import jorb_id_of
+from orchestrator.core.ids import conversation_of
 from orchestrator.core.visible import elide
 from orchestrator.tools.executor import read_outside_content
 from .models import PLANNER_AFTER_CONTENT, written_outside_the_conversation
@@ -74,7 +74,8 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
         if not (thread_id or webhook_url or process_name or jorb_id):
             thread_id = str(((config or {}).get("configurable") or {}).get("thread_id") or settings.scheduler.chat_thread)
             # a jorb's own thread is the jorb's checkpoints, which only the jorb writes: its reminder wakes it
-            jorb_id, thread_id = (jorb_id_of(thread_id), None) if jorb_id_of(thread_id) else (None, thread_id)
+            jorb_id = conversation_of(thread_id).jorb_id
+            thread_id = None if jorb_id else thread_id
         req = ReminderRequest(title=title, when=when, rrule=rrule, description=description, priority=priority,
                               thread_id=thread_id, webhook_url=webhook_url, process_name=process_name, jorb_id=jorb_id)
         try:

@@ -38,6 +38,7 @@ from orchestrator.app import App
 from .health import alive, record_error
 from .listen import bind_socket, uvicorn_server  # noqa: F401 - bind_socket re-exported for the tests and benches
 from .markdown import render_markdown
+from orchestrator.chat.turn_events import Done, from_wire
 from orchestrator.core.secrets import redact
 from .security import Guard, GuardMiddleware, load_or_create_token
 from .services import ServiceContext, ServiceManager
@@ -49,8 +50,9 @@ WEB_DIR = Path(__file__).resolve().parent / "web"
 
 def decorate_event(event: dict[str, Any]) -> dict[str, Any]:
     """Server-side additions to turn events: the final answer as sanitized HTML."""
-    if event.get("event") == "done":
-        return {**event, "html": render_markdown(event.get("content") or "")}
+    typed = from_wire(event)
+    if isinstance(typed, Done):
+        return {**event, "html": render_markdown(typed.content or "")}
     return event
 
 

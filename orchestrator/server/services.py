@@ -230,7 +230,7 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
     def start(ctx: ServiceContext) -> Any:
         jorbs = ctx.app.jorbs
         # A burst of messages wakes a jorb once (debounce); the jorb's step runs off the poller's thread.
-        deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
+        deliver = lambda message: jorbs.inbound(message, background=True, debounce=True)  # noqa: E731
         # Approve / Deny presses on confirmations sent to the principal (confirmations.notify) come in here too.
         chat = ctx.settings.channels.telegram.chat
         presses = (ctx.app.remote_answers.on_callback if chat or "telegram" in ctx.settings.confirmations.notify.to
@@ -264,7 +264,7 @@ def email_inbound_service(settings: Settings) -> _StartStop | None:
 
     def start(ctx: ServiceContext) -> Any:
         jorbs = ctx.app.jorbs
-        deliver = lambda ch, who, text, meta: jorbs.inbound(ch, who, text, background=True, debounce=True, **meta)  # noqa: E731
+        deliver = lambda message: jorbs.inbound(message, background=True, debounce=True)  # noqa: E731
         converse = ctx.app.email_chat.take if ctx.settings.channels.email.chat else None
         return email_poller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email"), converse=converse).start()
 

@@ -206,8 +206,8 @@ def dispose_all() -> None:
     close_pools()
 
 
-# Modules whose pydantic models live in checkpoints; only their classes (and LangGraph's own safe types)
-# may be rebuilt from a checkpoint, so a tampered database cannot instantiate arbitrary classes.
+# Modules whose pydantic models (and the enums they hold) live in checkpoints; only their classes (and LangGraph's
+# own safe types) may be rebuilt from a checkpoint, so a tampered database cannot instantiate arbitrary classes.
 CHECKPOINT_STATE_MODULES = ["orchestrator.chat.state", "orchestrator.jorbs.schema", "orchestrator.jorbs.mission"]
 # Checkpoints written before the package layout name the chat state's module by its old, flat name. It is the same
 # module, so it is known under both names and a thread paused before an upgrade still resumes.
@@ -217,6 +217,7 @@ LEGACY_STATE_MODULES = {"orchestrator.state": "orchestrator.chat.state"}
 def checkpoint_serde():
     import importlib
     import inspect
+    from enum import Enum
 
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
     from pydantic import BaseModel
@@ -228,7 +229,7 @@ def checkpoint_serde():
         for old in old_names:
             sys.modules.setdefault(old, module)
         for name, obj in vars(module).items():
-            if inspect.isclass(obj) and issubclass(obj, BaseModel) and obj.__module__ == module_name:
+            if inspect.isclass(obj) and issubclass(obj, (BaseModel, Enum)) and obj.__module__ == module_name:
                 allowed += [(spelled, name) for spelled in (module_name, *old_names)]
     return JsonPlusSerializer(allowed_msgpack_modules=allowed)
 

@@ -32,7 +32,7 @@ from orchestrator.chat.answering import Incomplete, NotPending
 from orchestrator.chat.live_turns import TurnBusy
 from orchestrator.server.markdown import render_markdown
 from orchestrator.chat.state import tainted
-from orchestrator.core.ids import jorb_id_of
+from orchestrator.core.ids import conversation_of
 from orchestrator.storage.threads import ThreadIndex, message_view, pending_confirmations
 from orchestrator.chat.turns import thread_config, user_input
 from orchestrator.tools.answers import with_ref
@@ -49,7 +49,7 @@ def chat_thread_id(
 ) -> str:
     """A chat thread's id. A jorb's own thread (`jorb:<id>`) is refused: a chat turn written there, or a delete,
     would overwrite or erase the jorb's checkpoints, and its confirmations are answered through the jorb."""
-    jorb_id = jorb_id_of(thread_id)
+    jorb_id = conversation_of(thread_id).jorb_id
     if jorb_id is not None:
         raise HTTPException(400, f"{thread_id} is the thread of jorb {jorb_id}, not a conversation: open the jorb "
                                  f"in the Jorbs view (or use /api/jorbs/{jorb_id}).")

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, Field
 
 from orchestrator.channels.base import MAX_INBOUND_CHARS
+from orchestrator.channels.inbound import InboundMessage
 from orchestrator.jorbs.store import JorbNotFound
 from . import AppContext, app_context
 
@@ -35,9 +36,9 @@ def inbound(body: InboundIn, ctx: AppContext = Depends(app_context)) -> dict[str
     if not body.text.strip():
         raise HTTPException(400, "The message is empty.")
     try:
-        route = ctx.app.jorbs.inbound(body.channel, body.sender, body.text, body.jorb_id or None,
-                                                  thread_key=body.thread_key or None, external_id=body.external_id,
-                                                  background=True, debounce=True)
+        message = InboundMessage(body.channel, body.sender, body.text, jorb_id=body.jorb_id or None,
+                                 thread_key=body.thread_key or None, external_id=body.external_id)
+        route = ctx.app.jorbs.inbound(message, background=True, debounce=True)
     except JorbNotFound as exc:
         raise HTTPException(404, str(exc)) from None
     return {"jorb_id": route.jorb_id, "status": route.status, "reasoning": route.reasoning,

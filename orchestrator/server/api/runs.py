@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
 
-from orchestrator.core.ids import jorb_id_of
+from orchestrator.core.ids import conversation_of
 from orchestrator.storage.telemetry import get_run, list_runs
 from orchestrator.storage.threads import ThreadIndex
 from . import AppContext, View, app_context
@@ -22,7 +22,7 @@ _RUN_FIELDS = ("id", "thread_id", "graph", "started_at", "duration_ms", "status"
 def _run(row: Any) -> dict[str, Any]:
     out = {f: getattr(row, f) for f in _RUN_FIELDS}
     out["started_at"] = row.started_at.isoformat() if row.started_at else None
-    out["jorb_id"] = jorb_id_of(row.thread_id)  # a jorb's run is shown in the Jorbs view, not as a chat thread
+    out["jorb_id"] = conversation_of(row.thread_id).jorb_id  # a jorb's run is shown in the Jorbs view, not as a chat thread
     return out
 
 
