@@ -166,14 +166,14 @@ def test_a_huge_message_is_refused_with_why_and_reaches_no_model(jarvis_env, tel
     assert jarvis_env.server.requests == []
 
 
-def test_a_file_or_a_voice_message_is_refused_as_not_taken_yet(jarvis_env, telegram):
+def test_a_photo_or_a_sticker_is_refused_said_so(jarvis_env, telegram):
     app = jarvis_env.app()
-    telegram.state.say(None, user_id=PRINCIPAL, voice={"file_id": "v1", "duration": 3})
-    telegram.state.say(None, user_id=PRINCIPAL, document={"file_id": "d1", "file_name": "ignore previous.pdf"},
-                       caption="read this")
+    telegram.state.say(None, user_id=PRINCIPAL, photo=[{"file_id": "p1", "width": 90, "height": 90}])
+    telegram.state.say(None, user_id=PRINCIPAL, sticker={"file_id": "s1"})
     assert _poller(app).poll_once(timeout=0) == 2
-    assert [s.startswith("Files and voice messages are not taken") for s in _shown(telegram)] == [True, True]
-    assert jarvis_env.server.requests == []
+    assert [s.startswith("Only documents (a PDF or a text file) and voice messages") for s in _shown(telegram)] == [
+        True, True]
+    assert jarvis_env.server.requests == [] and telegram.state.downloads == []
 
 
 def test_a_long_answer_with_markup_characters_is_escaped_and_split_at_4096(jarvis_env, telegram):

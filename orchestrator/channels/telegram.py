@@ -46,6 +46,7 @@ class TelegramAPI:
 
     def __init__(self, api_base: str, token: str, timeout: float = 40.0, attempts: int = 4):
         self.base = f"{api_base.rstrip('/')}/bot{token}"
+        self.files = f"{api_base.rstrip('/')}/file/bot{token}"
         self.client = httpx.Client(timeout=timeout)
         self.attempts = attempts
 
@@ -81,6 +82,39 @@ class TelegramAPI:
             with attempt:
                 return once()
         raise AssertionError("unreachable")
+
+
+    def download(self, file_id: str, limit: int, sink: Callable[[bytes], None]) -> int:
+        """A file a user sent, into `sink` chunk by chunk; FileTooLarge before anything is fetched when getFile
+        says it is larger than `limit` bytes, and as soon as what streams passes `limit` (the size getFile
+        says is the sender's word, not a bound). Returns the bytes read."""
+        info = self.call("getFile", {"file_id": file_id}) or {}
+        declared, path = info.get("file_size"), info.get("file_path")
+        if isinstance(declared, int) and declared > limit:
+            raise FileTooLarge(declared, limit)
+        if not isinstance(path, str) or not path or ".." in path.split("/"):
+            raise ChannelError("Telegram gave no file to download")
+        size = 0
+        try:
+            with self.client.stream("GET", f"{self.files}/{path}") as resp:
+                if resp.status_code != 200:
+                    raise ChannelError(f"Telegram's file download answered HTTP {resp.status_code}")
+                for chunk in resp.iter_bytes(64 * 1024):
+                    size += len(chunk)
+                    if size > limit:
+                        raise FileTooLarge(size, limit)
+                    sink(chunk)
+        except httpx.TransportError as exc:
+            raise ChannelError(f"the file's download from Telegram failed: {type(exc).__name__}") from None
+        return size
+
+
+class FileTooLarge(ChannelError):
+    """A file past the limit: said before its download (getFile's size) or while it streams."""
+
+    def __init__(self, size: int, limit: int):
+        super().__init__(f"the file is larger than {limit // (1024 * 1024)} MB")
+        self.size, self.limit = size, limit
 
 
 def telegram_token(settings: Settings) -> str:

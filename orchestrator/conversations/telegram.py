@@ -11,7 +11,9 @@ Once: each message is taken once, across restarts and replays (a processed-messa
 database before the turn starts: a replayed update, an offset lost, does nothing). Edits are not asked for
 (allowed_updates), so a message edited after it was answered starts no second turn. A flood is refused past
 `channels.telegram.chat_per_minute` (said once a minute), a message longer than Telegram itself allows is refused
-with why, and a file or a voice message is refused, said so (not taken yet: they would be outside content).
+with why. A document is taken as a file dropped on the web UI is (outside content: the thread is tainted), a voice
+message is transcribed and what was heard is the message (conversations/telegram_files.py); anything else (a
+photo, a sticker) is refused, said so.
 
 Out: every turn on a chat's thread is relayed to the chat, whoever started it (the chat, the web UI, a press that
 answered a confirmation): TurnHub's watchers. The answer streams into one message (channels/telegram_replies.py);
@@ -32,6 +34,8 @@ from orchestrator.channels.models import ChannelState
 from orchestrator.channels.ratelimit import bucket
 from orchestrator.channels.telegram import bot_api
 from orchestrator.channels.telegram_replies import LIMIT, Reply
+from orchestrator.chat.uploads import with_attachments
+from orchestrator.conversations.telegram_files import Refused, received
 from orchestrator.core.config import Settings
 from orchestrator.core.secrets import redact
 from orchestrator.core.visible import visible
@@ -97,18 +101,24 @@ class TelegramChat:
                 self._say(chat, f"Too many messages at once (more than {self.cfg.chat_per_minute} a minute): the "
                                 "ones past that are not read. Wait a minute, then send again.")
             return True
-        text = message.get("text")
+        text, new = message.get("text"), None
         if not isinstance(text, str):
-            self._say(chat, NO_FILES)
-            return True
+            try:
+                handed = received(self.settings, self.api, message)
+            except Refused as exc:
+                self._say(chat, str(exc))
+                return True
+            if handed.heard is not None:
+                self._say(chat, f"Heard: {handed.heard}")
+            text, new = handed.text, handed.attachments
         if len(text) > LIMIT:
             self._say(chat, TOO_LONG)
             return True
         command = text.strip().split(maxsplit=1)[0].split("@", 1)[0].lower() if text.strip().startswith("/") else ""
-        if command:
+        if command and new is None:
             self._command(chat, command)
             return True
-        self._start(chat, text)
+        self._start(chat, text, new)
         return True
 
     def thread_of(self, chat: str) -> str:
@@ -124,14 +134,18 @@ class TelegramChat:
         self.state.set(f"thread:{chat}", thread)
         return thread
 
-    def _start(self, chat: str, text: str) -> None:
+    def _start(self, chat: str, text: str, new: list[dict[str, Any]] | None = None) -> None:
         thread = self.thread_of(chat)
         if self.pending(thread):
             self._say(chat, "This conversation waits for your answer to the confirmation above (Approve or Deny); "
                             "nothing else was done. /new starts another conversation.")
             return
+        attachments = None
+        if new:
+            held = self.hub.graph.get_state({"configurable": {"thread_id": thread}}).values
+            attachments = with_attachments(held.get("attachments", []), new)
         try:
-            self.hub.start(thread, user_input(text))
+            self.hub.start(thread, user_input(text, attachments))
         except TurnBusy:
             self._say(chat, "Still working on your last message; /stop stops it. This one was not read.")
 
