@@ -229,28 +229,24 @@ class TelegramPoller:
                                 timeout=(self.cfg.poll_timeout_s if timeout is None else timeout) + 10) or []
         handled = 0
         for update in updates:
-            self.state.set("offset", str(int(update["update_id"]) + 1))
-            if update.get("callback_query") and self.on_callback is not None:
-                self.on_callback(update["callback_query"])
-                handled += 1
-                continue
+            offset = str(int(update["update_id"]) + 1)
             message = update.get("message") or {}
-            text = message.get("text")
-            sender = message.get("from") or {}
-            chat = message.get("chat") or {}
-            if not chat or not (text or self.converse):
+            if update.get("callback_query") or not message:
+                self.state.set("offset", offset)
+                if update.get("callback_query") and self.on_callback is not None:
+                    self.on_callback(update["callback_query"])
+                    handled += 1
                 continue
-            handle = normalize_party("@" + sender["username"]) if sender.get("username") else None
-            party = handle or str(chat.get("id"))
-            if handle and chat.get("type") == "private" and str(chat.get("id")) == str(sender.get("id")):
-                self.state.set(f"chat:{handle}", str(chat["id"]))  # a group the handle wrote in stands for no one
-            if self.allowed and party not in self.allowed and str(sender.get("id")) not in self.allowed:
-                log.info("telegram message from %s ignored: not on channels.telegram.allowlist", party)
-                continue
-            if self.converse is not None and self.converse(message):
+            party = self._allowed_party(message)
+            # the user's conversation records each message it takes: the offset moves once it is taken, so a
+            # process killed before that sees the message again (conversations/once.py); other messages move it first
+            if party is not None and self.converse is not None and self.converse(message):
+                self.state.set("offset", offset)
                 handled += 1
                 continue
-            if not text:  # a file, a voice message: only the user's conversation takes one (and says so)
+            self.state.set("offset", offset)
+            text, sender, chat = message.get("text"), message.get("from") or {}, message.get("chat") or {}
+            if party is None or not text:  # a file, a voice message: only the user's conversation takes one
                 continue
             # the numeric user id is the sender as Telegram authenticates it (a @handle can change hands)
             self.deliver("telegram", party, text, {"external_id": str(message.get("message_id")),
@@ -258,6 +254,21 @@ class TelegramPoller:
                                                    "sender_id": f"telegram:{sender['id']}" if sender.get("id") else None})
             handled += 1
         return handled
+
+    def _allowed_party(self, message: dict[str, Any]) -> str | None:
+        """Who wrote the message (their @handle, else the chat id), recording a private chat's handle; None when
+        the message is from no one the allowlist lets in, or is not a message a channel reads."""
+        text, sender, chat = message.get("text"), message.get("from") or {}, message.get("chat") or {}
+        if not chat or not (text or self.converse):
+            return None
+        handle = normalize_party("@" + sender["username"]) if sender.get("username") else None
+        party = handle or str(chat.get("id"))
+        if handle and chat.get("type") == "private" and str(chat.get("id")) == str(sender.get("id")):
+            self.state.set(f"chat:{handle}", str(chat["id"]))  # a group the handle wrote in stands for no one
+        if self.allowed and party not in self.allowed and str(sender.get("id")) not in self.allowed:
+            log.info("telegram message from %s ignored: not on channels.telegram.allowlist", party)
+            return None
+        return party
 
     def _run(self) -> None:
         backoff = 1.0

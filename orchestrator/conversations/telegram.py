@@ -7,8 +7,9 @@ first seen with: jorbs/router.route_inbound decides, without a model call), in a
 sender's own). A message that route sends to a jorb (a reply in a conversation a jorb holds) goes there as today,
 and everyone else's go where they went (jorbs, the inbox): a stranger never starts a turn and reaches no model here.
 
-Once: each message is taken once, across restarts and replays (a processed-message record claimed in the
-database before the turn starts: a replayed update, an offset lost, does nothing). Edits are not asked for
+Once: each message is taken once, across restarts, replays and crashes (conversations/once.py: a processed-message
+record claimed before anything is done, moved to started and answered; a turn a killed process left unfinished is
+reported in the chat at the next start, `recover`). Edits are not asked for
 (allowed_updates), so a message edited after it was answered starts no second turn. A flood is refused past
 `channels.telegram.chat_per_minute` (said once a minute), a message longer than Telegram itself allows is refused
 with why. A document is taken as a file dropped on the web UI is (outside content: the thread is tainted), a voice
@@ -35,6 +36,7 @@ from orchestrator.channels.ratelimit import bucket
 from orchestrator.channels.telegram import bot_api
 from orchestrator.channels.telegram_replies import LIMIT, Reply
 from orchestrator.chat.uploads import with_attachments
+from orchestrator.conversations.once import REPORTED, Handled, stopped_note
 from orchestrator.conversations.telegram_files import Refused, received
 from orchestrator.core.config import Settings
 from orchestrator.core.secrets import redact
@@ -69,6 +71,7 @@ class TelegramChat:
         self.pending = pending
         self.api = api or bot_api(settings)
         self.state = ChannelState(settings, "telegram")
+        self.handled = Handled(self.state)
         self.jorbs = JorbStore(settings)
         self._told_flood: dict[str, float] = {}
         hub.watchers.append(self._watch)
@@ -91,35 +94,42 @@ class TelegramChat:
         if not self.cfg.chat or not self.users_own(message):
             return False
         chat = str(message["chat"]["id"])
-        if not self.state.claim(f"seen:{chat}:{message.get('message_id')}"):
+        key = Handled.key(chat, message.get("message_id"))
+        said = message.get("text") or message.get("caption") or "(a file or a voice message)"
+        if not self.handled.receive(key, str(said)):
             log.info("telegram message %s of chat %s was already taken: not again", message.get("message_id"), chat)
             return True
+        if not self._take(chat, message, key):
+            self.handled.done(key)
+        return True
+
+    def _take(self, chat: str, message: dict[str, Any], key: str) -> bool:
+        """True when a turn started for the message (its record is then ended by the relay)."""
         if not bucket(f"telegram-chat:{self.settings.data_dir}:{chat}", self.cfg.chat_per_minute).acquire(timeout=0):
             now = time.monotonic()
             if now - self._told_flood.get(chat, -120.0) >= 60:
                 self._told_flood[chat] = now
                 self._say(chat, f"Too many messages at once (more than {self.cfg.chat_per_minute} a minute): the "
                                 "ones past that are not read. Wait a minute, then send again.")
-            return True
+            return False
         text, new = message.get("text"), None
         if not isinstance(text, str):
             try:
                 handed = received(self.settings, self.api, message)
             except Refused as exc:
                 self._say(chat, str(exc))
-                return True
+                return False
             if handed.heard is not None:
                 self._say(chat, f"Heard: {handed.heard}")
             text, new = handed.text, handed.attachments
         if len(text) > LIMIT:
             self._say(chat, TOO_LONG)
-            return True
+            return False
         command = text.strip().split(maxsplit=1)[0].split("@", 1)[0].lower() if text.strip().startswith("/") else ""
         if command and new is None:
             self._command(chat, command)
-            return True
-        self._start(chat, text, new)
-        return True
+            return False
+        return self._start(chat, text, new, key)
 
     def thread_of(self, chat: str) -> str:
         """The chat's current thread (made on its first message)."""
@@ -134,20 +144,41 @@ class TelegramChat:
         self.state.set(f"thread:{chat}", thread)
         return thread
 
-    def _start(self, chat: str, text: str, new: list[dict[str, Any]] | None = None) -> None:
+    def _start(self, chat: str, text: str, new: list[dict[str, Any]] | None, key: str) -> bool:
         thread = self.thread_of(chat)
         if self.pending(thread):
             self._say(chat, "This conversation waits for your answer to the confirmation above (Approve or Deny); "
                             "nothing else was done. /new starts another conversation.")
-            return
+            return False
         attachments = None
         if new:
             held = self.hub.graph.get_state({"configurable": {"thread_id": thread}}).values
             attachments = with_attachments(held.get("attachments", []), new)
+        self.handled.started(key, thread)  # before the turn: its relay ends the record
         try:
             self.hub.start(thread, user_input(text, attachments))
         except TurnBusy:
             self._say(chat, "Still working on your last message; /stop stops it. This one was not read.")
+            return False
+        return True
+
+    def recover(self) -> int:
+        """At start: each message whose turn a stopped process left unfinished is reported in its chat (once no
+        worker holds its thread); returns how many."""
+        reported = 0
+        for key, record in self.handled.unfinished():
+            thread, chat = str(record["thread"]), key.split(":")[1]
+            claims = self.hub.claims
+            if self.hub.running(thread) is not None or (claims is not None and not claims.acquire(thread)):
+                continue  # still running here or in another worker: its relay ends it
+            try:
+                self._say(chat, stopped_note(self.hub.graph, thread, str(record.get("text") or "")))
+                self.handled.done(key, REPORTED)
+                reported += 1
+            finally:
+                if claims is not None:
+                    claims.release(thread)
+        return reported
 
     def _command(self, chat: str, command: str) -> None:
         if command == "/new":
@@ -205,3 +236,4 @@ class TelegramChat:
                                  else f"The turn failed: {event.get('message')}")
         except Exception:  # noqa: BLE001 - the thread keeps the answer; the web UI shows it
             log.exception("relaying the turn on %s to Telegram chat %s", turn.thread_id, chat)
+        self.handled.turn_ended(turn.thread_id)
