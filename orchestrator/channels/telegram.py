@@ -11,8 +11,11 @@ the keyring (`jarvis secrets set telegram_token`, then `channels.telegram.token:
 from __future__ import annotations
 
 import logging
+import random
 import threading
+import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
@@ -171,6 +174,14 @@ class TelegramChannel:
 
 
 POLL_CLAIM = "channel:telegram:getUpdates"
+RETRY_FIRST_S, RETRY_MAX_S = 1.0, 60.0
+
+
+def retry_delay(failures: int) -> float:
+    """The wait before the next poll after `failures` failed ones in a row: doubling from RETRY_FIRST_S, capped at
+    RETRY_MAX_S, plus up to RETRY_FIRST_S at random so workers and restarts do not retry in step; never less than
+    RETRY_FIRST_S, so a channel that fails at once is no hot loop."""
+    return min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** min(failures - 1, 16) + random.uniform(0, RETRY_FIRST_S))
 
 
 def private_chat_id(chat_id: str) -> bool:
@@ -199,6 +210,9 @@ class TelegramPoller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
+        self.failures = 0  # polls failed in a row (Telegram down, refusing, answering 5xx)
+        self.down_since: datetime | None = None
+        self.next_retry_at: float | None = None  # time.time() of the next try while down
         # Telegram allows one getUpdates at a time per bot: of the workers sharing a database (or two `jarvis
         # run` on one data folder) only the claim's holder polls; the others stand by and take over when its
         # lease ends.
@@ -206,9 +220,17 @@ class TelegramPoller:
         self.standing_by_for: str | None = None
 
     def status_note(self) -> str | None:
+        """What the services report says of the poller: None when it polls, why not otherwise."""
         if self.last_error:
-            return self.last_error
+            return self.down_note()
         return f"standing by: {self.standing_by_for} polls Telegram" if self.standing_by_for else None
+
+    def down_note(self) -> str:
+        since = f" since {self.down_since:%H:%M:%S} UTC" if self.down_since else ""
+        retry = (f"; next retry in {max(0.0, self.next_retry_at - time.time()):.0f} s"
+                 f" ({datetime.fromtimestamp(self.next_retry_at, timezone.utc):%H:%M:%S} UTC)"
+                 if self.next_retry_at else "")
+        return f"down{since} ({self.failures} failed poll{'s' * (self.failures != 1)}): {self.last_error}{retry}"
 
     def take_turn(self) -> bool:
         """Hold (or renew) the polling claim; False when another worker polls."""
@@ -271,7 +293,6 @@ class TelegramPoller:
         return party
 
     def _run(self) -> None:
-        backoff = 1.0
         standby_wait = min(30.0, self.claims.lease.total_seconds() / 3)
         while not self._stop.is_set():
             try:
@@ -279,13 +300,15 @@ class TelegramPoller:
                     self._stop.wait(standby_wait)
                     continue
                 self.poll_once()
-                self.last_error = None
-                backoff = 1.0
+                self.last_error, self.failures, self.down_since, self.next_retry_at = None, 0, None, None
             except Exception as exc:  # noqa: BLE001 - keep polling; say why it failed
+                self.failures += 1
                 self.last_error = str(exc)
-                log.warning("telegram polling failed: %s (retrying in %.0f s)", exc, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 60)
+                self.down_since = self.down_since or datetime.now(timezone.utc)
+                delay = retry_delay(self.failures)
+                self.next_retry_at = time.time() + delay
+                log.warning("telegram polling failed: %s (retrying in %.1f s)", exc, delay)
+                self._stop.wait(delay)
 
     def start(self) -> "TelegramPoller":
         self._thread = threading.Thread(target=self._run, name="telegram-poller", daemon=True)

@@ -171,11 +171,11 @@ class _Handler(JsonHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         st = self.server.state
+        length = int(self.headers.get("Content-Length") or 0)
+        payload = json.loads(self.rfile.read(length) or b"{}")
         if st.down is not None:
             self.send_json(st.down, {"ok": False, "error_code": st.down, "description": "Bad Gateway"})
             return
-        length = int(self.headers.get("Content-Length") or 0)
-        payload = json.loads(self.rfile.read(length) or b"{}")
         prefix = f"/bot{st.token}/"
         if not self.path.startswith(prefix):
             self.send_json(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
@@ -294,6 +294,18 @@ class TelegramServer:
     def __enter__(self) -> "TelegramServer":
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         return self
+
+    def refuse(self) -> None:
+        """Stop listening: every connection is refused until `reopen`."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def reopen(self) -> None:
+        """Listen again on the same port, with the same state."""
+        port = int(self.base_url.rsplit(":", 1)[1])
+        self.httpd = self._HTTP(("127.0.0.1", port), _Handler)
+        self.httpd.state = self.state
+        self.__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         self.httpd.shutdown()
