@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import JARVIS_BIN, answer, tool_call
+from tests.conftest import JARVIS_BIN, tool_call
 from tests.test_approvals_remote import PRINCIPAL, _wait
 from tests.test_telegram_chat import THREAD, _shown, telegram  # noqa: F401 - fixture
 
