@@ -253,16 +253,22 @@ class TelegramPoller:
         for update in updates:
             offset = str(int(update["update_id"]) + 1)
             message = update.get("message") or {}
-            if update.get("callback_query") or not message:
+            if update.get("callback_query") or not message or not isinstance(message, dict):
                 self.state.set("offset", offset)
                 if update.get("callback_query") and self.on_callback is not None:
                     self.on_callback(update["callback_query"])
                     handled += 1
                 continue
-            party = self._allowed_party(message)
             # the user's conversation records each message it takes: the offset moves once it is taken, so a
-            # process killed before that sees the message again (conversations/once.py); other messages move it first
-            if party is not None and self.converse is not None and self.converse(message):
+            # process killed before that sees the message again (conversations/once.py); other messages move it first.
+            # A message that raises is passed over all the same: it must not hold back the later ones for ever.
+            try:
+                party = self._allowed_party(message)
+                taken = party is not None and self.converse is not None and self.converse(message)
+            except Exception:
+                self.state.set("offset", offset)
+                raise
+            if taken:
                 self.state.set("offset", offset)
                 handled += 1
                 continue
