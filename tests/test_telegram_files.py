@@ -112,3 +112,35 @@ def test_a_voice_message_is_transcribed_said_back_and_answered(jarvis_env, teleg
     assert heard.startswith("Heard: ") and "weather" in heard.lower() and said == "Sunny."
     human = [m for m in jarvis_env.server.requests[0]["messages"] if m.get("role") == "user"]
     assert human[0]["content"] == heard.removeprefix("Heard: ")
+
+
+def test_a_pdf_decompression_bomb_sent_in_the_chat_is_read_within_the_budget_and_the_chat_goes_on(
+        jarvis_env, telegram, tmp_path):
+    """20 KB on disk, a page of 8 MB of operators once inflated: taken as an upload (it is small), then read by the
+    PDF tool in its child process, stopped when pdf.time_budget_s ends; the turn answers and the chat goes on."""
+    import re
+
+    from tests.conftest import tool_call
+    from tests.test_pdf_tools import SLOW_OP, _quick_page, write_crafted_pdf
+
+    jarvis_env.write_config(pdf={"time_budget_s": 2}, channels={
+        "telegram": {"enabled": True, "token": {"secret": "telegram_token"}, "api_base": telegram.base_url,
+                     "poll_timeout_s": 0},
+        "user_identities": [f"telegram:{PRINCIPAL}"]})
+    bomb = write_crafted_pdf(tmp_path / "bomb.pdf", [_quick_page(1), SLOW_OP * (8_000_000 // len(SLOW_OP))])
+    jarvis_env.server.add_rule(lambda request: True, lambda request: tool_call(
+        "pdf_extract_text", path=re.search(r"- pdf: (\S+\.pdf)", str(request["messages"])).group(1)), times=1)
+    jarvis_env.server.push(answer("Read what I could."))
+    app = jarvis_env.app()
+    poller = _poller(app)
+    _document(telegram, "b1", "bomb.pdf", data=bomb.read_bytes(), caption="what does it say?")
+    poller.poll_once(timeout=0)
+    _settled(app)
+    assert _shown(telegram) == ["Read what I could."]
+    result = str([m for m in jarvis_env.server.requests[1]["messages"] if m.get("role") == "tool"])
+    assert "took longer than 2 s, so it was stopped inside page 2" in result and "slow) Tj" not in result
+    jarvis_env.server.push(answer("Still here."))
+    telegram.state.say("are you there?", user_id=PRINCIPAL)
+    poller.poll_once(timeout=0)
+    _settled(app)
+    assert _shown(telegram)[-1] == "Still here."
