@@ -5,7 +5,11 @@ web API (the first token event of POST /api/threads/{id}/messages), on the same 
 time before its first token. Both through one `jarvis run` app, interleaved so that load hits both alike.
 Floor (issue 29): Telegram <= 1.2 x the web API; goal <= 1.05 x.
 
-    .venv/bin/python bench/channels.py [--reps 9] [--think-ms 300] [--no-matrix]
+Then throughput: messages handled per second by the one process with `--chats` principal chats (100) writing at
+once, `--rounds` times, the scripted model answering at once: from the first message of a round until every chat
+shows its whole answer.
+
+    .venv/bin/python bench/channels.py [--reps 9] [--think-ms 300] [--chats 100] [--rounds 3] [--no-matrix]
 
 Matrix needs the pinned Synapse (scripts/fetch_pypi_servers.py, as `make test` installs it).
 """
@@ -103,11 +107,39 @@ def matrix_config(tmp: str) -> tuple:
                                  "sync_timeout_s": 5}
 
 
+def throughput(telegram: TelegramServer, server: FakeLLMServer, chats: list[int], rounds: int) -> tuple[int, float]:
+    """(messages answered, seconds): each round every chat writes once, and the round ends when all are answered."""
+    state = telegram.state
+
+    def answered(chat: int) -> int:
+        return sum(1 for m in state.sent if m["chat"]["id"] == chat and m["text"] == ANSWER)
+
+    elapsed = 0.0
+    for rnd in range(rounds):
+        server.push(*[{"content": ANSWER} for _ in chats])
+        start = time.perf_counter()
+        for chat in chats:
+            state.say(f"hi {rnd}", user_id=chat)
+        deadline = time.monotonic() + 300
+        while True:
+            with state.lock:
+                done = all(answered(c) > rnd for c in chats)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"round {rnd}: not every chat was answered in 300 s")
+            time.sleep(0.005)
+        elapsed += time.perf_counter() - start
+    return len(chats) * rounds, elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--think-ms", type=float, default=300.0)
     parser.add_argument("--no-matrix", action="store_true", help="leave Matrix out (no Synapse installed)")
+    parser.add_argument("--chats", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     think = args.think_ms / 1000
     logging.basicConfig(level=logging.WARNING)
@@ -117,7 +149,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as server, TelegramServer("1:BENCH") as telegram:
         os.environ["JARVIS_SECRET_TELEGRAM_TOKEN"] = "1:BENCH"
-        telegram.state.known_chats.add(PRINCIPAL)
+        crowd = [PRINCIPAL + 1 + i for i in range(args.chats)]  # the user's other accounts: one chat each
+        telegram.state.known_chats.update([PRINCIPAL, *crowd])
         synapse = alice = None
         channels: dict = {}
         if not args.no_matrix:
@@ -130,7 +163,7 @@ def main() -> None:
             "mcp": {"dir": str(Path(tmp) / "mcp")}, "fs": {"roots": [tmp]}, "sandbox": {"required": False},
             "channels": {"telegram": {"enabled": True, "token": {"secret": "telegram_token"},
                                       "api_base": telegram.base_url, "poll_timeout_s": 5, "chat_per_minute": 1000},
-                         "user_identities": [f"telegram:{PRINCIPAL}"] + ([f"matrix:{alice.user_id}"] if alice else []),
+                         "user_identities": [f"telegram:{c}" for c in (PRINCIPAL, *crowd)] + ([f"matrix:{alice.user_id}"] if alice else []),
                          **channels}}))
         jarvis = App(load_settings(cfg))
         app = create_app(jarvis, services=["orchestrator.server.services:telegram_inbound_service"] +
@@ -150,6 +183,7 @@ def main() -> None:
                     for run in runs if rep % 2 == 0 else runs[::-1]:
                         run()
                 api, tg, mx = api[1:], tg[1:], mx[1:]  # the first of each warms up
+                handled, seconds = throughput(telegram, server, crowd, args.rounds)
         finally:
             if synapse is not None:
                 alice.close()
@@ -164,6 +198,8 @@ def main() -> None:
         m = statistics.median(mx) * 1000
         print(f"  Matrix first character (a real Synapse, its sync included): {m:.1f} ms (median of {len(mx)})")
         print(f"  ratio: {m / a:.3f} (floor <= 1.2, goal <= 1.05) -> {'OK' if m / a <= 1.2 else 'MISSED'}")
+    print(f"[channels: one process, {len(crowd)} chats writing at once, {args.rounds} rounds]")
+    print(f"  {handled} messages answered in {seconds:.2f} s: {handled / seconds:.1f} messages/s")
 
 
 if __name__ == "__main__":

@@ -85,3 +85,35 @@ def test_mail_older_than_the_conversation_starts_nothing(jarvis_env, mail):
     app = jarvis_env.app()
     assert _poller(app).poll_once() == 0
     assert jarvis_env.server.requests == [] and mail.sent == []
+
+
+def test_a_flood_of_mails_is_refused_past_the_rate_said_once(jarvis_env, mail):
+    jarvis_env.write_config(channels={"email": {"enabled": True, "chat": True, "chat_per_minute": 2},
+                                      "user_identities": [ME]},
+                            google={"gmail_base_url": mail.url, "calendar_base_url": mail.url,
+                                    "token_uri": mail.token_uri, "backoff_s": 0.01})
+    mail.page_size = 20  # Gmail's page: the poller reads the 20 newest of the address
+    app = jarvis_env.app()
+    poller = _poller(app)
+    poller.poll_once()
+    jarvis_env.server.push(answer("One."), answer("Two."))
+    for n in range(5):
+        mail.add_message(sender=ME, subject=f"n{n}", body=f"question {n}", authentication_results=VERIFIED)
+    poller.poll_once()
+    _wait(lambda: len(mail.sent) == 3, "two answers and one refusal", timeout=60)
+    _wait(lambda: app.turn_hub().running_ids() == [], "the turns to end")
+    texts = [_text(m).strip() for m in mail.sent]
+    refused = [t for t in texts if t.startswith("Too many mails at once (more than 2 a minute)")]
+    assert len(refused) == 1 and sorted(set(texts) - set(refused)) == ["One.", "Two."]
+    assert len(jarvis_env.server.requests) == 2 and len(mail.sent) == 3
+
+
+def test_a_huge_mail_is_refused_with_why_and_reaches_no_model(jarvis_env, mail):
+    app = jarvis_env.app()
+    poller = _poller(app)
+    poller.poll_once()
+    mail.add_message(sender=ME, subject="big", body="read this " * 20_000, authentication_results=VERIFIED)
+    poller.poll_once()
+    (sent,) = _wait(lambda: mail.sent, "the refusal")
+    assert _text(sent).strip().startswith("That mail is longer than Jarvis reads (8000 characters)")
+    assert jarvis_env.server.requests == [] and app.turn_hub().running_ids() == []

@@ -31,6 +31,13 @@ class ChannelState:
                                                                  ChannelStateRow.key == key))
         return default if value is None else value
 
+    def items(self, prefix: str) -> dict[str, str]:
+        """Every key starting with `prefix` and its value."""
+        with Session(self.engine) as s:
+            rows = s.execute(select(ChannelStateRow.key, ChannelStateRow.value).where(
+                ChannelStateRow.channel == self.channel, ChannelStateRow.key.startswith(prefix, autoescape=True)))
+            return {k: v for k, v in rows}
+
     def _insert(self, key: str, value: str):
         table = ChannelStateRow.__table__
         if self.engine.dialect.name == "sqlite":

@@ -11,8 +11,11 @@ the keyring (`jarvis secrets set telegram_token`, then `channels.telegram.token:
 from __future__ import annotations
 
 import logging
+import random
 import threading
+import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
@@ -47,6 +50,7 @@ class TelegramAPI:
 
     def __init__(self, api_base: str, token: str, timeout: float = 40.0, attempts: int = 4):
         self.base = f"{api_base.rstrip('/')}/bot{token}"
+        self.files = f"{api_base.rstrip('/')}/file/bot{token}"
         self.client = httpx.Client(timeout=timeout)
         self.attempts = attempts
 
@@ -82,6 +86,39 @@ class TelegramAPI:
             with attempt:
                 return once()
         raise AssertionError("unreachable")
+
+
+    def download(self, file_id: str, limit: int, sink: Callable[[bytes], None]) -> int:
+        """A file a user sent, into `sink` chunk by chunk; FileTooLarge before anything is fetched when getFile
+        says it is larger than `limit` bytes, and as soon as what streams passes `limit` (the size getFile
+        says is the sender's word, not a bound). Returns the bytes read."""
+        info = self.call("getFile", {"file_id": file_id}) or {}
+        declared, path = info.get("file_size"), info.get("file_path")
+        if isinstance(declared, int) and declared > limit:
+            raise FileTooLarge(declared, limit)
+        if not isinstance(path, str) or not path or ".." in path.split("/"):
+            raise ChannelError("Telegram gave no file to download")
+        size = 0
+        try:
+            with self.client.stream("GET", f"{self.files}/{path}") as resp:
+                if resp.status_code != 200:
+                    raise ChannelError(f"Telegram's file download answered HTTP {resp.status_code}")
+                for chunk in resp.iter_bytes(64 * 1024):
+                    size += len(chunk)
+                    if size > limit:
+                        raise FileTooLarge(size, limit)
+                    sink(chunk)
+        except httpx.TransportError as exc:
+            raise ChannelError(f"the file's download from Telegram failed: {type(exc).__name__}") from None
+        return size
+
+
+class FileTooLarge(ChannelError):
+    """A file past the limit: said before its download (getFile's size) or while it streams."""
+
+    def __init__(self, size: int, limit: int):
+        super().__init__(f"the file is larger than {limit // (1024 * 1024)} MB")
+        self.size, self.limit = size, limit
 
 
 def telegram_token(settings: Settings) -> str:
@@ -138,6 +175,14 @@ class TelegramChannel:
 
 
 POLL_CLAIM = "channel:telegram:getUpdates"
+RETRY_FIRST_S, RETRY_MAX_S = 1.0, 60.0
+
+
+def retry_delay(failures: int) -> float:
+    """The wait before the next poll after `failures` failed ones in a row: doubling from RETRY_FIRST_S, capped at
+    RETRY_MAX_S, plus up to RETRY_FIRST_S at random so workers and restarts do not retry in step; never less than
+    RETRY_FIRST_S, so a channel that fails at once is no hot loop."""
+    return min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** min(failures - 1, 16) + random.uniform(0, RETRY_FIRST_S))
 
 
 def private_chat_id(chat_id: str) -> bool:
@@ -166,6 +211,9 @@ class TelegramPoller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: str | None = None
+        self.failures = 0  # polls failed in a row (Telegram down, refusing, answering 5xx)
+        self.down_since: datetime | None = None
+        self.next_retry_at: float | None = None  # time.time() of the next try while down
         # Telegram allows one getUpdates at a time per bot: of the workers sharing a database (or two `jarvis
         # run` on one data folder) only the claim's holder polls; the others stand by and take over when its
         # lease ends.
@@ -173,9 +221,17 @@ class TelegramPoller:
         self.standing_by_for: str | None = None
 
     def status_note(self) -> str | None:
+        """What the services report says of the poller: None when it polls, why not otherwise."""
         if self.last_error:
-            return self.last_error
+            return self.down_note()
         return f"standing by: {self.standing_by_for} polls Telegram" if self.standing_by_for else None
+
+    def down_note(self) -> str:
+        since = f" since {self.down_since:%H:%M:%S} UTC" if self.down_since else ""
+        retry = (f"; next retry in {max(0.0, self.next_retry_at - time.time()):.0f} s"
+                 f" ({datetime.fromtimestamp(self.next_retry_at, timezone.utc):%H:%M:%S} UTC)"
+                 if self.next_retry_at else "")
+        return f"down{since} ({self.failures} failed poll{'s' * (self.failures != 1)}): {self.last_error}{retry}"
 
     def take_turn(self) -> bool:
         """Hold (or renew) the polling claim; False when another worker polls."""
@@ -196,28 +252,30 @@ class TelegramPoller:
                                 timeout=(self.cfg.poll_timeout_s if timeout is None else timeout) + 10) or []
         handled = 0
         for update in updates:
-            self.state.set("offset", str(int(update["update_id"]) + 1))
-            if update.get("callback_query") and self.on_callback is not None:
-                self.on_callback(update["callback_query"])
-                handled += 1
-                continue
+            offset = str(int(update["update_id"]) + 1)
             message = update.get("message") or {}
-            text = message.get("text")
-            sender = message.get("from") or {}
-            chat = message.get("chat") or {}
-            if not chat or not (text or self.converse):
+            if update.get("callback_query") or not message or not isinstance(message, dict):
+                self.state.set("offset", offset)
+                if update.get("callback_query") and self.on_callback is not None:
+                    self.on_callback(update["callback_query"])
+                    handled += 1
                 continue
-            handle = normalize_party("@" + sender["username"]) if sender.get("username") else None
-            party = handle or str(chat.get("id"))
-            if handle and chat.get("type") == "private" and str(chat.get("id")) == str(sender.get("id")):
-                self.state.set(f"chat:{handle}", str(chat["id"]))  # a group the handle wrote in stands for no one
-            if self.allowed and party not in self.allowed and str(sender.get("id")) not in self.allowed:
-                log.info("telegram message from %s ignored: not on channels.telegram.allowlist", party)
-                continue
-            if self.converse is not None and self.converse(message):
+            # the user's conversation records each message it takes: the offset moves once it is taken, so a
+            # process killed before that sees the message again (conversations/once.py); other messages move it first.
+            # A message that raises is passed over all the same: it must not hold back the later ones for ever.
+            try:
+                party = self._allowed_party(message)
+                taken = party is not None and self.converse is not None and self.converse(message)
+            except Exception:
+                self.state.set("offset", offset)
+                raise
+            if taken:
+                self.state.set("offset", offset)
                 handled += 1
                 continue
-            if not text:  # a file, a voice message: only the user's conversation takes one (and says so)
+            self.state.set("offset", offset)
+            text, sender, chat = message.get("text"), message.get("from") or {}, message.get("chat") or {}
+            if party is None or not text:  # a file, a voice message: only the user's conversation takes one
                 continue
             # the numeric user id is the sender as Telegram authenticates it (a @handle can change hands)
             self.deliver(InboundMessage("telegram", party, text, external_id=str(message.get("message_id")),
@@ -226,8 +284,22 @@ class TelegramPoller:
             handled += 1
         return handled
 
+    def _allowed_party(self, message: dict[str, Any]) -> str | None:
+        """Who wrote the message (their @handle, else the chat id), recording a private chat's handle; None when
+        the message is from no one the allowlist lets in, or is not a message a channel reads."""
+        text, sender, chat = message.get("text"), message.get("from") or {}, message.get("chat") or {}
+        if not chat or not (text or self.converse):
+            return None
+        handle = normalize_party("@" + sender["username"]) if sender.get("username") else None
+        party = handle or str(chat.get("id"))
+        if handle and chat.get("type") == "private" and str(chat.get("id")) == str(sender.get("id")):
+            self.state.set(f"chat:{handle}", str(chat["id"]))  # a group the handle wrote in stands for no one
+        if self.allowed and party not in self.allowed and str(sender.get("id")) not in self.allowed:
+            log.info("telegram message from %s ignored: not on channels.telegram.allowlist", party)
+            return None
+        return party
+
     def _run(self) -> None:
-        backoff = 1.0
         standby_wait = min(30.0, self.claims.lease.total_seconds() / 3)
         while not self._stop.is_set():
             try:
@@ -235,13 +307,15 @@ class TelegramPoller:
                     self._stop.wait(standby_wait)
                     continue
                 self.poll_once()
-                self.last_error = None
-                backoff = 1.0
+                self.last_error, self.failures, self.down_since, self.next_retry_at = None, 0, None, None
             except Exception as exc:  # noqa: BLE001 - keep polling; say why it failed
+                self.failures += 1
                 self.last_error = str(exc)
-                log.warning("telegram polling failed: %s (retrying in %.0f s)", exc, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 60)
+                self.down_since = self.down_since or datetime.now(timezone.utc)
+                delay = retry_delay(self.failures)
+                self.next_retry_at = time.time() + delay
+                log.warning("telegram polling failed: %s (retrying in %.1f s)", exc, delay)
+                self._stop.wait(delay)
 
     def start(self) -> "TelegramPoller":
         self._thread = threading.Thread(target=self._run, name="telegram-poller", daemon=True)

@@ -6,7 +6,8 @@ each email thread is one Jarvis thread (`email-<Gmail thread id>`), visible in t
 Who: a From: Gmail did not verify is not the user (a forged sender starts nothing and reaches no model); a mail in
 a thread a jorb holds goes to that jorb as before (jorbs/router.route_inbound decides, without a model call). Once:
 each mail is claimed under the same record as the jorbs' poller (`seen:<message id>`), so it is taken once across
-restarts and by one of several workers. A confirmation is said in the thread, to be answered in the web UI or
+restarts and by one of several workers. A flood is refused past `channels.email.chat_per_minute` (said once a
+minute), a mail longer than Jarvis reads is refused with why. A confirmation is said in the thread, to be answered in the web UI or
 from Telegram: an answer by email is not taken in this conversation yet.
 """
 
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
-from orchestrator.channels.base import MAX_INBOUND_CHARS
 from orchestrator.channels.email import email_channel
 from orchestrator.channels.inbound import InboundMessage
 from orchestrator.channels.models import ChannelState
+from orchestrator.channels.ratelimit import bucket
 from orchestrator.core.config import Settings
 from orchestrator.core.secrets import redact
 from orchestrator.core.visible import visible
@@ -27,6 +29,7 @@ from orchestrator.jorbs.router import route_inbound
 from orchestrator.jorbs.store import JorbStore
 from orchestrator.chat.live_turns import LiveTurn, TurnBusy, TurnHub
 from orchestrator.chat.turns import user_input
+from integrations.gmail_tools import MAX_BODY_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,7 @@ class EmailChat:
         self.send = send or (lambda to, text, thread_key: email_channel(settings).send(to, text, thread_key=thread_key))
         self.state = ChannelState(settings, "email")
         self.jorbs = JorbStore(settings)
+        self._told_flood: dict[str, float] = {}
         hub.watchers.append(self._watch)
 
     def take(self, message: InboundMessage) -> bool:
@@ -64,9 +68,18 @@ class EmailChat:
             return True
         thread = f"email-{gmail_thread}"
         self.state.set(f"reply_to:{thread}", sender)
+        per_minute = self.settings.channels.email.chat_per_minute
+        if not bucket(f"email-chat:{self.settings.data_dir}:{sender}", per_minute).acquire(timeout=0):
+            now = time.monotonic()
+            if now - self._told_flood.get(sender, -120.0) >= 60:
+                self._told_flood[sender] = now
+                self._mail(thread, f"Too many mails at once (more than {per_minute} a minute): the ones past that "
+                                   "are not read. Wait a minute, then write again.")
+            return True
         words = own_words(text)
-        if len(words) > MAX_INBOUND_CHARS:
-            self._mail(thread, f"That mail is longer than Jarvis reads ({MAX_INBOUND_CHARS} characters); it was not read.")
+        if len(words) > MAX_BODY_CHARS:  # the body was cut there (gmail_tools.message_body): not the whole request
+            self._mail(thread, f"That mail is longer than Jarvis reads ({MAX_BODY_CHARS} characters); it was not "
+                               "read. Send a shorter one, or put the text in a file in the web UI.")
             return True
         try:
             self.hub.start(thread, user_input(words or "(an empty mail)"))

@@ -47,6 +47,7 @@ from orchestrator.jorbs.router import route_inbound
 from orchestrator.jorbs.store import JorbStore
 from orchestrator.chat.live_turns import TurnHub
 from .email import own_words
+from .once import Handled
 from .telegram import TelegramChat
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class MatrixChat(TelegramChat):
         self.api = api
         self.me = api.user_id
         self.state = ChannelState(settings, "matrix")
+        self.handled = Handled(self.state)
         self.jorbs = JorbStore(settings)
         self.approvals = ApprovalStore(settings)
         self._told_flood: dict[str, float] = {}
@@ -115,47 +117,52 @@ class MatrixChat(TelegramChat):
         if self.api.members(room) != {self.me, sender}:
             log.info("matrix event in %s ignored: Jarvis talks only in a room of you and itself", room)
             return False
-        if not self.state.claim(f"seen:{event.get('event_id')}"):
+        content = event.get("content") or {}
+        key = Handled.key(room, event.get("event_id"))
+        if not self.handled.receive(key, str(content.get("body") or kind)):
             log.info("matrix event %s was already taken: not again", event.get("event_id"))
             return True
-        content = event.get("content") or {}
         relates = content.get("m.relates_to") or {}
+        started = False
         if kind == "m.room.encrypted":
             self._say(room, ENCRYPTED)
         elif kind == "m.reaction":
-            key = str(relates.get("key") or "")
-            if relates.get("rel_type") == "m.annotation" and key in APPROVE_KEYS | DENY_KEYS:
-                self._answer(room, str(relates.get("event_id")), "approve" if key in APPROVE_KEYS else "deny")
+            emoji = str(relates.get("key") or "")
+            if relates.get("rel_type") == "m.annotation" and emoji in APPROVE_KEYS | DENY_KEYS:
+                self._answer(room, str(relates.get("event_id")), "approve" if emoji in APPROVE_KEYS else "deny")
         elif relates.get("rel_type") == "m.replace":
             log.info("matrix message %s edited: an edit is not a new message", relates.get("event_id"))
         else:
-            self._message(room, content, (relates.get("m.in_reply_to") or {}).get("event_id"))
+            started = self._message(room, content, (relates.get("m.in_reply_to") or {}).get("event_id"), key)
+        if not started:
+            self.handled.done(key)
         return True
 
-    def _message(self, room: str, content: dict[str, Any], reply_to: str | None) -> None:
+    def _message(self, room: str, content: dict[str, Any], reply_to: str | None, key: str) -> bool:
+        """True when a turn started for the message (its record is then ended by the relay)."""
         text = content.get("body")
         if content.get("msgtype") not in ("m.text", "m.notice") or not isinstance(text, str):
             self._say(room, NO_FILES)
-            return
+            return False
         if reply_to:
             first = (own_words(text).split() or [""])[0].strip(".,!").lower()
             if first in ("approve", "deny"):
                 self._answer(room, reply_to, first)
-                return
+                return False
         if not bucket(f"matrix-chat:{self.settings.data_dir}:{room}", self.cfg.chat_per_minute).acquire(timeout=0):
             now = time.monotonic()
             if now - self._told_flood.get(room, -120.0) >= 60:
                 self._told_flood[room] = now
                 self._say(room, f"Too many messages at once (more than {self.cfg.chat_per_minute} a minute): the "
                                 "ones past that are not read. Wait a minute, then send again.")
-            return
+            return False
         if len(text) > self.cfg.max_message_chars:
             self._say(room, TOO_LONG.format(self.cfg.max_message_chars))
-            return
+            return False
         if text.strip().startswith("/"):
             self._command(room, text.strip().split(maxsplit=1)[0].lower())
-            return
-        self._start(room, text)
+            return False
+        return self._start(room, text, None, key)
 
     # -- confirmations ----------------------------------------------------------------------------------------
     def _confirm(self, item: dict[str, Any], room: str) -> None:

@@ -7,11 +7,14 @@ first seen with: jorbs/router.route_inbound decides, without a model call), in a
 sender's own). A message that route sends to a jorb (a reply in a conversation a jorb holds) goes there as today,
 and everyone else's go where they went (jorbs, the inbox): a stranger never starts a turn and reaches no model here.
 
-Once: each message is taken once, across restarts and replays (a processed-message record claimed in the
-database before the turn starts: a replayed update, an offset lost, does nothing). Edits are not asked for
+Once: each message is taken once, across restarts, replays and crashes (conversations/once.py: a processed-message
+record claimed before anything is done, moved to started and answered; a turn a killed process left unfinished is
+reported in the chat at the next start, `recover`). Edits are not asked for
 (allowed_updates), so a message edited after it was answered starts no second turn. A flood is refused past
 `channels.telegram.chat_per_minute` (said once a minute), a message longer than Telegram itself allows is refused
-with why, and a file or a voice message is refused, said so (not taken yet: they would be outside content).
+with why. A document is taken as a file dropped on the web UI is (outside content: the thread is tainted), a voice
+message is transcribed and what was heard is the message (conversations/telegram_files.py); anything else (a
+photo, a sticker) is refused, said so.
 
 Out: every turn on a chat's thread is relayed to the chat, whoever started it (the chat, the web UI, a press that
 answered a confirmation): TurnHub's watchers. The answer streams into one message (channels/telegram_replies.py);
@@ -33,6 +36,9 @@ from orchestrator.channels.models import ChannelState
 from orchestrator.channels.ratelimit import bucket
 from orchestrator.channels.telegram import bot_api
 from orchestrator.channels.telegram_replies import LIMIT, Reply
+from orchestrator.chat.uploads import with_attachments
+from orchestrator.conversations.once import REPORTED, Handled, stopped_note
+from orchestrator.conversations.telegram_files import Refused, received
 from orchestrator.core.config import Settings
 from orchestrator.core.secrets import redact
 from orchestrator.core.visible import visible
@@ -66,6 +72,7 @@ class TelegramChat:
         self.pending = pending
         self.api = api or bot_api(settings)
         self.state = ChannelState(settings, "telegram")
+        self.handled = Handled(self.state)
         self.jorbs = JorbStore(settings)
         self._told_flood: dict[str, float] = {}
         hub.watchers.append(self._watch)
@@ -89,29 +96,42 @@ class TelegramChat:
         if not self.cfg.chat or not self.users_own(message):
             return False
         chat = str(message["chat"]["id"])
-        if not self.state.claim(f"seen:{chat}:{message.get('message_id')}"):
+        key = Handled.key(chat, message.get("message_id"))
+        said = message.get("text") or message.get("caption") or "(a file or a voice message)"
+        if not self.handled.receive(key, str(said)):
             log.info("telegram message %s of chat %s was already taken: not again", message.get("message_id"), chat)
             return True
+        if not self._take(chat, message, key):
+            self.handled.done(key)
+        return True
+
+    def _take(self, chat: str, message: dict[str, Any], key: str) -> bool:
+        """True when a turn started for the message (its record is then ended by the relay)."""
         if not bucket(f"telegram-chat:{self.settings.data_dir}:{chat}", self.cfg.chat_per_minute).acquire(timeout=0):
             now = time.monotonic()
             if now - self._told_flood.get(chat, -120.0) >= 60:
                 self._told_flood[chat] = now
                 self._say(chat, f"Too many messages at once (more than {self.cfg.chat_per_minute} a minute): the "
                                 "ones past that are not read. Wait a minute, then send again.")
-            return True
-        text = message.get("text")
+            return False
+        text, new = message.get("text"), None
         if not isinstance(text, str):
-            self._say(chat, NO_FILES)
-            return True
+            try:
+                handed = received(self.settings, self.api, message)
+            except Refused as exc:
+                self._say(chat, str(exc))
+                return False
+            if handed.heard is not None:
+                self._say(chat, f"Heard: {handed.heard}")
+            text, new = handed.text, handed.attachments
         if len(text) > LIMIT:
             self._say(chat, TOO_LONG)
-            return True
+            return False
         command = text.strip().split(maxsplit=1)[0].split("@", 1)[0].lower() if text.strip().startswith("/") else ""
-        if command:
+        if command and new is None:
             self._command(chat, command)
-            return True
-        self._start(chat, text)
-        return True
+            return False
+        return self._start(chat, text, new, key)
 
     def thread_of(self, chat: str) -> str:
         """The chat's current thread (made on its first message)."""
@@ -133,16 +153,42 @@ class TelegramChat:
         """One answer being written into the chat (telegram_replies.Reply; the Matrix conversation's own)."""
         return Reply(self.api, chat, self.cfg.edit_every_s)
 
-    def _start(self, chat: str, text: str) -> None:
+    def _start(self, chat: str, text: str, new: list[dict[str, Any]] | None, key: str) -> bool:
         thread = self.thread_of(chat)
         if self.pending(thread):
             self._say(chat, "This conversation waits for your answer to the confirmation above (Approve or Deny); "
                             "nothing else was done. /new starts another conversation.")
-            return
+            return False
+        attachments = None
+        if new:
+            held = self.hub.graph.get_state({"configurable": {"thread_id": thread}}).values
+            attachments = with_attachments(held.get("attachments", []), new)
+        self.handled.started(key, thread, chat)  # before the turn: its relay ends the record
         try:
-            self.hub.start(thread, user_input(text))
+            self.hub.start(thread, user_input(text, attachments))
         except TurnBusy:
             self._say(chat, "Still working on your last message; /stop stops it. This one was not read.")
+            return False
+        return True
+
+    def recover(self) -> int:
+        """At start: each message whose turn a stopped process left unfinished is reported in its chat (once no
+        worker holds its thread); returns how many."""
+        reported = 0
+        for key, record in self.handled.unfinished():
+            # the chat as recorded (a Matrix room id holds colons); older records only in their key
+            thread, chat = str(record["thread"]), str(record.get("chat") or key.split(":")[1])
+            claims = self.hub.claims
+            if self.hub.running(thread) is not None or (claims is not None and not claims.acquire(thread)):
+                continue  # still running here or in another worker: its relay ends it
+            try:
+                self._say(chat, stopped_note(self.hub.graph, thread, str(record.get("text") or "")))
+                self.handled.done(key, REPORTED)
+                reported += 1
+            finally:
+                if claims is not None:
+                    claims.release(thread)
+        return reported
 
     def _command(self, chat: str, command: str) -> None:
         if command == "/new":
@@ -200,3 +246,4 @@ class TelegramChat:
                                  else f"The turn failed: {event.get('message')}")
         except Exception:  # noqa: BLE001 - the thread keeps the answer; the web UI shows it
             log.exception("relaying the turn on %s to chat %s", turn.thread_id, chat)
+        self.handled.turn_ended(turn.thread_id)

@@ -414,6 +414,8 @@ class EmailChannelConfig(_Section):
     chat: bool = Field(False, description="your own conversation with Jarvis by email: a mail to Jarvis's address "
                                           "from an address of channels.user_identities (as its mail server verified it) is "
                                           "answered in the same email thread")
+    chat_per_minute: int = Field(20, ge=1, description="your mails taken per minute as your conversation; more "
+                                 "are refused (said once a minute)")
 
 
 class ChannelsConfig(_Section):

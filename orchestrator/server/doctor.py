@@ -4,7 +4,7 @@ Each check is a small function returning a `health.Check` (ok, a problem, or not
 of what to do. The model (and whether it calls tools: one probe, llm/tool_probe.py), the data folder, the database and the disk are the health checks the server reports too;
 here come the machine's own: the sandbox (bubblewrap present and working, user namespaces, cgroup delegation), the
 keyring, Google's token, where email approvals go, the port, and, when a Jarvis already serves on that port, its scheduler's last tick
-(asked of its /api/health with the token of the data folder). Nothing is changed: the database is read, not
+and its channels' state (down: the last error and the next retry), asked of its /api/health with the token of the data folder. Nothing is changed: the database is read, not
 migrated; MCP servers are started to see that they answer, and stopped again.
 """
 
@@ -152,19 +152,19 @@ def port_check(settings: Settings) -> Check:
     return Check("port", True, f"{host}:{port} is free")
 
 
-def scheduler_check(settings: Settings) -> Check:
-    if not settings.scheduler.enabled:
-        return Check("scheduler", None, "switched off (scheduler.enabled: false)")
+def _running_report(settings: Settings, what: str) -> list[dict] | Check:
+    """The running Jarvis's /api/health checks, asked with the token of the data folder once it is sure the
+    listener is this user's; else a Check for `what` saying why they could not be asked."""
     base = _running_jarvis(settings)
     if base is None:
-        return Check("scheduler", None, "Jarvis is not running here, so no reminder fires until it is (`jarvis "
+        return Check(what, None, "Jarvis is not running here, so nothing is polled or fires until it is (`jarvis "
                      "service install` keeps it running)")
     owner = listener_uid(settings.server.port)
     if owner is None:
-        return Check("scheduler", None, f"a Jarvis answers at {base}, but which user runs it cannot be told here, so "
-                     "its token is not sent to ask for the scheduler; Settings in the UI shows the services")
+        return Check(what, None, f"a Jarvis answers at {base}, but which user runs it cannot be told here, so "
+                     "its token is not sent to ask; Settings in the UI shows the services")
     if owner != os.geteuid():
-        return Check("scheduler", False, f"the program on port {settings.server.port} answers like Jarvis but runs as "
+        return Check(what, False, f"the program on port {settings.server.port} answers like Jarvis but runs as "
                      f"another user (uid {owner}); the token was not sent to it",
                      "Stop that program (it may be trying to collect your token), then start Jarvis.")
     import httpx
@@ -175,11 +175,39 @@ def scheduler_check(settings: Settings) -> Check:
         token = Path(settings.data_dir, TOKEN_FILE).read_text(encoding="utf-8").strip()
         resp = httpx.get(base + "/api/health", headers={"Authorization": f"Bearer {token}"}, timeout=20)
         resp.raise_for_status()
-        found = next(c for c in resp.json()["checks"] if c["name"] == "scheduler")
-    except (OSError, httpx.HTTPError, ValueError, KeyError, StopIteration) as exc:
-        return Check("scheduler", False, f"the running Jarvis at {base} did not report its scheduler: {exc}",
+        return list(resp.json()["checks"])
+    except (OSError, httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        return Check(what, False, f"the running Jarvis at {base} did not report its {what}: {exc}",
                      "Check `jarvis service logs` (or the terminal of `jarvis run`).")
-    return Check("scheduler", found["ok"], found["detail"], found.get("fix"), found.get("last_error"))
+
+
+def _reported(found: dict) -> Check:
+    return Check(found["name"], found["ok"], found["detail"], found.get("fix"), found.get("last_error"))
+
+
+def scheduler_check(settings: Settings) -> Check:
+    if not settings.scheduler.enabled:
+        return Check("scheduler", None, "switched off (scheduler.enabled: false)")
+    report = _running_report(settings, "scheduler")
+    if isinstance(report, Check):
+        return report
+    found = next((c for c in report if c.get("name") == "scheduler"), None)
+    if found is None:
+        return Check("scheduler", False, "the running Jarvis did not report its scheduler",
+                     "Check `jarvis service logs` (or the terminal of `jarvis run`).")
+    return _reported(found)
+
+
+def channels_check(settings: Settings) -> list[Check]:
+    """The channels as the running Jarvis sees them: up, or down with the last error and when it retries."""
+    enabled = [n for n, cfg in (("telegram", settings.channels.telegram), ("email", settings.channels.email))
+               if cfg.enabled]
+    if not enabled:
+        return []
+    report = _running_report(settings, "channels")
+    if isinstance(report, Check):
+        return [report]
+    return [_reported(c) for c in report if c.get("name") in {f"channel {n}" for n in enabled}]
 
 
 def email_approvals_check(settings: Settings) -> Check:
@@ -213,7 +241,8 @@ def mcp_servers(settings: Settings) -> list[Check]:
 
 CHECKS: list[Callable[[Settings], Check | list[Check]]] = [
     model_check, tool_calls_check, data_folder_check, storage_check, disk_check, sandbox_check, cgroup_check,
-    mcp_servers, keyring_check, google_check, email_approvals_check, port_check, scheduler_check, backup_check,
+    mcp_servers, keyring_check, google_check, email_approvals_check, port_check, scheduler_check, channels_check,
+    backup_check,
 ]
 
 

@@ -235,6 +235,8 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
         chat = ctx.settings.channels.telegram.chat
         presses = (ctx.app.remote_answers.on_callback if chat or "telegram" in ctx.settings.confirmations.notify.to
                    else None)
+        if chat:  # a turn a killed process left unfinished is told to the user, once
+            ctx.app.telegram_chat.recover()
         return TelegramPoller(ctx.settings, deliver, on_callback=presses,
                               converse=ctx.app.telegram_chat.take if chat else None).start()
 
@@ -251,6 +253,7 @@ def matrix_inbound_service(settings: Settings) -> _StartStop | None:
         from orchestrator.channels.matrix import MatrixPoller
 
         chat = ctx.app.matrix_chat
+        chat.recover()  # a turn a killed process left unfinished is told to the user, once
         return MatrixPoller(ctx.settings, chat, chat.api).start()
 
     return _StartStop("matrix-inbound", start, detail=lambda poller: poller.last_error)

@@ -1,7 +1,9 @@
 """A local HTTP server speaking the Telegram Bot API subset Jarvis uses: getMe, getUpdates (offsets, long-poll
 timeout, allowed_updates), sendMessage (with an inline keyboard; parse_mode HTML parsed as the Bot API does: an
 unknown tag or a bare `&` refused, at most 4096 characters), editMessageText, sendChatAction,
-answerCallbackQuery, editMessageReplyMarkup, error bodies, 429 with retry_after. Tests queue inbound messages with `say()` and button presses with `press()`.
+answerCallbackQuery, editMessageReplyMarkup, getFile and the file download (GET /file/bot<token>/<path>), error
+bodies, 429 with retry_after. Tests queue inbound messages with `say()`, button presses with `press()`, files with
+`add_file()`; `down` answers every call with a 5xx (or, as "refuse", closes the listening socket's connections).
 
 As in the Bot API: callback_data is 1-64 bytes (else BUTTON_DATA_INVALID); a callback query is answered once (a
 second answerCallbackQuery, or one for an unknown id, is "query is too old ... or query ID is invalid"); only a
@@ -36,6 +38,16 @@ class TelegramState:
         self.next_query = 5000
         self.actions: list[dict[str, Any]] = []  # sendChatAction payloads
         self.edits: list[tuple[float, dict[str, Any]]] = []  # (when, editMessageText payload) of each edit made
+        self.files: dict[str, dict[str, Any]] = {}  # file_id -> {"data", "file_size" (what getFile says), "path"}
+        self.downloads: list[str] = []  # the file paths whose download started
+        self.down: int | None = None  # an HTTP status (502, 503) every Bot API call is answered with while set
+
+    def add_file(self, file_id: str, data: bytes, *, declared: int | None = None, stream_mb: int = 0) -> None:
+        """A file the user sent: getFile says `declared` (default: its real size) and the download gives `data`,
+        or, with `stream_mb`, that many MB of zeros with no Content-Length (a file that streams past what it said)."""
+        with self.lock:
+            self.files[file_id] = {"data": data, "file_size": len(data) if declared is None else declared,
+                                   "path": f"documents/{file_id}", "stream_mb": stream_mb}
 
     def update(self, update: dict[str, Any]) -> None:
         """Any update as it is (an edited_message, a document), numbered here."""
@@ -132,10 +144,38 @@ def _bad_markup(markup: Any) -> str | None:
 class _Handler(JsonHandler):
     server: "TelegramServer._HTTP"
 
+    def do_GET(self) -> None:  # noqa: N802
+        st = self.server.state
+        prefix = f"/file/bot{st.token}/"
+        entry = next((f for f in st.files.values() if self.path == prefix + f["path"]), None)
+        if entry is None:
+            self.send_json(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+            return
+        st.downloads.append(entry["path"])
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        if entry["stream_mb"]:
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            chunk = bytes(1024 * 1024)
+            try:
+                for _ in range(entry["stream_mb"]):
+                    self.wfile.write(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client stopped reading: what a bounded download does
+            return
+        self.send_header("Content-Length", str(len(entry["data"])))
+        self.end_headers()
+        self.wfile.write(entry["data"])
+
     def do_POST(self) -> None:  # noqa: N802
         st = self.server.state
         length = int(self.headers.get("Content-Length") or 0)
         payload = json.loads(self.rfile.read(length) or b"{}")
+        if st.down is not None:
+            self.send_json(st.down, {"ok": False, "error_code": st.down, "description": "Bad Gateway"})
+            return
         prefix = f"/bot{st.token}/"
         if not self.path.startswith(prefix):
             self.send_json(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
@@ -155,6 +195,13 @@ class _Handler(JsonHandler):
                         break
                     st.lock.wait(timeout=max(0.01, deadline - time.monotonic()))
             self.send_json(200, {"ok": True, "result": ready})
+        elif method == "getFile":
+            entry = st.files.get(str(payload.get("file_id")))
+            if entry is None:
+                self.send_json(400, {"ok": False, "error_code": 400, "description": "Bad Request: invalid file_id"})
+            else:
+                self.send_json(200, {"ok": True, "result": {"file_id": payload["file_id"], "file_unique_id": "u",
+                                                            "file_size": entry["file_size"], "file_path": entry["path"]}})
         elif method == "sendChatAction":
             with st.lock:
                 st.actions.append(payload)
@@ -247,6 +294,18 @@ class TelegramServer:
     def __enter__(self) -> "TelegramServer":
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         return self
+
+    def refuse(self) -> None:
+        """Stop listening: every connection is refused until `reopen`."""
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def reopen(self) -> None:
+        """Listen again on the same port, with the same state."""
+        port = int(self.base_url.rsplit(":", 1)[1])
+        self.httpd = self._HTTP(("127.0.0.1", port), _Handler)
+        self.httpd.state = self.state
+        self.__enter__()
 
     def __exit__(self, *exc: Any) -> None:
         self.httpd.shutdown()

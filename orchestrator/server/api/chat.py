@@ -36,7 +36,7 @@ from orchestrator.core.ids import conversation_of
 from orchestrator.storage.threads import ThreadIndex, message_view, pending_confirmations
 from orchestrator.chat.turns import thread_config, user_input
 from orchestrator.tools.answers import with_ref
-from orchestrator.server.uploads import find_upload
+from orchestrator.chat.uploads import attached_words, find_upload, with_attachments
 from . import AppContext, View, app_context
 from ._answers import ResumeIn, resume_values_for
 from ._sse import sse_response
@@ -257,16 +257,9 @@ async def send_message(body: MessageIn, thread_id: ThreadId, ctx: AppContext = D
         raise HTTPException(409, "This conversation is waiting for your confirmation: answer it (Approve, Edit or "
                                  "Deny) before sending another message.")
     new = _resolve_attachments(ctx, body.attachments)
-    attachments: list[dict[str, Any]] | None = None
-    if new:
-        # The state keeps one attachment list per thread; a message's input replaces it, so carry the old ones.
-        old = [a.model_dump() if hasattr(a, "model_dump") else dict(a) for a in _values(snapshot).get("attachments", [])]
-        seen = {a["ref"] for a in old}
-        attachments = old + [a for a in new if a["ref"] not in seen]
+    attachments = with_attachments(_values(snapshot).get("attachments", []), new)
     if not text:  # a file's name is not the user's words (its maker chose it): the planner is shown it as data
-        urls = [a["ref"] for a in new if not a.get("name")]
-        files = len(new) - len(urls)
-        text = "I attached " + ", ".join(urls + ([f"{files} file" + "s" * (files > 1)] if files else [])) + "."
+        text = attached_words(new)
     try:
         turn = ctx.turns.start(thread_id, user_input(text, attachments))
     except TurnBusy as busy:

@@ -54,12 +54,15 @@ def channel_checks(ctx: AppContext) -> list[Check]:
         if not cfg.enabled:
             out.append(Check(f"channel {name}", None, "switched off"))
             continue
-        line, _ = _service(ctx, f"{name}-inbound")
+        line, poller = _service(ctx, f"{name}-inbound")
         state, detail = (line["state"], line["detail"]) if line else ("not started", None)
         ok = state == "running" and not detail
-        out.append(Check(f"channel {name}", ok, state + (f": {detail}" if detail else ""),
-                         None if ok else f"Check channels.{name} in the configuration and its credentials "
-                                         "(`jarvis secrets`).", detail))
+        down = getattr(poller, "last_error", None) is not None and callable(getattr(poller, "down_note", None))
+        fix = (f"Jarvis retries by itself, waiting longer each time (at most a minute); if it stays down, check the "
+               f"network and channels.{name} (its address, its credentials: `jarvis secrets`)." if down
+               else None if ok else f"Check channels.{name} in the configuration and its credentials (`jarvis secrets`).")
+        out.append(Check(f"channel {name}", ok, state + (f": {detail}" if detail else ""), fix,
+                         getattr(poller, "last_error", None) if down else detail))
     return out
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
-from orchestrator.server.uploads import UploadError, UploadWriter, max_bytes
+from orchestrator.chat.uploads import UploadError, UploadWriter, max_bytes
 from . import AppContext, app_context
 
 router = APIRouter()

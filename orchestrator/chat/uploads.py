@@ -1,5 +1,7 @@
-"""Files dropped on the web UI: size-limited, checked, stored under `<data_dir>/uploads/<id>/<name>` (their record
-in `<id>/.upload.json`), and turned into attachments the planner sees (state.attachments)."""
+"""Files handed to Jarvis (dropped on the web UI, sent in a Telegram chat): size-limited, checked, stored under
+`<data_dir>/uploads/<id>/<name>` (their record in `<id>/.upload.json`), and turned into attachments the planner sees
+(state.attachments). A file's name is its maker's, never the user's words: `with_attachments` gives the message
+the planner reads when the user wrote none, and the attachment taints the thread (chat/state.names_outside)."""
 
 from __future__ import annotations
 
@@ -130,3 +132,21 @@ def find_upload(settings: Settings, upload_id: str) -> StoredUpload | None:
     if not path.is_file():
         return None
     return StoredUpload(upload_id, info["kind"], path, info["name"], info["size"])
+
+
+def with_attachments(old: list[Any], new: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The thread's attachment list once `new` is added: the state keeps one list per thread and a message's
+    input replaces it, so the old ones are carried (None when nothing is new)."""
+    if not new:
+        return None
+    kept = [a.model_dump() if hasattr(a, "model_dump") else dict(a) for a in old]
+    seen = {a["ref"] for a in kept}
+    return kept + [a for a in new if a["ref"] not in seen]
+
+
+def attached_words(new: list[dict[str, Any]]) -> str:
+    """What the planner is told the user said when they sent files and no words: the URLs they pasted and how
+    many files, never a file's name (its maker chose it: shown to the planner as data, in the attachments)."""
+    urls = [a["ref"] for a in new if not a.get("name")]
+    files = len(new) - len(urls)
+    return "I attached " + ", ".join(urls + ([f"{files} file" + "s" * (files > 1)] if files else [])) + "."
