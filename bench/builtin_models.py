@@ -21,6 +21,7 @@ the slowest; its words after a call were mostly a restated call or unrelated tex
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import tempfile
@@ -133,7 +134,7 @@ def make_files(root: Path) -> None:
     write_pdf(root / "report.pdf", 2, title="Quarterly report", facts={1: "Sales rose by 7 percent."})
 
 
-def run(gguf: Path | None, verbose: bool) -> list[Score]:
+def run(gguf: Path | None, verbose: bool, threads: int = 2) -> list[Score]:
     from orchestrator.app import build_graph
     from orchestrator.chat.turns import resume_command, stream_turn, user_input
     from orchestrator.core.config import settings_from_dict
@@ -144,8 +145,9 @@ def run(gguf: Path | None, verbose: bool) -> list[Score]:
     if model is None:
         raise SystemExit("needs llama-cpp-python[server] and the built-in model: run `make install-local demo-model`")
     values = model.model_dump(mode="json", exclude_none=True)
-    if gguf is not None:
-        values.update(gguf=str(gguf), model=gguf.stem)
+    if gguf is not None:  # its handler picked from its metadata (llm/chat_handlers.py)
+        values.update(gguf=str(gguf.resolve()), model=gguf.stem, chat_format="jarvis-tools")
+    values["threads"] = threads
     scores = []
     with tempfile.TemporaryDirectory(prefix="jarvis-builtin-bench-") as tmp:
         base = Path(tmp)
@@ -191,14 +193,19 @@ def main() -> int:
     parser.add_argument("--gguf", type=Path, help="another GGUF to run through the built-in backend")
     parser.add_argument("--name", help="the model's name in the table")
     parser.add_argument("-v", "--verbose", action="store_true", help="print each turn")
+    parser.add_argument("--threads", type=int, default=2, help="llama.cpp's threads (default 2)")
+    parser.add_argument("--only", type=int, help="the first N requests only")
     opts = parser.parse_args()
-    scores = run(opts.gguf, opts.verbose)
+    if opts.only:
+        del CASES[opts.only:]
+    started = os.getloadavg()[0]
+    scores = run(opts.gguf, opts.verbose, opts.threads)
     n = len(scores)
     right = sum(s.right_args for s in scores)
     times = sorted(s.seconds for s in scores)
     name = opts.name or (opts.gguf.stem if opts.gguf else "built-in (SmolLM2-135M)")
     print(f"[builtin models: {name}]")
-    print(f"  requests: {n}")
+    print(f"  requests: {n}; load average {started:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print(f"  right tool: {sum(s.right_tool for s in scores)} of {n}")
     print(f"  right tool and arguments: {right} of {n} ({right / n:.0%}; goal >= 80%)")
     print(f"  sensible answer: {sum(s.sensible for s in scores)} of {n}")
