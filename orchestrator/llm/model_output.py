@@ -225,14 +225,16 @@ def restates_call(text: str, calls: list[ToolCall]) -> bool:
     restated = _RESTATED_CALL_RE.match(text.strip())
     if restated and restated.group(1) in names:
         return True
-    bare = re.sub(r"```[A-Za-z0-9_+-]*", "", text).strip()
+    bare = re.sub(r"```[A-Za-z0-9_+-]*", "", text).strip().strip("()")
     if not bare.startswith("{"):
         return False
     try:
         written = json.loads(bare)
     except ValueError:
         return False
-    return any(written == c.get("args") for c in calls)
+    # the arguments alone, or the whole call as Qwen writes it: {"name": ..., "arguments": {...}}
+    return any(written == c.get("args") or written == {"name": c.get("name"), "arguments": c.get("args")}
+               for c in calls)
 
 
 def sanitize_message(message: AIMessage, known_tools: Collection[str]) -> tuple[AIMessage, Repairs]:

@@ -229,18 +229,6 @@ def _call_constraint(llama: Any, tools: list[dict[str, Any]], max_tokens: int) -
     return LogitsProcessorList([build_llamacpp_logits_processor(_tokenizer(llama), UnionParser(branches))])
 
 
-def _without(token_ids: set[int]) -> Any:
-    """A logits processor under which these tokens cannot be written."""
-    import numpy as np
-    from llama_cpp import LogitsProcessorList
-
-    def process(_input_ids: Any, scores: Any) -> Any:
-        scores[list(token_ids)] = -np.inf
-        return scores
-
-    return LogitsProcessorList([process])
-
-
 def calls_since_request(messages: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     """The (name, arguments) of the calls made since the latest user message, and so how many rounds it took."""
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
@@ -282,10 +270,11 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
     states = _states.setdefault(llama, PromptStates())
     states.restore(llama, prompt_ids)
     cached = cached_prefix(llama._input_ids, prompt_ids)
-    open_ids = set(llama.tokenize(OPEN.encode(), add_bos=False, special=True)[:1])
 
-    def answer(banned: set[int]) -> Any:
-        processors = _without(banned) if banned else kwargs.get("logits_processor")
+    def answer() -> Any:
+        # Asked for words after its results, a Qwen Coder model may write its call again as JSON: Jarvis's graph
+        # then shows the results instead (chat/planner.py results_instead_of_restated_call).
+        processors = kwargs.get("logits_processor")
         chat = _convert_completion_to_chat(
             llama.create_completion(prompt=prompt, temperature=temperature, stream=stream, stop=stops + [OPEN],
                                     max_tokens=max_tokens, grammar=grammar, logits_processor=processors,
@@ -297,10 +286,10 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
         return _then(with_usage(chat, len(prompt_ids), cached), lambda: states.save(llama))
 
     if not available:
-        return answer(set())
+        return answer()
     if tool_choice not in ("required",) and named is None:
         if rounds_since_request(messages) >= MAX_ROUNDS:
-            return answer(open_ids)
+            return answer()
         # The model's own first tokens decide: a call opened (see `opens_call`) or an answer in words.
         def written(n: int) -> str:
             return llama.create_completion(prompt=prompt, temperature=temperature, stream=False, max_tokens=n,
@@ -308,7 +297,7 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
 
         first = written(1)
         if not opens_call(first if opens_call(first) is not None else written(_PEEK_TOKENS)):
-            return answer(open_ids)
+            return answer()
     chosen = [t for t in available if named is None or t["function"]["name"] == named]
     budget = max_tokens or 256
     call_prompt, call_stops = f"{prompt}{OPEN}\n", stops + [CLOSE, "```"]
@@ -323,7 +312,7 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
     states.save(llama)
     name, arguments = fitting or parse_call(completion["choices"][0]["text"], [t["function"]["name"] for t in chosen])
     if tool_choice != "required" and named is None and (name, _arguments(arguments)) in calls_since_request(messages):
-        return answer(open_ids)  # the same call again: its result is in the prompt already
+        return answer()  # the same call again: its result is in the prompt already
     return _tool_call_response(name, arguments, {**completion, "usage": with_cached(completion.get("usage"), cached)},
                                stream)
 
