@@ -200,8 +200,10 @@ class McpOffer:
         asked = outside_words(f"The MCP client {client} asks to run {name} with {json.dumps(args, default=str)[:2000]}",
                               client)
         call = AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "mcp_call", "type": "tool_call"}])
-        self.app.graph.update_state(thread_config(thread), {"messages": [asked, call], "untrusted_turn": 0},
-                                    as_node="planner")
+        # the thread's first turn, tainted: turn 1, as ask() counts; an untrusted_turn of 0 in a new thread equals
+        # the trusted_after_turn its channel starts at (0, not the model's -1), which reads as cleared by the user
+        self.app.graph.update_state(thread_config(thread), {"messages": [asked, call], "turn": 1,
+                                                            "untrusted_turn": 1}, as_node="planner")
         return self._outcome(thread, self._start(thread, None))
 
     def ask(self, client: str, question: str, thread_name: str) -> str:
