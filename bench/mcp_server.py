@@ -1,32 +1,72 @@
 """Jarvis's MCP server overhead: a read-only tool call (memory_search over a memory of 500 facts) by an MCP client
-through the streamable HTTP endpoint of the real `jarvis run` app (warm: server up, one kept-alive connection),
-against the same call through the ToolExecutor directly, as the MCP server itself makes it (outside content,
-every argument untrusted). Floor: ratio <= 1.3, goal <= 1.1.
+through the streamable HTTP endpoint of the real `jarvis run` app (warm: server up, one kept-alive connection, a
+session opened once), against the same call through the ToolExecutor directly, as the MCP server itself makes it
+(outside content, every argument untrusted). Floor: ratio <= 1.3, goal <= 1.1.
 
-The client side is a plain HTTP connection posting, in the session it opened, the JSON-RPC `tools/call` the MCP
-SDK's client would post, so the figure is the server's cost, not a client library's. Both sides are
-timed interleaved (bench/_common.py), medians of CALLS calls.
+The client is another process (this file run with --client), so it measures the server, not a client contending
+for the server's GIL: a plain HTTP connection posting, in the session it opened, the JSON-RPC `tools/call` the MCP
+SDK's client would post. The bench tells it when to make each call over a pipe and reads back the time the call
+took, measured in the client around the POST; the direct calls run here, interleaved with them one for one
+(same tool, same arguments, same warm memory). Medians of CALLS calls; the CPU figures are the Jarvis process's
+(server and its worker threads; the client's own is not in them).
 
     python bench/mcp_server.py [CALLS]
 """
 
 from __future__ import annotations
 
+import json
+import statistics
+import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
-from _common import interleaved_medians, isolated_settings, report
+from _common import isolated_settings, report
 
-CALLS = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+CALLS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 300
 FACTS = 500
 WORDS = ["dentist", "invoice", "Falcon", "piano", "garage", "passport", "Lisbon", "tax", "school", "boiler"]
+ARGS = {"query": "dentist note for project 7"}
+
+
+def client(url: str, token: str) -> None:
+    """The MCP client's side: one session, then one `tools/call` per line read, its milliseconds written back. The
+    standard library's HTTP connection, kept alive: the least a client can spend, so the time is the server's."""
+    from http.client import HTTPConnection
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    conn = HTTPConnection(where.hostname or "127.0.0.1", where.port, timeout=30)
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json", "MCP-Protocol-Version": "2025-06-18"}
+
+    def post(body: dict[str, Any]) -> tuple[int, dict[str, str], str]:
+        conn.request("POST", "/mcp", json.dumps(body), headers)
+        answer = conn.getresponse()
+        return answer.status, dict(answer.getheaders()), answer.read().decode()
+
+    _, opened, _ = post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+    headers["mcp-session-id"] = next(v for k, v in opened.items() if k.lower() == "mcp-session-id")
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    print("ready", flush=True)
+    for line in sys.stdin:
+        body = {"jsonrpc": "2.0", "id": int(line), "method": "tools/call",
+                "params": {"name": "memory_search", "arguments": ARGS}}
+        t0 = time.perf_counter()
+        status, _, text = post(body)
+        elapsed = (time.perf_counter() - t0) * 1000
+        result = json.loads(text).get("result") or {} if status == 200 else {}
+        if result.get("isError") or not result.get("content"):
+            print(f"failed {status} {text[:500]}", flush=True)
+            return
+        print(f"{elapsed:.4f}", flush=True)
 
 
 def main() -> None:
-    import httpx
-
     from orchestrator.app import App
     from orchestrator.mcp_server.clients import ClientStore
     from orchestrator.memory.store import Provenance, SourceKind
@@ -42,47 +82,59 @@ def main() -> None:
         jarvis.memory.remember(f"Fact {i}: the {WORDS[i % len(WORDS)]} note number {i} for project {i % 37}", user,
                                about=f"Topic {i % 50}", kind="topic")
     token = ClientStore(settings).add("bench")
-    args = {"query": "dentist note for project 7"}
     executor = jarvis.runtime.executor
 
-    def direct(i: int) -> object:
+    def direct() -> None:
         ctx = CallContext(thread_id="mcp:bench:calls", key=f"bench|{uuid.uuid4().hex}", untrusted_seen=True,
-                          origin="mcp", untrusted_args=list(args.values()))
-        outcome = executor.execute("memory_search", args, ctx, confirm=lambda request: "deny")
+                          origin="mcp", untrusted_args=list(ARGS.values()))
+        outcome = executor.execute("memory_search", ARGS, ctx, confirm=lambda request: "deny")
         assert outcome.ok, outcome.content
-        return outcome
 
     app = create_app(jarvis, services=[])
-    with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=30, headers={
-            "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": "2025-06-18"}) as http:
+    with serve_in_thread(app) as url:
+        proc = subprocess.Popen([sys.executable, __file__, "--client", url, token], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True, bufsize=1)
+        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
 
-        opened = http.post("/mcp", json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
-        http.headers["mcp-session-id"] = opened.headers["mcp-session-id"]
-        http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        def through_mcp(i: int) -> float:
+            proc.stdin.write(f"{i}\n")  # type: ignore[union-attr]
+            line = proc.stdout.readline()  # type: ignore[union-attr]
+            assert not line.startswith("failed") and line.strip(), line
+            return float(line)
 
-        def through_mcp(i: int) -> object:
-            answer = http.post("/mcp", json={"jsonrpc": "2.0", "id": i, "method": "tools/call",
-                                             "params": {"name": "memory_search", "arguments": args}})
-            assert answer.status_code == 200, answer.text
-            result = answer.json()["result"]
-            assert not result.get("isError"), result
-            return result
+        def timed_direct() -> float:
+            t0 = time.perf_counter()
+            direct()
+            return (time.perf_counter() - t0) * 1000
 
-        mcp_ms, direct_ms = interleaved_medians(through_mcp, direct, CALLS, warmup=10)
-        mcp_cpu, direct_cpu = (cpu_ms(through_mcp), cpu_ms(direct))
+        for i in range(10):  # warm both
+            through_mcp(i)
+            timed_direct()
+        mcp_samples, direct_samples = [], []
+        for i in range(CALLS):  # interleaved, each first every other time, so that background load hits both alike
+            if i % 2 == 0:
+                mcp_samples.append(through_mcp(i))
+                direct_samples.append(timed_direct())
+            else:
+                direct_samples.append(timed_direct())
+                mcp_samples.append(through_mcp(i))
+        mcp_cpu = cpu_ms(lambda i: through_mcp(i))
+        direct_cpu = cpu_ms(lambda i: direct())
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    mcp_ms, direct_ms = statistics.median(mcp_samples), statistics.median(direct_samples)
     ratio = mcp_ms / direct_ms
     report("mcp_server", {"executor directly (ms)": direct_ms, "through Jarvis's MCP server, HTTP (ms)": mcp_ms,
                           "added by MCP (ms)": mcp_ms - direct_ms, "CPU, executor directly (ms)": direct_cpu,
-                          "CPU, through MCP: client and server (ms)": mcp_cpu}, ratio, "<= 1.3 (goal 1.1)",
-           ratio <= 1.3)
+                          "CPU of Jarvis's process, through MCP (ms)": mcp_cpu,
+                          "CPU ratio": mcp_cpu / direct_cpu}, ratio, "<= 1.3 (goal 1.1)", ratio <= 1.3)
     jarvis.close()
 
 
 def cpu_ms(fn: Callable[[int], object]) -> float:
-    """CPU time of the whole process per call (the server runs in it), averaged: on a loaded machine the wall time
-    of a call that hops between threads (client, server loop, worker) waits for the scheduler at each hop."""
+    """CPU time of this process per call (the server and its threads run in it; the client does not), averaged:
+    on a loaded machine the wall time of a call that hops between threads waits for the scheduler at each hop."""
     start = time.process_time()
     for i in range(CALLS):
         fn(i)
@@ -90,4 +142,7 @@ def cpu_ms(fn: Callable[[int], object]) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 4 and sys.argv[1] == "--client":
+        client(sys.argv[2], sys.argv[3])
+    else:
+        main()

@@ -421,3 +421,51 @@ def test_a_client_revoked_while_its_stdio_server_runs_gets_nothing_more(mcp_env:
     first, second = json.loads(out.strip().splitlines()[-1])["results"]
     assert not first["error"]
     assert second["error"] and "revoked" in second["text"]
+
+
+def test_documents_are_resources_and_none_is_given_when_the_user_offers_none(mcp_env: JarvisEnv) -> None:
+    from orchestrator.docs_index.files import add_paths
+
+    token = add_client(mcp_env, "reader")
+    note = mcp_env.root / "boiler.txt"
+    note.write_text("The boiler was serviced on 3 March by Heatwise; the next service is due in March.\n")
+    with start_ui(mcp_env) as server:
+        index = server.app.state.jarvis.app.docs_index
+        add_paths(index, [note])
+        (doc,) = index.documents()
+        out = results(sdk_client(http(server, token), [
+            ["list_resources"], ["read", f"jarvis://documents/{doc.id}"], ["read", f"jarvis://documents/{doc.id + 7}"]]))
+        assert f"jarvis://documents/{doc.id}" in {r["uri"] for r in out[0]}
+        assert not out[1]["error"] and "serviced on 3 March by Heatwise" in out[1]["text"]
+        assert out[2]["error"]
+    # the user offers no resources: none is listed, and the same document is refused by its address
+    mcp_env.write_config(mcp_server={"enabled": True, "tools": OFFERED, "resources": False})
+    with start_ui(mcp_env) as server:
+        out = results(sdk_client(http(server, token), [["list_resources"], ["read", f"jarvis://documents/{doc.id}"]]))
+        assert out[0] == [] and out[1]["error"] and "Heatwise" not in out[1]["text"]
+
+
+def test_jorb_create_offered_asks_the_user_in_jarvis_and_the_jorb_is_tainted_by_the_client(mcp_env: JarvisEnv) -> None:
+    mcp_env.write_config(mcp_server={"enabled": True, "tools": [*OFFERED, "jorb_create"], "wait_s": 30})
+    token = add_client(mcp_env, "agent")
+    with start_ui(mcp_env) as server:
+        jarvis = server.app.state.jarvis.app
+        out = results(sdk_client(http(server, token), [
+            ["list_tools"],
+            ["call", "jorb_create", {"name": "Find a plumber", "plan": "Ask three plumbers for a quote by Friday."}]]))
+        assert "jorb_create" in {t["name"] for t in out[0]}
+        # starting a jorb is an effect: Jarvis's policy asks the user (in Jarvis), nothing is created before
+        assert out[1]["text"].startswith("Waiting for your approval in Jarvis"), out[1]
+        pid = pending_id(out[1]["text"])
+        assert jarvis.jorbs.list() == []
+        asked = server.client().get(f"/api/threads/{pid}/pending").json()
+        assert [a["tool"] for a in asked] == ["jorb_create"]
+        mcp_env.server.push(answer("Started."))
+        server.stream(f"/api/threads/{pid}/resume", {"decisions": {asked[0]["interrupt_id"]: {"decision": "approve"}}})
+        (row,) = jarvis.jorbs.list()
+        assert row.name == "Find a plumber" and row.origin_thread == pid
+        # its plan is the client's words: the jorb starts as one that read outside content, its effects ask first
+        deadline = time.monotonic() + 60
+        while (state := jarvis.jorbs.view(row.id).state) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert state is not None and state.untrusted

@@ -105,20 +105,20 @@ class McpOffer:
 
     # -- what is offered ---------------------------------------------------------------------------------------
     def tools(self) -> list[Offered]:
-        out = []
-        for name in dict.fromkeys(self.config.tools):
-            if name in OWN_SCHEMAS:
-                description, schema = OWN_SCHEMAS[name]
-                out.append(Offered(name, description, schema, read_only=name == STATUS))
-                continue
-            tool = self.app.runtime.catalog.get(name)
-            if tool is None:
-                continue  # not in the catalog now (switched off, its server down): not offered
-            fn = self._function(tool)
-            out.append(Offered(name, fn.get("description") or name, fn.get("parameters") or {"type": "object"},
-                               read_only=not any((tool.metadata or {}).get(k) for k in ("side_effects",
-                                                                                         "side_effects_for"))))
-        return out
+        return [o for o in map(self.offered, dict.fromkeys(self.config.tools)) if o is not None]
+
+    def offered(self, name: str) -> Offered | None:
+        """One listed tool as the client sees it, or None when it is not in the catalog now (switched off, its
+        server down): not offered."""
+        if name in OWN_SCHEMAS:
+            description, schema = OWN_SCHEMAS[name]
+            return Offered(name, description, schema, read_only=name == STATUS)
+        tool = self.app.runtime.catalog.get(name)
+        if tool is None:
+            return None
+        fn = self._function(tool)
+        return Offered(name, fn.get("description") or name, fn.get("parameters") or {"type": "object"},
+                       read_only=not any((tool.metadata or {}).get(k) for k in ("side_effects", "side_effects_for")))
 
     def _function(self, tool: Any) -> dict[str, Any]:
         from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -152,7 +152,7 @@ class McpOffer:
             raise Refused(f"{name} is not offered to MCP clients (the user chooses in mcp_server.tools)")
         if not isinstance(args, dict):
             raise Refused("arguments must be a JSON object")
-        offered = next((t for t in self.tools() if t.name == name), None)
+        offered = self.offered(name)  # the called tool only, not the whole list again
         if offered is None:
             raise Refused(f"{name} is not available now (see the tools listed)")
         problem = self._schema_problem(offered.schema, args)
@@ -165,7 +165,7 @@ class McpOffer:
         return self.run_tool(client, name, args)
 
     def run_tool(self, client: str, name: str, args: dict[str, Any]) -> str:
-        from langchain_core.runnables import RunnableLambda
+        from langchain_core.runnables.config import get_callback_manager_for_config, patch_config
 
         rt = self.app.runtime
         key = f"mcp|{client}|{uuid.uuid4().hex}"
@@ -174,18 +174,22 @@ class McpOffer:
         def hand_over(request: Any) -> Any:
             raise _Handover()
 
-        def run(_: Any, config: Any) -> Any:
-            ctx = CallContext(thread_id=thread, key=key, untrusted_seen=True, origin="mcp",
-                              untrusted_args=_strings(args), config=config)
-            return rt.executor.execute(name, args, ctx, confirm=hand_over)
-
-        # one run in the runs view per call, under the client's thread, as a turn's tool calls are
-        config = {"callbacks": [self.telemetry], "metadata": {"thread_id": thread}, "run_name": f"mcp {name}"}
+        # one run in the runs view per call, under the client's thread, as a turn's tool calls are: the callbacks
+        # of a chain run made here (a RunnableLambda would do the same, inspecting its function's signature twice
+        # on every call)
+        config: Any = {"callbacks": [self.telemetry], "metadata": {"thread_id": thread}}
+        run = get_callback_manager_for_config(config).on_chain_start(None, args, name=f"mcp {name}")
+        ctx = CallContext(thread_id=thread, key=key, untrusted_seen=True, origin="mcp", untrusted_args=_strings(args),
+                          config=patch_config(config, callbacks=run.get_child()))
         try:
-            outcome = RunnableLambda(run).invoke(args, config=config)
-        except _Handover:
+            outcome = rt.executor.execute(name, args, ctx, confirm=hand_over)
+        except BaseException as exc:
+            run.on_chain_error(exc)
+            if not isinstance(exc, _Handover):
+                raise
             rt.executor.ledger.forget_asked(key)
             return self._ask_in_thread(client, name, args)
+        run.on_chain_end(outcome)
         if not outcome.ok:
             raise Refused(outcome.content)
         return outcome.content
@@ -197,8 +201,10 @@ class McpOffer:
         asked = outside_words(f"The MCP client {client} asks to run {name} with {json.dumps(args, default=str)[:2000]}",
                               client)
         call = AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": "mcp_call", "type": "tool_call"}])
-        self.app.graph.update_state(thread_config(thread), {"messages": [asked, call], "untrusted_turn": 0},
-                                    as_node="planner")
+        # the thread's first turn, tainted: turn 1, as ask() counts; an untrusted_turn of 0 in a new thread equals
+        # the trusted_after_turn its channel starts at (0, not the model's -1), which reads as cleared by the user
+        self.app.graph.update_state(thread_config(thread), {"messages": [asked, call], "turn": 1,
+                                                            "untrusted_turn": 1}, as_node="planner")
         return self._outcome(thread, self._start(thread, None))
 
     def ask(self, client: str, question: str, thread_name: str) -> str:

@@ -70,11 +70,10 @@ def build_server(offer: McpOffer, store: ClientStore, client_of: Callable[[Serve
         if limits is not None and not limits.allow(client):
             return _error(f"too many calls: at most {limits.per_minute} a minute")
         try:
-            text = await anyio.to_thread.run_sync(offer.call, client, name, arguments, abandon_on_cancel=True)
+            text = await anyio.to_thread.run_sync(_recorded, offer, store, client, name, arguments,
+                                                  abandon_on_cancel=True)
         except Refused as exc:
-            store.record(client, name, f"refused: {exc}")
             return _error(str(exc))
-        store.record(client, name, "ok")
         return [types.TextContent(type="text", text=text)]
 
     @server.list_resources()
@@ -97,6 +96,18 @@ def build_server(offer: McpOffer, store: ClientStore, client_of: Callable[[Serve
         return [ReadResourceContents(content=text, mime_type="text/plain")]
 
     return server
+
+
+def _recorded(offer: McpOffer, store: ClientStore, client: str, name: str, arguments: dict[str, Any]) -> str:
+    """The call and its line in the client's record, both on the worker thread: the record's write to disk stays
+    off the event loop."""
+    try:
+        text = offer.call(client, name, arguments)
+    except Refused as exc:
+        store.record(client, name, f"refused: {exc}")
+        raise
+    store.record(client, name, "ok")
+    return text
 
 
 def _error(text: str) -> types.CallToolResult:
