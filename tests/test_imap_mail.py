@@ -354,34 +354,45 @@ def test_the_email_summary_and_a_draft_reply_through_the_chat_graph(servers, jar
 
 
 def test_jarvis_accounts_add_list_test_remove(servers, jarvis_env):
-    """The account commands against the real servers: a wrong password is not saved, a right one is (its password
-    in the keyring, not the file); a Proton-Bridge-like server (self-signed, STARTTLS on loopback) is pinned to
-    its certificate's real fingerprint and then works; remove takes the account out."""
+    """The account commands against the real servers: a wrong password is not saved (not even in the keyring), a
+    right one is (its password in the keyring; the account in the user's config.local.yml, never the tracked
+    config); a Proton-Bridge-like server (self-signed, STARTTLS on loopback) is pinned to its certificate's real
+    fingerprint and then works; list says how each last test went; remove takes the account out, and refuses,
+    saying where, an account written by hand in the tracked config."""
     import yaml
 
+    from orchestrator.core import secrets
+
     dovecot, submission = servers
+    local = jarvis_env.config_path.with_name("config.local.yml")
     common = ["--imap-host", "127.0.0.1", "--imap-port", str(dovecot.imaps_port), "--smtp-host", "127.0.0.1",
               "--smtp-port", str(submission.port), "--smtp-tls", "starttls", "--ca-file", str(dovecot.ca)]
     refused = jarvis_env.cli_here("accounts", "add", "work", "--address", ALICE, *common, input="wrong\n")
     assert refused.returncode != 0 and "login" in refused.stderr and "not saved" in refused.stderr
-    assert "accounts" not in (yaml.safe_load(jarvis_env.config_path.read_text()) or {})
+    assert not local.exists() and secrets.get_secret("mail_work", required=False) is None
     added = jarvis_env.cli_here("accounts", "add", "work", "--address", ALICE, *common, input=USERS[ALICE] + "\n")
     assert added.returncode == 0, added.stderr
-    assert USERS[ALICE] not in jarvis_env.config_path.read_text()
+    assert USERS[ALICE] not in local.read_text() and "accounts" not in yaml.safe_load(jarvis_env.config_path.read_text())
     bridge = jarvis_env.cli_here("accounts", "add", "bridge", "--address", BOB, "--preset", "proton-bridge",
                                  "--imap-port", str(dovecot.imap_port), "--smtp-port", str(submission.port), "--pin",
                                  input=USERS[BOB] + "\n")
     assert bridge.returncode == 0, bridge.stderr
     assert dovecot.fingerprint in bridge.stdout
-    saved = yaml.safe_load(jarvis_env.config_path.read_text())["accounts"]
+    saved = yaml.safe_load(local.read_text())["accounts"]
     assert saved["bridge"]["tls_fingerprint"] == dovecot.fingerprint and "tls_ca_file" not in saved["bridge"]
     listed = jarvis_env.cli_here("accounts", "list").stdout
     assert f"work: {ALICE} (custom)" in listed and f"bridge: {BOB} (proton-bridge)" in listed
-    assert "pinned" in listed
+    assert "pinned" in listed and "last test worked" in listed
     tested = jarvis_env.cli_here("accounts", "test", "bridge")
     assert tested.returncode == 0 and "logged in as bob@example.test" in tested.stdout
     assert jarvis_env.cli_here("accounts", "remove", "work").returncode == 0
-    assert list(yaml.safe_load(jarvis_env.config_path.read_text())["accounts"]) == ["bridge"]
+    assert list(yaml.safe_load(local.read_text())["accounts"]) == ["bridge"]
+
+    jarvis_env.write_config(accounts={"handmade": {"address": ALICE, "password": {"secret": "mail_handmade"},
+                                                   "imap_host": "127.0.0.1", "smtp_host": "127.0.0.1"}})
+    kept = jarvis_env.cli_here("accounts", "remove", "handmade")
+    assert kept.returncode != 0 and str(jarvis_env.config_path) in kept.stderr and "by hand" in kept.stderr
+    assert "handmade" in jarvis_env.config_path.read_text()
 
 
 def test_account_settings_fill_presets_and_never_turn_verification_off():
