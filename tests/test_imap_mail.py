@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
@@ -210,6 +211,80 @@ def test_a_sender_is_verified_only_by_the_accounts_own_server(servers):
     assert find(tools, "Other server")["sender_verified"] is False
     unconfigured = tools_of(account(servers, authserv_id=None))
     assert find(unconfigured, "Vouched sender")["sender_verified"] is False
+
+
+def _stamped(headers: list[str], subject: str) -> bytes:
+    """A mail as a receiving server leaves it: its Authentication-Results headers on top, in this order."""
+    return "".join(f"Authentication-Results: {h}\r\n" for h in headers).encode() + mail(subject)
+
+
+# The shapes iCloud and Fastmail really stamp (captured in deltachat-core-rust's dkimchecks test data): iCloud one
+# header per check with its own id; Fastmail four headers from the receiving host, dkim and dmarc in the last.
+PRESET_STAMPS = {
+    "icloud": lambda dmarc, dkim: ['bimi.icloud.com; bimi=skipped reason="insufficient dmarc"',
+                                   f"dmarc.icloud.com; dmarc={dmarc} header.from=partner.example",
+                                   f"dkim-verifier.icloud.com; dkim={dkim} header.d=partner.example",
+                                   "spf.icloud.com; spf=pass smtp.mailfrom=carol@partner.example"],
+    "fastmail": lambda dmarc, dkim: ["mx6.messagingengine.com; x-csa=none; x-me-sender=none",
+                                     "mx6.messagingengine.com; bimi=skipped (DMARC Policy is not at enforcement)",
+                                     "mx6.messagingengine.com; arc=none (no signatures found)",
+                                     f"mx6.messagingengine.com; dkim={dkim} header.d=partner.example; "
+                                     f"dmarc={dmarc} header.from=partner.example; spf=pass smtp.mailfrom=carol@partner.example"],
+}
+
+
+@pytest.mark.parametrize("preset", ["icloud", "fastmail"])
+def test_a_presets_authserv_id_verifies_its_servers_stamp_and_no_other(servers, preset):
+    """An account on the iCloud or Fastmail preset (its servers pointed at Dovecot) verifies a sender its provider
+    stamped as passing; not one stamped by another server, nor one the provider stamped as failing with a forged
+    passing header of the provider's own id written below, nor one whose provider's verdict is only below a
+    header of another id."""
+    from orchestrator.core.config import MailAccountConfig
+    from orchestrator.tools.mail_accounts import mail_account
+
+    dovecot, submission = servers
+    stamp = PRESET_STAMPS[preset]
+    tag = preset.capitalize()
+    dovecot.deliver(ALICE, _stamped(stamp("pass", "pass"), f"{tag} vouched"))
+    dovecot.deliver(ALICE, _stamped(["mx.elsewhere.example; dmarc=pass header.from=partner.example; dkim=pass "
+                                     "header.d=partner.example"], f"{tag} other server"))
+    forged = {"icloud": "dmarc.icloud.com; dmarc=pass header.from=partner.example",
+              "fastmail": "mx1.messagingengine.com; dmarc=pass header.from=partner.example"}[preset]
+    dovecot.deliver(ALICE, _stamped([*stamp("none", "none"), forged], f"{tag} forged below"))
+    dovecot.deliver(ALICE, _stamped(["mx.elsewhere.example; spf=none", *stamp("pass", "pass")], f"{tag} not on top"))
+    config = MailAccountConfig(address=ALICE, preset=preset, password={"secret": "unused"}, imap_host="127.0.0.1",
+                               imap_port=dovecot.imaps_port, smtp_host="127.0.0.1", smtp_port=submission.port,
+                               smtp_tls="starttls", tls_ca_file=dovecot.ca)
+    assert config.authserv_id  # from the preset
+    acct = dataclasses.replace(mail_account("alice", config), password=lambda: USERS[ALICE])
+    tools = tools_of(acct)
+    assert find(tools, f"{tag} vouched")["sender_verified"] is True
+    assert find(tools, f"{tag} other server")["sender_verified"] is False
+    assert find(tools, f"{tag} forged below")["sender_verified"] is False
+    assert find(tools, f"{tag} not on top")["sender_verified"] is False
+
+
+def test_outlook_writes_no_authserv_id_so_its_senders_stay_unverified():
+    """Outlook.com's header has no authserv-id: its preset names none, and a header shaped like it vouches for
+    nobody, even under an id someone configured."""
+    from integrations.mail_auth import server_vouches
+    from orchestrator.core.config import MailAccountConfig
+
+    assert MailAccountConfig(address="me@outlook.com", password={"secret": "o"}).authserv_id is None
+    outlook = ("spf=pass (sender IP is 209.85.128.67) smtp.mailfrom=partner.example; dkim=pass (signature was "
+               "verified) header.d=partner.example;dmarc=pass action=none header.from=partner.example;compauth=pass")
+    assert not server_vouches("carol@partner.example", [outlook], "spf=pass")
+
+
+def test_a_single_id_reads_only_the_topmost_header():
+    """Gmail writes only `spf=` on a mail with no signature (deltachat's captured attack): with one id, a forged
+    header of that id right below is never read, whatever a list of ids would do."""
+    from integrations.mail_auth import server_vouches
+
+    gmail = ["mx.google.com; spf=neutral smtp.mailfrom=carol@partner.example",
+             "mx.google.com; dkim=pass header.d=partner.example; dmarc=pass header.from=partner.example"]
+    assert not server_vouches("carol@partner.example", gmail, "mx.google.com")
+    assert server_vouches("carol@partner.example", gmail[1:], "mx.google.com")
 
 
 MALFORMED = (b"From: carol@partner.example\r\nTo: alice@example.test\r\nSubject: =?bogus-charset?q?Broken_MIME?=\r\n"
