@@ -1,5 +1,6 @@
 """Accounts in Settings (server/api/accounts.py, web/accounts.js) against a real Dovecot and SMTP submission server
-(tests/mail_servers.py): the API refuses bad input and keeps nothing, and a real Chromium adds a mail account,
+(tests/mail_servers.py) and a real Radicale: the API refuses bad input and keeps nothing, and a real Chromium adds a
+mail account,
 sees it listed and tested, and removes it, at 390 px and at 1280 px."""
 
 from __future__ import annotations
@@ -91,6 +92,37 @@ def test_add_test_and_remove_through_the_api(servers, jarvis_env):
         assert "accounts" not in (yaml.safe_load(local_file(jarvis_env).read_text()) or {})
         assert [a["name"] for a in c.get("/api/accounts").json()["accounts"]] == ["handmade"]
     assert "home" not in jarvis_env.settings.accounts  # a fresh load agrees: nothing left behind
+
+
+@pytest.fixture(scope="module")
+def radicale():
+    from tests.dav_server import Radicale
+
+    server = Radicale({"carol": "carol-app-password"}).start()
+    server.client("carol").principal().make_calendar(name="Work", cal_id="work")
+    yield server
+    server.stop()
+
+
+def test_a_calendar_account_through_the_api(radicale, jarvis_env):
+    """kind calendar: a wrong password is refused with the server's answer and keeps nothing; the right one is
+    saved as a caldav account (its password in the keyring), listed with its test, and removed."""
+    body = {"name": "cal", "kind": "calendar", "address": "carol", "password": "wrong", "url": radicale.url,
+            "tls_ca_file": str(radicale.ca)}
+    with start_ui(jarvis_env) as ui, ui.client() as c:
+        wrong = c.post("/api/accounts", json=body)
+        assert wrong.status_code == 400 and "refused the login" in wrong.json()["detail"]
+        assert not local_file(jarvis_env).exists() and secrets.get_secret("caldav_cal", required=False) is None
+        added = c.post("/api/accounts", json={**body, "password": "carol-app-password"})
+        assert added.status_code == 200, added.text
+        assert "1 calendars" in added.json()["message"]
+        saved = yaml.safe_load(local_file(jarvis_env).read_text())["accounts"]["cal"]
+        assert saved["kind"] == "caldav" and saved["user"] == "carol" and saved["password"] == {"secret": "caldav_cal"}
+        assert secrets.get_secret("caldav_cal") == "carol-app-password"
+        row, = c.get("/api/accounts").json()["accounts"]
+        assert row["kind"] == "caldav" and row["last_test"]["ok"] is True
+        assert c.delete("/api/accounts/cal").status_code == 200
+        assert c.get("/api/accounts").json()["accounts"] == []
 
 
 @pytest.mark.browser
