@@ -1,7 +1,6 @@
 """Accounts in Settings (server/api/accounts.py, web/accounts.js) against a real Dovecot and SMTP submission server
 (tests/mail_servers.py) and a real Radicale: the API refuses bad input and keeps nothing, and a real Chromium adds a
-mail account,
-sees it listed and tested, and removes it, at 390 px and at 1280 px."""
+mail account, sees it listed and tested, and removes it, at 390 px and at 1280 px."""
 
 from __future__ import annotations
 
