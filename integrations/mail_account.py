@@ -36,7 +36,7 @@ class MailAccount:
     smtp_tls: str
     tls_fingerprint: str | None = None
     tls_ca_file: Path | None = None
-    authserv_id: str | None = None
+    authserv_id: str | tuple[str, ...] | None = None  # a tuple: a server stamping one header per check
     timeout_s: float = 30.0
 
 

@@ -262,7 +262,7 @@ def test_jorb_scripts_reach_them_as_jarvis_calendar_and_contacts(radicale):
 
 def test_jarvis_accounts_add_list_test_for_calendar_and_contacts(radicale, jarvis_env):
     """`jarvis accounts add --kind caldav|carddav` against the real server: a wrong password is not saved, a
-    right one is (in the keyring, not the file); a pinned one takes the certificate's real fingerprint; list
+    right one is (in the keyring, not the file; the account in the user's config.local.yml); a pinned one takes the certificate's real fingerprint; list
     shows them beside the mail accounts' shape, test logs in; the saved config builds the tools."""
     import yaml
 
@@ -278,8 +278,9 @@ def test_jarvis_accounts_add_list_test_for_calendar_and_contacts(radicale, jarvi
                                input=USERS["alice"] + "\n")
     assert book.returncode == 0, book.stderr
     assert radicale.fingerprint in book.stdout and "1 address books" in book.stdout
-    text = jarvis_env.config_path.read_text()
-    assert USERS["alice"] not in text
+    local = jarvis_env.config_path.with_name("config.local.yml")  # the user's own file, not the tracked one
+    text = local.read_text()
+    assert USERS["alice"] not in text and "accounts" not in yaml.safe_load(jarvis_env.config_path.read_text())
     saved = yaml.safe_load(text)["accounts"]
     assert saved["cal"]["kind"] == "caldav" and saved["book"]["tls_fingerprint"] == radicale.fingerprint
     listed = jarvis_env.cli_here("accounts", "list").stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
@@ -212,6 +213,80 @@ def test_a_sender_is_verified_only_by_the_accounts_own_server(servers):
     assert find(unconfigured, "Vouched sender")["sender_verified"] is False
 
 
+def _stamped(headers: list[str], subject: str) -> bytes:
+    """A mail as a receiving server leaves it: its Authentication-Results headers on top, in this order."""
+    return "".join(f"Authentication-Results: {h}\r\n" for h in headers).encode() + mail(subject)
+
+
+# The shapes iCloud and Fastmail really stamp (captured in deltachat-core-rust's dkimchecks test data): iCloud one
+# header per check with its own id; Fastmail four headers from the receiving host, dkim and dmarc in the last.
+PRESET_STAMPS = {
+    "icloud": lambda dmarc, dkim: ['bimi.icloud.com; bimi=skipped reason="insufficient dmarc"',
+                                   f"dmarc.icloud.com; dmarc={dmarc} header.from=partner.example",
+                                   f"dkim-verifier.icloud.com; dkim={dkim} header.d=partner.example",
+                                   "spf.icloud.com; spf=pass smtp.mailfrom=carol@partner.example"],
+    "fastmail": lambda dmarc, dkim: ["mx6.messagingengine.com; x-csa=none; x-me-sender=none",
+                                     "mx6.messagingengine.com; bimi=skipped (DMARC Policy is not at enforcement)",
+                                     "mx6.messagingengine.com; arc=none (no signatures found)",
+                                     f"mx6.messagingengine.com; dkim={dkim} header.d=partner.example; "
+                                     f"dmarc={dmarc} header.from=partner.example; spf=pass smtp.mailfrom=carol@partner.example"],
+}
+
+
+@pytest.mark.parametrize("preset", ["icloud", "fastmail"])
+def test_a_presets_authserv_id_verifies_its_servers_stamp_and_no_other(servers, preset):
+    """An account on the iCloud or Fastmail preset (its servers pointed at Dovecot) verifies a sender its provider
+    stamped as passing; not one stamped by another server, nor one the provider stamped as failing with a forged
+    passing header of the provider's own id written below, nor one whose provider's verdict is only below a
+    header of another id."""
+    from orchestrator.core.config import MailAccountConfig
+    from orchestrator.tools.mail_accounts import mail_account
+
+    dovecot, submission = servers
+    stamp = PRESET_STAMPS[preset]
+    tag = preset.capitalize()
+    dovecot.deliver(ALICE, _stamped(stamp("pass", "pass"), f"{tag} vouched"))
+    dovecot.deliver(ALICE, _stamped(["mx.elsewhere.example; dmarc=pass header.from=partner.example; dkim=pass "
+                                     "header.d=partner.example"], f"{tag} other server"))
+    forged = {"icloud": "dmarc.icloud.com; dmarc=pass header.from=partner.example",
+              "fastmail": "mx1.messagingengine.com; dmarc=pass header.from=partner.example"}[preset]
+    dovecot.deliver(ALICE, _stamped([*stamp("none", "none"), forged], f"{tag} forged below"))
+    dovecot.deliver(ALICE, _stamped(["mx.elsewhere.example; spf=none", *stamp("pass", "pass")], f"{tag} not on top"))
+    config = MailAccountConfig(address=ALICE, preset=preset, password={"secret": "unused"}, imap_host="127.0.0.1",
+                               imap_port=dovecot.imaps_port, smtp_host="127.0.0.1", smtp_port=submission.port,
+                               smtp_tls="starttls", tls_ca_file=dovecot.ca)
+    assert config.authserv_id  # from the preset
+    acct = dataclasses.replace(mail_account("alice", config), password=lambda: USERS[ALICE])
+    tools = tools_of(acct)
+    assert find(tools, f"{tag} vouched")["sender_verified"] is True
+    assert find(tools, f"{tag} other server")["sender_verified"] is False
+    assert find(tools, f"{tag} forged below")["sender_verified"] is False
+    assert find(tools, f"{tag} not on top")["sender_verified"] is False
+
+
+def test_outlook_writes_no_authserv_id_so_its_senders_stay_unverified():
+    """Outlook.com's header has no authserv-id: its preset names none, and a header shaped like it vouches for
+    nobody, even under an id someone configured."""
+    from integrations.mail_auth import server_vouches
+    from orchestrator.core.config import MailAccountConfig
+
+    assert MailAccountConfig(address="me@outlook.com", password={"secret": "o"}).authserv_id is None
+    outlook = ("spf=pass (sender IP is 209.85.128.67) smtp.mailfrom=partner.example; dkim=pass (signature was "
+               "verified) header.d=partner.example;dmarc=pass action=none header.from=partner.example;compauth=pass")
+    assert not server_vouches("carol@partner.example", [outlook], "spf=pass")
+
+
+def test_a_single_id_reads_only_the_topmost_header():
+    """Gmail writes only `spf=` on a mail with no signature (deltachat's captured attack): with one id, a forged
+    header of that id right below is never read, whatever a list of ids would do."""
+    from integrations.mail_auth import server_vouches
+
+    gmail = ["mx.google.com; spf=neutral smtp.mailfrom=carol@partner.example",
+             "mx.google.com; dkim=pass header.d=partner.example; dmarc=pass header.from=partner.example"]
+    assert not server_vouches("carol@partner.example", gmail, "mx.google.com")
+    assert server_vouches("carol@partner.example", gmail[1:], "mx.google.com")
+
+
 MALFORMED = (b"From: carol@partner.example\r\nTo: alice@example.test\r\nSubject: =?bogus-charset?q?Broken_MIME?=\r\n"
              b"Message-ID: <broken@partner.example>\r\nMIME-Version: 1.0\r\n"
              b"Content-Type: multipart/mixed; boundary=\"never-closed\"\r\n\r\n--never-closed\r\n"
@@ -354,34 +429,45 @@ def test_the_email_summary_and_a_draft_reply_through_the_chat_graph(servers, jar
 
 
 def test_jarvis_accounts_add_list_test_remove(servers, jarvis_env):
-    """The account commands against the real servers: a wrong password is not saved, a right one is (its password
-    in the keyring, not the file); a Proton-Bridge-like server (self-signed, STARTTLS on loopback) is pinned to
-    its certificate's real fingerprint and then works; remove takes the account out."""
+    """The account commands against the real servers: a wrong password is not saved (not even in the keyring), a
+    right one is (its password in the keyring; the account in the user's config.local.yml, never the tracked
+    config); a Proton-Bridge-like server (self-signed, STARTTLS on loopback) is pinned to its certificate's real
+    fingerprint and then works; list says how each last test went; remove takes the account out, and refuses,
+    saying where, an account written by hand in the tracked config."""
     import yaml
 
+    from orchestrator.core import secrets
+
     dovecot, submission = servers
+    local = jarvis_env.config_path.with_name("config.local.yml")
     common = ["--imap-host", "127.0.0.1", "--imap-port", str(dovecot.imaps_port), "--smtp-host", "127.0.0.1",
               "--smtp-port", str(submission.port), "--smtp-tls", "starttls", "--ca-file", str(dovecot.ca)]
     refused = jarvis_env.cli_here("accounts", "add", "work", "--address", ALICE, *common, input="wrong\n")
     assert refused.returncode != 0 and "login" in refused.stderr and "not saved" in refused.stderr
-    assert "accounts" not in (yaml.safe_load(jarvis_env.config_path.read_text()) or {})
+    assert not local.exists() and secrets.get_secret("mail_work", required=False) is None
     added = jarvis_env.cli_here("accounts", "add", "work", "--address", ALICE, *common, input=USERS[ALICE] + "\n")
     assert added.returncode == 0, added.stderr
-    assert USERS[ALICE] not in jarvis_env.config_path.read_text()
+    assert USERS[ALICE] not in local.read_text() and "accounts" not in yaml.safe_load(jarvis_env.config_path.read_text())
     bridge = jarvis_env.cli_here("accounts", "add", "bridge", "--address", BOB, "--preset", "proton-bridge",
                                  "--imap-port", str(dovecot.imap_port), "--smtp-port", str(submission.port), "--pin",
                                  input=USERS[BOB] + "\n")
     assert bridge.returncode == 0, bridge.stderr
     assert dovecot.fingerprint in bridge.stdout
-    saved = yaml.safe_load(jarvis_env.config_path.read_text())["accounts"]
+    saved = yaml.safe_load(local.read_text())["accounts"]
     assert saved["bridge"]["tls_fingerprint"] == dovecot.fingerprint and "tls_ca_file" not in saved["bridge"]
     listed = jarvis_env.cli_here("accounts", "list").stdout
     assert f"work: {ALICE} (custom)" in listed and f"bridge: {BOB} (proton-bridge)" in listed
-    assert "pinned" in listed
+    assert "pinned" in listed and "last test worked" in listed
     tested = jarvis_env.cli_here("accounts", "test", "bridge")
     assert tested.returncode == 0 and "logged in as bob@example.test" in tested.stdout
     assert jarvis_env.cli_here("accounts", "remove", "work").returncode == 0
-    assert list(yaml.safe_load(jarvis_env.config_path.read_text())["accounts"]) == ["bridge"]
+    assert list(yaml.safe_load(local.read_text())["accounts"]) == ["bridge"]
+
+    jarvis_env.write_config(accounts={"handmade": {"address": ALICE, "password": {"secret": "mail_handmade"},
+                                                   "imap_host": "127.0.0.1", "smtp_host": "127.0.0.1"}})
+    kept = jarvis_env.cli_here("accounts", "remove", "handmade")
+    assert kept.returncode != 0 and str(jarvis_env.config_path) in kept.stderr and "by hand" in kept.stderr
+    assert "handmade" in jarvis_env.config_path.read_text()
 
 
 def test_account_settings_fill_presets_and_never_turn_verification_off():

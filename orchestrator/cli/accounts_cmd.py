@@ -1,85 +1,51 @@
 """`jarvis accounts add|list|test|remove`: mail accounts over IMAP and SMTP, calendar accounts over CalDAV and
 contacts accounts over CardDAV (`--kind caldav|carddav`), in the config's `accounts:`.
 
-`add` takes an address and an app password (read without echo, kept in the keyring, never in the file), fills
-the servers from the provider's preset, logs in to both servers before writing anything, and writes the account
-into the config file with its comments kept. A self-signed server (Proton Bridge) is pinned with `--pin`: the
+`add` takes an address and an app password (read without echo, kept in the keyring, never in a file), fills
+the servers from the provider's preset, logs in to both servers before keeping anything, and writes the account
+into the user's own file beside the config (config.local.yml, git-ignored), as Settings does: the rules are
+tools/account_admin.py's, shared with the Settings view. A self-signed server (Proton Bridge) is pinned with `--pin`: the
 certificate's SHA-256 is shown, to compare with the one the server's own app shows, and written.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
 from orchestrator.cli import fail, say, state
-from orchestrator.core.config import AccountConfig, DavAccountConfig, MailAccountConfig, Settings
+from orchestrator.core.config import AccountConfig, DavAccountConfig, Settings
+from orchestrator.core.local_settings import NoConfigFile
 
 accounts_app = typer.Typer(help="Mail (IMAP and SMTP), calendar (CalDAV) and contacts (CardDAV) accounts (iCloud, "
                            "Fastmail, Outlook.com, Proton Bridge, Nextcloud, a company server...).",
                            no_args_is_help=True)
 
 
-def _save(settings: Settings, name: str, entry: dict[str, Any] | None) -> Path:
-    """Write (or, with None, remove) one account in the config file, its comments and order kept."""
-    from ruamel.yaml import YAML
-
-    path = settings.source_path
-    if path is None:
-        fail("Jarvis runs on built-in defaults with no config file: start it with --config FILE to keep an account")
-    yaml = YAML()
-    yaml.preserve_quotes = True
-    data = (yaml.load(path.read_text(encoding="utf-8")) if path.exists() else None) or {}
-    accounts = data.setdefault("accounts", {})
-    if entry is None:
-        accounts.pop(name, None)
-    else:
-        accounts[name] = entry
-    tmp = path.with_name(f".{path.name}.accounts.tmp")
-    with tmp.open("w", encoding="utf-8") as out:
-        yaml.dump(data, out)
-    if path.exists():
-        tmp.chmod(path.stat().st_mode & 0o777)
-    tmp.replace(path)
-    return path
+def _password(who: str) -> str:
+    return typer.prompt(f"app password for {who}", hide_input=True) if sys.stdin.isatty() else sys.stdin.read().strip()
 
 
-def _check(name: str, config: AccountConfig) -> str:
-    """Log in to the account's servers; what was found there, or a ToolError saying what failed."""
-    if isinstance(config, DavAccountConfig):
-        return _check_dav(name, config)
-    from integrations.mail_account import connect_imap, connect_smtp
-    from orchestrator.tools.mail_accounts import mail_account
+def _add(settings: Settings, name: str, entry: dict[str, Any], who: str, test: bool) -> str:
+    """Add through tools/account_admin.py; exits with its error (nothing saved)."""
+    from integrations.base import ToolError
+    from orchestrator.tools import account_admin
 
-    account = mail_account(name, config)
-    client = connect_imap(account)
     try:
-        folders = [f[2] for f in client.list_folders()]
-    finally:
-        client.logout()
-    connect_smtp(account).quit()
-    return (f"{name}: IMAP {account.imap_host}:{account.imap_port} ({account.imap_tls}) and SMTP "
-            f"{account.smtp_host}:{account.smtp_port} ({account.smtp_tls}) logged in as {account.user}; "
-            f"{len(folders)} folders")
-
-
-def _check_dav(name: str, config: DavAccountConfig) -> str:
-    from integrations.carddav_tools import addressbooks
-    from integrations.dav_account import dav_client, dav_error
-    from orchestrator.tools.dav_accounts import dav_account
-
-    account = dav_account(name, config)
-    try:
-        with dav_client(account) as client:
-            found = ([str(c.name) for c in client.principal().calendars()] if account.kind == "caldav"
-                     else addressbooks(client, account.url))
-    except Exception as exc:  # noqa: BLE001 - one clear sentence
-        raise dav_error(account, exc) from None
-    what = "calendars" if account.kind == "caldav" else "address books"
-    return f"{name}: {account.kind} {account.url} logged in as {account.user}; {len(found)} {what}"
+        path, found = account_admin.add(settings, name, entry, _password(who), test=test)
+    except account_admin.AccountError as exc:
+        fail(str(exc))
+    except ToolError as exc:
+        fail(f"{exc} The account was not saved.")
+    except NoConfigFile as exc:
+        fail(str(exc))
+    if found:
+        say(found)
+    return str(path)
 
 
 @accounts_app.command("add")
@@ -107,9 +73,6 @@ def add(ctx: typer.Context,
         test: bool = typer.Option(True, "--test/--no-test", help="log in before saving"),
         ) -> None:
     """Add an account: the app password is asked (or read from standard input), kept in the keyring."""
-    from integrations.base import ToolError
-    from orchestrator.core import secrets
-
     settings = state(ctx).settings
     if kind not in ("imap", "caldav", "carddav"):
         fail(f"--kind {kind!r}: imap, caldav or carddav")
@@ -118,142 +81,107 @@ def add(ctx: typer.Context,
         fail("a mail account needs --address")
     if kind != "imap" and not login:
         fail(f"a {kind} account needs --user (or --address)")
-    if not name.replace("-", "").replace("_", "").isalnum():
-        fail(f"account name {name!r}: use letters, digits, - and _ only")
     if name in settings.accounts:
         fail(f"there is already an account named {name!r}: `jarvis accounts remove {name}` first")
-    secret = secret or (f"mail_{name}" if kind == "imap" else f"{kind}_{name}")
+    ca = str(ca_file.expanduser().resolve()) if ca_file else None
     if kind != "imap":
         from integrations.mail_presets import preset_for_address
 
-        dav_entry: dict[str, Any] = {k: v for k, v in {
+        entry: dict[str, Any] = {k: v for k, v in {
             "kind": kind, "url": url, "preset": preset or preset_for_address(login or ""), "user": login,
-            "calendar": calendar, "tls_ca_file": str(ca_file.expanduser().resolve()) if ca_file else None,
+            "calendar": calendar, "tls_ca_file": ca,
         }.items() if v is not None}
-        if dav_entry.get("preset") not in (None, "icloud", "fastmail", "nextcloud"):
-            dav_entry.pop("preset")
-        _add_dav(settings, name, dav_entry, secret, pin, test)
-        return
-    entry: dict[str, Any] = {k: v for k, v in {
-        "address": address, "preset": preset, "user": user, "imap_host": imap_host, "imap_port": imap_port,
-        "imap_tls": imap_tls, "smtp_host": smtp_host, "smtp_port": smtp_port, "smtp_tls": smtp_tls,
-        "tls_ca_file": str(ca_file.expanduser().resolve()) if ca_file else None, "authserv_id": authserv_id,
-    }.items() if v is not None}
-    entry["password"] = {"secret": secret}
-    config = _validated(name, entry, pinning=pin)
-    assert isinstance(config, MailAccountConfig)
+        if entry.get("preset") not in (None, "icloud", "fastmail", "nextcloud"):
+            entry.pop("preset")
+    else:
+        entry = {k: v for k, v in {
+            "address": address, "preset": preset, "user": user, "imap_host": imap_host, "imap_port": imap_port,
+            "imap_tls": imap_tls, "smtp_host": smtp_host, "smtp_port": smtp_port, "smtp_tls": smtp_tls,
+            "tls_ca_file": ca, "authserv_id": authserv_id,
+        }.items() if v is not None}
+    if secret:
+        entry["password"] = {"secret": secret}
+    config = _validated(name, {**entry, "password": {"secret": secret or "x"}}, pinning=pin)
     if pin:
-        from integrations.mail_account import peer_fingerprint
-
-        assert config.imap_host and config.imap_port
-        try:
-            found = peer_fingerprint(config.imap_host, config.imap_port, starttls_imap=config.imap_tls == "starttls")
-        except Exception as exc:  # noqa: BLE001 - one clear line
-            fail(f"could not read the certificate of {config.imap_host}:{config.imap_port}: {exc}")
-        say(f"The server's certificate has SHA-256 {found}: check that it is the one your mail app (Proton Bridge: "
-            "its settings) shows.")
-        entry["tls_fingerprint"] = found
-        config = _validated(name, entry)
-    password = typer.prompt(f"app password for {address}", hide_input=True) if sys.stdin.isatty() \
-        else sys.stdin.read().strip()
-    if not password:
-        fail("empty password: nothing saved")
-    secrets.set_secret(secret, password)
-    if test:
-        try:
-            say(_check(name, config))
-        except ToolError as exc:
-            fail(f"{exc} The account was not saved.")
-    path = _save(settings, name, entry)
-    say(f"added account {name} ({address}) to {path}; its password is the keyring entry {secret}")
+        entry["tls_fingerprint"] = _pin(config)
+    path = _add(settings, name, entry, str(login), test)
+    saved = settings.accounts[name]
+    where = saved.url if isinstance(saved, DavAccountConfig) else address
+    say(f"added {'' if kind == 'imap' else kind + ' '}account {name} ({where}) to {path}; its password is the "
+        f"keyring entry {getattr(saved.password, 'secret', '')}")
 
 
-def _add_dav(settings: Settings, name: str, entry: dict[str, Any], secret: str, pin: bool, test: bool) -> None:
+def _pin(config: AccountConfig) -> str:
+    """Read the server's certificate fingerprint, show it to compare, and return it."""
     from urllib.parse import urlsplit
 
-    from integrations.base import ToolError
-    from orchestrator.core import secrets
+    from integrations.mail_account import peer_fingerprint
 
-    entry["password"] = {"secret": secret}
-    config = _validated(name, entry)
-    assert isinstance(config, DavAccountConfig) and config.url
-    if pin:
-        from integrations.mail_account import peer_fingerprint
-
-        where = urlsplit(config.url)
-        try:
-            found = peer_fingerprint(where.hostname or "", where.port or 443)
-        except Exception as exc:  # noqa: BLE001 - one clear line
-            fail(f"could not read the certificate of {config.url}: {exc}")
-        say(f"The server's certificate has SHA-256 {found}: check that it is the one the server shows.")
-        entry["tls_fingerprint"] = found
-        config = _validated(name, entry)
-        assert isinstance(config, DavAccountConfig)
-    password = typer.prompt(f"app password for {config.user}", hide_input=True) if sys.stdin.isatty() \
-        else sys.stdin.read().strip()
-    if not password:
-        fail("empty password: nothing saved")
-    secrets.set_secret(secret, password)
-    if test:
-        try:
-            say(_check(name, config))
-        except ToolError as exc:
-            fail(f"{exc} The account was not saved.")
-    path = _save(settings, name, entry)
-    say(f"added {config.kind} account {name} ({config.url}) to {path}; its password is the keyring entry {secret}")
+    if isinstance(config, DavAccountConfig):
+        where = urlsplit(config.url or "")
+        host, port, starttls, what = where.hostname or "", where.port or 443, False, config.url
+        shown = "the one the server shows"
+    else:
+        assert config.imap_host and config.imap_port
+        host, port, starttls = config.imap_host, config.imap_port, config.imap_tls == "starttls"
+        what, shown = f"{host}:{port}", "the one your mail app (Proton Bridge: its settings) shows"
+    try:
+        found = peer_fingerprint(host, port, starttls_imap=starttls)
+    except Exception as exc:  # noqa: BLE001 - one clear line
+        fail(f"could not read the certificate of {what}: {exc}")
+    say(f"The server's certificate has SHA-256 {found}: check that it is {shown}.")
+    return found
 
 
 def _validated(name: str, entry: dict[str, Any], pinning: bool = False) -> AccountConfig:
-    from pydantic import TypeAdapter, ValidationError
+    from orchestrator.tools.account_admin import AccountError, validated
 
     try:
-        return TypeAdapter(AccountConfig).validate_python(
-            {**entry, **({"tls_fingerprint": "0" * 64} if pinning else {})})
-    except ValidationError as exc:
-        fail(f"account {name}: " + "; ".join(e["msg"] for e in exc.errors()))
+        return validated(name, entry, pinning=pinning)
+    except AccountError as exc:
+        fail(str(exc))
 
 
 @accounts_app.command("list")
 def list_(ctx: typer.Context) -> None:
-    """The accounts, their servers and how their TLS is trusted."""
+    """The accounts, their servers, how their TLS is trusted and how their last test went."""
+    from orchestrator.tools.account_admin import describe, last_tests
+
     settings = state(ctx).settings
     if not settings.accounts:
         say("No accounts: add one with `jarvis accounts add NAME --address you@example.com`.")
+    tests = last_tests(settings)
     for name, a in settings.accounts.items():
-        trust = ("pinned " + (a.tls_fingerprint or "")[:16] + "...") if a.tls_fingerprint else \
-            (f"CA {a.tls_ca_file}" if a.tls_ca_file else "system CAs")
-        if isinstance(a, DavAccountConfig):
-            say(f"{name}: {a.kind} {a.user} ({a.preset or 'custom'}) {a.url}"
-                f"{f' calendar {a.calendar!r}' if a.calendar else ''}, TLS trusted by {trust}")
-            continue
-        say(f"{name}: {a.address} ({a.preset or 'custom'}) IMAP {a.imap_host}:{a.imap_port} {a.imap_tls}, "
-            f"SMTP {a.smtp_host}:{a.smtp_port} {a.smtp_tls}, TLS trusted by {trust}")
+        d = describe(name, a)
+        last = tests.get(name)
+        tested = "never tested" if last is None else (
+            f"last test {'worked' if last['ok'] else 'FAILED'} {time.strftime('%Y-%m-%d %H:%M', time.localtime(last['at']))}")
+        kind = "" if d["kind"] == "imap" else f"{d['kind']} "
+        say(f"{name}: {kind}{d['who']} ({d['preset'] or 'custom'}) {d['servers']}, TLS trusted by {d['trust']}; "
+            f"{tested}")
 
 
 @accounts_app.command("test")
 def test_(ctx: typer.Context, name: str) -> None:
     """Log in to the account's servers (IMAP and SMTP; CalDAV or CardDAV)."""
     from integrations.base import ToolError
+    from orchestrator.tools.account_admin import AccountError, test
 
-    settings = state(ctx).settings
-    if name not in settings.accounts:
-        fail(f"no account named {name!r}")
     try:
-        say(_check(name, settings.accounts[name]))
-    except ToolError as exc:
+        say(test(state(ctx).settings, name))
+    except (AccountError, ToolError) as exc:
         fail(str(exc))
 
 
 @accounts_app.command("remove")
 def remove(ctx: typer.Context, name: str) -> None:
-    """Remove an account from the config (its password stays in the keyring until `jarvis secrets delete`)."""
-    settings = state(ctx).settings
-    if name not in settings.accounts:
-        fail(f"no account named {name!r}")
-    password = settings.accounts[name].password
-    _save(settings, name, None)
-    kept = f"; its password is still the keyring entry {password.secret}" if getattr(password, "secret", None) else ""
-    say(f"removed account {name}{kept}")
+    """Remove an account you added (its password stays in the keyring until `jarvis secrets delete`)."""
+    from orchestrator.tools.account_admin import AccountError, remove
+
+    try:
+        say(remove(state(ctx).settings, name))
+    except AccountError as exc:
+        fail(str(exc))
 
 
 def register(app: typer.Typer) -> None:

@@ -273,8 +273,10 @@ class MailAccountConfig(_Section):
     tls_fingerprint: str | None = Field(None, description="SHA-256 of the servers' certificate (hex, colons "
                                         "allowed): a self-signed server such as Proton Bridge, pinned")
     tls_ca_file: Path | None = Field(None, description="a CA certificate file the servers' certificates chain to")
-    authserv_id: str | None = Field(None, description="the name the account's receiving server writes in "
-                                    "Authentication-Results: only its verdicts make a sender verified")
+    authserv_id: str | list[str] | None = Field(
+        None, description="the name the account's receiving server writes in Authentication-Results: only its "
+        "verdicts make a sender verified; a list (`*.domain` for any host under it) for a server that writes one "
+        "header per check and always its dkim and dmarc verdicts; the preset's when unset")
     timeout_s: float = Field(30.0, gt=0)
 
     @model_validator(mode="after")
@@ -286,7 +288,7 @@ class MailAccountConfig(_Section):
         if self.preset is None:
             self.preset = preset_for_address(self.address)  # type: ignore[assignment]
         preset = PRESETS.get(self.preset or "", {})
-        for key in ("imap_host", "imap_port", "imap_tls", "smtp_host", "smtp_port", "smtp_tls"):
+        for key in ("imap_host", "imap_port", "imap_tls", "smtp_host", "smtp_port", "smtp_tls", "authserv_id"):
             if getattr(self, key) is None and key in preset:
                 setattr(self, key, preset[key])
         self.imap_tls = self.imap_tls or "tls"

@@ -46,42 +46,20 @@ def check_server(base_url: str, model: str | None) -> tuple[str, str]:
     return base_url, model
 
 
-LOCAL_HEADER = """\
-# Your own settings, merged over {config} (git-ignored). Jarvis writes here when you choose in the UI
-# (Settings: the model); you may edit it too. Delete it to go back to {config} alone.
-"""
-
-
 def write_primary(settings: Settings, values: dict[str, Any]) -> Path:
     """Replace `models.primary` in the user's local file (created if need be); returns the file written."""
-    from ruamel.yaml import YAML
+    from orchestrator.core.local_settings import NoConfigFile, edit_local
 
-    from orchestrator.core.config import local_overlay_path
+    def change(data: Any) -> None:
+        models = data.get("models")
+        if models is None:
+            data["models"] = models = {}
+        models["primary"] = {k: v for k, v in values.items() if v is not None}
 
-    config = settings.source_path
-    if config is None:
-        raise ModelChoiceError("Jarvis runs on built-in defaults with no config file to write; start it with "
-                               "--config FILE (or JARVIS_CONFIG) to keep a choice")
-    path = local_overlay_path(config)
-    yaml = YAML()  # round trip
-    yaml.preserve_quotes = True
-    yaml.representer.add_representer(
-        type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null"))
-    text = path.read_text(encoding="utf-8") if path.exists() else LOCAL_HEADER.format(config=config.name)
-    data = yaml.load(text)
-    if data is None:
-        data = yaml.load(text + "{}\n")  # only comments so far: a mapping that keeps them
-    models = data.get("models")
-    if models is None:
-        data["models"] = models = {}
-    models["primary"] = {k: v for k, v in values.items() if v is not None}
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        yaml.dump(data, f)
-    source = path if path.exists() else config
-    tmp.chmod(source.stat().st_mode & 0o777 if source.exists() else 0o600)  # a config kept private stays private
-    tmp.replace(path)
-    return path
+    try:
+        return edit_local(settings, change, "a choice")
+    except NoConfigFile as exc:
+        raise ModelChoiceError(str(exc)) from None
 
 
 def _apply(settings: Settings, runtime: Any, cfg: ModelConfig) -> None:

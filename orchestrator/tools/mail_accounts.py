@@ -28,7 +28,8 @@ def mail_account(name: str, config: MailAccountConfig) -> MailAccount:
                        imap_host=config.imap_host, imap_port=config.imap_port, imap_tls=config.imap_tls or "tls",
                        smtp_host=config.smtp_host, smtp_port=config.smtp_port, smtp_tls=config.smtp_tls or "tls",
                        tls_fingerprint=config.tls_fingerprint, tls_ca_file=config.tls_ca_file,
-                       authserv_id=config.authserv_id, timeout_s=config.timeout_s)
+                       authserv_id=(tuple(config.authserv_id) if isinstance(config.authserv_id, list)
+                                    else config.authserv_id), timeout_s=config.timeout_s)
 
 
 def mail_accounts(settings: Settings) -> dict[str, MailAccount]:

@@ -1,6 +1,7 @@
-// Settings: model endpoint health, the model picker (a local server found, another one, or the built-in model), MCP server health (and other HEALTH_CHECKS sections, each with its action button if it has one: Backups, Back up now), the clients of Jarvis's own MCP server, background services, tool providers, the active configuration file.
+// Settings: model endpoint health, the model picker (a local server found, another one, or the built-in model), MCP server health (and other HEALTH_CHECKS sections, each with its action button if it has one: Backups, Back up now), the mail, calendar and contacts accounts (web/accounts.js), the clients of Jarvis's own MCP server, background services, tool providers, the active configuration file.
 import { api } from "../api.js";
 import { clear, h, json, problem } from "../dom.js";
+import { accountsSection, loadAccounts } from "../accounts.js";
 
 let healthEl;
 let pickEl;
@@ -15,11 +16,11 @@ export function mount(el, ui) {
   infoEl = h("div", { class: "settings-info" });
   clientsEl = h("section", { class: "mcp-clients", "aria-label": "MCP clients" });
   el.append(h("div", { class: "view-head" }, h("h1", {}, "Settings"),
-    h("button", { type: "button", onclick: () => show() }, "Check again")), healthEl, pickEl, clientsEl, infoEl);
+    h("button", { type: "button", onclick: () => show() }, "Check again")), healthEl, pickEl, accountsSection(), clientsEl, infoEl);
 }
 
 export async function show() {
-  await Promise.all([loadHealth(), loadPicker(), loadClients(), loadInfo()]);
+  await Promise.all([loadHealth(), loadPicker(), loadAccounts(), loadClients(), loadInfo()]);
 }
 
 // The agents that may call Jarvis as an MCP server, each with its own token: a new one's token is shown once, in
