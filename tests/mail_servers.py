@@ -268,13 +268,16 @@ class Submission:
 class Proxy:
     """A TCP relay between a client and a server on loopback that can play the man in the middle: `rewrite` edits
     each chunk the server sends (stripping STARTTLS from its capabilities), `cut_after` drops the connection once
-    the server has sent that many bytes through it, `drop()` cuts the connections open now. `sent` counts the server's
+    the server has sent that many bytes through it, `cut_when` drops it before relaying the first chunk the server
+    sends once `cut_when()` is true (a state the test reads on the server itself, so the cut does not depend on how
+    many bytes each exchange happened to take), `drop()` cuts the connections open now. `sent` counts the server's
     bytes relayed."""
 
-    def __init__(self, target_port: int, rewrite=None, cut_after: int | None = None):  # noqa: ANN001
+    def __init__(self, target_port: int, rewrite=None, cut_after: int | None = None,  # noqa: ANN001
+                 cut_when=None):  # noqa: ANN001
         import threading
 
-        self.target_port, self.rewrite, self.cut_after = target_port, rewrite, cut_after
+        self.target_port, self.rewrite, self.cut_after, self.cut_when = target_port, rewrite, cut_after, cut_when
         self.sent = 0
         self.open: list[socket.socket] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -297,6 +300,8 @@ class Proxy:
         try:
             while chunk := src.recv(65536):
                 if from_server:
+                    if self.cut_when is not None and self.cut_when():
+                        break
                     if self.rewrite:
                         chunk = self.rewrite(chunk)
                     if self.cut_after is not None and self.sent + len(chunk) > self.cut_after:

@@ -341,19 +341,22 @@ def test_the_cli_answers_the_question_jarvis_pending_showed_and_not_one_asked_si
     jarvis_env.server.push(tool_call("fs_write_text", path=str(target), content="hello"))
     assert jarvis_env.cli("chat", "--thread", "bound", "write hello to note.txt").returncode == 3
 
+    # the asking and the answers that act are real processes; the reads and the stale answer's refusal between
+    # them run here (cli_here), each a process start-up fewer
     def shown_call() -> str:
-        listed = jarvis_env.cli("pending", check=True).stdout
-        (name,) = set(re.findall(r"jarvis approve bound --call (\S+)", listed))
+        listed = jarvis_env.cli_here("pending")
+        assert listed.returncode == 0, listed.stderr
+        (name,) = set(re.findall(r"jarvis approve bound --call (\S+)", listed.stdout))
         return name
 
     first = shown_call()
-    (item,) = jarvis_env.cli_json("pending", "--json")
+    (item,) = jarvis_env.cli_here_json("pending", "--json")
     assert item["ref"].startswith(first) and len(first) == 16
     refused = jarvis_env.cli("approve", "bound", "--call", first, "--args", json.dumps({"path": 5, "content": "x"}))
     assert refused.returncode == 3, refused.stderr  # asked again, saying why the edit was refused
     again = shown_call()
     assert again != first
-    stale = jarvis_env.cli("approve", "bound", "--call", first)
+    stale = jarvis_env.cli_here("approve", "bound", "--call", first)
     assert stale.returncode == 1 and "no pending confirmation" in stale.stderr and not target.exists()
     jarvis_env.server.push(answer("Written."))
     done = jarvis_env.cli("approve", "bound", "--call", again)

@@ -181,6 +181,24 @@ def test_a_direct_tool_call_that_must_ask_is_asked_in_jarvis_and_runs_once(serve
     assert "direct.txt" in done["text"] and "Done: the file is written." in done["text"]
 
 
+def test_a_direct_write_handed_over_to_a_thread_still_asks_with_the_write_on_auto(mcp_env: JarvisEnv) -> None:
+    """A client calls a write directly with fs_write on auto: the client's arguments are outside content, so the
+    call asks, and the thread it is handed over to is tainted from its first step: the write waits for the user
+    there too instead of running unasked."""
+    token = add_client(mcp_env, "zed")
+    target = mcp_env.root / "auto.txt"
+    mcp_env.write_config(mcp_server={"enabled": True, "tools": OFFERED, "wait_s": 30},
+                         autonomy={"effects": {"fs_write": "auto"}})
+    with start_ui(mcp_env) as server:
+        mcp_env.server.push(answer("Done."))
+        first = results(sdk_client(http(server, token), [
+            ["call", "fs_write_text", {"path": str(target), "content": "from zed"}]]))[0]
+        assert first["text"].startswith("Waiting for your approval in Jarvis"), first
+        assert not target.exists()
+        pid = pending_id(first["text"])
+        assert [a["tool"] for a in server.client().get(f"/api/threads/{pid}/pending").json()] == ["fs_write_text"]
+
+
 def test_hostile_clients_are_refused(served: UIServer, mcp_env: JarvisEnv) -> None:
     mine = add_client(mcp_env, "mine")
     other = add_client(mcp_env, "other")

@@ -45,7 +45,9 @@ def waker():
 
 def _fire_all(sched: Scheduler, now: datetime) -> None:
     sched.tick(now)
-    assert sched.wait_idle(10)
+    # the bound is generous, not a wait: a delivery may build the App's parts on first use (the jorb service imports
+    # the model client and the MCP SDK), seconds on a loaded machine; wait_idle returns once the workers are idle
+    assert sched.wait_idle(120)
 
 
 # Recurrence ------------------------------------------------------------------------------------------------

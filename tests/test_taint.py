@@ -166,3 +166,19 @@ def test_a_trust_mark_past_the_latest_read_is_not_the_users_and_trusts_nothing(j
     out = graph.invoke({"messages": [("user", "summarize doc.txt")]}, _cfg("ahead"), version="v2")
     (intr,) = out.interrupts
     assert intr.value["escalated"] is True and not pwned.exists()
+
+
+def test_a_mark_at_turn_zero_taints_a_new_thread(jarvis_env):
+    """A thread tainted before its first turn runs (marked at turn 0, as a call handed over from outside is) reads
+    as tainted through the real chat graph and its checkpointer: a new thread's trust mark starts at -1, not at the 0
+    LangGraph gives a reduced int channel, which equalled the taint mark and read as trusted."""
+    from orchestrator.chat.state import tainted
+
+    graph = jarvis_env.graph()
+    graph.update_state(_cfg("zero"), {"messages": [("user", "hi")], "untrusted_turn": 0}, as_node="respond")
+    values = graph.get_state(_cfg("zero")).values
+    assert (values["untrusted_turn"], values["trusted_after_turn"]) == (0, -1)
+    assert tainted(values["untrusted_turn"], values["trusted_after_turn"])
+    graph.update_state(_cfg("unmarked"), {"messages": [("user", "hi")]}, as_node="respond")
+    unmarked = graph.get_state(_cfg("unmarked")).values
+    assert not tainted(unmarked["untrusted_turn"], unmarked["trusted_after_turn"])  # no mark: not tainted

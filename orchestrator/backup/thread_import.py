@@ -2,8 +2,7 @@
 `jarvis memory import` keeps facts and `jarvis reminders import` keeps reminders. A file can say anything, so:
 
 - each thread lands in a new thread of its own (never appended to one that exists: its id gets a suffix then),
-  tainted from its first turn on (`untrusted_turn` 1: a new thread's counters start at 0, and a mark at 0 would
-  equal `trusted_after_turn`'s 0, which reads as trusted): a later effect asks first, until the user runs `jarvis threads
+  tainted from its first turn on (`untrusted_turn` 1): a later effect asks first, until the user runs `jarvis threads
   trust` on it, as for a thread that read a web page;
 - the user's messages in it are marked as words from outside (`provenance.outside_words`): the planner reads
   them, but no value in them counts as the user's for argument provenance;

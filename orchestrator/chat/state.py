@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 
 class Attachment(BaseModel):
@@ -53,6 +54,21 @@ def merge_turn_count(old: TurnCount | dict | None, new: TurnCount | dict | None)
 
 def keep_max(old: int, new: int) -> int:
     return max(old, new)
+
+
+class TurnMark(int):
+    """The turn a taint or trust mark names; -1, "no turn", when none was set. LangGraph starts a channel that has a
+    reducer at its type's empty value (`int()`, 0), never at the field's default: with plain ints a new thread read
+    untrusted_turn 0 and trusted_after_turn 0, so a mark naming turn 0 (a thread tainted before its first turn runs,
+    as a call an MCP client hands over is) equalled the trust mark and the thread read as trusted. With this type
+    the empty value is -1, the default every reader assumes, and any mark, turn 0 included, taints."""
+
+    def __new__(cls, value: int = -1) -> TurnMark:
+        return super().__new__(cls, value)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(cls, core_schema.int_schema())
 
 
 def merge_recent(old: list[str], new: list[str]) -> list[str]:
@@ -108,8 +124,8 @@ class ConversationState(BaseModel):
     # The last turn in which output of an untrusted_output tool was read (escalation, see autonomy.py). It stays in
     # what the model sees (the history, or its summary) for the rest of the thread: the thread stays tainted until
     # the user clears it (`jarvis threads trust`), which sets trusted_after_turn.
-    untrusted_turn: Annotated[int, keep_max] = -1
-    trusted_after_turn: Annotated[int, keep_max] = -1
+    untrusted_turn: Annotated[TurnMark, keep_max] = TurnMark()
+    trusted_after_turn: Annotated[TurnMark, keep_max] = TurnMark()
     effects: Annotated[TurnCount, merge_turn_count] = Field(default_factory=TurnCount)
     recent_tools: Annotated[list[str], merge_recent] = Field(default_factory=list)
     bound_tools: list[str] = Field(default_factory=list)  # the planner's tools last step, kept (chat/tool_binding.py)
