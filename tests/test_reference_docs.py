@@ -43,7 +43,7 @@ IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+\.png)\)")
 
 
 def test_each_picture_of_the_ui_in_the_pages_is_taken_by_the_ui_tests():
-    taken = set(re.findall(r'guide_shot\(page, "([^"]+)"\)', (REPO / "tests" / "test_ui_browser.py").read_text()))
+    taken = set(re.findall(r'guide_shot\(page, "([^"]+)"', (REPO / "tests" / "test_ui_browser.py").read_text()))
     shown: dict[str, str] = {}
     for page in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]:
         for target in IMAGE.findall(page.read_text()):

@@ -15,6 +15,7 @@ import pytest
 
 from integrations.base import make_tool
 from tests.conftest import REPO, answer, tool_call
+from tests.guide_images import GUIDE_IMAGES, fix_page, save_if_changed
 from tests.test_server_api import make_pdf
 from tests.ui_server import UIServer, start_ui
 
@@ -24,7 +25,6 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 SHOTS = REPO / "test-output" / "ui"
-GUIDE_IMAGES = REPO / "docs" / "images"
 
 
 @pytest.fixture(scope="module")
@@ -69,15 +69,21 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-def guide_shot(page, name: str) -> None:
-    """docs/images/NAME.png: what the window shows, in 64 colours (a few tens of KB, not a few hundred)."""
-    from io import BytesIO
+def guide_shot(page, name: str, server: UIServer, hide: tuple[str, ...] = ()) -> bool:
+    """docs/images/NAME.png: what the window shows, with fixed stand-ins for this run's folders and ports, written
+    only when it looks different from the picture there (tests/guide_images.py). True when written. The header's
+    model state fills in after the page shows: waited for, so every picture shows it."""
+    page.locator("#model-state").wait_for()
+    fix_page(page, {str(server.env.path): "/home/you/jarvis", server.url: "http://127.0.0.1:8000",
+                    server.env.server.base_url if server.env.server else "": "http://127.0.0.1:8080/v1"}, hide)
+    return save_if_changed(page.screenshot(animations="disabled", caret="hide"), GUIDE_IMAGES / f"{name}.png")
 
-    from PIL import Image
 
-    GUIDE_IMAGES.mkdir(parents=True, exist_ok=True)
-    image = Image.open(BytesIO(page.screenshot(animations="disabled", caret="hide"))).convert("RGB")
-    image.quantize(colors=64).save(GUIDE_IMAGES / f"{name}.png", optimize=True)
+def settings_guide_shot(page, server: UIServer) -> bool:
+    """The Settings picture, once the model picker has looked for local servers; what it found on this machine's
+    ports is left out (another machine finds other servers)."""
+    page.locator(".now-model").wait_for()
+    return guide_shot(page, "settings", server, hide=(".found-server", ".no-servers"))
 
 
 def send(page, text: str) -> None:
@@ -196,8 +202,9 @@ def test_another_local_server_the_browser_visits_receives_no_jarvis_token(browse
         other.close()
 
 
-def _confirm_flow(open_ui, decision: str):
-    page, server = open_ui()
+def _confirmation_after_a_reload(open_ui, env=None):
+    """A page showing the confirmation of a file write, read back from the checkpoint after a reload."""
+    page, server = open_ui(env=env) if env else open_ui()
     target = server.env.root / "note.txt"
     server.env.server.push(tool_call("fs_write_text", path=str(target), content="from the browser"))
     send(page, "write a note")
@@ -210,14 +217,43 @@ def _confirm_flow(open_ui, decision: str):
     dialog = page.get_by_role("dialog")
     dialog.wait_for()
     assert '"content": "from the browser"' in dialog.get_by_label("Arguments (JSON)").input_value()
+    return page, server, target
+
+
+def _confirm_flow(open_ui, decision: str):
+    page, server, target = _confirmation_after_a_reload(open_ui)
+    dialog = page.get_by_role("dialog")
     shot(page, f"confirm-after-reload-{decision}")
-    if decision == "Approve":
-        guide_shot(page, "chat-confirmation")
     server.env.server.push(answer("Done as you said."))
     dialog.get_by_role("button", name=decision).click()
     page.locator(".msg.assistant", has_text="Done as you said.").wait_for()
     assert page.get_by_role("dialog").count() == 0
     return page, target, server
+
+
+def test_the_guide_pictures_look_the_same_from_another_folder_and_model_port(open_ui, jarvis_env, tmp_path):
+    """The guides' pictures of a confirmation and of Settings (docs/images/) are taken here, and a test run leaves
+    the checkout clean: the pictures of docs/images/ taken from a second Jarvis, in another
+    folder and with its model on another port, are the pictures the first one left, so nothing is written again."""
+    from playwright.sync_api import expect
+
+    from tests.conftest import JarvisEnv
+    from tests.fakes.llm_server import FakeLLMServer
+
+    with FakeLLMServer() as other_model:
+        (tmp_path / "another" / "root").mkdir(parents=True)
+        another = JarvisEnv(tmp_path / "another", tmp_path / "another" / "config.yml", tmp_path / "another" / "root",
+                            tmp_path / "another" / "data", other_model)
+        another.write_config()
+        written = []
+        for env in (jarvis_env, another):
+            page, server, _ = _confirmation_after_a_reload(open_ui, env)
+            confirmation = guide_shot(page, "chat-confirmation", server)
+            page, server = open_ui(env=env)
+            page.get_by_role("link", name="Settings").click()
+            expect(page.locator('.endpoint[data-role="primary"]')).to_contain_text("answers")
+            written.append((confirmation, settings_guide_shot(page, server)))
+        assert written[1] == (False, False), written
 
 
 def test_approve_a_confirmation_after_a_reload(open_ui):
@@ -454,7 +490,6 @@ def test_runs_and_settings_views(open_ui):
     expect(page.locator('.endpoint[data-role="primary"]')).to_contain_text("answers")
     expect(page.locator(".settings-info")).to_contain_text(str(server.env.config_path))
     shot(page, "settings")
-    guide_shot(page, "settings")
     assert page.js_errors == []
 
 
@@ -538,7 +573,7 @@ def test_every_view_fits_a_phone(open_ui):
     page.locator(".threads li a").first.click()
     assert page.locator(".sidebar").is_hidden()
     page.get_by_text("Hello from a phone-sized window").wait_for()
-    guide_shot(page, "phone-chat")
+    guide_shot(page, "phone-chat", server)
     tabs = page.locator("#tabs a")
     names = tabs.all_inner_texts()
     assert len(names) >= 5
@@ -624,7 +659,7 @@ def test_the_reminder_form_offers_conversations_by_name(open_ui):
     option.wait_for(state="attached")
     assert option.get_attribute("value").startswith("web-")
     assert page.get_by_label("Chat thread").get_attribute("placeholder").startswith("pick a conversation")
-    guide_shot(page, "reminders")
+    guide_shot(page, "reminders", server)
 
 
 def test_while_working_the_stage_and_the_time_are_shown(open_ui):

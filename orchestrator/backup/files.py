@@ -18,8 +18,9 @@ from orchestrator.core.config import Settings
 from .sqlite_parts import find_databases, is_side_file
 
 DATA, TOOLS, MCP, SETTINGS, DB = "data", "tools", "mcp", "settings", "db"
-# server/security.py's TOKEN_FILE: a secret, made anew at the next start; the lock of the backup being made.
-SKIPPED_NAMES = {"server_token", "backup.lock"}
+# server/security.py's TOKEN_FILE: a secret, made anew at the next start; the address of the `jarvis run` serving
+# now (core/server_identity.py), stale once restored; the lock of the backup being made.
+SKIPPED_NAMES = {"server_token", "server_url", "backup.lock"}
 SKIPPED_PATTERNS = ("*.partial", "model-server-*.log", "embedded-*.log")  # unfinished files; model servers' logs
 SKIPPED_DIRS = {"__pycache__"}
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import signal
-import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -14,51 +12,16 @@ from typing import Any
 import typer
 
 from orchestrator.cli import EXIT_FAILURE, EXIT_PENDING, fail, say, state
-from orchestrator.core.visible import elide, visible, visible_json
-from .questions import call_name, can_ask, describe_confirmation
-
-
-def _short(value: Any, limit: int = 120) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else value
-    return elide(" ".join(text.split()), limit)
+from .questions import can_ask
+from .turn_display import TurnPrinter, ask_answer, print_pending_help
 
 
 def ask_decision(c: dict[str, Any]) -> dict[str, Any]:
-    """Ask on the terminal: approve / edit / deny (in-doubt calls: approve again / skip)."""
-    from orchestrator.tools.answers import is_in_doubt, resume_value
+    """The resume value of the answer asked on the terminal (ask_answer)."""
+    from orchestrator.tools.answers import resume_value
 
-    say(describe_confirmation(c), fg=typer.colors.YELLOW, err=True)
-    in_doubt = is_in_doubt(c)
-    prompt = "[a]pprove again / [s]kip" if in_doubt else "[a]pprove / [e]dit / [d]eny"
-    while True:
-        answer = typer.prompt(prompt, default="d" if not in_doubt else "s", err=True).strip().lower()
-        if answer in ("a", "approve", "y", "yes"):
-            return resume_value(c, "approve")
-        if in_doubt and answer in ("s", "skip", "d", "deny", "n", "no"):
-            return resume_value(c, "deny")
-        if not in_doubt and answer in ("d", "deny", "n", "no"):
-            reason = typer.prompt("reason (optional)", default="", err=True, show_default=False)
-            return resume_value(c, "deny", note=reason or None)
-        if not in_doubt and answer in ("e", "edit"):
-            raw = typer.prompt("arguments as JSON", default=visible_json(c.get("args") or {}), err=True)
-            try:
-                args = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                say(f"not valid JSON: {exc}", err=True, fg=typer.colors.RED)
-                continue
-            return resume_value(c, "edit", args=args)
-
-
-def print_pending_help(thread_id: str, pending: list[dict[str, Any]]) -> None:
-    for c in pending:
-        say(describe_confirmation(c), fg=typer.colors.YELLOW, err=True)
-        say(f"  jarvis approve {thread_id} --call {call_name(c)}   (or --args JSON to change the arguments)\n"
-            f"  jarvis deny {thread_id} --call {call_name(c)} --reason TEXT", err=True)
-    say(f"Waiting for confirmation on thread {thread_id}: answer each question with the commands under it "
-        "(`jarvis pending` lists everything waiting).", err=True)
-
-
-EXIT_STOPPED = 130  # the shell's code for a command ended by Ctrl-C
+    answer, args, note = ask_answer(c)
+    return resume_value(c, answer, args=args, note=note)
 
 
 @contextmanager
@@ -95,62 +58,21 @@ def run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool,
 
 def _run_turn(graph: Any, thread_id: str, graph_input: Any, *, interactive: bool, stop: threading.Event,
               end_task: Callable[[str], Any] | None) -> int:
-    from orchestrator.chat.turn_events import (Confirmation, Done, Error, Progress, Stopped, Token, ToolEnd, ToolStart,
-                                               to_wire)
-    from orchestrator.chat.turns import STOPPED_TEXT, resume_command, turn_events
+    from orchestrator.chat.turns import STOPPED_TEXT, resume_command, stream_turn
 
     while True:
-        pending: list[dict[str, Any]] = []
-        answered_with_tokens = False
-        streamed = ""  # the model's words since the last tool call
-        for ev in turn_events(graph, thread_id, graph_input, stop=stop, end_task=end_task):
-            if isinstance(ev, Token):
-                sys.stdout.write(visible(ev.text))
-                sys.stdout.flush()
-                answered_with_tokens = True
-                streamed += ev.text
-            elif isinstance(ev, ToolStart):
-                streamed = ""
-                say(f"  -> {ev.tool}({_short(ev.args)})", err=True, fg=typer.colors.CYAN)
-            elif isinstance(ev, ToolEnd):
-                mark = "ok" if ev.ok else "error"
-                say(f"  <- {ev.tool} {mark} in {ev.duration_ms:.0f} ms: {_short(ev.preview)}",
-                    err=True, fg=typer.colors.CYAN if ev.ok else typer.colors.RED)
-            elif isinstance(ev, Progress):
-                say(f"  .. {ev.message or _short(to_wire(ev))}", err=True, fg=typer.colors.BLUE)
-            elif isinstance(ev, Confirmation):
-                pending.append(to_wire(ev))
-            elif isinstance(ev, Error):
-                if answered_with_tokens:
-                    sys.stdout.write("\n")
-                say(f"error: {ev.message}", err=True, fg=typer.colors.RED)
-                return EXIT_FAILURE
-            elif isinstance(ev, Stopped):  # what was said is on the screen already; the thread keeps it with the note
-                if answered_with_tokens:
-                    sys.stdout.write("\n")
-                say(STOPPED_TEXT, err=True, fg=typer.colors.YELLOW)
-                return EXIT_STOPPED
-            elif isinstance(ev, Done):
-                content = ev.content or ""
-                said, kept = streamed.strip(), content.strip()
-                if not answered_with_tokens:
-                    sys.stdout.write(visible(content))
-                elif said and kept.startswith(said):  # a note added after the words ("cut off at the limit")
-                    sys.stdout.write(visible(kept[len(said):]))
-                elif kept and kept not in said:  # replaced (the model only repeated its call); a repair is inside
-                    sys.stdout.write("\n" + visible(content))
-                if answered_with_tokens or content:
-                    sys.stdout.write("\n")
-                sys.stdout.flush()
-                return 0
-        if not pending:
+        printer = TurnPrinter(STOPPED_TEXT)
+        for ev in stream_turn(graph, thread_id, graph_input, stop=stop, end_task=end_task):
+            code = printer.show(ev)
+            if code is not None:
+                return code
+        if not printer.pending:
             return 0
-        if answered_with_tokens:
-            sys.stdout.write("\n")
+        printer.end_line()
         if not interactive:
-            print_pending_help(thread_id, pending)
+            print_pending_help(thread_id, printer.pending)
             return EXIT_PENDING
-        decisions = {c["interrupt_id"]: ask_decision(c) for c in pending}
+        decisions = {c["interrupt_id"]: ask_decision(c) for c in printer.pending}
         graph_input = resume_command(decisions)
 
 
@@ -182,13 +104,17 @@ def register(app: typer.Typer) -> None:
         voice: bool = typer.Option(False, "--voice", help="ask with the microphone (Enter ends each question) and "
                                    "hear the answers; confirmations are still typed"),
     ) -> None:
-        """Chat with Jarvis in the terminal."""
-        from orchestrator.chat.turns import user_input
-        from orchestrator.cli import voice_cmd
-
+        """Chat with Jarvis in the terminal (through `jarvis run` when it serves the same data folder)."""
         st = state(ctx)
         if audio and message:
             fail("give the question as MESSAGE or as --audio FILE, not both")
+        if message and not (attach or audio or voice):
+            code = _through_running_jarvis(st.settings, thread, " ".join(message))
+            if code is not None:
+                raise typer.Exit(code)
+        from orchestrator.chat.turns import user_input
+        from orchestrator.cli import voice_cmd
+
         microphone = None
         if voice:
             if message or audio:
@@ -239,6 +165,22 @@ def register(app: typer.Typer) -> None:
             attachments = []
             if microphone:
                 voice_cmd.say_aloud(st.settings, last_answer(graph, thread_id))
+
+
+def _through_running_jarvis(settings: Any, thread: str | None, text: str) -> int | None:
+    """The one rule for where a one-shot chat runs: through the `jarvis run` serving this data folder when one
+    proves it is that one (cli/via_server.py: no graph to build here), else None and the turn runs in this
+    process. Attachments and voice stay in-process: their files are read here."""
+    from orchestrator.cli.via_server import chat_turn, running_jarvis
+
+    server = running_jarvis(settings.storage.data_dir)
+    if server is None:
+        return None
+    thread_id = thread or f"cli-{uuid.uuid4().hex[:8]}"
+    code = chat_turn(server, thread_id, text, interactive=can_ask())
+    if code == 0 and not thread:
+        say(f"(thread {thread_id})", err=True, dim=True)
+    return code
 
 
 def _settle_model(settings: Any) -> None:

@@ -1,6 +1,7 @@
 """`jarvis run`: the web UI and its API on server.host:server.port, plus the background services.
 
-Prints the URL with the access token (kept in <data_dir>/server_token, mode 0600). Loopback only unless the
+Prints the URL with the access token (kept in <data_dir>/server_token, mode 0600), and records its address beside
+it (<data_dir>/server_url) while it runs, for `jarvis chat` (cli/via_server.py). Loopback only unless the
 configuration names another host, and then it says so loudly. Background services (scheduler, inbound
 routing...) are listed in orchestrator/server/services.py SERVICE_FACTORIES.
 """
@@ -28,6 +29,7 @@ def register(app: typer.Typer) -> None:
                                                   "its output goes to the journal, which others may read)"),
     ) -> None:
         """Serve the local web UI (chat, confirmations, tools, runs, settings) and run the background services."""
+        from orchestrator.core.server_identity import forget_url, record_url
         from orchestrator.server.listen import bind_socket, uvicorn_server
         from orchestrator.server.security import TOKEN_FILE, Guard, GuardMiddleware, is_loopback, load_or_create_token
         from orchestrator.server.starting import StartingApp
@@ -69,6 +71,8 @@ def register(app: typer.Typer) -> None:
         import sys
 
         sys.stdout.flush()
+        # `jarvis chat` sends its turns here while this runs (cli/via_server.py), after checking who answers
+        record_url(settings.storage.data_dir, f"http://{shown_host}:{real_port}")
         started: list = []
         outcome: dict[str, int] = {}
         builder = threading.Thread(target=_build, name="jarvis-start", daemon=True,
@@ -85,6 +89,7 @@ def register(app: typer.Typer) -> None:
         finally:
             # Stopped while still starting: the build is not waited for (it may be reading a large model); what it
             # started so far is stopped, and the process's exit ends the rest.
+            forget_url(settings.storage.data_dir, f"http://{shown_host}:{real_port}")
             builder.join(timeout=2)
             for model_server in list(started):
                 model_server.stop()

@@ -6,6 +6,7 @@
     /api/views        which tabs exist (one per module of orchestrator/server/api exporting VIEW)
     /api/...          the views' routers (orchestrator/server/api/*.py); /api/health the health report
     /healthz          up or down, without the token (for whatever watches the service)
+    /identity         without the token: proves this server holds the data folder's token (core/server_identity.py)
     /mcp              Jarvis's MCP server (mcp_server.path, when mcp_server.enabled): each client's own token
 
 Security (server_security.py): token on every call, Host and Origin checked, loopback by default.
@@ -24,7 +25,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -40,6 +41,7 @@ from .listen import bind_socket, uvicorn_server  # noqa: F401 - bind_socket re-e
 from .markdown import render_markdown
 from orchestrator.chat.turn_events import Done, from_wire
 from orchestrator.core.secrets import redact
+from orchestrator.core.server_identity import IDENTITY_PATH, proof
 from .security import Guard, GuardMiddleware, load_or_create_token
 from .services import ServiceContext, ServiceManager
 
@@ -132,6 +134,11 @@ def create_app(
     def healthz() -> JSONResponse:  # no token (security.PUBLIC_PATHS): up or down only
         up = alive(settings)
         return JSONResponse({"service": "jarvis", "status": "up" if up else "down"}, status_code=200 if up else 503)
+
+    @app.get(IDENTITY_PATH)
+    def identity(challenge: str = Query(..., min_length=16, max_length=128)) -> dict[str, str]:
+        """No token (security.PUBLIC_PATHS): proves to a command of this data folder that this is its Jarvis."""
+        return {"service": "jarvis", "proof": proof(token, challenge)}
 
     @app.get("/")
     def index() -> FileResponse:

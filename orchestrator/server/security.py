@@ -33,13 +33,15 @@ from urllib.parse import urlsplit
 
 from orchestrator.core.config import Settings
 from orchestrator.core.private_file import write_private
+from orchestrator.core.server_identity import IDENTITY_PATH, TOKEN_FILE
 
 log = logging.getLogger(__name__)
 
-TOKEN_FILE = "server_token"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 PUBLIC_PREFIXES = ("/static/",)  # the UI's own code: no data in it, served without the token
-PUBLIC_PATHS = ("/healthz",)  # up or down, nothing else: for whatever watches the service
+# /healthz: up or down, nothing else, for whatever watches the service; /identity: proves this server holds the
+# token without asking for it (core/server_identity.py)
+PUBLIC_PATHS = ("/healthz", IDENTITY_PATH)
 SHELL_PATH = "/"  # the page's shell: its code, no data; it brings the token from its tab's sessionStorage
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "

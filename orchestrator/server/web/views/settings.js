@@ -117,7 +117,7 @@ async function loadPicker() {
       h("strong", { text: srv.name }), ` at ${srv.base_url} `, srv.models.length ? select : "(no model listed) ", button));
   }
   if (!found.servers.length) {
-    pickEl.append(h("p", { class: "muted", text: "No model server answers on the usual local ports (Jan 1337, Ollama 11434, LM Studio 1234, llama.cpp 8080, vLLM 8000)." }));
+    pickEl.append(h("p", { class: "muted no-servers", text: "No model server answers on the usual local ports (Jan 1337, Ollama 11434, LM Studio 1234, llama.cpp 8080, vLLM 8000)." }));
   }
   const url = h("input", { type: "url", required: true, placeholder: "http://localhost:11434/v1", "aria-label": "Server URL" });
   const model = h("input", { type: "text", placeholder: "model (empty: its only one)", "aria-label": "Model name" });
