@@ -1,7 +1,9 @@
 """Google Calendar tools over the REST API: list events, propose free slots, create an event (calendar_write).
 
 Times are ISO 8601; a time without an offset is taken in the user's time zone. Event creation carries a
-client-chosen event id, so a retry after a lost answer finds the event instead of creating it twice.
+client-chosen event id, so a retry after a lost answer finds the event instead of creating it twice. The three
+exchanges (`GoogleCalendar`) also serve Google Calendar as the account `google` of the neutral calendar_* tools
+(integrations/gcal_provider.py); the gcal_* tools keep their own names, outputs and contract.
 """
 
 from __future__ import annotations
