@@ -1,12 +1,13 @@
-"""Calendar tools over any CalDAV account (iCloud, Fastmail, Nextcloud, a company server): list events, find free
-time, create an event (calendar_write, asked first with its times and attendees shown).
+"""Any CalDAV account (iCloud, Fastmail, Nextcloud, a company server) as a provider of the neutral calendar tools
+(integrations/calendar_tools.py: list events, find free time, create an event, asked first with its account, times
+and attendees shown).
 
 The server picks the events of the window (a calendar-query REPORT with a time range); Jarvis expands their
 repeats itself with recurring-ical-events, bounded: a rule that would repeat more than MAX_EXPANSION times up to
 the window's end (every second, for centuries) is not expanded but listed once with a note saying so, and free
 time counts it busy from its start (fail closed). An event that cannot be read (a bogus time zone, broken text)
-is named in `unreadable` and the others are still listed. Event text is outside content (untrusted): no tool here
-declares a trusted output but free time, which returns times only.
+is named in `unreadable` and the others are still listed. Event text is outside content (untrusted), as
+calendar_tools declares it.
 
 An event is created with a client-chosen UID: when the connection drops after the server stored it, the next try
 finds it instead of creating it twice.
@@ -22,11 +23,11 @@ from datetime import date, datetime, timedelta, tzinfo
 from typing import Any
 
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, Field
 
-from .base import ToolError, make_tool
+from .base import ToolError
+from .calendar_tools import CalendarProvider, build_calendar_tools
 from .dav_account import DavAccount, dav_client, dav_error
-from .gcal_tools import _event_effects, _human, _parse_hhmm, event_body, free_slots, parse_time, user_zone
+from .gcal_tools import user_zone
 
 MAX_EXPANSION = 20_000  # occurrences one event may have up to the window's end before it is not expanded
 MAX_PER_EVENT = 500  # occurrences of one event listed in a window
@@ -34,38 +35,6 @@ MAX_TEXT = 500  # characters of an event's description
 _FREQ_SECONDS = {"SECONDLY": 1, "MINUTELY": 60, "HOURLY": 3600, "DAILY": 86400, "WEEKLY": 7 * 86400,
                  "MONTHLY": 28 * 86400, "YEARLY": 365 * 86400}
 _EXPANDING = ("BYSECOND", "BYMINUTE", "BYHOUR", "BYDAY", "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYMONTH")
-
-
-class _Account(BaseModel):
-    account: str | None = Field(None, description="the calendar account's name; default: the first")
-
-
-class ListArgs(_Account):
-    time_min: str = Field(description="start of the window, ISO 8601 (e.g. 2025-03-01T00:00)")
-    time_max: str = Field(description="end of the window, ISO 8601")
-    max_results: int = Field(100, ge=1, le=1000)
-
-
-class FreeTimeArgs(_Account):
-    duration_minutes: int = Field(ge=5, le=24 * 60, description="length of the meeting")
-    time_min: str = Field(description="earliest start, ISO 8601")
-    time_max: str = Field(description="latest end, ISO 8601")
-    day_start: str = Field("09:00", description="working day starts (HH:MM, user's time zone)")
-    day_end: str = Field("18:00", description="working day ends (HH:MM)")
-    max_slots: int = Field(10, ge=1, le=50)
-
-
-class CreateArgs(_Account):
-    summary: str = Field(description="the event's title")
-    start: str = Field(description="start, ISO 8601 (e.g. 2025-03-02T09:00); a date alone makes an all-day event")
-    end: str | None = Field(None, description="end, ISO 8601; default: start + duration_minutes")
-    duration_minutes: int | None = Field(None, ge=1, le=14 * 24 * 60, description="used when end is not given "
-                                         "(default 30)")
-    description: str | None = None
-    location: str | None = None
-    attendees: list[str] = Field(default_factory=list, description="email addresses to invite")
-    reminder_minutes: int | None = Field(None, ge=0, le=40320, description="an alarm this many minutes before "
-                                         "(a reminder: an event at the time with reminder_minutes=0)")
 
 
 def occurrence_bound(component: Any, hi: datetime, tz: tzinfo) -> int:
@@ -165,27 +134,18 @@ def expand(calendar: Any, lo: datetime, hi: datetime, tz: tzinfo) -> tuple[list[
     return found, notes
 
 
-def build_caldav_tools(accounts: dict[str, DavAccount], timezone: str | None = None,
-                       connect: Callable[[DavAccount], Any] = dav_client) -> list[BaseTool]:
-    tz = user_zone(timezone)
-    calendar_urls: dict[str, str] = {}  # account -> its calendar's URL, found once
-
-    def account_of(name: str | None) -> DavAccount:
-        if not accounts:
-            raise ToolError("No calendar account is set up: run `jarvis accounts add NAME --kind caldav`.")
-        if not name:
-            return next(iter(accounts.values()))
-        if name not in accounts:
-            raise ToolError(f"No calendar account named {name!r}; the calendar accounts are: {', '.join(accounts)}.")
-        return accounts[name]
+def caldav_provider(account: DavAccount, tz: tzinfo, connect: Callable[[DavAccount], Any] = dav_client
+                    ) -> CalendarProvider:
+    """One CalDAV account as a provider of the neutral calendar tools (integrations/calendar_tools.py)."""
+    calendar_url: list[str] = []  # its calendar's URL, found once
 
     @contextmanager
-    def calendar_of(account: DavAccount, changed: str = "nothing was changed") -> Iterator[Any]:
+    def calendar_of(changed: str = "nothing was changed") -> Iterator[Any]:
         try:
             client = connect(account)
             with client:
-                if account.name in calendar_urls:
-                    yield client.calendar(url=calendar_urls[account.name])
+                if calendar_url:
+                    yield client.calendar(url=calendar_url[0])
                     return
                 calendars = client.principal().calendars()
                 chosen = [c for c in calendars if account.calendar in (None, c.name)]
@@ -193,23 +153,15 @@ def build_caldav_tools(accounts: dict[str, DavAccount], timezone: str | None = N
                     names = ", ".join(str(c.name) for c in calendars) or "none"
                     raise ToolError(f"Account {account.name!r} has no calendar named {account.calendar!r} (its "
                                     f"calendars: {names}).")
-                calendar_urls[account.name] = str(chosen[0].url)
+                calendar_url.append(str(chosen[0].url))
                 yield chosen[0]
         except ToolError:
             raise
         except Exception as exc:  # noqa: BLE001 - every failure of the exchange becomes one clear sentence
             raise dav_error(account, exc, changed) from None
 
-    def window(time_min: str, time_max: str) -> tuple[datetime, datetime]:
-        lo, hi = parse_time(time_min, tz, "time_min"), parse_time(time_max, tz, "time_max")
-        if hi <= lo:
-            raise ToolError(f"time_max ({hi.isoformat()}) must be after time_min ({lo.isoformat()}).")
-        if hi - lo > timedelta(days=400):
-            raise ToolError("The window is longer than 400 days: ask for a shorter one.")
-        return lo, hi
-
-    def events_between(acct: DavAccount, lo: datetime, hi: datetime) -> tuple[list[dict], list[str], list[dict]]:
-        with calendar_of(acct) as calendar:
+    def events_between(lo: datetime, hi: datetime) -> tuple[list[dict], list[str], list[dict]]:
+        with calendar_of() as calendar:
             objects = calendar.search(start=lo, end=hi, event=True, expand=False)
             events: list[dict] = []
             notes: list[str] = []
@@ -225,59 +177,34 @@ def build_caldav_tools(accounts: dict[str, DavAccount], timezone: str | None = N
         events.sort(key=lambda e: _sort_key(e, tz))
         return events, notes, unreadable
 
-    def calendar_list_events(time_min: str, time_max: str, max_results: int = 100, account: str | None = None) -> dict:
-        """The events of a calendar account between two times (ISO 8601), in order, repeats expanded: uid,
-        summary, start, end, location, description and attendees."""
-        acct = account_of(account)
-        lo, hi = window(time_min, time_max)
-        events, notes, unreadable = events_between(acct, lo, hi)
-        out: dict[str, Any] = {"account": acct.name, "events": events[:max_results]}
-        if len(events) > max_results:
-            notes.append(f"{len(events) - max_results} more events in the window: narrow it to see them")
-        if notes:
-            out["notes"] = notes
-        if unreadable:
-            out["unreadable"] = unreadable
-        return out
+    def events(lo: datetime, hi: datetime, limit: int) -> tuple[list[dict], list[str], list[dict]]:
+        found, notes, unreadable = events_between(lo, hi)
+        if len(found) > limit:
+            notes.append(f"{len(found) - limit} more events in the window: narrow it to see them")
+        return found[:limit], notes, unreadable
 
-    def calendar_find_free_time(duration_minutes: int, time_min: str, time_max: str, day_start: str = "09:00",
-                                day_end: str = "18:00", max_slots: int = 10, account: str | None = None) -> dict:
-        """Propose free times of at least duration_minutes between time_min and time_max, within working hours
-        (day_start-day_end in the user's time zone), around the calendar account's events."""
-        acct = account_of(account)
-        lo, hi = window(time_min, time_max)
-        ds, de = _parse_hhmm(day_start, "day_start"), _parse_hhmm(day_end, "day_end")
-        if de <= ds:
-            raise ToolError("day_end must be after day_start.")
-        events, notes, unreadable = events_between(acct, lo, hi)
-        busy = []
-        for ev in events:
+    def busy(lo: datetime, hi: datetime) -> tuple[list[tuple[datetime, datetime]], str | None]:
+        found, notes, unreadable = events_between(lo, hi)
+        pairs = []
+        for ev in found:
             if ev["transparent"]:
                 continue
             start = _aware(datetime.fromisoformat(ev["start"]) if "T" in ev["start"] else
                            date.fromisoformat(ev["start"]), tz)
             end = hi if ev.get("not_expanded") else _aware(datetime.fromisoformat(ev["end"]) if "T" in ev["end"]
                                                            else date.fromisoformat(ev["end"]), tz)
-            busy.append((max(start, lo).astimezone(tz), max(end, start).astimezone(tz)))
-        result = free_slots(sorted(busy), lo, hi, ds, de, tz, duration_minutes, max_slots)
-        result["account"] = acct.name
+            pairs.append((max(start, lo).astimezone(tz), max(end, start).astimezone(tz)))
+        warning = None
         if notes or unreadable:
-            result["warnings"] = (f"{len(notes)} repeating event(s) were too frequent to expand and count as busy from "
-                                  f"their start; {len(unreadable)} event(s) could not be read and are not counted")
-        return result
+            warning = (f"{len(notes)} repeating event(s) were too frequent to expand and count as busy from "
+                       f"their start; {len(unreadable)} event(s) could not be read and are not counted")
+        return sorted(pairs), warning
 
-    def calendar_create_event(summary: str, start: str, end: str | None = None, duration_minutes: int | None = None,
-                              description: str | None = None, location: str | None = None,
-                              attendees: list[str] | None = None, reminder_minutes: int | None = None,
-                              account: str | None = None) -> dict:
-        """Create an event in a calendar account (also for reminders: an event at the time with
-        reminder_minutes=0). The user is asked to confirm first."""
-        acct = account_of(account)
-        body = event_body(summary, start, end, duration_minutes, description, location, attendees, reminder_minutes, tz)
+    def create(body: dict) -> dict:
         uid = f"{uuid.uuid4()}@jarvis"
         ical = to_ical(body, uid)
         lost = "the event may or may not have been saved: list the calendar before trying again"
-        with calendar_of(acct, lost) as calendar:
+        with calendar_of(lost) as calendar:
             try:
                 calendar.save_event(ical)
             except Exception as exc:  # noqa: BLE001 - a dropped answer: the client-chosen UID tells if it was saved
@@ -285,40 +212,20 @@ def build_caldav_tools(accounts: dict[str, DavAccount], timezone: str | None = N
                     calendar.event_by_uid(uid)
                 except Exception:  # noqa: BLE001 - not there (or still unreachable): the first error is the answer
                     raise exc from None
-        return {"account": acct.name, "uid": uid, "summary": body["summary"],
+        return {"uid": uid, "summary": body["summary"],
                 "start": body["start"].get("dateTime") or body["start"]["date"],
                 "end": body["end"].get("dateTime") or body["end"]["date"],
                 "attendees": [a["email"] for a in body.get("attendees", [])], "status": "created"}
 
-    def describe_create(args: dict) -> str:
-        try:
-            acct = account_of(args.get("account"))
-            body = event_body(args.get("summary", ""), args.get("start", ""), args.get("end"),
-                              args.get("duration_minutes"), None, args.get("location"), args.get("attendees"),
-                              args.get("reminder_minutes"), tz)
-        except ToolError as exc:
-            return f"Create calendar event {args.get('summary')!r} (the times or the account look wrong: {exc})"
-        start, end = body["start"], body["end"]
-        when = (f"on {start['date']} (all day)" if "date" in start else
-                f"{_human(start['dateTime'])} to {_human(end['dateTime'], time_only=True)}")
-        extra = ""
-        if body.get("attendees"):
-            extra += ", inviting " + ", ".join(a["email"] for a in body["attendees"])
-        if body.get("location"):
-            extra += f", at {body['location'][:80]!r}"
-        if args.get("reminder_minutes") is not None:
-            extra += f", with a reminder {args['reminder_minutes']} min before"
-        return f"Create the event \"{body['summary'][:120]}\" in calendar account {acct.name} {when}{extra}."
+    return CalendarProvider(events=events, busy=busy, create=create)
 
-    return [
-        make_tool(calendar_list_events, args_schema=ListArgs),
-        make_tool(calendar_find_free_time, args_schema=FreeTimeArgs,
-                  trusted_output="free slots Jarvis computes from the calendar's busy times (no event's text)"),
-        # the created event is echoed as the server took it: outside content, as every event read is
-        make_tool(calendar_create_event, args_schema=CreateArgs, side_effects=["calendar_write"],
-                  side_effects_for=_event_effects, summarize=describe_create,
-                  deciding_args=("start", "end", "duration_minutes", "attendees", "location", "account")),
-    ]
+
+def build_caldav_tools(accounts: dict[str, DavAccount], timezone: str | None = None,
+                       connect: Callable[[DavAccount], Any] = dav_client) -> list[BaseTool]:
+    """The neutral calendar tools over these CalDAV accounts alone."""
+    tz = user_zone(timezone)
+    return build_calendar_tools({name: caldav_provider(account, tz, connect) for name, account in accounts.items()},
+                                timezone)
 
 
 def to_ical(body: dict, uid: str) -> str:

@@ -1,7 +1,9 @@
 """Google Calendar tools over the REST API: list events, propose free slots, create an event (calendar_write).
 
 Times are ISO 8601; a time without an offset is taken in the user's time zone. Event creation carries a
-client-chosen event id, so a retry after a lost answer finds the event instead of creating it twice.
+client-chosen event id, so a retry after a lost answer finds the event instead of creating it twice. The three
+exchanges (`GoogleCalendar`) also serve Google Calendar as the account `google` of the neutral calendar_* tools
+(integrations/gcal_provider.py); the gcal_* tools keep their own names, outputs and contract.
 """
 
 from __future__ import annotations
@@ -97,9 +99,49 @@ def _event_out(ev: dict) -> dict[str, Any]:
     }
 
 
+class GoogleCalendar:
+    """One Google calendar's three exchanges, shared by the gcal_* tools and the calendar provider
+    (integrations/gcal_provider.py)."""
+
+    def __init__(self, api: GoogleApi, calendar_id: str, tz: tzinfo):
+        self.api, self.calendar_id, self.tz = api, calendar_id, tz
+        self.events_path = f"/calendar/v3/calendars/{quote(calendar_id, safe='')}/events"
+
+    def events(self, lo: datetime, hi: datetime, limit: int) -> list[dict]:
+        """Google's own event items of [lo, hi), repeats expanded by Google, in order, at most `limit`."""
+        params = {"timeMin": _iso(lo), "timeMax": _iso(hi), "singleEvents": "true", "orderBy": "startTime"}
+        return list(self.api.paginate(self.events_path, params, "items", limit, page_cap=250, what="The calendar"))
+
+    def busy(self, lo: datetime, hi: datetime) -> list[tuple[datetime, datetime]]:
+        """The busy (start, end) pairs of [lo, hi) from freeBusy, in the user's zone, sorted."""
+        body = {"timeMin": _iso(lo), "timeMax": _iso(hi), "items": [{"id": self.calendar_id}]}
+        answer = self.api.request("POST", "/calendar/v3/freeBusy", json=body, idempotent=True,
+                                  what="The calendar") or {}
+        cal = (answer.get("calendars") or {}).get(self.calendar_id) or {}
+        if cal.get("errors"):
+            raise ToolError(f"Google Calendar could not give the busy times of {self.calendar_id}: "
+                            f"{cal['errors'][0].get('reason', 'unknown reason')}.")
+        return sorted((parse_time(b["start"], self.tz, "busy start").astimezone(self.tz),
+                       parse_time(b["end"], self.tz, "busy end").astimezone(self.tz)) for b in cal.get("busy") or [])
+
+    def insert(self, body: dict) -> dict:
+        """Insert an event_body under a client-chosen id (a retried insert cannot create a second event); with
+        attendees Google emails them an invitation (sendUpdates=all). Returns Google's event item."""
+        body = {**body, "id": uuid.uuid4().hex}
+        params = {"sendUpdates": "all"} if body.get("attendees") else None
+        try:
+            ev = self.api.request("POST", self.events_path, params=params, json=body, idempotent=True,
+                                  what="The calendar")
+        except ToolError as exc:
+            if "conflict" not in str(exc):
+                raise
+            ev = self.api.request("GET", f"{self.events_path}/{body['id']}", what="The new event")  # an earlier try
+        return ev or {}
+
+
 def build_gcal_tools(api: GoogleApi, calendar_id: str = "primary", timezone: str | None = None) -> list[BaseTool]:
     tz = user_zone(timezone)
-    events_path = f"/calendar/v3/calendars/{quote(calendar_id, safe='')}/events"
+    google = GoogleCalendar(api, calendar_id, tz)
 
     def _window(time_min: str, time_max: str) -> tuple[datetime, datetime]:
         lo = parse_time(time_min, tz, "time_min")
@@ -112,9 +154,7 @@ def build_gcal_tools(api: GoogleApi, calendar_id: str = "primary", timezone: str
         """The events of the user's Google Calendar between two times (ISO 8601), in order, with id, summary,
         start, end, location and attendees."""
         lo, hi = _window(time_min, time_max)
-        params = {"timeMin": _iso(lo), "timeMax": _iso(hi), "singleEvents": "true", "orderBy": "startTime"}
-        return [_event_out(ev) for ev in api.paginate(events_path, params, "items", max_results, page_cap=250,
-                                                      what="The calendar")]
+        return [_event_out(ev) for ev in google.events(lo, hi, max_results)]
 
     def gcal_free_slots(duration_minutes: int, time_min: str, time_max: str, day_start: str = "09:00",
                         day_end: str = "18:00", max_slots: int = 10) -> dict:
@@ -124,15 +164,7 @@ def build_gcal_tools(api: GoogleApi, calendar_id: str = "primary", timezone: str
         ds, de = _parse_hhmm(day_start, "day_start"), _parse_hhmm(day_end, "day_end")
         if de <= ds:
             raise ToolError("day_end must be after day_start.")
-        body = {"timeMin": _iso(lo), "timeMax": _iso(hi), "items": [{"id": calendar_id}]}
-        answer = api.request("POST", "/calendar/v3/freeBusy", json=body, idempotent=True, what="The calendar") or {}
-        cal = (answer.get("calendars") or {}).get(calendar_id) or {}
-        if cal.get("errors"):
-            raise ToolError(f"Google Calendar could not give the busy times of {calendar_id}: "
-                            f"{cal['errors'][0].get('reason', 'unknown reason')}.")
-        busy = sorted((parse_time(b["start"], tz, "busy start").astimezone(tz),
-                       parse_time(b["end"], tz, "busy end").astimezone(tz)) for b in cal.get("busy") or [])
-        return free_slots(busy, lo, hi, ds, de, tz, duration_minutes, max_slots)
+        return free_slots(google.busy(lo, hi), lo, hi, ds, de, tz, duration_minutes, max_slots)
 
     def gcal_create_event(summary: str, start: str, end: str | None = None, duration_minutes: int | None = None,
                           description: str | None = None, location: str | None = None,
@@ -140,15 +172,7 @@ def build_gcal_tools(api: GoogleApi, calendar_id: str = "primary", timezone: str
         """Create an event in the user's Google Calendar (also for reminders: an event at the time with
         reminder_minutes=0). The user is asked to confirm first."""
         body = event_body(summary, start, end, duration_minutes, description, location, attendees, reminder_minutes, tz)
-        body["id"] = uuid.uuid4().hex  # client-chosen id: a retried insert cannot create a second event
-        params = {"sendUpdates": "all"} if body.get("attendees") else None
-        try:
-            ev = api.request("POST", events_path, params=params, json=body, idempotent=True, what="The calendar")
-        except ToolError as exc:
-            if "conflict" not in str(exc):
-                raise
-            ev = api.request("GET", f"{events_path}/{body['id']}", what="The new event")  # an earlier try made it
-        out = _event_out(ev or {})
+        out = _event_out(google.insert(body))
         out["status"] = "created"
         return out
 

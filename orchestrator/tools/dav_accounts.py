@@ -34,15 +34,35 @@ def dav_accounts(settings: Settings, kind: str) -> dict[str, DavAccount]:
             if isinstance(config, DavAccountConfig) and config.kind == kind}
 
 
-def dav_tools(settings: Settings) -> list[BaseTool]:
-    """calendar_list_events, calendar_find_free_time, calendar_create_event over the caldav accounts and
-    contacts_search over the carddav ones; none without."""
-    tools: list[BaseTool] = []
-    calendars = dav_accounts(settings, "caldav")
-    if calendars:
-        from integrations.caldav_tools import build_caldav_tools
+def calendar_tools(settings: Settings) -> list[BaseTool]:
+    """calendar_list_events, calendar_find_free_time, calendar_create_event over the caldav accounts, then Google
+    Calendar (the account `google`, unless a caldav account has that name) when Google is connected as the tools
+    are built; none without either. With Google alone they say its state in the Tools view."""
+    from integrations.base import with_meta
+    from integrations.calendar_tools import CalendarProvider, build_calendar_tools
+    from integrations.caldav_tools import caldav_provider
+    from integrations.gcal_provider import google_calendar_provider
+    from integrations.gcal_tools import user_zone
 
-        tools += build_caldav_tools(calendars, settings.timezone)
+    from .google_auth import google_api, google_unavailable
+
+    tz = user_zone(settings.timezone)
+    providers: dict[str, CalendarProvider] = {name: caldav_provider(account, tz)
+                                              for name, account in dav_accounts(settings, "caldav").items()}
+    if "google" not in providers and google_unavailable(settings) is None:
+        api = google_api(settings, "Google Calendar", settings.google.calendar_base_url)
+        providers["google"] = google_calendar_provider(api, settings.google.calendar_id, tz)
+    if not providers:
+        return []
+    tools = build_calendar_tools(providers, settings.timezone)
+    if list(providers) != ["google"]:
+        return tools
+    return [with_meta(tool, unavailable=lambda: google_unavailable(settings)) for tool in tools]
+
+
+def dav_tools(settings: Settings) -> list[BaseTool]:
+    """The calendar tools (calendar_tools) and contacts_search over the carddav accounts; none without."""
+    tools = calendar_tools(settings)
     contacts = dav_accounts(settings, "carddav")
     if contacts:
         from integrations.carddav_tools import build_carddav_tools
