@@ -271,13 +271,14 @@ class Proxy:
     the server has sent that many bytes through it, `drop()` cuts the connections open now. `sent` counts the server's
     bytes relayed."""
 
-    def __init__(self, target_port: int, rewrite=None, cut_after: int | None = None):  # noqa: ANN001
+    def __init__(self, target_port: int, rewrite=None, cut_after: int | None = None, port: int = 0):  # noqa: ANN001
+        """`port`: where it listens (0: a free port; a closed relay's port: the same relay back)."""
         import threading
 
         self.target_port, self.rewrite, self.cut_after = target_port, rewrite, cut_after
         self.sent = 0
         self.open: list[socket.socket] = []
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener = socket.create_server(("127.0.0.1", port))
         self.port = self.listener.getsockname()[1]
         self._threads = threading
         threading.Thread(target=self._accept, daemon=True).start()
