@@ -325,4 +325,9 @@ class Proxy:
         self.open = []
 
     def close(self) -> None:
+        # close() alone leaves a thread blocked in accept() listening for one more connection: shut it down first
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.listener.close()

@@ -64,13 +64,18 @@ class MatrixAPI:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="matrix-client", daemon=True)
         self._thread.start()
+        self._password = password
         try:
-            self.client = self.run(self._client(cfg.homeserver, token, password))
+            self.client = self.run(self._client(cfg.homeserver, token))
         except BaseException:
             self.close()
             raise
+        try:
+            self.login()
+        except Exception as exc:  # noqa: BLE001 - a homeserver down at start: the sync loop logs in when it is back
+            log.warning("Matrix login failed: %s (tried again with each sync)", exc)
 
-    async def _client(self, homeserver: str, token: str | None, password: str | None) -> nio.AsyncClient:
+    async def _client(self, homeserver: str, token: str | None) -> nio.AsyncClient:
         # the device a password login made before is used again: one device for the bot, not one a start
         # nio tries a connection that fails again without end (max_timeouts None): a homeserver that is down
         # would leave the sync hanging, unseen; after a second refusal it is raised, and the sync loop backs off
@@ -78,14 +83,18 @@ class MatrixAPI:
         client = nio.AsyncClient(homeserver, self.user_id, device_id=self.state.get("device_id") or "", config=config)
         if token:
             client.access_token = token
-            return client
-        answer = await client.login(password=password, device_name="Jarvis")
+        return client
+
+    def login(self) -> None:
+        """With a password: logs in unless logged in already (raises why not; the sync loop retries it with its
+        backoff). With an access token: nothing to do."""
+        if self.client.access_token or self._password is None:
+            return
+        answer = self.run(self.client.login(password=self._password, device_name="Jarvis"))
         if isinstance(answer, nio.LoginError):
-            await client.close()
             raise ChannelError(f"the homeserver refused the bot's login ({answer.message}): check "
                                "channels.matrix.user_id and its password")
         self.state.set("device_id", answer.device_id)
-        return client
 
     def run(self, coro: Coroutine[Any, Any, Any], timeout: float | None = None) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout or self.timeout)
@@ -168,6 +177,7 @@ class MatrixPoller(Outage):
 
     def sync_once(self, timeout_s: float | None = None) -> int:
         """One sync from the kept token; returns how many events and invites were handed on."""
+        self.api.login()  # a password login the homeserver did not take yet (down at start)
         since = self.state.get("since")
         wait = self.cfg.sync_timeout_s if timeout_s is None else timeout_s
         answer = self._sync(since, wait)
