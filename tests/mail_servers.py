@@ -274,13 +274,14 @@ class Proxy:
     bytes relayed."""
 
     def __init__(self, target_port: int, rewrite=None, cut_after: int | None = None,  # noqa: ANN001
-                 cut_when=None):  # noqa: ANN001
+                 cut_when=None, port: int = 0):  # noqa: ANN001
+        """`port`: where it listens (0: a free port; a closed relay's port: the same relay back)."""
         import threading
 
         self.target_port, self.rewrite, self.cut_after, self.cut_when = target_port, rewrite, cut_after, cut_when
         self.sent = 0
         self.open: list[socket.socket] = []
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener = socket.create_server(("127.0.0.1", port))
         self.port = self.listener.getsockname()[1]
         self._threads = threading
         threading.Thread(target=self._accept, daemon=True).start()
@@ -329,4 +330,9 @@ class Proxy:
         self.open = []
 
     def close(self) -> None:
+        # close() alone leaves a thread blocked in accept() listening for one more connection: shut it down first
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.listener.close()

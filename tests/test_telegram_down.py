@@ -59,7 +59,7 @@ def test_telegram_down_is_retried_with_backoff_shown_in_health_and_doctor_then_b
 
 
 def test_the_backoff_doubles_is_capped_and_jittered():
-    from orchestrator.channels.telegram import RETRY_FIRST_S, RETRY_MAX_S, retry_delay
+    from orchestrator.channels.retrying import RETRY_FIRST_S, RETRY_MAX_S, retry_delay
 
     for failures, floor in ((1, 1), (2, 2), (3, 4), (6, 32)):
         waits = [retry_delay(failures) for _ in range(50)]

@@ -30,6 +30,7 @@ from orchestrator.core.config import Settings
 from orchestrator.storage.claims import Claims
 from .base import ChannelError
 from .models import ChannelState
+from .retrying import Outage
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ SYNC_CLAIM = "channel:matrix:sync"
 # A sync gives at most this many of a room's new events (Synapse's default is 10: more written while Jarvis was
 # stopped would be skipped); past it the timeline is "limited" and the older ones are said to be skipped.
 SYNC_FILTER = {"room": {"timeline": {"limit": 100}}}
+MAX_TIMEOUTS = 2
 
 
 class MatrixAPI:
@@ -62,26 +64,37 @@ class MatrixAPI:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="matrix-client", daemon=True)
         self._thread.start()
+        self._password = password
         try:
-            self.client = self.run(self._client(cfg.homeserver, token, password))
+            self.client = self.run(self._client(cfg.homeserver, token))
         except BaseException:
             self.close()
             raise
+        try:
+            self.login()
+        except Exception as exc:  # noqa: BLE001 - a homeserver down at start: the sync loop logs in when it is back
+            log.warning("Matrix login failed: %s (tried again with each sync)", exc)
 
-    async def _client(self, homeserver: str, token: str | None, password: str | None) -> nio.AsyncClient:
+    async def _client(self, homeserver: str, token: str | None) -> nio.AsyncClient:
         # the device a password login made before is used again: one device for the bot, not one a start
-        client = nio.AsyncClient(homeserver, self.user_id, device_id=self.state.get("device_id") or "",
-                                 config=nio.AsyncClientConfig(encryption_enabled=False, store_sync_tokens=False))
+        # nio tries a connection that fails again without end (max_timeouts None): a homeserver that is down
+        # would leave the sync hanging, unseen; after a second refusal it is raised, and the sync loop backs off
+        config = nio.AsyncClientConfig(encryption_enabled=False, store_sync_tokens=False, max_timeouts=MAX_TIMEOUTS)
+        client = nio.AsyncClient(homeserver, self.user_id, device_id=self.state.get("device_id") or "", config=config)
         if token:
             client.access_token = token
-            return client
-        answer = await client.login(password=password, device_name="Jarvis")
+        return client
+
+    def login(self) -> None:
+        """With a password: logs in unless logged in already (raises why not; the sync loop retries it with its
+        backoff). With an access token: nothing to do."""
+        if self.client.access_token or self._password is None:
+            return
+        answer = self.run(self.client.login(password=self._password, device_name="Jarvis"))
         if isinstance(answer, nio.LoginError):
-            await client.close()
             raise ChannelError(f"the homeserver refused the bot's login ({answer.message}): check "
                                "channels.matrix.user_id and its password")
         self.state.set("device_id", answer.device_id)
-        return client
 
     def run(self, coro: Coroutine[Any, Any, Any], timeout: float | None = None) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout or self.timeout)
@@ -139,9 +152,13 @@ class Conversation(Protocol):
     def take(self, room: str, event: dict[str, Any]) -> bool: ...
 
 
-class MatrixPoller:
+class MatrixPoller(Outage):
     """The sync loop in a background thread: each invite to the bot and each event of a room it joined go to
-    `chat` (events the bot sent itself excepted). One worker of several syncs (a claim), as for Telegram."""
+    `chat` (events the bot sent itself excepted). One worker of several syncs (a claim), as for Telegram. A
+    homeserver that is down or refuses is tried again with the channels' backoff (channels/retrying.py), and shown
+    in /api/health and `jarvis doctor` (`status_note`)."""
+
+    tries = "sync"
 
     def __init__(self, settings: Settings, chat: Conversation, api: MatrixAPI):
         self.settings = settings
@@ -152,10 +169,15 @@ class MatrixPoller:
         self.claims = Claims(settings)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.last_error: str | None = None
+        Outage.__init__(self)
+
+    def status_note(self) -> str | None:
+        """What the services report says of the sync loop: None when it syncs, why not otherwise."""
+        return self.down_note() if self.last_error else None
 
     def sync_once(self, timeout_s: float | None = None) -> int:
         """One sync from the kept token; returns how many events and invites were handed on."""
+        self.api.login()  # a password login the homeserver did not take yet (down at start)
         since = self.state.get("since")
         wait = self.cfg.sync_timeout_s if timeout_s is None else timeout_s
         answer = self._sync(since, wait)
@@ -191,7 +213,6 @@ class MatrixPoller:
         return answer
 
     def _run(self) -> None:
-        backoff = 1.0
         standby_wait = min(30.0, self.claims.lease.total_seconds() / 3)
         while not self._stop.is_set():
             try:
@@ -199,13 +220,11 @@ class MatrixPoller:
                     self._stop.wait(standby_wait)
                     continue
                 self.sync_once()
-                self.last_error = None
-                backoff = 1.0
+                self.recovered()
             except Exception as exc:  # noqa: BLE001 - keep syncing; say why it failed
-                self.last_error = str(exc)
-                log.warning("matrix sync failed: %s (retrying in %.0f s)", exc, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 60)
+                delay = self.failed(exc)
+                log.warning("matrix sync failed: %s (retrying in %.1f s)", exc, delay)
+                self._stop.wait(delay)
 
     def start(self) -> "MatrixPoller":
         self._thread = threading.Thread(target=self._run, name="matrix-sync", daemon=True)

@@ -11,11 +11,8 @@ the keyring (`jarvis secrets set telegram_token`, then `channels.telegram.token:
 from __future__ import annotations
 
 import logging
-import random
 import threading
-import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
@@ -30,6 +27,7 @@ from .base import ChannelError, Sent
 from .inbound import InboundMessage
 from .models import ChannelState
 from .ratelimit import bucket
+from .retrying import Outage
 
 log = logging.getLogger(__name__)
 
@@ -175,24 +173,16 @@ class TelegramChannel:
 
 
 POLL_CLAIM = "channel:telegram:getUpdates"
-RETRY_FIRST_S, RETRY_MAX_S = 1.0, 60.0
-
-
-def retry_delay(failures: int) -> float:
-    """The wait before the next poll after `failures` failed ones in a row: doubling from RETRY_FIRST_S, capped at
-    RETRY_MAX_S, plus up to RETRY_FIRST_S at random so workers and restarts do not retry in step; never less than
-    RETRY_FIRST_S, so a channel that fails at once is no hot loop."""
-    return min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** min(failures - 1, 16) + random.uniform(0, RETRY_FIRST_S))
-
-
 def private_chat_id(chat_id: str) -> bool:
     """A person's private chat with the bot: the Bot API numbers it as the user (positive); groups, supergroups
     and channels are negative."""
     return chat_id.isdigit() and int(chat_id) > 0
 
 
-class TelegramPoller:
+class TelegramPoller(Outage):
     """Long polling of getUpdates in a background thread; each allowed message goes to `deliver`."""
+
+    tries = "poll"
 
     def __init__(self, settings: Settings, deliver: Callable[[InboundMessage], Any],
                  on_callback: Callable[[dict[str, Any]], Any] | None = None,
@@ -210,10 +200,7 @@ class TelegramPoller:
         self.allowed = {normalize_party(a) for a in self.cfg.allowlist} | {a.strip() for a in self.cfg.allowlist}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.last_error: str | None = None
-        self.failures = 0  # polls failed in a row (Telegram down, refusing, answering 5xx)
-        self.down_since: datetime | None = None
-        self.next_retry_at: float | None = None  # time.time() of the next try while down
+        Outage.__init__(self)  # polls failed in a row: Telegram down, refusing, answering 5xx
         # Telegram allows one getUpdates at a time per bot: of the workers sharing a database (or two `jarvis
         # run` on one data folder) only the claim's holder polls; the others stand by and take over when its
         # lease ends.
@@ -225,13 +212,6 @@ class TelegramPoller:
         if self.last_error:
             return self.down_note()
         return f"standing by: {self.standing_by_for} polls Telegram" if self.standing_by_for else None
-
-    def down_note(self) -> str:
-        since = f" since {self.down_since:%H:%M:%S} UTC" if self.down_since else ""
-        retry = (f"; next retry in {max(0.0, self.next_retry_at - time.time()):.0f} s"
-                 f" ({datetime.fromtimestamp(self.next_retry_at, timezone.utc):%H:%M:%S} UTC)"
-                 if self.next_retry_at else "")
-        return f"down{since} ({self.failures} failed poll{'s' * (self.failures != 1)}): {self.last_error}{retry}"
 
     def take_turn(self) -> bool:
         """Hold (or renew) the polling claim; False when another worker polls."""
@@ -307,13 +287,9 @@ class TelegramPoller:
                     self._stop.wait(standby_wait)
                     continue
                 self.poll_once()
-                self.last_error, self.failures, self.down_since, self.next_retry_at = None, 0, None, None
+                self.recovered()
             except Exception as exc:  # noqa: BLE001 - keep polling; say why it failed
-                self.failures += 1
-                self.last_error = str(exc)
-                self.down_since = self.down_since or datetime.now(timezone.utc)
-                delay = retry_delay(self.failures)
-                self.next_retry_at = time.time() + delay
+                delay = self.failed(exc)
                 log.warning("telegram polling failed: %s (retrying in %.1f s)", exc, delay)
                 self._stop.wait(delay)
 

@@ -200,8 +200,8 @@ def scheduler_check(settings: Settings) -> Check:
 
 def channels_check(settings: Settings) -> list[Check]:
     """The channels as the running Jarvis sees them: up, or down with the last error and when it retries."""
-    enabled = [n for n, cfg in (("telegram", settings.channels.telegram), ("email", settings.channels.email))
-               if cfg.enabled]
+    enabled = [n for n, cfg in (("telegram", settings.channels.telegram), ("matrix", settings.channels.matrix),
+                                ("email", settings.channels.email)) if cfg.enabled]
     if not enabled:
         return []
     report = _running_report(settings, "channels")

@@ -256,7 +256,7 @@ def matrix_inbound_service(settings: Settings) -> _StartStop | None:
         chat.recover()  # a turn a killed process left unfinished is told to the user, once
         return MatrixPoller(ctx.settings, chat, chat.api).start()
 
-    return _StartStop("matrix-inbound", start, detail=lambda poller: poller.last_error)
+    return _StartStop("matrix-inbound", start, detail=lambda poller: poller.status_note())
 
 
 def email_inbound_service(settings: Settings) -> _StartStop | None:

@@ -50,7 +50,8 @@ def channel_checks(ctx: AppContext) -> list[Check]:
     settings: Settings = ctx.settings
     out = [Check("channel local", True if settings.channels.local else None,
                  "on" if settings.channels.local else "switched off")]
-    for name, cfg in (("telegram", settings.channels.telegram), ("email", settings.channels.email)):
+    for name, cfg in (("telegram", settings.channels.telegram), ("matrix", settings.channels.matrix),
+                      ("email", settings.channels.email)):
         if not cfg.enabled:
             out.append(Check(f"channel {name}", None, "switched off"))
             continue
