@@ -7,7 +7,8 @@ turn is scored: the right tool (its first call), the right arguments (what the r
 the fact), a sensible final answer (not empty, not a restated call, and for chit-chat no tool at all), and the
 time the turn took. A write's confirmation is answered "deny", so nothing is written.
 
-    .venv/bin/python bench/builtin_models.py [--gguf PATH] [--name NAME] [--threads 2] [--only N] [-v]
+    .venv/bin/python bench/builtin_models.py [--gguf PATH] [--name NAME] [--threads 2] [--only N]
+        [--kinds list,read,...] [--per-kind N] [-v]
 
 Without --gguf, the built-in model of llm/discovery.py (Qwen2.5-Coder-0.5B when fetched, else SmolLM2-135M); a
 GGUF given runs with `chat_format: jarvis-tools` (its handler picked from its metadata). Needs `make install-local demo-model`. The goal (issue [32]): the right
@@ -197,6 +198,16 @@ def run(gguf: Path | None, verbose: bool, threads: int = 2) -> list[Score]:
     return scores
 
 
+def select(cases: list[Case], kinds: list[str] | None, per_kind: int | None) -> list[Case]:
+    """A subset a loaded machine can afford: the kinds asked for, the first `per_kind` of each, in the set's order."""
+    kept: list[Case] = []
+    for case in cases:
+        if (kinds is None or case.kind in kinds) and (per_kind is None or
+                                                       sum(c.kind == case.kind for c in kept) < per_kind):
+            kept.append(case)
+    return kept
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gguf", type=Path, help="another GGUF to run through the built-in backend")
@@ -204,7 +215,10 @@ def main() -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="print each turn")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp's threads (default 2)")
     parser.add_argument("--only", type=int, help="the first N requests only")
+    parser.add_argument("--kinds", help="only these kinds, comma-separated (list,read,write,remind,remember,recall...)")
+    parser.add_argument("--per-kind", type=int, help="the first N requests of each kind")
     opts = parser.parse_args()
+    CASES[:] = select(CASES, opts.kinds.split(",") if opts.kinds else None, opts.per_kind)
     if opts.only:
         del CASES[opts.only:]
     started = os.getloadavg()[0]
@@ -212,7 +226,7 @@ def main() -> int:
     n = len(scores)
     right = sum(s.right_args for s in scores)
     times = sorted(s.seconds for s in scores)
-    name = opts.name or (opts.gguf.stem if opts.gguf else "built-in (SmolLM2-135M)")
+    name = opts.name or (opts.gguf.stem if opts.gguf else "built-in")
     print(f"[builtin models: {name}]")
     print(f"  requests: {n}; load average {started:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print(f"  right tool: {sum(s.right_tool for s in scores)} of {n}")
