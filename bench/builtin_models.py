@@ -38,6 +38,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,11 @@ def _has(*words: str) -> Callable[[Args], bool]:
 
 
 def _at_nine_tomorrow(args: Args) -> bool:
-    when = str(args.get("when", "")).lower()
-    return "tomorrow" in when and bool(re.search(r"\b0?9(:00)?\s*(am|a\.m\.)?\b", when)) or \
-        bool(re.search(r"T09:00", str(args.get("when", ""))))
+    """"tomorrow at 9", or tomorrow's date at 09:00: 09:00 today is not the time asked for."""
+    when = str(args.get("when", ""))
+    if "tomorrow" in when.lower():
+        return bool(re.search(r"\b0?9(:00)?\s*(am|a\.m\.)?\b", when.lower()))
+    return f"{date.today() + timedelta(days=1)}T09:00" in when
 
 
 def _in_home(args: Args) -> bool:
