@@ -26,6 +26,16 @@ day; SmolLM2 had list, read and write 0 right), list 0/3 (the right tool, an inv
 /projects, /home/user/notes), "hello.txt containing hello world" wrote "Hello, world!", "what does shopping.txt
 say?" called find_tools; 135-335 s a turn, the first 319 s with the server's start. Its words after a result were mostly a call written as JSON (Jarvis now
 shows the results instead: llm/model_output.py restates_call). Qwen 1.5B was not run here for lack of time.
+
+Measured, Qwen2.5-Coder-0.5B again after fs_list_dir's folder argument named the user's folder and find_tools'
+example query went (2 threads, load average 7.4 at the start, 6.4 at the end; one request of each of six kinds:
+`--kinds list,read,write,remind,remember,recall --per-kind 1`): the right tool 5 of 6, the right tool and arguments
+5 of 6 as scored then (list with the home's own path, read notes/todo.txt, write "'buy milk'" to groceries.txt,
+remember the dentist; "who is my dentist?" called jorb_create). The reminder's `when` was today at 09:00, not
+tomorrow: the scorer of then took any T09:00, it now takes tomorrow's date only, so 4 of 6. A sensible answer 0 of 6:
+each answer was a call as JSON, most with JSON lines after it (the listing, a made-up schema), which restates_call
+did not catch; it does now, so the results are shown. 98-325 s a turn (median 166), the first 294 s with the
+server's start.
 """
 
 from __future__ import annotations
