@@ -88,8 +88,9 @@ def builtin_model() -> ModelConfig | None:
     shipped in a wheel). What bench/builtin_models.py measured (its docstring has the details): on the set's first 8
     requests (list 3, read 2, write 2, remind 1), Qwen 0.5B the right tool 7 times and the right tool with the right
     arguments 3 times (a read, a write, the reminder); SmolLM2 on all 22, the right tool 15 times and the right
-    arguments 7 times, none of them a list, a read or a write. A small sample on a loaded machine, not a ranking of
-    the two. Qwen's tool calls are written in its own format (`jarvis-tools` picks llm/qwen_handler.py from the
+    arguments 7 times, none of them a list, a read or a write; later, Qwen 0.5B on one request of each of six kinds
+    (list, read, write, remind, remember, recall), the right tool and arguments 4 of 6. Small samples on a loaded
+    machine, not a ranking of the two. Qwen's tool calls are written in its own format (`jarvis-tools` picks llm/qwen_handler.py from the
     GGUF's metadata)."""
     if not llama_server_installed():
         return None
