@@ -90,8 +90,8 @@ def builtin_model() -> ModelConfig | None:
     arguments 3 times (a read, a write, the reminder); SmolLM2 on all 22, the right tool 15 times and the right
     arguments 7 times, none of them a list, a read or a write; later, Qwen 0.5B on one request of each of six kinds
     (list, read, write, remind, remember, recall), the right tool and arguments 4 of 6. Small samples on a loaded
-    machine, not a ranking of the two. Qwen's tool calls are written in its own format (`jarvis-tools` picks llm/qwen_handler.py from the
-    GGUF's metadata)."""
+    machine, not a ranking of the two. Qwen's tool calls are written in its own format (`jarvis-tools` picks
+    llm/qwen_handler.py from the GGUF's metadata)."""
     if not llama_server_installed():
         return None
     if BUILTIN_GGUF.is_file():
