@@ -84,10 +84,13 @@ def find_local_servers(servers: list[tuple[str, str]] | None = None, *,
 def builtin_model() -> ModelConfig | None:
     """The built-in model's settings, when llama-cpp-python's server and a built-in GGUF are installed.
 
-    Qwen2.5-Coder-0.5B-Instruct (491 MB) when scripts/fetch_qwen_models.py fetched it: in bench/builtin_models.py
-    (first requests through the whole graph) it called the right tool 7 of the first 8 and got a read, a write and a
-    reminder at the right time right, where SmolLM2-135M got list, read and write 0 right (7 of all 22); SmolLM2 stays the
-    fallback (98 MB, shipped in a wheel). Its tool calls are written in Qwen's own format (`jarvis-tools` picks
+    Qwen2.5-Coder-0.5B-Instruct (491 MB) when scripts/fetch_qwen_models.py fetched it, else SmolLM2-135M (98 MB,
+    shipped in a wheel). What bench/builtin_models.py measured (its docstring has the details): on the set's first 8
+    requests (list 3, read 2, write 2, remind 1), Qwen 0.5B the right tool 7 times and the right tool with the right
+    arguments 3 times (a read, a write, the reminder); SmolLM2 on all 22, the right tool 15 times and the right
+    arguments 7 times, none of them a list, a read or a write; later, Qwen 0.5B on one request of each of six kinds
+    (list, read, write, remind, remember, recall), the right tool and arguments 4 of 6. Small samples on a loaded
+    machine, not a ranking of the two. Qwen's tool calls are written in its own format (`jarvis-tools` picks
     llm/qwen_handler.py from the GGUF's metadata)."""
     if not llama_server_installed():
         return None
