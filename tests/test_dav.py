@@ -291,7 +291,8 @@ def test_account_settings_kinds_presets_and_tls_never_off():
     the DAV URLs; only https; no setting turns verification off."""
     from pydantic import ValidationError
 
-    from orchestrator.core.config import DavAccountConfig, MailAccountConfig, Settings
+    from orchestrator.core.account_config import DavAccountConfig, MailAccountConfig
+    from orchestrator.core.config import Settings
 
     settings = Settings.model_validate({"accounts": {
         "mail": {"address": "me@icloud.com", "password": {"secret": "m"}},

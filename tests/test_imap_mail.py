@@ -239,7 +239,7 @@ def test_a_presets_authserv_id_verifies_its_servers_stamp_and_no_other(servers, 
     stamped as passing; not one stamped by another server, nor one the provider stamped as failing with a forged
     passing header of the provider's own id written below, nor one whose provider's verdict is only below a
     header of another id."""
-    from orchestrator.core.config import MailAccountConfig
+    from orchestrator.core.account_config import MailAccountConfig
     from orchestrator.tools.mail_accounts import mail_account
 
     dovecot, submission = servers
@@ -268,7 +268,7 @@ def test_outlook_writes_no_authserv_id_so_its_senders_stay_unverified():
     """Outlook.com's header has no authserv-id: its preset names none, and a header shaped like it vouches for
     nobody, even under an id someone configured."""
     from integrations.mail_auth import server_vouches
-    from orchestrator.core.config import MailAccountConfig
+    from orchestrator.core.account_config import MailAccountConfig
 
     assert MailAccountConfig(address="me@outlook.com", password={"secret": "o"}).authserv_id is None
     outlook = ("spf=pass (sender IP is 209.85.128.67) smtp.mailfrom=partner.example; dkim=pass (signature was "
@@ -473,7 +473,7 @@ def test_jarvis_accounts_add_list_test_remove(servers, jarvis_env):
 def test_account_settings_fill_presets_and_never_turn_verification_off():
     from pydantic import ValidationError
 
-    from orchestrator.core.config import MailAccountConfig
+    from orchestrator.core.account_config import MailAccountConfig
 
     icloud = MailAccountConfig(address="me@icloud.com", password={"secret": "icloud"})
     assert (icloud.preset, icloud.imap_host, icloud.imap_port, icloud.smtp_host, icloud.smtp_tls) == (

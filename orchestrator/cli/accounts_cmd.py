@@ -18,7 +18,8 @@ from typing import Any, Optional
 import typer
 
 from orchestrator.cli import fail, say, state
-from orchestrator.core.config import AccountConfig, DavAccountConfig, Settings
+from orchestrator.core.account_config import AccountConfig, DavAccountConfig
+from orchestrator.core.config import Settings
 from orchestrator.core.local_settings import NoConfigFile
 
 accounts_app = typer.Typer(help="Mail (IMAP and SMTP), calendar (CalDAV) and contacts (CardDAV) accounts (iCloud, "

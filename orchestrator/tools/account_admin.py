@@ -23,7 +23,8 @@ from typing import Any
 from integrations.base import ToolError
 
 from orchestrator.core import secrets
-from orchestrator.core.config import AccountConfig, DavAccountConfig, MailAccountConfig, Settings
+from orchestrator.core.account_config import AccountConfig, DavAccountConfig, MailAccountConfig
+from orchestrator.core.config import Settings
 from orchestrator.core.local_settings import NoConfigFile, edit_local, local_path, read_mapping
 
 

@@ -10,7 +10,8 @@ from integrations.base import ToolError
 from integrations.dav_account import DavAccount
 
 from orchestrator.core import secrets
-from orchestrator.core.config import DavAccountConfig, Settings
+from orchestrator.core.account_config import DavAccountConfig
+from orchestrator.core.config import Settings
 
 
 def dav_account(name: str, config: DavAccountConfig) -> DavAccount:

@@ -10,7 +10,8 @@ from integrations.base import ToolError
 from integrations.mail_account import MailAccount
 
 from orchestrator.core import secrets
-from orchestrator.core.config import MailAccountConfig, Settings
+from orchestrator.core.account_config import MailAccountConfig
+from orchestrator.core.config import Settings
 
 
 def mail_account(name: str, config: MailAccountConfig) -> MailAccount:
