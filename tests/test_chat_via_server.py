@@ -103,7 +103,8 @@ class _NotOurJarvis:
                 length = int(self.headers.get("Content-Length") or 0)
                 received.append((self.path, dict(self.headers.items()), self.rfile.read(length).decode()))
                 challenge = parse_qs(urlsplit(self.path).query).get("challenge", [""])[0]
-                body = json.dumps({"service": "jarvis", "proof": proof(token, challenge) if token else "0" * 64})
+                port = self.server.server_address[1]
+                body = json.dumps({"service": "jarvis", "proof": proof(token, challenge, port) if token else "0" * 64})
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -153,3 +154,44 @@ def test_a_stale_address_never_receives_the_token_and_the_chat_runs_here(jarvis_
     finally:
         if other is not None:
             other.close()
+
+
+def test_a_relay_to_the_real_jarvis_cannot_borrow_its_proof(jarvis_env, jarvis_running):
+    """Whatever took a stale recorded port passes the command's challenge on to this folder's real `jarvis run`
+    (still serving on another port) and hands its proof back: the proof is bound to the port the server answers
+    on, so the command does not take the relay for its Jarvis and never sends it the token."""
+    from orchestrator.server.security import load_or_create_token
+
+    token = load_or_create_token(jarvis_env.settings)
+    received: list[str] = []
+
+    class Relay(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib handler's name
+            received.append(self.path + json.dumps(dict(self.headers.items())))
+            import httpx
+
+            body = httpx.get(jarvis_running + self.path, timeout=10).content
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    relay = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Relay)
+    threading.Thread(target=relay.serve_forever, daemon=True).start()
+    try:
+        (jarvis_env.data / "server_url").write_text(f"http://127.0.0.1:{relay.server_address[1]}\n")
+        jarvis_env.server.push(answer("Answered in the command."))
+        ran, loaded = _chat(jarvis_env, "hello")
+        assert ran.returncode == 0, ran.stderr
+        assert "Answered in the command." in ran.stdout and "langgraph" in loaded
+        assert received, "the address was not even checked"
+        assert all(token not in seen and "authorization" not in seen.lower() for seen in received), received
+    finally:
+        relay.shutdown()
+        relay.server_close()

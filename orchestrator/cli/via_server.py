@@ -45,7 +45,8 @@ def running_jarvis(data_dir: Path) -> RunningJarvis | None:
         answer = resp.json().get("proof") if resp.status_code == 200 else None
     except (httpx.HTTPError, ValueError, AttributeError):
         return None
-    return RunningJarvis(url, token) if proves(token, challenge, answer) else None
+    port = httpx.URL(url).port or 80
+    return RunningJarvis(url, token) if proves(token, challenge, port, answer) else None
 
 
 def _events(resp: httpx.Response) -> Iterator[dict[str, Any]]:

@@ -5,7 +5,10 @@ user only) and removes it when it stops. A command that reads it must not send t
 that port now: the server may have stopped and another program (another user's, another data folder's Jarvis) taken
 the port. So the command first sends a fresh random challenge, without the token, to `/identity`; the server answers
 with an HMAC of the challenge keyed by its token. Only a server holding this data folder's token can answer it, and
-the answer reveals nothing that would let anyone act with the token. Stdlib only: a command on its fast path loads
+the answer reveals nothing that would let anyone act with the token. The proof also covers the port the server
+answers on (its own socket's, which no request can claim otherwise): a program on a stale recorded port that
+passes the challenge on to this folder's real Jarvis, serving on another port, gets a proof for that other port,
+which the command refuses. Stdlib only: a command on its fast path loads
 this and httpx, nothing of Jarvis's graph.
 """
 
@@ -21,13 +24,13 @@ IDENTITY_PATH = "/identity"
 _CONTEXT = b"jarvis run serves this data folder:"
 
 
-def proof(token: str, challenge: str) -> str:
-    """What the server answers to `challenge`: only the holder of `token` can compute it."""
-    return hmac.new(token.encode(), _CONTEXT + challenge.encode(), hashlib.sha256).hexdigest()
+def proof(token: str, challenge: str, port: int) -> str:
+    """What the server listening on `port` answers to `challenge`: only the holder of `token` can compute it."""
+    return hmac.new(token.encode(), _CONTEXT + f"{port}:{challenge}".encode(), hashlib.sha256).hexdigest()
 
 
-def proves(token: str, challenge: str, answer: object) -> bool:
-    return isinstance(answer, str) and hmac.compare_digest(answer.encode(), proof(token, challenge).encode())
+def proves(token: str, challenge: str, port: int, answer: object) -> bool:
+    return isinstance(answer, str) and hmac.compare_digest(answer.encode(), proof(token, challenge, port).encode())
 
 
 def record_url(data_dir: Path, url: str) -> None:

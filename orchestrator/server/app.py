@@ -136,9 +136,11 @@ def create_app(
         return JSONResponse({"service": "jarvis", "status": "up" if up else "down"}, status_code=200 if up else 503)
 
     @app.get(IDENTITY_PATH)
-    def identity(challenge: str = Query(..., min_length=16, max_length=128)) -> dict[str, str]:
-        """No token (security.PUBLIC_PATHS): proves to a command of this data folder that this is its Jarvis."""
-        return {"service": "jarvis", "proof": proof(token, challenge)}
+    def identity(request: Request, challenge: str = Query(..., min_length=16, max_length=128)) -> dict[str, str]:
+        """No token (security.PUBLIC_PATHS): proves to a command of this data folder that this is its Jarvis, on
+        the port this server's own socket listens on."""
+        port = (request.scope.get("server") or ("", 0))[1] or 0
+        return {"service": "jarvis", "proof": proof(token, challenge, int(port))}
 
     @app.get("/")
     def index() -> FileResponse:
