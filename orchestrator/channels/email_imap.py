@@ -178,7 +178,7 @@ class ImapEmailPoller:
         problems = []
         client = self.connect(self.account)
         try:
-            client.select_folder(INBOX, readonly=True)
+            selected = client.select_folder(INBOX, readonly=True)
             for key, since in self.threads():
                 try:
                     delivered += self._poll_thread(client, key, since)
@@ -187,7 +187,7 @@ class ImapEmailPoller:
                     log.warning("email thread %s could not be read: %s", key, exc)
             if self.converse is not None:
                 try:
-                    delivered += self._poll_own(client)
+                    delivered += self._poll_own(client, selected)
                 except Exception as exc:  # noqa: BLE001 - the jorbs' threads were read; this is tried next time
                     problems.append(f"your own mail: {exc}")
                     log.warning("the user's own mail could not be read: %s", exc)
@@ -239,22 +239,29 @@ class ImapEmailPoller:
     def _verified(self, msg: Message) -> bool:
         return server_vouches(str(msg.get("from", "")), stamped(msg), self.account.authserv_id)
 
-    def _poll_own(self, client: Any) -> int:
+    def _poll_own(self, client: Any, selected: dict[bytes, Any]) -> int:
         """New mail from the user's own addresses (channels.user_identities), delivered after the conversation by
-        email was first polled (older mail starts nothing), offered to `converse` in its thread."""
+        email was first polled (older mail starts nothing), offered to `converse` in its thread.
+
+        "After" is by UID, not by the clock: the first look keeps INBOX's UIDNEXT (and UIDVALIDITY), and only mail
+        at or past it counts. A time in whole seconds took a mail delivered in the same second just before the
+        first look for a new one. A changed UIDVALIDITY (the mailbox rebuilt) starts again from its UIDNEXT then."""
+        validity = str(selected.get(b"UIDVALIDITY", ""))
+        if self.state.get("imap_own_uidvalidity") != validity:
+            self.state.set("imap_own_uidvalidity", validity)
+            self.state.set("imap_own_from_uid", str(int(selected.get(b"UIDNEXT") or 1)))
+            self.state.set("imap_own_since", str(int(time.time())))
+        from_uid = int(self.state.get("imap_own_from_uid", "1") or 1)
         since_s = int(self.state.get("imap_own_since", "0") or 0)
-        if not since_s:
-            since_s = int(time.time())
-            self.state.set("imap_own_since", str(since_s))
         taken = 0
         for address in sorted({a.strip().lower() for a in self.settings.channels.user_identities if "@" in a
                                and not a.strip().startswith("@")}):
             found = client.search(["FROM", address, "SINCE", datetime.date.fromtimestamp(since_s - 86400)])
-            for uid in sorted(found):
-                msg, text, when = self._read(client, uid)
+            for uid in sorted(u for u in found if u >= from_uid):
+                msg, text, _ = self._read(client, uid)
                 mid = message_ids(str(msg.get("message-id", ""))).split()[:1]
                 seen = _seen_key(self.account.name, mid[0] if mid else f"uid:{uid}")
-                if when < since_s or self.state.get(seen) is not None:
+                if self.state.get(seen) is not None:
                     continue
                 sender = mailbox_of(str(msg.get("from", "")))
                 if sender is None or not mid:
