@@ -49,7 +49,10 @@ def _shown(telegram, chat: int = PRINCIPAL) -> list[str]:
 
 
 def _settled(app, thread: str = THREAD) -> None:
-    _wait(lambda: app.turn_hub().running(thread) is None, "the turn to end")
+    """The turn ended and its relay wrote the last of the answer into the chat (the relay ends the message's
+    record after its last edit: the turn alone can end a moment before that edit is sent)."""
+    _wait(lambda: app.turn_hub().running(thread) is None and not app.telegram_chat.handled.unfinished(),
+          "the turn to end and its answer to be written")
 
 
 def test_the_principal_lists_a_folder_then_approves_a_write_from_the_chat_and_it_is_written_once(jarvis_env, telegram):
