@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field
 
 from .base import ToolError, make_tool
 
@@ -148,6 +148,10 @@ def _moved(path: str, exc: OSError) -> ToolError:
                      f"({exc.strerror or exc}); nothing was done.")
 
 
+class ListDirArgs(BaseModel):
+    path: str = Field(description="folder to list; relative paths start at the first allowed root")
+
+
 class ReadTextArgs(BaseModel):
     path: str = Field(description="text file to read")
     max_bytes: int | None = Field(None, gt=0, description="read at most this many bytes")
@@ -159,17 +163,10 @@ class WriteTextArgs(BaseModel):
 
 
 class SearchArgs(BaseModel):
-    folder: str
+    folder: str = Field(description="folder to search recursively")
     name_pattern: str | None = Field(None, description="glob on file names, e.g. '*.pdf' or '*report*'")
     content: str | None = Field(None, description="text to look for inside text files (case-insensitive)")
     max_results: int = Field(50, gt=0, le=1000)
-
-
-def _folder_arg(what: str, home: Path) -> Any:
-    """A folder argument that names the user's folder: a model told only "folder to list" asked for "my folder" with
-    a path it made up (`/path/to/folder`). Said in the argument's first clause, the part a model is sent
-    (tool_schema.py), so it costs a few tokens only when the tool is bound."""
-    return (str, Field(description=f"{what}, '.' for the user's folder ({home})"))
 
 
 def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000, max_results: int = 200,
@@ -179,7 +176,6 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
     search_budget_s: how long fs_search walks before answering with what it found (a search for a name that is
     nowhere walked the whole tree, however large, reading every file when content was given)."""
     allowed = FsRoots(roots, protected, name_root_when_outside=True)
-    home = allowed.roots[0]  # where a relative path starts
 
     def fs_list_dir(path: str) -> list[dict]:
         """List a folder: each entry's name, type (file/dir/link) and size in bytes."""
@@ -320,7 +316,7 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
 
     return [
         # file names are content too: anyone who can put a file in a folder can write an instruction in its name
-        make_tool(fs_list_dir, args_schema=create_model("ListDirArgs", path=_folder_arg("folder to list", home))),
+        make_tool(fs_list_dir, args_schema=ListDirArgs),
         make_tool(fs_read_text, args_schema=ReadTextArgs),
         make_tool(
             fs_write_text,
@@ -331,8 +327,7 @@ def build_fs_tools(roots: Sequence[Path | str], max_read_bytes: int = 2_000_000,
             trusted_output="the path and size of what this call wrote",
             deciding_args=("path",),
         ),
-        make_tool(fs_search, args_schema=create_model(
-            "SearchArgs", __base__=SearchArgs, folder=_folder_arg("folder to search recursively", home))),
+        make_tool(fs_search, args_schema=SearchArgs),
     ]
 
 

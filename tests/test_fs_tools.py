@@ -94,18 +94,3 @@ def test_a_path_outside_the_roots_says_what_the_users_folder_holds(fs):
                                f"secret-link.txt, sub/ in {root} (use one of these, or that folder itself); add its "
                                "folder to fs.roots"), text
         assert "secret.txt" not in text and "passwd" not in text.split(";", 1)[1]
-
-
-def test_the_model_is_told_which_folder_is_the_users(fs):
-    """"List the files in my folder": the schema the model is sent (compacted) names the user's folder and that '.'
-    is it, for both folder arguments; '.' then lists it."""
-    from orchestrator.chat.planner import openai_schema
-
-    root, _, tools = fs
-    for name, arg in (("fs_list_dir", "path"), ("fs_search", "folder")):
-        said = openai_schema(tools[name])["function"]["parameters"]["properties"][arg]["description"]
-        assert str(root) in said and "'.' for the user's folder" in said, said
-    search = openai_schema(tools["fs_search"])["function"]["parameters"]
-    assert list(search["properties"]) == ["folder", "name_pattern", "content", "max_results"]
-    assert search["required"] == ["folder"]
-    assert {e["name"] for e in tools["fs_list_dir"].invoke({"path": "."})} >= {"sub", "b.md"}

@@ -175,12 +175,6 @@ def test_an_answer_that_only_repeats_the_call_is_told_apart():
     assert restates_call('({"name": "fs_list_dir", "arguments": {"path": "myfolder.txt"}}', listed)
     assert restates_call('{"name": "pdf_extract_text", "arguments": {"path": "notes/todo.txt"}}', read)
     assert not restates_call('{"name": "fs_list_dir", "note": "a setting"}', listed)  # JSON, not a call
-    # ... and the call first, then JSON lines after it (the listing, or the tool's schema made up)
-    assert restates_call('{"name": "fs_list_dir", "arguments": {"path": "/tmp/home"}}\n{"name": "budget.txt", '
-                         '"type": "file", "size": 37}, {"name": "notes", "type": "dir", "size": null}}', listed)
-    assert restates_call('{"name": "pdf_extract_text", "arguments": {"path": "notes/todo.txt", "pages": [1, 2]}}\n'
-                         '{"return_type": "string"}\n{"required": ["path"], "type": "object"}', read)
-    assert not restates_call('{"path": "myfolder.txt"} is what I listed: notes.txt and list.txt.', listed)
 
 
 def test_the_results_are_shown_when_the_answer_only_repeats_the_call(jarvis_env):

@@ -229,15 +229,14 @@ def restates_call(text: str, calls: list[ToolCall]) -> bool:
     if not bare.startswith("{"):
         return False
     try:
-        written, end = json.JSONDecoder().raw_decode(bare)
+        written = json.loads(bare)
     except ValueError:
         return False
     # A whole call as Qwen writes it ({"name": ..., "arguments": {...}}) says nothing to the user, whichever tool it
-    # names and whatever JSON follows it: Qwen2.5-Coder-0.5B, asked for words after its results, wrote a call to
-    # another tool, or its call again with the listing as JSON lines after it.
+    # names: Qwen2.5-Coder-0.5B, asked for words after its results, wrote a call to another tool.
     if isinstance(written, dict) and set(written) == {"name", "arguments"} and isinstance(written["arguments"], dict):
         return True
-    return not bare[end:].strip() and any(written == c.get("args") for c in calls)
+    return any(written == c.get("args") for c in calls)
 
 
 def sanitize_message(message: AIMessage, known_tools: Collection[str]) -> tuple[AIMessage, Repairs]:

@@ -189,7 +189,7 @@ def select_tools(index: ToolIndex, tools: list[BaseTool], query: str, recent: li
 
 
 class FindToolsArgs(BaseModel):
-    query: str = Field(description="what the tool should do, in the user's words")
+    query: str = Field(description="what the tool should do, in a few words (e.g. 'convert currency', 'send sms')")
     limit: int = Field(8, ge=1, le=25, description="how many tools to return")
 
 
