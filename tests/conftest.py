@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.cli_forks import Zygote
 from tests.fakes.llm_server import FakeLLMServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -23,12 +24,16 @@ REPO = Path(__file__).resolve().parent.parent
 # scripts/fetch_test_corpus.py, which `make test` runs; JARVIS_TEST_CORPUS points elsewhere.
 CORPUS = Path(os.environ.get("JARVIS_TEST_CORPUS") or REPO / ".cache" / "corpus")
 JARVIS_BIN = Path(sys.executable).parent / "jarvis"
+# JARVIS_TEST_FRESH_CLI=1: each `jarvis` command of a test in a fresh interpreter, not a fork of the CLI zygote.
+FRESH_CLI = os.environ.get("JARVIS_TEST_FRESH_CLI") == "1"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if not CORPUS.is_dir():
         raise pytest.UsageError(f"the real-world test data is not in {CORPUS}: run `make test-corpus` (or "
                                 "`make test`, which fetches it), or point JARVIS_TEST_CORPUS at a copy")
+    if hasattr(config, "workerinput") and not FRESH_CLI:  # an xdist worker: its first `jarvis` command will come
+        Zygote.shared(REPO)
 
 
 @pytest.fixture(autouse=True)
@@ -97,8 +102,13 @@ class JarvisEnv:
         from orchestrator.storage import writer
 
         writer.flush()  # the other process reads what this one's turns wrote, even what is still queued
-        proc = subprocess.run([str(JARVIS_BIN), *args], input=input, capture_output=True, text=True, timeout=timeout,
-                              env=self.env(), cwd=str(self.path), stdin=None if input is not None else subprocess.DEVNULL)
+        if FRESH_CLI:
+            proc = subprocess.run([str(JARVIS_BIN), *args], input=input, capture_output=True, text=True,
+                                  timeout=timeout, env=self.env(), cwd=str(self.path),
+                                  stdin=None if input is not None else subprocess.DEVNULL)
+        else:  # a fork of an interpreter that has imported Jarvis already: tests/cli_forks.py says why and what differs
+            proc = Zygote.shared(REPO).run(str(JARVIS_BIN), list(args), env=self.env(), cwd=str(self.path),
+                                           input=input, timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"jarvis {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc

@@ -339,7 +339,10 @@ def inspector(*args: str, env: dict[str, str] | None = None) -> Any:
     """The MCP Inspector's command-line mode (npm, pinned: scripts/fetch_npm_servers.py): one method, its JSON."""
     if not INSPECTOR.exists():
         pytest.fail(f"the MCP Inspector is not in {NPM}: run `make test-corpus`")
-    proc = subprocess.run([str(INSPECTOR), "--cli", *args], capture_output=True, text=True, timeout=180, env=env,
+    # The Inspector gives a server 15 s to connect by default; `jarvis mcp serve`, a fresh interpreter, needed more
+    # on a loaded machine: the bound is the subprocess's, not the Inspector's.
+    proc = subprocess.run([str(INSPECTOR), "--cli", "--connect-timeout", "170000", *args], capture_output=True,
+                          text=True, timeout=180, env=env,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     return json.loads(proc.stdout)

@@ -1,0 +1,245 @@
+"""`jarvis` commands for the tests as real processes, forked from an interpreter that has already imported Jarvis.
+
+A test that runs `jarvis memory list` as a process proves what another process reads and says: exit code, stdout,
+stderr, what it wrote to the data folder. Starting a fresh interpreter for it cost 5-19 s here on a busy machine
+(importing LangChain, LangGraph, OpenAI's types and pydantic models: the same work every time), and the suite runs
+about 200 of them. Here one interpreter per test process imports `orchestrator.cli` and the modules every command
+needs once (the "zygote"), and each command is a fork of it: its own process, its own pid, file descriptors,
+environment, working folder and exit code, running the same `orchestrator.cli:main` the `jarvis` script runs, and
+exiting the way an interpreter exits (atexit handlers, non-daemon threads joined, streams flushed).
+
+What a fork cannot prove is how a fresh interpreter starts (which modules a command imports, how fast): the tests of
+that (tests/test_run_startup.py, bench/startup.py) start `jarvis` itself, as do the tests of `jarvis run` and of
+signals.
+
+The zygote is single-threaded when it forks (checked at start); each request gets a reaper, a fork of the zygote
+that forks the command, sends its pid, waits for it and sends its exit status, so the zygote itself never waits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+# Imported once in the zygote: every module of these packages (each import is CPU work a fresh process would repeat,
+# and a command imports hundreds of them lazily), but the scripts that run in a child process of their own.
+PRELOAD_PACKAGES = ("orchestrator", "integrations")
+NOT_PRELOADED = ("orchestrator.jorbs.script_shim", "integrations.pdf_child",
+                 "orchestrator.platform_graph")  # builds an App from the default config when imported
+
+
+def serve(socket_path: str) -> int:
+    """The zygote's loop (run in its own interpreter by `Zygote`): returns only in a forked command, with its exit
+    code, so that the command's process exits through the interpreter's normal shutdown."""
+    streams = (sys.stdin, sys.stdout, sys.stderr)
+    _preload()
+    if threading.active_count() != 1:  # a fork copies only the forking thread: another one's locks would be held
+        print(f"cli zygote: importing Jarvis started threads {threading.enumerate()}", file=sys.stderr)
+        return 70
+    import keyring.core
+
+    if keyring.core._keyring_backend is not None:  # chosen by the zygote's environment, not the command's
+        print("cli zygote: a preloaded module opened the keyring when imported (add it to NOT_PRELOADED)",
+              file=sys.stderr)
+        return 70
+    if (sys.stdin, sys.stdout, sys.stderr) != streams:
+        print("cli zygote: a preloaded module replaced a standard stream (a script module: add it to NOT_PRELOADED)",
+              file=sys.stderr)
+        return 70
+    import gc
+
+    gc.freeze()  # the collector leaves the preloaded objects alone: touching them would copy every page in each fork
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # reapers are reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path)
+    listener.listen(64)
+    print("ready", flush=True)
+    while True:
+        conn, _ = listener.accept()
+        header, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+        if os.fork() == 0:
+            listener.close()
+            return _reaper(conn, json.loads(header), fds)
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+
+
+def _preload() -> None:
+    import importlib
+    import pkgutil
+
+    for package in PRELOAD_PACKAGES:
+        for info in pkgutil.walk_packages(importlib.import_module(package).__path__, f"{package}."):
+            if info.name in NOT_PRELOADED or info.name.endswith(".__main__"):
+                continue
+            try:
+                importlib.import_module(info.name)
+            except ImportError:  # an optional part not installed: the command that needs it imports it and says so
+                pass
+
+
+def _reaper(conn: socket.socket, request: dict[str, Any], fds: list[int]) -> int:
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    child = os.fork()
+    if child == 0:
+        conn.close()
+        return _command(request, fds)
+    for fd in fds:
+        os.close(fd)
+    conn.sendall(json.dumps({"pid": child}).encode() + b"\n")
+    _, status = os.waitpid(child, 0)
+    conn.sendall(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+    os._exit(0)
+
+
+def _command(request: dict[str, Any], fds: list[int]) -> int:
+    """In the forked command: become the process `jarvis ARGS` would be, run the CLI, return its exit code."""
+    import io
+
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    streams = []
+    for fd, mode in ((0, "rb"), (1, "wb"), (2, "wb")):
+        raw = io.FileIO(fd, mode, closefd=False)
+        buffered = io.BufferedReader(raw) if mode == "rb" else io.BufferedWriter(raw)
+        streams.append(io.TextIOWrapper(buffered, encoding="utf-8", errors="backslashreplace" if fd == 2 else "strict",
+                                        line_buffering=fd == 2 or os.isatty(fd)))
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
+    sys.argv = [request["argv0"], *request["args"]]
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    from orchestrator.cli import main
+
+    try:
+        main()
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    return 0
+
+
+class Zygote:
+    """One per test process, started at its first command (or when an xdist worker starts, so that its imports run
+    beside the first tests) and stopped at exit."""
+
+    _instance: Zygote | None = None
+    _lock = threading.Lock()
+
+    def __init__(self, repo: Path) -> None:
+        self.folder = tempfile.mkdtemp(prefix="jarvis-cli-zygote-")
+        self.socket_path = os.path.join(self.folder, "socket")
+        env = {**os.environ, "PYTHONPATH": str(repo)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", f"import sys; from tests.cli_forks import serve; sys.exit(serve({self.socket_path!r}))"],
+            cwd=str(repo), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        self.ready = False
+        atexit.register(self.stop)
+
+    def _wait_ready(self) -> None:
+        with self._lock:
+            if self.ready:
+                return
+            assert self.proc.stdout is not None
+            if self.proc.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"the CLI zygote did not start (exit {self.proc.wait()}; its error is above)")
+            self.ready = True
+
+    @classmethod
+    def shared(cls, repo: Path) -> Zygote:
+        with cls._lock:
+            if cls._instance is None or cls._instance.proc.poll() is not None:
+                cls._instance = cls(repo)
+            return cls._instance
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def run(self, argv0: str, args: list[str], *, env: dict[str, str], cwd: str, input: str | None,
+            timeout: float) -> subprocess.CompletedProcess:
+        """As `subprocess.run([argv0, *args], input=input, capture_output=True, text=True, timeout=timeout, ...)`."""
+        self._wait_ready()
+        stdin_r, stdin_w = os.pipe() if input is not None else (os.open(os.devnull, os.O_RDONLY), -1)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(self.socket_path)
+            request = {"argv0": argv0, "args": args, "env": env, "cwd": cwd}
+            socket.send_fds(conn, [json.dumps(request).encode()], [stdin_r, out_w, err_w])
+        finally:
+            for fd in (stdin_r, out_w, err_w):
+                os.close(fd)
+        if stdin_w >= 0:
+            threading.Thread(target=_feed, args=(stdin_w, (input or "").encode()), daemon=True).start()
+        replies = conn.makefile("rb")
+        pid = json.loads(replies.readline())["pid"]
+        try:
+            out, err = _collect(out_r, err_r, timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(pid, signal.SIGKILL)
+            raise subprocess.TimeoutExpired([argv0, *args], timeout) from None
+        finally:
+            os.close(out_r)
+            os.close(err_r)
+        line = replies.readline()
+        conn.close()
+        code = json.loads(line)["exit"] if line else -signal.SIGKILL
+        return subprocess.CompletedProcess([argv0, *args], code, out.decode("utf-8", "replace"),
+                                           err.decode("utf-8", "replace"))
+
+
+def _feed(fd: int, data: bytes) -> None:
+    try:
+        _write_all(fd, data)
+    except BrokenPipeError:  # the command did not read it all, as with subprocess.run
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _collect(out_fd: int, err_fd: int, timeout: float) -> tuple[bytes, bytes]:
+    """Both pipes read to their end (every holder of their write ends gone), as subprocess.communicate does."""
+    import time
+
+    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        for fd in chunks:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired("jarvis", timeout)
+            for key, _ in selector.select(left):
+                data = os.read(key.fd, 65536)
+                if data:
+                    chunks[key.fd].append(data)
+                else:
+                    selector.unregister(key.fd)
+    return b"".join(chunks[out_fd]), b"".join(chunks[err_fd])
