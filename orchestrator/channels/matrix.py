@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import aiohttp
 import nio
 
 from orchestrator.core import secrets
 from orchestrator.core.config import Settings
 from orchestrator.storage.claims import Claims
-from .base import ChannelError
+from .base import ChannelError, FileTooLarge
 from .models import ChannelState
 from .retrying import Outage
 
@@ -43,6 +46,7 @@ SYNC_CLAIM = "channel:matrix:sync"
 # stopped would be skipped); past it the timeline is "limited" and the older ones are said to be skipped.
 SYNC_FILTER = {"room": {"timeline": {"limit": 100}}}
 MAX_TIMEOUTS = 2
+MEDIA_ID = re.compile(r"[A-Za-z0-9_-]+")  # a media id as the spec allows it: nothing that walks a URL path
 
 
 class MatrixAPI:
@@ -128,6 +132,43 @@ class MatrixAPI:
     def event(self, room: str, event_id: str) -> dict[str, Any]:
         """An event of the room as the homeserver has it (its sender is the one the homeserver authenticated)."""
         return dict(self.call("room_get_event", room, event_id).event.source)
+
+    def download(self, mxc: str, limit: int, sink: Callable[[bytes], None]) -> int:
+        """A file of the homeserver (its mxc:// URI) into `sink` chunk by chunk; FileTooLarge as soon as what
+        streams passes `limit` bytes (whatever the event or the response said of its length). Returns the bytes
+        read.
+
+        nio makes the request (Api.download: the authenticated media API; AsyncClient.send on its session, with
+        the bot's token), but the body is read here: AsyncClient.download reads all of it, in memory or on disk,
+        before it returns, so a file that streams far more than its event said would be fetched whole."""
+        url = urlsplit(mxc)
+        media = url.path.lstrip("/")
+        if url.scheme != "mxc" or not url.netloc or not MEDIA_ID.fullmatch(media):
+            raise ChannelError("the event names no file of a homeserver (an mxc:// URI)")
+        return int(self.run(self._download(url.netloc, media, limit, sink)))
+
+    async def _download(self, server: str, media: str, limit: int, sink: Callable[[bytes], None]) -> int:
+        _, path = nio.Api.download(server, media)
+        url = urlsplit(path)  # the token goes in a header, not in the URL (nio's own requests do the same)
+        path = urlunsplit(url._replace(query=urlencode([q for q in parse_qsl(url.query) if q[0] != "access_token"])))
+        try:
+            resp = await self.client.send("GET", path, headers={"Authorization": f"Bearer {self.client.access_token}"})
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ChannelError(f"the file's download from the homeserver failed: {type(exc).__name__}") from None
+        size = 0
+        try:
+            if resp.status != 200:
+                raise ChannelError(f"the homeserver's file download answered HTTP {resp.status}")
+            async for chunk in resp.content.iter_chunked(64 * 1024):
+                size += len(chunk)
+                if size > limit:
+                    raise FileTooLarge(size, limit)
+                sink(chunk)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ChannelError(f"the file's download from the homeserver failed: {type(exc).__name__}") from None
+        finally:
+            resp.close()  # a file cut short is not read to its end
+        return size
 
     def encrypted(self, room: str) -> bool:
         answer = self.run(self.client.room_get_state_event(room, "m.room.encryption"))

@@ -55,8 +55,6 @@ HELP = ("You are talking to Jarvis, on the same tools and rules as its web UI.\n
         "/threads lists this chat's conversations\n/pending lists what waits for your confirmation\n/help this text")
 TOO_LONG = (f"That message is longer than Telegram allows ({LIMIT} characters); it was not read. "
             "Send a shorter one, or put the text in a file in the web UI.")
-NO_FILES = ("Files and voice messages are not taken over Telegram yet; nothing was done. Drop the file in the web "
-            "UI, or type your request.")
 
 
 class TelegramChat:
