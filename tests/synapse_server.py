@@ -205,6 +205,11 @@ class Person:
                 "info": {"size": len(data) if size is None else size, "mimetype": mimetype}}
         return self.send(room, {**body, **content}), mxc
 
+    def invites(self) -> list[str]:
+        """The rooms this account is invited to now (a full sync each time: a pending invite is in every one)."""
+        self.client.next_batch = None
+        return list(self._do(self.client.sync(timeout=0)).rooms.invite)
+
     def react(self, room: str, event_id: str, key: str) -> str:
         return self.send(room, {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}},
                          "m.reaction")

@@ -32,6 +32,7 @@ from orchestrator.core import secrets
 from orchestrator.core.config import Settings
 from orchestrator.storage.claims import Claims
 from .base import ChannelError, FileTooLarge
+from .inbound import InboundMessage
 from .models import ChannelState
 from .retrying import Outage
 
@@ -185,6 +186,11 @@ class MatrixAPI:
         self._thread.join(timeout=10)
 
 
+def party_of(state: ChannelState, room: str) -> str | None:
+    """The person a direct room was made for (channels/matrix_send.py), None for any other room."""
+    return state.get(f"party_of:{room}")
+
+
 class Conversation(Protocol):
     """What the sync loop hands events to (conversations/matrix.MatrixChat)."""
 
@@ -201,8 +207,12 @@ class MatrixPoller(Outage):
 
     tries = "sync"
 
-    def __init__(self, settings: Settings, chat: Conversation, api: MatrixAPI):
+    def __init__(self, settings: Settings, chat: Conversation, api: MatrixAPI,
+                 deliver: Callable[[InboundMessage], Any] | None = None):
+        """`deliver`: takes a message the user's conversation did not (the jorbs' inbound), only a reply of the
+        person a direct room was made for (`_hand_on`)."""
         self.settings = settings
+        self.deliver = deliver
         self.cfg = settings.channels.matrix
         self.chat = chat
         self.api = api
@@ -238,10 +248,31 @@ class MatrixPoller(Outage):
                     source = getattr(event, "source", None)
                     if not isinstance(source, dict) or source.get("sender") == self.api.user_id:
                         continue
-                    self.chat.take(room, source)
+                    if not self.chat.take(room, source) and self.deliver is not None:
+                        self._hand_on(room, source)
                     handed += 1
         self.state.set("since", answer.next_batch)
         return handed
+
+    def _hand_on(self, room: str, event: dict[str, Any]) -> None:
+        """A text message in a direct room a jorb wrote in, from the person it was written to, to `deliver`
+        (once: its event id claimed first, so a replayed sync hands nothing on twice). Anyone else's, in that
+        room or any other, is not handed on: it wakes no jorb and reaches no model."""
+        content = event.get("content") or {}
+        sender, text = event.get("sender"), content.get("body")
+        if (event.get("type") != "m.room.message" or content.get("msgtype") not in ("m.text", "m.notice", "m.emote")
+                or not isinstance(text, str) or (content.get("m.relates_to") or {}).get("rel_type") == "m.replace"):
+            return
+        party = party_of(self.state, room)
+        if party is None or sender != party:
+            log.info("matrix message from %s in %s not handed on: only the person a direct room was made for is "
+                     "(%s)", sender, room, party or "no such room")
+            return
+        if not self.state.claim(f"delivered:{room}:{event.get('event_id')}"):
+            return
+        assert self.deliver is not None
+        self.deliver(InboundMessage("matrix", party, text, external_id=str(event.get("event_id")), thread_key=room,
+                                    sender_id=f"matrix:{party}"))
 
     def _sync(self, since: str | None, wait: float) -> Any:
         return self.api.run(self._sync_call(since, wait), timeout=wait + 60)
