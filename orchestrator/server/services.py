@@ -273,6 +273,8 @@ def email_inbound_service(settings: Settings) -> _StartStop | None:
         jorbs = ctx.app.jorbs
         deliver = lambda message: jorbs.inbound(message, background=True, debounce=True)  # noqa: E731
         converse = ctx.app.email_chat.take if ctx.settings.channels.email.chat else None
+        if converse is not None:  # a turn a killed process left unfinished is told to the user, once
+            ctx.app.email_chat.recover()
         return email_poller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email"), converse=converse).start()
 
     return _StartStop("email-inbound", start, detail=lambda poller: poller.last_error)
