@@ -60,7 +60,11 @@ class Synapse:
         log_config.write_text(yaml.safe_dump({
             "version": 1, "formatters": {"plain": {"format": "%(asctime)s %(name)s %(levelname)s %(message)s"}},
             "handlers": {"file": {"class": "logging.FileHandler", "formatter": "plain",
-                                  "filename": str(self.dir / "homeserver.log")}},
+                                  "filename": str(self.dir / "homeserver.log")},
+                         "access": {"class": "logging.FileHandler", "formatter": "plain",
+                                    "filename": str(self.dir / "access.log")}},
+            # each request the homeserver answered, one line: what a test reads to see a file was never fetched
+            "loggers": {"synapse.access": {"level": "INFO", "handlers": ["access"], "propagate": False}},
             "root": {"level": "WARNING", "handlers": ["file"]}, "disable_existing_loggers": False}))
         config.update({
             "listeners": [{"port": self.port, "bind_addresses": ["127.0.0.1"], "type": "http", "tls": False,
@@ -109,6 +113,12 @@ class Synapse:
         body = httpx.post(endpoint, json={"nonce": nonce, "username": name, "password": password, "admin": False,
                                           "mac": mac}, timeout=30).json()
         return Account(body["user_id"], body["access_token"], password)
+
+    def downloads(self, mxc: str) -> list[str]:
+        """The homeserver's access-log lines of requests for this file's content (mxc://server/id)."""
+        log = self.dir / "access.log"
+        media = mxc.removeprefix("mxc://")
+        return [line for line in (log.read_text().splitlines() if log.exists() else []) if f"/download/{media}" in line]
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -176,6 +186,29 @@ class Person:
         if reply_to:
             content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
         return self.send(room, content)
+
+    def upload(self, data: bytes, content_type: str, name: str) -> str:
+        """`data` stored on the homeserver's media repository; its mxc:// URI."""
+        import io
+
+        async def upload():  # nio answers an upload with (answer, keys)
+            return (await self.client.upload(io.BytesIO(data), content_type, name, filesize=len(data)))[0]
+
+        return self._do(upload()).content_uri
+
+    def send_file(self, room: str, data: bytes, name: str, msgtype: str = "m.file", mimetype: str = "application/pdf",
+                  size: int | None = None, **content: object) -> tuple[str, str]:
+        """A file event (`msgtype`) for `data`, uploaded first, its `info.size` said as `size` (the real one by
+        default), more content fields as given; (event id, mxc URI)."""
+        mxc = self.upload(data, mimetype, name)
+        body = {"msgtype": msgtype, "body": name, "url": mxc,
+                "info": {"size": len(data) if size is None else size, "mimetype": mimetype}}
+        return self.send(room, {**body, **content}), mxc
+
+    def invites(self) -> list[str]:
+        """The rooms this account is invited to now (a full sync each time: a pending invite is in every one)."""
+        self.client.next_batch = None
+        return list(self._do(self.client.sync(timeout=0)).rooms.invite)
 
     def react(self, room: str, event_id: str, key: str) -> str:
         return self.send(room, {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}},

@@ -22,6 +22,15 @@ class ChannelError(Exception):
     """Sending failed or the channel is not usable; the message says what to do."""
 
 
+class FileTooLarge(ChannelError):
+    """A file a user sent, past the limit: said before its download (the size the channel declares) or while it
+    streams (a declared size is the sender's word, not a bound)."""
+
+    def __init__(self, size: int, limit: int):
+        super().__init__(f"the file is larger than {limit // (1024 * 1024)} MB")
+        self.size, self.limit = size, limit
+
+
 @dataclass
 class Sent:
     channel: str

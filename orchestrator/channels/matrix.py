@@ -19,16 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import aiohttp
 import nio
 
 from orchestrator.core import secrets
 from orchestrator.core.config import Settings
 from orchestrator.storage.claims import Claims
-from .base import ChannelError
+from .base import ChannelError, FileTooLarge
+from .inbound import InboundMessage
 from .models import ChannelState
 from .retrying import Outage
 
@@ -43,6 +47,7 @@ SYNC_CLAIM = "channel:matrix:sync"
 # stopped would be skipped); past it the timeline is "limited" and the older ones are said to be skipped.
 SYNC_FILTER = {"room": {"timeline": {"limit": 100}}}
 MAX_TIMEOUTS = 2
+MEDIA_ID = re.compile(r"[A-Za-z0-9_-]+")  # a media id as the spec allows it: nothing that walks a URL path
 
 
 class MatrixAPI:
@@ -129,6 +134,43 @@ class MatrixAPI:
         """An event of the room as the homeserver has it (its sender is the one the homeserver authenticated)."""
         return dict(self.call("room_get_event", room, event_id).event.source)
 
+    def download(self, mxc: str, limit: int, sink: Callable[[bytes], None]) -> int:
+        """A file of the homeserver (its mxc:// URI) into `sink` chunk by chunk; FileTooLarge as soon as what
+        streams passes `limit` bytes (whatever the event or the response said of its length). Returns the bytes
+        read.
+
+        nio makes the request (Api.download: the authenticated media API; AsyncClient.send on its session, with
+        the bot's token), but the body is read here: AsyncClient.download reads all of it, in memory or on disk,
+        before it returns, so a file that streams far more than its event said would be fetched whole."""
+        url = urlsplit(mxc)
+        media = url.path.lstrip("/")
+        if url.scheme != "mxc" or not url.netloc or not MEDIA_ID.fullmatch(media):
+            raise ChannelError("the event names no file of a homeserver (an mxc:// URI)")
+        return int(self.run(self._download(url.netloc, media, limit, sink)))
+
+    async def _download(self, server: str, media: str, limit: int, sink: Callable[[bytes], None]) -> int:
+        _, path = nio.Api.download(server, media)
+        url = urlsplit(path)  # the token goes in a header, not in the URL (nio's own requests do the same)
+        path = urlunsplit(url._replace(query=urlencode([q for q in parse_qsl(url.query) if q[0] != "access_token"])))
+        try:
+            resp = await self.client.send("GET", path, headers={"Authorization": f"Bearer {self.client.access_token}"})
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ChannelError(f"the file's download from the homeserver failed: {type(exc).__name__}") from None
+        size = 0
+        try:
+            if resp.status != 200:
+                raise ChannelError(f"the homeserver's file download answered HTTP {resp.status}")
+            async for chunk in resp.content.iter_chunked(64 * 1024):
+                size += len(chunk)
+                if size > limit:
+                    raise FileTooLarge(size, limit)
+                sink(chunk)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise ChannelError(f"the file's download from the homeserver failed: {type(exc).__name__}") from None
+        finally:
+            resp.close()  # a file cut short is not read to its end
+        return size
+
     def encrypted(self, room: str) -> bool:
         answer = self.run(self.client.room_get_state_event(room, "m.room.encryption"))
         return not isinstance(answer, nio.ErrorResponse)
@@ -142,6 +184,11 @@ class MatrixAPI:
                 log.info("closing the Matrix client: %s", exc)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
+
+
+def party_of(state: ChannelState, room: str) -> str | None:
+    """The person a direct room was made for (channels/matrix_send.py), None for any other room."""
+    return state.get(f"party_of:{room}")
 
 
 class Conversation(Protocol):
@@ -160,8 +207,12 @@ class MatrixPoller(Outage):
 
     tries = "sync"
 
-    def __init__(self, settings: Settings, chat: Conversation, api: MatrixAPI):
+    def __init__(self, settings: Settings, chat: Conversation, api: MatrixAPI,
+                 deliver: Callable[[InboundMessage], Any] | None = None):
+        """`deliver`: takes a message the user's conversation did not (the jorbs' inbound), only a reply of the
+        person a direct room was made for (`_hand_on`)."""
         self.settings = settings
+        self.deliver = deliver
         self.cfg = settings.channels.matrix
         self.chat = chat
         self.api = api
@@ -197,10 +248,31 @@ class MatrixPoller(Outage):
                     source = getattr(event, "source", None)
                     if not isinstance(source, dict) or source.get("sender") == self.api.user_id:
                         continue
-                    self.chat.take(room, source)
+                    if not self.chat.take(room, source) and self.deliver is not None:
+                        self._hand_on(room, source)
                     handed += 1
         self.state.set("since", answer.next_batch)
         return handed
+
+    def _hand_on(self, room: str, event: dict[str, Any]) -> None:
+        """A text message in a direct room a jorb wrote in, from the person it was written to, to `deliver`
+        (once: its event id claimed first, so a replayed sync hands nothing on twice). Anyone else's, in that
+        room or any other, is not handed on: it wakes no jorb and reaches no model."""
+        content = event.get("content") or {}
+        sender, text = event.get("sender"), content.get("body")
+        if (event.get("type") != "m.room.message" or content.get("msgtype") not in ("m.text", "m.notice", "m.emote")
+                or not isinstance(text, str) or (content.get("m.relates_to") or {}).get("rel_type") == "m.replace"):
+            return
+        party = party_of(self.state, room)
+        if party is None or sender != party:
+            log.info("matrix message from %s in %s not handed on: only the person a direct room was made for is "
+                     "(%s)", sender, room, party or "no such room")
+            return
+        if not self.state.claim(f"delivered:{room}:{event.get('event_id')}"):
+            return
+        assert self.deliver is not None
+        self.deliver(InboundMessage("matrix", party, text, external_id=str(event.get("event_id")), thread_key=room,
+                                    sender_id=f"matrix:{party}"))
 
     def _sync(self, since: str | None, wait: float) -> Any:
         return self.api.run(self._sync_call(since, wait), timeout=wait + 60)

@@ -11,9 +11,17 @@ from .email import email_channel
 from .local import local_channel
 from .telegram import TelegramChannel
 
+
+def matrix_channel(settings: Settings) -> Channel:
+    from .matrix_send import MatrixChannel  # matrix-nio is imported only where Matrix is used
+
+    return MatrixChannel(settings)
+
+
 FACTORIES: dict[str, Callable[[Settings], Channel]] = {
     "email": email_channel,
     "local": local_channel,
+    "matrix": matrix_channel,
     "telegram": TelegramChannel,
 }
 

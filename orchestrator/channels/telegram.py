@@ -23,7 +23,7 @@ from orchestrator.core import secrets
 from orchestrator.storage.claims import Claims
 from orchestrator.core.config import Settings
 from .addresses import normalize_party
-from .base import ChannelError, Sent
+from .base import ChannelError, FileTooLarge, Sent
 from .inbound import InboundMessage
 from .models import ChannelState
 from .ratelimit import bucket
@@ -109,14 +109,6 @@ class TelegramAPI:
         except httpx.TransportError as exc:
             raise ChannelError(f"the file's download from Telegram failed: {type(exc).__name__}") from None
         return size
-
-
-class FileTooLarge(ChannelError):
-    """A file past the limit: said before its download (getFile's size) or while it streams."""
-
-    def __init__(self, size: int, limit: int):
-        super().__init__(f"the file is larger than {limit // (1024 * 1024)} MB")
-        self.size, self.limit = size, limit
 
 
 def telegram_token(settings: Settings) -> str:

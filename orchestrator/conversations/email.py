@@ -6,7 +6,8 @@ each email thread is one Jarvis thread (`email-<Gmail thread id>`), visible in t
 Who: a From: Gmail did not verify is not the user (a forged sender starts nothing and reaches no model); a mail in
 a thread a jorb holds goes to that jorb as before (jorbs/router.route_inbound decides, without a model call). Once:
 each mail is claimed under the same record as the jorbs' poller (`seen:<message id>`), so it is taken once across
-restarts and by one of several workers. A flood is refused past `channels.email.chat_per_minute` (said once a
+restarts and by one of several workers; a turn a killed process left unfinished is reported in its thread at the
+next start (conversations/once.py: the record moves received -> started -> answered, or reported). A flood is refused past `channels.email.chat_per_minute` (said once a
 minute), a mail longer than Jarvis reads is refused with why. A confirmation is said in the thread, to be answered in the web UI or
 from Telegram: an answer by email is not taken in this conversation yet.
 """
@@ -29,6 +30,7 @@ from orchestrator.jorbs.router import route_inbound
 from orchestrator.jorbs.store import JorbStore
 from orchestrator.chat.live_turns import LiveTurn, TurnBusy, TurnHub
 from orchestrator.chat.turns import user_input
+from .once import Handled, recover
 from integrations.gmail_tools import MAX_BODY_CHARS
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ class EmailChat:
         self.hub = hub
         self.send = send or (lambda to, text, thread_key: email_channel(settings).send(to, text, thread_key=thread_key))
         self.state = ChannelState(settings, "email")
+        self.handled = Handled(self.state)
         self.jorbs = JorbStore(settings)
         self._told_flood: dict[str, float] = {}
         hub.watchers.append(self._watch)
@@ -64,10 +67,17 @@ class EmailChat:
         if not (route.is_user and route.jorb_id is None):
             return False
         sender, text = message.sender, message.text
-        if not self.state.claim(f"seen:{message.external_id}"):
+        key = f"seen:{message.external_id}"  # the pollers' own record of the mail: they offer it no more
+        if not self.handled.receive(key, own_words(text)):
             return True
         thread = f"email-{gmail_thread}"
         self.state.set(f"reply_to:{thread}", sender)
+        if not self._take(thread, sender, text, key):
+            self.handled.done(key)
+        return True
+
+    def _take(self, thread: str, sender: str, text: str, key: str) -> bool:
+        """True when a turn started for the mail (its record is then ended by the relay)."""
         per_minute = self.settings.channels.email.chat_per_minute
         if not bucket(f"email-chat:{self.settings.data_dir}:{sender}", per_minute).acquire(timeout=0):
             now = time.monotonic()
@@ -75,17 +85,24 @@ class EmailChat:
                 self._told_flood[sender] = now
                 self._mail(thread, f"Too many mails at once (more than {per_minute} a minute): the ones past that "
                                    "are not read. Wait a minute, then write again.")
-            return True
+            return False
         words = own_words(text)
         if len(words) > MAX_BODY_CHARS:  # the body was cut there (gmail_tools.message_body): not the whole request
             self._mail(thread, f"That mail is longer than Jarvis reads ({MAX_BODY_CHARS} characters); it was not "
                                "read. Send a shorter one, or put the text in a file in the web UI.")
-            return True
+            return False
+        self.handled.started(key, thread, thread)  # before the turn: its relay ends the record
         try:
             self.hub.start(thread, user_input(words or "(an empty mail)"))
         except TurnBusy:
             self._mail(thread, "Still working on your last mail in this thread; this one was not read.")
+            return False
         return True
+
+    def recover(self) -> int:
+        """At start: each mail whose turn a stopped process left unfinished is reported in its thread, once
+        (conversations/once.py); returns how many."""
+        return recover(self.handled, self.hub, self._mail)
 
     def _mail(self, thread: str, text: str) -> None:
         to = self.state.get(f"reply_to:{thread}")
@@ -114,3 +131,4 @@ class EmailChat:
         if asked:
             self._mail(turn.thread_id, "Jarvis asks before it acts:\n" + "\n".join(asked) +
                        "\nAnswer in the web UI (or from Telegram's buttons, when confirmations go there).")
+        self.handled.turn_ended(turn.thread_id)

@@ -14,7 +14,9 @@ reaches no model and gets no answer.
 Once: each event is claimed under its event id in the database before anything is done with it, so an event synced
 twice (a restart before the sync token was kept) is handled once. An edit (`m.replace`) of a message already
 answered starts nothing. A flood is refused past `chat_per_minute`, a message longer than the channel's limit
-(`max_message_chars`) is refused with why, and a file, an image or a voice message is refused, said so.
+(`max_message_chars`) is refused with why. A file (a PDF, a text document) is taken as a file dropped on the web UI
+is (outside content: the thread is tainted), a voice message is transcribed and what was heard is the message
+(conversations/matrix_files.py); an image, a video, a file sent encrypted are refused, said so.
 An encrypted room is refused, said so: end-to-end encryption is not supported (channels/matrix.py).
 
 Confirmations: sent into the room as a message carrying the one-time code of approvals/store.py; answered in place by
@@ -47,6 +49,7 @@ from orchestrator.jorbs.router import route_inbound
 from orchestrator.jorbs.store import JorbStore
 from orchestrator.chat.live_turns import TurnHub
 from .email import own_words
+from .matrix_files import Refused, is_file, received
 from .once import Handled
 from .telegram import TelegramChat
 
@@ -54,8 +57,6 @@ log = logging.getLogger(__name__)
 
 TOO_LONG = ("That message is longer than Jarvis takes over Matrix ({} characters, channels.matrix.max_message_chars); "
             "it was not read. Send a shorter one, or put the text in a file in the web UI.")
-NO_FILES = ("Files, images and voice messages are not taken over Matrix yet; nothing was done. Drop the file in the "
-            "web UI, or type your request.")
 ENCRYPTED = ("This room is end-to-end encrypted, and Jarvis cannot read encrypted rooms yet: nothing was read. Invite "
              "it to a room without encryption (it can be turned on only when the room is made).")
 HOW_TO_ANSWER = "Reply to this message with approve or deny, or react to it with 👍 or 👎."
@@ -140,11 +141,9 @@ class MatrixChat(TelegramChat):
 
     def _message(self, room: str, content: dict[str, Any], reply_to: str | None, key: str) -> bool:
         """True when a turn started for the message (its record is then ended by the relay)."""
-        text = content.get("body")
-        if content.get("msgtype") not in ("m.text", "m.notice") or not isinstance(text, str):
-            self._say(room, NO_FILES)
-            return False
-        if reply_to:
+        body = content.get("body")
+        text = body if isinstance(body, str) else ""
+        if reply_to and not is_file(content):
             first = (own_words(text).split() or [""])[0].strip(".,!").lower()
             if first in ("approve", "deny"):
                 self._answer(room, reply_to, first)
@@ -159,10 +158,20 @@ class MatrixChat(TelegramChat):
         if len(text) > self.cfg.max_message_chars:
             self._say(room, TOO_LONG.format(self.cfg.max_message_chars))
             return False
-        if text.strip().startswith("/"):
+        new = None
+        if is_file(content):
+            try:
+                handed = received(self.settings, self.api, content)
+            except Refused as exc:
+                self._say(room, str(exc))
+                return False
+            if handed.heard is not None:
+                self._say(room, f"Heard: {handed.heard}")
+            text, new = handed.text, handed.attachments
+        elif text.strip().startswith("/"):
             self._command(room, text.strip().split(maxsplit=1)[0].lower())
             return False
-        return self._start(room, text, None, key)
+        return self._start(room, text, new, key)
 
     # -- confirmations ----------------------------------------------------------------------------------------
     def _confirm(self, item: dict[str, Any], room: str) -> None:

@@ -14,6 +14,7 @@ happens twice (the effects ledger keeps what ran). A record older than these sta
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from orchestrator.channels.models import ChannelState
@@ -58,6 +59,27 @@ class Handled:
         """The messages whose turn started and never ended, oldest key first."""
         records = sorted((key, _parsed(raw)) for key, raw in self.state.items("seen:").items())
         return [(key, r) for key, r in records if r.get("state") == STARTED and r.get("thread")]
+
+
+def recover(handled: Handled, hub: Any, say: Callable[[str, str], None]) -> int:
+    """At start: each message whose turn a stopped process left unfinished is reported in its chat, `say(chat,
+    text)`, once no worker holds its thread (the App's TurnHub `hub`: its running turns and claims); returns how
+    many."""
+    reported = 0
+    for key, record in handled.unfinished():
+        # the chat as recorded (a Matrix room id holds colons); older records only in their key
+        thread, chat = str(record["thread"]), str(record.get("chat") or key.split(":")[1])
+        claims = hub.claims
+        if hub.running(thread) is not None or (claims is not None and not claims.acquire(thread)):
+            continue  # still running here or in another worker: its relay ends it
+        try:
+            say(chat, stopped_note(hub.graph, thread, str(record.get("text") or "")))
+            handled.done(key, REPORTED)
+            reported += 1
+        finally:
+            if claims is not None:
+                claims.release(thread)
+    return reported
 
 
 def _parsed(raw: str | None) -> dict[str, Any]:

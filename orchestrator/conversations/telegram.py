@@ -37,7 +37,7 @@ from orchestrator.channels.ratelimit import bucket
 from orchestrator.channels.telegram import bot_api
 from orchestrator.channels.telegram_replies import LIMIT, Reply
 from orchestrator.chat.uploads import with_attachments
-from orchestrator.conversations.once import REPORTED, Handled, stopped_note
+from orchestrator.conversations.once import Handled, recover
 from orchestrator.conversations.telegram_files import Refused, received
 from orchestrator.core.config import Settings
 from orchestrator.core.secrets import redact
@@ -55,8 +55,6 @@ HELP = ("You are talking to Jarvis, on the same tools and rules as its web UI.\n
         "/threads lists this chat's conversations\n/pending lists what waits for your confirmation\n/help this text")
 TOO_LONG = (f"That message is longer than Telegram allows ({LIMIT} characters); it was not read. "
             "Send a shorter one, or put the text in a file in the web UI.")
-NO_FILES = ("Files and voice messages are not taken over Telegram yet; nothing was done. Drop the file in the web "
-            "UI, or type your request.")
 
 
 class TelegramChat:
@@ -174,21 +172,7 @@ class TelegramChat:
     def recover(self) -> int:
         """At start: each message whose turn a stopped process left unfinished is reported in its chat (once no
         worker holds its thread); returns how many."""
-        reported = 0
-        for key, record in self.handled.unfinished():
-            # the chat as recorded (a Matrix room id holds colons); older records only in their key
-            thread, chat = str(record["thread"]), str(record.get("chat") or key.split(":")[1])
-            claims = self.hub.claims
-            if self.hub.running(thread) is not None or (claims is not None and not claims.acquire(thread)):
-                continue  # still running here or in another worker: its relay ends it
-            try:
-                self._say(chat, stopped_note(self.hub.graph, thread, str(record.get("text") or "")))
-                self.handled.done(key, REPORTED)
-                reported += 1
-            finally:
-                if claims is not None:
-                    claims.release(thread)
-        return reported
+        return recover(self.handled, self.hub, self._say)
 
     def _command(self, chat: str, command: str) -> None:
         if command == "/new":

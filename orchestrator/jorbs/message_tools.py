@@ -20,8 +20,8 @@ EMAIL_CHANNELS = {"email"}
 
 
 class SendArgs(BaseModel):
-    channel: str = Field(description="how to send: 'local' (shown in Jarvis), 'email', 'telegram' (as configured)")
-    to: str = Field(description="the recipient: an email address, a @handle, a phone number or a name")
+    channel: str = Field(description="how to send: 'local' (shown in Jarvis), 'email', 'telegram', 'matrix' (as configured)")
+    to: str = Field(description="the recipient: an email address, a @handle, a Matrix @name:server, a phone number or a name")
     text: str = Field(description="the message")
 
 

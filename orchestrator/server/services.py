@@ -245,7 +245,8 @@ def telegram_inbound_service(settings: Settings) -> _StartStop | None:
 
 def matrix_inbound_service(settings: Settings) -> _StartStop | None:
     """Syncs the Matrix bot account: the user's invites are joined and their messages are their conversation with
-    Jarvis (conversations/matrix.py); anyone else's invite is declined."""
+    Jarvis (conversations/matrix.py); anyone else's invite is declined; a reply in a direct room a jorb wrote in,
+    from the person it wrote to, goes to that jorb (channels/matrix_send.py)."""
     if not settings.channels.matrix.enabled:
         return None
 
@@ -254,7 +255,10 @@ def matrix_inbound_service(settings: Settings) -> _StartStop | None:
 
         chat = ctx.app.matrix_chat
         chat.recover()  # a turn a killed process left unfinished is told to the user, once
-        return MatrixPoller(ctx.settings, chat, chat.api).start()
+        jorbs = ctx.app.jorbs
+        # a reply in a direct room a jorb wrote in wakes it once per burst, off the sync loop's thread
+        deliver = lambda message: jorbs.inbound(message, background=True, debounce=True)  # noqa: E731
+        return MatrixPoller(ctx.settings, chat, chat.api, deliver=deliver).start()
 
     return _StartStop("matrix-inbound", start, detail=lambda poller: poller.status_note())
 
@@ -269,6 +273,8 @@ def email_inbound_service(settings: Settings) -> _StartStop | None:
         jorbs = ctx.app.jorbs
         deliver = lambda message: jorbs.inbound(message, background=True, debounce=True)  # noqa: E731
         converse = ctx.app.email_chat.take if ctx.settings.channels.email.chat else None
+        if converse is not None:  # a turn a killed process left unfinished is told to the user, once
+            ctx.app.email_chat.recover()
         return email_poller(ctx.settings, deliver, lambda: jorbs.store.open_threads("email"), converse=converse).start()
 
     return _StartStop("email-inbound", start, detail=lambda poller: poller.last_error)
