@@ -41,10 +41,35 @@ def test_a_database_another_process_writes_all_the_time_is_copied_whole(tmp_path
     finally:
         writer.kill()
         writer.wait()
-    pieces, described = got[0]
-    image = tmp_path / "copy.sqlite"
-    image.write_bytes(b"".join(bytes(p) for p in pieces))
+    described = got[0]
+    image = tmp_path / "staging"
     assert sqlite_parts.integrity_problems(image) == []
     copied = sqlite3.connect(image)
     assert copied.execute("SELECT count(*) FROM notes").fetchone()[0] == described["tables"]["notes"] >= 100_000
     assert copied.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # one file, no WAL needed beside it
+
+
+def test_a_copy_in_steps_holds_the_instant_it_began_though_a_write_lands_between_every_two_steps(tmp_path):
+    """The copy is made in steps (PAGES_PER_STEP pages each, a backup no one waits for pausing between them), all
+    from one read transaction: a write committed by another connection between two steps is not in the copy and
+    does not start it again. Copied from a new read transaction at each step, every write would restart it."""
+    path = tmp_path / "jarvis.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+    db.executemany("INSERT INTO notes (text) VALUES (?)", [("x" * 400,) for _ in range(40_000)])  # ~4,000 pages
+    db.commit()
+    steps = []
+
+    def write_between_steps() -> None:
+        steps.append(1)
+        assert len(steps) < 200, "the copy started again after a write: it would never finish on a busy Jarvis"
+        db.execute("INSERT INTO notes (text) VALUES ('written while the copy ran')")
+        db.commit()
+
+    described = sqlite_parts.snapshot(path, tmp_path / "staging", between_steps=write_between_steps)
+    db.close()
+    assert len(steps) >= 3  # it was copied in steps, a write after each
+    copied = sqlite3.connect(tmp_path / "staging")
+    assert copied.execute("SELECT count(*) FROM notes").fetchone()[0] == described["tables"]["notes"] == 40_000
+    assert sqlite_parts.integrity_problems(tmp_path / "staging") == []
