@@ -73,3 +73,28 @@ def test_a_copy_in_steps_holds_the_instant_it_began_though_a_write_lands_between
     copied = sqlite3.connect(tmp_path / "staging")
     assert copied.execute("SELECT count(*) FROM notes").fetchone()[0] == described["tables"]["notes"] == 40_000
     assert sqlite_parts.integrity_problems(tmp_path / "staging") == []
+
+
+def test_finding_the_databases_leaves_this_process_its_locks_on_them(tmp_path):
+    """A scheduled backup runs in the `jarvis run` that has the databases open. Looking for them must not take
+    that process's locks away (closing any descriptor of a file drops them all): another process's connection
+    would then take the database for unused, checkpoint it and delete its WAL and shared memory under the live
+    connection, whose next commits no other process would ever see."""
+    path = tmp_path / "jarvis.sqlite"
+    (tmp_path / "notes.txt").write_text("not a database")
+    live = sqlite3.connect(path)
+    live.execute("PRAGMA journal_mode=WAL")
+    live.execute("CREATE TABLE notes (text TEXT)")
+    live.execute("INSERT INTO notes VALUES ('before')")
+    live.commit()
+    assert sqlite_parts.find_databases(tmp_path) == [path]
+    other = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print(c.execute('SELECT count(*) FROM notes')" \
+            ".fetchone()[0]); c.close()"
+    assert subprocess.run([sys.executable, "-c", other, str(path)], capture_output=True, text=True,
+                          check=True).stdout.strip() == "1"
+    assert (tmp_path / "jarvis.sqlite-wal").exists(), "another process took the live database for unused"
+    live.execute("INSERT INTO notes VALUES ('after')")
+    live.commit()
+    assert subprocess.run([sys.executable, "-c", other, str(path)], capture_output=True, text=True,
+                          check=True).stdout.strip() == "2"
+    live.close()

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 # Files SQLite keeps beside a database; they belong to the database and are never copied as files.
 SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
 # Pages copied per backup step (4 MiB at the usual 4 KiB page). Every step reads from the same read transaction,
@@ -33,11 +32,24 @@ PAGES_PER_STEP = 1024
 
 
 def is_sqlite(path: Path) -> bool:
+    """Whether `path` is an SQLite database with at least a page, asked of SQLite rather than read with open().
+    Closing any descriptor of a file drops every POSIX lock this process holds on it: in a process that has the
+    database open (`jarvis run` making a scheduled backup), a header read with open() and closed would take away
+    its connections' locks, and another process's connection, finding none, would take the database for unused
+    and delete its WAL and shared memory under them (their commits then lost, or a bus error). SQLite keeps such a
+    descriptor open until none of this process's locks on the file is left."""
     try:
-        with open(path, "rb") as f:
-            return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
-    except OSError:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
+    except sqlite3.Error:
         return False
+    try:
+        return conn.execute("PRAGMA page_count").fetchone()[0] > 0
+    except sqlite3.DatabaseError as exc:
+        # Not a database (or unreadable); any other error (a database locked, busy) says it is one: copied
+        # through the backup API, which then says what is wrong, rather than left out unsaid.
+        return exc.sqlite_errorcode not in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CANTOPEN)
+    finally:
+        conn.close()
 
 
 def is_side_file(path: Path) -> bool:
