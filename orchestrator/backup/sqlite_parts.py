@@ -10,8 +10,8 @@ instant would leave, which Jarvis recovers from (the ledger, reminders delivered
 A file copy of a live database can catch a page half written or miss what still sits in its WAL; the backup API
 copies a consistent snapshot of each database (`sqlite3.Connection.backup`, in steps inside one read transaction:
 see PAGES_PER_STEP) into a staging file, which the archive then reads once (hashed as it is written). Databases
-are found by their header, not by a list of names, so a database a later feature adds to the data folder is not
-left out.
+are found by asking SQLite of each file (`is_sqlite`), not by a list of names, so a database a later feature adds
+to the data folder is not left out.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+SQLITE_HEADER = b"SQLite format 3\x00"
 # Files SQLite keeps beside a database; they belong to the database and are never copied as files.
 SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
 # Pages copied per backup step (4 MiB at the usual 4 KiB page). Every step reads from the same read transaction,
@@ -45,11 +46,19 @@ def is_sqlite(path: Path) -> bool:
     try:
         return conn.execute("PRAGMA page_count").fetchone()[0] > 0
     except sqlite3.DatabaseError as exc:
-        # Not a database (or unreadable); any other error (a database locked, busy) says it is one: copied
-        # through the backup API, which then says what is wrong, rather than left out unsaid.
-        return exc.sqlite_errorcode not in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CANTOPEN)
+        # Any error but "not a database" (a database locked, busy, unreadable) says it is one: copied through the
+        # backup API, which then says what is wrong, rather than left out unsaid. A file that begins as a database
+        # but that SQLite cannot read (damaged) is one too, for the same reason; its header is read with open()
+        # only then: no connection of this process can be holding locks on a file SQLite will not open.
+        if exc.sqlite_errorcode != sqlite3.SQLITE_NOTADB:
+            return exc.sqlite_errorcode != sqlite3.SQLITE_CANTOPEN
     finally:
         conn.close()
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
 
 
 def is_side_file(path: Path) -> bool:
@@ -58,7 +67,7 @@ def is_side_file(path: Path) -> bool:
 
 
 def find_databases(folder: Path) -> list[Path]:
-    """Every SQLite database under `folder` (by its header), sorted."""
+    """Every SQLite database under `folder` (`is_sqlite`), sorted."""
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink() and not is_side_file(p)
