@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
 from orchestrator.backup.schedule import due, run_backup, run_if_due, runs
 from orchestrator.server.health import backup_check
 from tests.ui_server import start_ui
@@ -93,8 +95,6 @@ def test_a_backup_at_low_priority_runs_niced_on_its_own_thread_and_leaves_the_ca
     import os
     import threading
 
-    import pytest
-
     from orchestrator.backup.create import NICE, _at_low_priority
 
     def niceness() -> int:
@@ -109,3 +109,52 @@ def test_a_backup_at_low_priority_runs_niced_on_its_own_thread_and_leaves_the_ca
 
     with pytest.raises(OSError, match="No space left"):
         _at_low_priority(full)
+
+
+def test_a_backup_no_one_waits_for_pauses_between_its_steps_and_one_made_for_the_user_does_not(jarvis_env,
+                                                                                               monkeypatch):
+    """A scheduled backup (or Settings' button) works in bursts, pausing after each step of a database's copy and
+    after each piece of a file written into the archive, so a turn that runs meanwhile has the machine; `jarvis
+    backup create`, which the user waits for, does not pause. Both hold the same data."""
+    import sqlite3
+    from pathlib import Path
+
+    from orchestrator.backup import pacing, sqlite_parts
+    from orchestrator.backup.archive import CHUNK
+    from orchestrator.backup.create import create_backup
+
+    settings = jarvis_env.settings
+    data = Path(settings.data_dir)
+    data.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(data / "big.sqlite")
+    db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)")
+    db.executemany("INSERT INTO notes (text) VALUES (?)", [("x" * 400,) for _ in range(40_000)])  # ~4,000 pages
+    db.commit()
+    db.close()
+    size = (data / "big.sqlite").stat().st_size
+    steps = -(-size // (sqlite_parts.PAGES_PER_STEP * 4096))
+    calls: list[float] = []
+    monkeypatch.setattr(pacing.time, "sleep", calls.append)  # the pauses asked for, not slept
+
+    low = create_backup(settings, jarvis_env.path / "low", low_priority=True)
+    assert len(calls) >= (steps - 1) + (size // CHUNK - 1) >= 10, calls
+    assert all(c >= 0 for c in calls)
+    paced = len(calls)
+    mine = create_backup(settings, jarvis_env.path / "mine")
+    assert len(calls) == paced  # no pause
+    assert low.manifest.part("db/big.sqlite")["sha256"] == mine.manifest.part("db/big.sqlite")["sha256"]
+
+
+def test_the_pace_rests_three_times_as_long_as_it_worked_at_a_quarter_share(monkeypatch):
+    from orchestrator.backup import pacing
+
+    clock = [100.0]
+    slept: list[float] = []
+    monkeypatch.setattr(pacing.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(pacing.time, "sleep", lambda s: (slept.append(s), clock.__setitem__(0, clock[0] + s)))
+    pace = pacing.Pacer(share=0.25)
+    clock[0] += 0.02  # a step that took 20 ms
+    pace()
+    clock[0] += 0.004
+    pace()
+    assert slept == [pytest.approx(0.06), pytest.approx(0.012)]

@@ -15,7 +15,7 @@ import os
 import shutil
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
@@ -28,51 +28,22 @@ CHUNK = 1 << 20
 
 
 class _Hashing(io.RawIOBase):
-    """A file read through, hashed as it is read (tarfile reads each member once)."""
+    """A file read through, hashed as it is read (tarfile reads each member once, CHUNK bytes at a time, and
+    writes each piece before it reads the next); `pace` is called before each read after the first."""
 
-    def __init__(self, f: BinaryIO):
-        self.f, self.sha = f, hashlib.sha256()
+    def __init__(self, f: BinaryIO, pace: Callable[[], None] | None = None):
+        self.f, self.sha, self.pace, self.started = f, hashlib.sha256(), pace, False
 
     def readable(self) -> bool:
         return True
 
     def read(self, n: int = -1) -> bytes:
+        if self.pace and self.started:
+            self.pace()
+        self.started = True
         data = self.f.read(n)
         self.sha.update(data)
         return data
-
-
-class _Pieces(io.RawIOBase):
-    """Pieces of bytes read as one file, each handed out in slices (never joined into one copy)."""
-
-    def __init__(self, pieces: list):
-        self.pieces, self.at = [memoryview(p) for p in pieces], 0
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        """Up to n bytes, as many as asked while any are left (tarfile takes a short read for the end); a slice
-        of one piece is handed out as it is, not copied (hashed and written from the piece itself)."""
-        if self.pieces and 0 <= n <= len(self.pieces[0]) - self.at:
-            piece, start = self.pieces[0], self.at
-            self.at += n
-            if self.at >= len(piece):
-                self.pieces.pop(0)
-                self.at = 0
-            return piece[start:start + n]  # type: ignore[return-value]  # a memoryview: read as bytes by its users
-        out = []
-        want = n if n >= 0 else sum(len(p) for p in self.pieces) - self.at
-        while want > 0 and self.pieces:
-            piece = self.pieces[0]
-            end = min(len(piece), self.at + want)
-            out.append(piece[self.at:end])
-            want -= end - self.at
-            self.at = end
-            if self.at >= len(piece):
-                self.pieces.pop(0)
-                self.at = 0
-        return b"".join(out)
 
 
 def fsync_dir(folder: Path) -> None:
@@ -86,34 +57,33 @@ def fsync_dir(folder: Path) -> None:
 class Writer:
     """Adds parts to the archive; `add_file` returns the part's size and sha256."""
 
-    def __init__(self, tar: tarfile.TarFile):
-        self.tar = tar
+    def __init__(self, tar: tarfile.TarFile, pace: Callable[[], None] | None = None):
+        self.tar, self.pace = tar, pace
 
     def add_file(self, name: str, path: Path) -> dict:
         with open(path, "rb") as f:
             info = self.tar.gettarinfo(fileobj=f, arcname=name)
             info.uid = info.gid = 0
             info.uname = info.gname = ""
-            hashing = _Hashing(f)
+            hashing = _Hashing(f, self.pace)
             self.tar.addfile(info, hashing)
         return {"name": name, "size": info.size, "sha256": hashing.sha.hexdigest()}
 
-    def add_bytes(self, name: str, data: bytes | list) -> dict:
-        """A part from memory: bytes, or pieces of bytes (memoryviews) written one after the other."""
-        pieces = data if isinstance(data, list) else [data]
+    def add_bytes(self, name: str, data: bytes) -> dict:
+        """A small part from memory (the manifest, the secrets of an encrypted backup)."""
         info = tarfile.TarInfo(name)
-        info.size = sum(len(p) for p in pieces)
+        info.size = len(data)
         info.mode = 0o600
         info.mtime = int(time.time())
-        hashing = _Hashing(_Pieces(pieces))
-        self.tar.addfile(info, hashing)
-        return {"name": name, "size": info.size, "sha256": hashing.sha.hexdigest()}
+        self.tar.addfile(info, io.BytesIO(data))
+        return {"name": name, "size": info.size, "sha256": hashlib.sha256(data).hexdigest()}
 
 
 @contextmanager
-def written(final: Path, wrap=None) -> Iterator[Writer]:
+def written(final: Path, wrap=None, pace: Callable[[], None] | None = None) -> Iterator[Writer]:
     """An archive that appears at `final` only when the block ends without error; `wrap(file)` may return a
-    stream the archive is written through (the encryption), closed before the file is synced."""
+    stream the archive is written through (the encryption), closed before the file is synced; `pace` is called
+    between the pieces of each file copied in (`pacing.py`)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     partial = final.with_name(f".{final.name}.{os.getpid()}{PARTIAL}")
     raw = open(partial, "wb")
@@ -124,7 +94,7 @@ def written(final: Path, wrap=None) -> Iterator[Writer]:
         mode = "w" if out is raw else "w|"
         with tarfile.open(fileobj=out, mode=mode, format=tarfile.PAX_FORMAT, bufsize=CHUNK,
                           copybufsize=CHUNK) as tar:
-            yield Writer(tar)
+            yield Writer(tar, pace)
         if out is not raw:
             out.close()
         raw.flush()

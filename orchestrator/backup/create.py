@@ -1,9 +1,9 @@
 """`jarvis backup create`: one file with every database (copied while Jarvis runs), the data folder's other files,
 the generated tools, the MCP server files and the settings file, and a manifest of them all.
 
-Each SQLite database is copied with SQLite's backup API into memory (or, when large, a staging file beside the
-backup, deleted before the next), so the backup needs the space of the file it writes plus one large database. A
-full disk or any other error removes what was written; the previous backups stay as they were.
+Each SQLite database is copied with SQLite's backup API into a staging file beside the backup (deleted before the
+next), so the backup needs the space of the file it writes plus its largest database. A full disk or any other
+error removes what was written; the previous backups stay as they were.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from orchestrator.storage.engines import is_postgres
 from . import files, postgres_parts, sqlite_parts
 from .archive import PARTIAL, SUFFIX, remove_stale_partials, written
 from .manifest import NAME as MANIFEST_NAME, Manifest
+from .pacing import Pacer
 
 STAGING = ".jarvis-backup-staging"
 SECRETS_PART = "secrets/keyring.json"
@@ -53,12 +54,15 @@ def target_path(to: Path | None, settings: Settings) -> Path:
     return candidate.resolve()
 
 
-NICE = 10  # how much lower than its caller's the backup thread's CPU priority is (its I/O priority follows it)
+# How much lower than its caller's the backup thread's CPU priority is. Its I/O priority follows it only under an
+# I/O scheduler that honours priorities (BFQ); mq-deadline and none ignore them: the pacing (`pacing.py`) is what
+# keeps the disk and the caches for the turns there.
+NICE = 10
 
 
 def _at_low_priority(work: Callable[[], Created]) -> Created:
-    """`work()` on a thread of its own whose CPU priority (and with it, on Linux, its I/O priority) is lowered by
-    NICE: a backup made while Jarvis answers takes the time the turns leave. A thread of its own, as a priority
+    """`work()` on a thread of its own whose CPU priority is lowered by NICE: a backup made while Jarvis answers
+    takes the time the turns leave. A thread of its own, as a priority
     lowered cannot be raised again without privileges: the caller's thread (a web request's) is left as it was."""
     done: dict[str, Any] = {}
 
@@ -84,16 +88,18 @@ def _at_low_priority(work: Callable[[], Created]) -> Created:
 def create_backup(settings: Settings, to: Path | None = None, *, secrets: dict[str, str] | None = None,
                   passphrase: str | None = None, low_priority: bool = False) -> Created:
     """Write the backup; `secrets` (names and values from the keyring) go in only with a `passphrase`, which
-    encrypts the whole file. `low_priority`: made on a thread of lower priority (`_at_low_priority`), for a backup
-    no one waits for while Jarvis serves turns (the scheduled one, Settings' button); on a busy machine it then
-    takes longer."""
+    encrypts the whole file. `low_priority`: made on a thread of lower priority (`_at_low_priority`) that works in
+    short bursts with pauses between them (`pacing.Pacer`), for a backup no one waits for while Jarvis serves
+    turns (the scheduled one, Settings' button): it then takes about four times as long, longer on a busy
+    machine."""
     if low_priority:
-        return _at_low_priority(lambda: _create(settings, to, secrets=secrets, passphrase=passphrase))
+        return _at_low_priority(lambda: _create(settings, to, secrets=secrets, passphrase=passphrase,
+                                                pace=Pacer()))
     return _create(settings, to, secrets=secrets, passphrase=passphrase)
 
 
-def _create(settings: Settings, to: Path | None, *, secrets: dict[str, str] | None,
-            passphrase: str | None) -> Created:
+def _create(settings: Settings, to: Path | None, *, secrets: dict[str, str] | None, passphrase: str | None,
+            pace: Callable[[], None] | None = None) -> Created:
     if secrets and not passphrase:
         raise ValueError("secrets go into a backup only when it is encrypted with a passphrase")
     final = target_path(to, settings)
@@ -108,17 +114,16 @@ def _create(settings: Settings, to: Path | None, *, secrets: dict[str, str] | No
 
         wrap = encrypting(passphrase)
     try:
-        with written(final, wrap) as out:
+        with written(final, wrap, pace) as out:
             data = Path(settings.data_dir)
             databases = sqlite_parts.find_databases(data)
             with sqlite_parts.one_instant(databases) as sources:
                 for db, src in zip(databases, sources):
                     name, copy = f"{files.DB}/{db.relative_to(data).as_posix()}", staging / "db.sqlite"
-                    image, described = sqlite_parts.snapshot(db, copy, src)
+                    described = sqlite_parts.snapshot(db, copy, src, between_steps=pace)
                     src.close()  # its snapshot is copied: the WAL may be checkpointed past it again
-                    part = out.add_bytes(name, image) if image is not None else out.add_file(name, copy)
-                    manifest.parts.append({**part, "kind": "sqlite", **described})
-                    copy.unlink(missing_ok=True)
+                    manifest.parts.append({**out.add_file(name, copy), "kind": "sqlite", **described})
+                    copy.unlink()
             if is_postgres(settings):
                 dump = staging / "postgres.dump"
                 described = postgres_parts.dump(settings.storage.url, dump)

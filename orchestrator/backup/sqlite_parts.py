@@ -8,28 +8,52 @@ jorb paused on a confirmation its checkpoint does not hold. A copy of one instan
 instant would leave, which Jarvis recovers from (the ledger, reminders delivered again under the same id).
 
 A file copy of a live database can catch a page half written or miss what still sits in its WAL; the backup API
-copies a consistent snapshot of each database (`sqlite3.Connection.backup`, in one step: see PAGES_PER_STEP).
-Databases are found by their header, not by a list of names, so a database a later feature adds to the data
-folder is not left out.
+copies a consistent snapshot of each database (`sqlite3.Connection.backup`, in steps inside one read transaction:
+see PAGES_PER_STEP) into a staging file, which the archive then reads once (hashed as it is written). Databases
+are found by asking SQLite of each file (`is_sqlite`), not by a list of names, so a database a later feature adds
+to the data folder is not left out.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 # Files SQLite keeps beside a database; they belong to the database and are never copied as files.
 SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
-# The whole database in one step, inside one read transaction: in WAL mode writers go on meanwhile and the copy is
-# the snapshot the step began in. Copied in several steps, a write from another connection between two steps
-# restarts the copy from the first page (as sqlite3_backup_step documents): a busy Jarvis would delay it.
-PAGES_PER_STEP = -1
+# Pages copied per backup step (4 MiB at the usual 4 KiB page). Every step reads from the same read transaction,
+# begun before the first (`one_instant`, or `snapshot` when given none): the copy is that transaction's snapshot
+# while writers go on, and a write between two steps does not restart it (sqlite3_backup_step restarts only a copy
+# whose source opens a new read transaction at each step). Between steps a backup no one waits for pauses
+# (`snapshot`'s `between_steps`), so it never holds a core for long while Jarvis answers.
+PAGES_PER_STEP = 1024
 
 
 def is_sqlite(path: Path) -> bool:
+    """Whether `path` is an SQLite database with at least a page, asked of SQLite rather than read with open().
+    Closing any descriptor of a file drops every POSIX lock this process holds on it: in a process that has the
+    database open (`jarvis run` making a scheduled backup), a header read with open() and closed would take away
+    its connections' locks, and another process's connection, finding none, would take the database for unused
+    and delete its WAL and shared memory under them (their commits then lost, or a bus error). SQLite keeps such a
+    descriptor open until none of this process's locks on the file is left."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=LOCK_WAIT_S)
+    except sqlite3.Error:
+        return False
+    try:
+        return conn.execute("PRAGMA page_count").fetchone()[0] > 0
+    except sqlite3.DatabaseError as exc:
+        # Any error but "not a database" (a database locked, busy, unreadable) says it is one: copied through the
+        # backup API, which then says what is wrong, rather than left out unsaid. A file that begins as a database
+        # but that SQLite cannot read (damaged) is one too, for the same reason; its header is read with open()
+        # only then: no connection of this process can be holding locks on a file SQLite will not open.
+        if exc.sqlite_errorcode != sqlite3.SQLITE_NOTADB:
+            return exc.sqlite_errorcode != sqlite3.SQLITE_CANTOPEN
+    finally:
+        conn.close()
     try:
         with open(path, "rb") as f:
             return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
@@ -43,14 +67,13 @@ def is_side_file(path: Path) -> bool:
 
 
 def find_databases(folder: Path) -> list[Path]:
-    """Every SQLite database under `folder` (by its header), sorted."""
+    """Every SQLite database under `folder` (`is_sqlite`), sorted."""
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink() and not is_side_file(p)
                   and is_sqlite(p))
 
 
-IN_MEMORY_MAX = 256 << 20  # a database up to this size is copied into memory, not through a staging file
 # Bytes 18 and 19 of a database file: the write and read versions, 2 in WAL mode, 1 (legacy) otherwise. The copy
 # is one file that needs no WAL beside it: it says so, whatever mode the live database is in.
 _VERSIONS = slice(18, 20)
@@ -86,8 +109,7 @@ def one_instant(databases: list[Path]) -> Iterator[list[sqlite3.Connection]]:
             for db in databases:
                 src = _open_source(db)
                 stack.callback(src.close)
-                src.execute("BEGIN")
-                src.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot starts at a read
+                _begin_read(src)
                 sources.append(src)
         finally:
             for lock in locks:
@@ -95,37 +117,38 @@ def one_instant(databases: list[Path]) -> Iterator[list[sqlite3.Connection]]:
         yield sources
 
 
-def _live_size(source: Path) -> int:
-    wal = source.with_name(source.name + "-wal")
-    return source.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+def _begin_read(src: sqlite3.Connection) -> None:
+    src.execute("BEGIN")
+    src.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot starts at a read
 
 
-def snapshot(source: Path, staging: Path, src: sqlite3.Connection | None = None) -> tuple[list | None, dict]:
-    """A consistent copy of the live database `source` through the backup API (from `src`'s read transaction
-    when given: `one_instant`), and what it holds (`describe`): as pieces of bytes when it fits in memory (no
-    staging file written and read again, the image not copied to change its header), else written to `staging`
-    (pieces None)."""
+def snapshot(source: Path, staging: Path, src: sqlite3.Connection | None = None, *,
+             between_steps: Callable[[], None] | None = None) -> dict:
+    """A consistent copy of the live database `source` written to `staging` through the backup API, from `src`'s
+    read transaction when given (`one_instant`), else from one begun here; returns what it holds (`describe`).
+    `between_steps`: called after each step of PAGES_PER_STEP pages (a backup no one waits for pauses there).
+
+    Into a file, not into memory: an in-memory copy is then serialized, a second copy of every page into a
+    fresh allocation as large as the database (and a third into Python's bytes), each page faulted in anew;
+    the staging file is written once and read once, in 1 MiB pieces, by the archive."""
     own = src is None
-    src = src if src is not None else _open_source(source)
+    if own:
+        src = _open_source(source)
+        _begin_read(src)
     try:
-        in_memory = _live_size(source) <= IN_MEMORY_MAX
-        out = sqlite3.connect(":memory:" if in_memory else str(staging))
+        staging.unlink(missing_ok=True)
+        out = sqlite3.connect(str(staging))
         try:
-            if not in_memory:
-                out.execute("PRAGMA journal_mode=OFF")  # a scratch copy: nothing to roll back, nothing to sync
-                out.execute("PRAGMA synchronous=OFF")
-            src.backup(out, pages=PAGES_PER_STEP)
+            out.execute("PRAGMA journal_mode=OFF")  # a scratch copy: nothing to roll back, nothing to sync
+            out.execute("PRAGMA synchronous=OFF")
+            src.backup(out, pages=PAGES_PER_STEP, progress=(lambda *_: between_steps()) if between_steps else None)
             described = _describe(out)
-            if not in_memory:
-                out.close()
-                with open(staging, "r+b") as f:
-                    f.seek(_VERSIONS.start)
-                    f.write(b"\x01\x01")
-                return None, described
-            image = memoryview(out.serialize())
-            return [image[:_VERSIONS.start], b"\x01\x01", image[_VERSIONS.stop:]], described
         finally:
             out.close()
+        with open(staging, "r+b") as f:
+            f.seek(_VERSIONS.start)
+            f.write(b"\x01\x01")
+        return described
     finally:
         if own:
             src.close()
