@@ -145,6 +145,13 @@ def test_runs_are_recorded_with_nodes_tools_and_tokens(jarvis_env):
     assert sum(1 for k, _ in names if k == "model") == 2
 
 
+def test_a_run_whose_tool_call_failed_is_not_listed_as_ok(jarvis_env):
+    jarvis_env.server.push(tool_call("fs_read_text", path=str(jarvis_env.root / "missing.txt")), answer("No such file."))
+    jarvis_env.graph().invoke({"messages": [("user", "read missing.txt")]}, _cfg("failed-call"))
+    line = next(x for x in jarvis_env.cli_here("runs", "list").stdout.splitlines() if "thread failed-call" in x)
+    assert "finished, 1 tool call failed" in line and " ok " not in line and "tools 1 (1 errors)" in line
+
+
 def test_tool_writing_can_be_turned_off(jarvis_env):
     """jarb.enabled: false (small models): the planner is neither offered create_new_tool nor told about it."""
     jarvis_env.write_config(jarb={"enabled": False})
