@@ -187,3 +187,18 @@ def test_a_one_shot_chat_without_mcp_servers_does_not_load_the_mcp_library(jarvi
     said, loaded = _loaded_by(jarvis_env, ["chat", "hello"], ("mcp", "langchain_mcp_adapters", "langgraph"))
     assert "One answer." in said
     assert loaded == ["langgraph"]  # the chat did build its graph
+
+
+def test_the_chat_s_model_clients_load_the_ca_bundle_once(jarvis_env, monkeypatch):
+    """Each TLS context loads the CA bundle (a tenth of a second each on a busy machine); the chat's model clients
+    (sync and async, each transport with its pool) made six at start-up. Owned clients share one
+    (core/owned_transport.py)."""
+    import ssl
+
+    import langchain_openai  # noqa: F401 - its module makes its own context once, when imported: not counted here
+
+    made = []
+    real = ssl.create_default_context
+    monkeypatch.setattr(ssl, "create_default_context", lambda *a, **k: made.append(1) or real(*a, **k))
+    assert jarvis_env.app().runtime.llm is not None  # the model clients are made with the runtime
+    assert len(made) <= 1, len(made)
