@@ -152,6 +152,18 @@ def test_a_run_whose_tool_call_failed_is_not_listed_as_ok(jarvis_env):
     assert "finished, 1 tool call failed" in line and " ok " not in line and "tools 1 (1 errors)" in line
 
 
+def test_a_nameless_jorb_is_refused_before_the_user_is_asked(jarvis_env):
+    """The built-in 135M model answered "hello, who are you?" with jorb_create(name="", plan="book"): the user was
+    asked to confirm "Start the long-running task '': book". Its arguments are refused first; the model is told."""
+    nameless = {"tool_calls": [{"name": "jorb_create", "arguments": {"name": "", "plan": "book"}}]}
+    jarvis_env.server.push(nameless, answer("I am Jarvis, your assistant."))
+    out = jarvis_env.graph().invoke({"messages": [("user", "hello, who are you?")]}, _cfg("hello"))
+    assert "__interrupt__" not in out
+    assert out["messages"][-1].content == "I am Jarvis, your assistant."
+    refused = out["messages"][2]
+    assert refused.type == "tool" and "name" in refused.content and "Error" in refused.content, refused.content
+
+
 def test_tool_writing_can_be_turned_off(jarvis_env):
     """jarb.enabled: false (small models): the planner is neither offered create_new_tool nor told about it."""
     jarvis_env.write_config(jarb={"enabled": False})
