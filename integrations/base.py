@@ -69,7 +69,8 @@ class ToolMeta:
     site_scope          a browser tool's tools/site_grants.SiteScope
     not_for_scripts     hidden from jorb scripts' namespace
     normalize           callable(path) -> the path as the tool resolves it (a mission's workspace tools)
-    unavailable         callable() -> why the tool cannot work now (not signed in), or None; asked by the views
+    unavailable         callable() -> why the tool cannot work now (not signed in), or None; while it says why, the
+                        tool is not offered to the model (integrations/availability.py); the views show it
     server, mcp_name    the MCP server and its own name for the tool; `wrapper`: a typed tool built over one
     examples            example calls, indexed for find_tools
     shown               facts only displayed (a generated tool's version, trust, test report)

@@ -169,9 +169,10 @@ class App:
         settings = self.settings
         llm = self._llm if self._llm is not None else make_chat_model(settings, "primary")
         index = ToolIndex(tool_embedding(self.embedder))
-        # find_tools searches the whole catalog; the chat binds it, the jorbs and phone tasks do not.
+        # find_tools searches the tools the model may be given (not those of an integration that is not
+        # connected); the chat binds it, the jorbs and phone tasks do not.
         chat_catalog = ToolCatalog(self.catalog.providers, switches=self.catalog.switches)
-        chat_catalog.add_provider(StaticProvider("find_tools", [find_tools_tool(index, chat_catalog.all)]))
+        chat_catalog.add_provider(StaticProvider("find_tools", [find_tools_tool(index, chat_catalog.offered)]))
         meta_tools = [create_new_tool_tool(settings.jarb.max_repairs)] if settings.jarb.enabled else []
         return JarvisRuntime(settings=settings, llm=llm, catalog=chat_catalog, executor=ToolExecutor(settings, chat_catalog),
                              threads=ThreadIndex(settings), meta_tools=meta_tools, tool_index=index, memory=self.memory,
@@ -451,20 +452,21 @@ def _confirmations(graph: Any, thread_id: str) -> list[dict[str, Any]]:
 
 
 def google_tools(settings: Settings) -> list[BaseTool]:
-    """Gmail and Calendar; without a stored sign-in each call says to run `jarvis auth google`, and the Tools
-    view says they are not connected (ToolMeta `unavailable`: a callable, asked when the view is drawn)."""
+    """Gmail and Calendar; without a stored sign-in they are not offered to the model (ToolMeta `unavailable`,
+    asked by the catalog at each planner step: integrations/availability.py), the Tools view says they are not
+    connected, and a call made anyway says to run `jarvis auth google`."""
     from integrations.base import with_meta
     from integrations.gcal_tools import build_gcal_tools
     from integrations.gmail_tools import build_gmail_tools
-    from .tools.google_auth import google_api, google_unavailable
+    from .tools.google_auth import google_api, google_availability
 
     g = settings.google
     tools = [
         *build_gmail_tools(google_api(settings, "Gmail", g.gmail_base_url)),
         *build_gcal_tools(google_api(settings, "Google Calendar", g.calendar_base_url), g.calendar_id, settings.timezone),
     ]
-
-    return [with_meta(tool, unavailable=lambda: google_unavailable(settings)) for tool in tools]
+    connected = google_availability(settings)
+    return [with_meta(tool, unavailable=connected) for tool in tools]
 
 
 def build_graph(settings: Settings | None = None, **kwargs: Any) -> Any:

@@ -26,7 +26,8 @@ def test_turn_calls_fs_list_dir_and_answers_from_its_result(jarvis_env):
     # The model's second request carried the tool result and the tool schemas were bound.
     first, second = jarvis_env.server.requests
     bound = {t["function"]["name"] for t in first["tools"]}
-    assert "fs_list_dir" in bound and len(bound) <= jarvis_env.settings.planner.max_bound_tools + 2
+    offered = {t.name for t in jarvis_env.app().runtime.catalog.offered()} | {"create_new_tool"}
+    assert "fs_list_dir" in bound and bound <= offered
     assert any(m["role"] == "tool" and "notes.txt" in m["content"] for m in second["messages"])
 
 
@@ -142,6 +143,25 @@ def test_runs_are_recorded_with_nodes_tools_and_tokens(jarvis_env):
     names = [(e["kind"], e["name"]) for e in shown["events"]]
     assert ("node", "planner") in names and ("tool", "time_now") in names and ("node", "respond") in names
     assert sum(1 for k, _ in names if k == "model") == 2
+
+
+def test_a_run_whose_tool_call_failed_is_not_listed_as_ok(jarvis_env):
+    jarvis_env.server.push(tool_call("fs_read_text", path=str(jarvis_env.root / "missing.txt")), answer("No such file."))
+    jarvis_env.graph().invoke({"messages": [("user", "read missing.txt")]}, _cfg("failed-call"))
+    line = next(x for x in jarvis_env.cli_here("runs", "list").stdout.splitlines() if "thread failed-call" in x)
+    assert "finished, 1 tool call failed" in line and " ok " not in line and "tools 1 (1 errors)" in line
+
+
+def test_a_nameless_jorb_is_refused_before_the_user_is_asked(jarvis_env):
+    """The built-in 135M model answered "hello, who are you?" with jorb_create(name="", plan="book"): the user was
+    asked to confirm "Start the long-running task '': book". Its arguments are refused first; the model is told."""
+    nameless = {"tool_calls": [{"name": "jorb_create", "arguments": {"name": "", "plan": "book"}}]}
+    jarvis_env.server.push(nameless, answer("I am Jarvis, your assistant."))
+    out = jarvis_env.graph().invoke({"messages": [("user", "hello, who are you?")]}, _cfg("hello"))
+    assert "__interrupt__" not in out
+    assert out["messages"][-1].content == "I am Jarvis, your assistant."
+    refused = out["messages"][2]
+    assert refused.type == "tool" and "name" in refused.content and "Error" in refused.content, refused.content
 
 
 def test_tool_writing_can_be_turned_off(jarvis_env):

@@ -134,14 +134,49 @@ def _loaded_by(jarvis_env, args: list[str], modules: tuple[str, ...]) -> tuple[s
     return said, json.loads(loaded)
 
 
+PENDING_NEEDS_NONE_OF = ("langgraph", "langchain_openai", "langchain_core", "openai", "mcp", "orchestrator.chat.graph",
+                         "sqlalchemy", "httpx")
+
+
 def test_jarvis_pending_with_nothing_waiting_loads_no_graph(jarvis_env):
     """`jarvis pending` answers from the tables when no thread waits: the graph, the model client, LangChain's
     messages (the thread index reads none to say a thread waits) and the tools, most of a command's start-up, are
-    not loaded to say that nothing is waiting."""
-    said, loaded = _loaded_by(jarvis_env, ["pending"], ("langgraph", "langchain_openai", "langchain_core", "openai",
-                                                        "mcp", "orchestrator.chat.graph"))
-    assert "nothing is waiting for confirmation" in said
-    assert loaded == []
+    not loaded to say that nothing is waiting; nor SQLAlchemy (a glance through sqlite3 reads the two tables:
+    storage/glance.py) nor httpx (only a one-shot chat through a running Jarvis uses it: cli/via_server.py)."""
+    from orchestrator.storage.threads import IDLE, ThreadIndex
+    from orchestrator.tools.ledger import EffectsLedger
+
+    said, loaded = _loaded_by(jarvis_env, ["pending"], PENDING_NEEDS_NONE_OF)  # no database yet
+    assert "nothing is waiting for confirmation" in said and loaded == []
+    EffectsLedger(jarvis_env.settings)  # the tables exist, as after any turn
+    ThreadIndex(jarvis_env.settings).touch("done", title="a finished turn", status=IDLE)
+    said, loaded = _loaded_by(jarvis_env, ["pending"], PENDING_NEEDS_NONE_OF)
+    assert "nothing is waiting for confirmation" in said and loaded == []
+
+
+def test_the_glance_sees_what_the_full_path_sees(jarvis_env):
+    """storage/glance.py reads the tables of storage/threads.py and tools/ledger.py by name: a waiting or running
+    thread, or a call started and not completed, makes it say that something may wait (then `jarvis pending` takes
+    the full path); an idle thread and a completed call do not; PostgreSQL is not its to read."""
+    from orchestrator.storage.glance import anything_may_wait
+    from orchestrator.storage.threads import IDLE, RUNNING, WAITING, ThreadIndex
+    from orchestrator.tools.ledger import EffectsLedger
+
+    settings = jarvis_env.settings
+    assert anything_may_wait(settings) is False  # no database at all
+    threads, ledger = ThreadIndex(settings), EffectsLedger(settings)
+    threads.touch("t", title="t", status=IDLE)
+    assert anything_may_wait(settings) is False
+    for status in (WAITING, RUNNING):
+        threads.touch("t", status=status)
+        assert anything_may_wait(settings) is True, status
+    threads.touch("t", status=IDLE)
+    assert ledger.begin("call-1", "t", "fs_write_text", {"path": "a"}, ["fs_write"])
+    assert anything_may_wait(settings) is True
+    ledger.complete("call-1", "written")
+    assert anything_may_wait(settings) is False
+    jarvis_env.write_config(storage={"url": "postgresql://jarvis@127.0.0.1:9/jarvis"})
+    assert anything_may_wait(jarvis_env.settings) is None
 
 
 def test_a_one_shot_chat_without_mcp_servers_does_not_load_the_mcp_library(jarvis_env):
@@ -152,3 +187,18 @@ def test_a_one_shot_chat_without_mcp_servers_does_not_load_the_mcp_library(jarvi
     said, loaded = _loaded_by(jarvis_env, ["chat", "hello"], ("mcp", "langchain_mcp_adapters", "langgraph"))
     assert "One answer." in said
     assert loaded == ["langgraph"]  # the chat did build its graph
+
+
+def test_the_chat_s_model_clients_load_the_ca_bundle_once(jarvis_env, monkeypatch):
+    """Each TLS context loads the CA bundle (a tenth of a second each on a busy machine); the chat's model clients
+    (sync and async, each transport with its pool) made six at start-up. Owned clients share one
+    (core/owned_transport.py)."""
+    import ssl
+
+    import langchain_openai  # noqa: F401 - its module makes its own context once, when imported: not counted here
+
+    made = []
+    real = ssl.create_default_context
+    monkeypatch.setattr(ssl, "create_default_context", lambda *a, **k: made.append(1) or real(*a, **k))
+    assert jarvis_env.app().runtime.llm is not None  # the model clients are made with the runtime
+    assert len(made) <= 1, len(made)

@@ -435,6 +435,8 @@ def test_tools_view_lists_static_and_generated_tools(open_ui):
     static = page.locator('article.tool[data-tool="fs_write_text"]')
     assert "fs_write: confirm" in static.inner_text() and "static" in static.inner_text()
     assert "reads outside content" in page.locator('article.tool[data-tool="fs_read_text"]').inner_text()
+    gmail = page.locator('article.tool[data-tool="gmail_get_thread"]').inner_text()  # listed, and why it is not given
+    assert "not connected" in gmail and "run `jarvis auth google`. Not offered to the model until then." in gmail
     shot(page, "tools")
     assert page.js_errors == []
 

@@ -124,3 +124,23 @@ def test_the_trust_it_note_of_a_tainted_thread_is_in_view(open_ui, jarvis_env, w
     button.click()
     page.locator(".pending-note.tainted").wait_for(state="detached")
     assert page.js_errors == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_run_whose_tool_call_failed_does_not_read_ok(open_ui, width):
+    page, server = open_ui(viewport={"width": width, "height": 800})
+    missing = server.env.root / "no-such-file.txt"
+    server.env.server.push(tool_call("fs_read_text", path=str(missing)), answer("That file does not exist."))
+    send(page, "read no-such-file.txt")
+    page.get_by_text("That file does not exist.").wait_for()
+    page.get_by_role("link", name="Runs").click()
+    row = page.locator("table.runs tbody tr").first
+    row.wait_for()
+    status, tools = row.locator("td").nth(1), row.locator("td").nth(4)
+    assert tools.inner_text() == "1 (1 failed)"
+    assert status.inner_text() == "finished, 1 tool call failed"  # not "ok" beside a failure
+    on_screen(page, status, width)
+    row.get_by_role("link").first.click()
+    page.locator(".run-detail p", has_text="finished, 1 tool call failed").wait_for()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert page.js_errors == []

@@ -43,8 +43,9 @@ class PlannerTools:
 
     @classmethod
     def of(cls, view: CatalogView) -> PlannerTools:
-        finder = [t for t in view.tools if t.name == FIND_TOOLS]
-        others = [t for t in view.tools if t.name != FIND_TOOLS]
+        """The view's offered tools only: one whose integration is not connected is never given to the model."""
+        finder = [t for t in view.offered if t.name == FIND_TOOLS]
+        others = [t for t in view.offered if t.name != FIND_TOOLS]
         return cls(view, finder, others, {t.name: i for i, t in enumerate(others)},
                    ToolSearch(ToolIndex.fingerprint(others), {t.name: t for t in others}))
 

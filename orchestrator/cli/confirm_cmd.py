@@ -154,7 +154,13 @@ def register(app: typer.Typer) -> None:
 def _anything_may_wait(settings: Any) -> bool:
     """Whether any thread or jorb is waiting or running (a confirmation may be pending in its checkpoint), or the
     effects ledger holds a call that may have happened (recovering it asks). When none is, `jarvis pending` says
-    so without building the graph: most of its start-up was loading what it did not need."""
+    so without building the graph: most of its start-up was loading what it did not need. A glance through sqlite3
+    (storage/glance.py) answers first when it can tell: no SQLAlchemy is loaded to say that nothing waits."""
+    from orchestrator.storage.glance import anything_may_wait
+
+    glanced = anything_may_wait(settings)
+    if glanced is not None:
+        return glanced
     from orchestrator.storage.threads import RUNNING, WAITING, ThreadIndex
     from orchestrator.tools.ledger import EffectsLedger
 

@@ -105,7 +105,7 @@ def runs_list(ctx: typer.Context, limit: int = typer.Option(20), thread: str = t
     if not rows:
         say("no runs recorded yet")
     for r in rows:
-        say(f"{r.id[:8]}  {r.started_at:%Y-%m-%d %H:%M:%S}  {r.status:<11} {r.duration_ms:8.0f} ms  "
+        say(f"{r.id[:8]}  {r.started_at:%Y-%m-%d %H:%M:%S}  {r.outcome_text():<11} {r.duration_ms:8.0f} ms  "
             f"{r.tokens_text()}  tools {r.tool_calls} ({r.tool_errors} errors)  "
             f"thread {r.thread_id}")
 

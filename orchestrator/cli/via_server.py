@@ -5,7 +5,8 @@ of imports. The turn goes through the API the web UI uses (POST a message, read 
 to confirmations, asked here on the terminal), so it runs, is claimed, and is recorded as any web turn is. The
 server is used only once it has proved it holds this data folder's token without being sent it
 (core/server_identity.py): a stale address, whoever listens there now, never receives the token, and the command
-runs the turn itself as before. This module loads httpx and nothing of the graph, so the fast path stays fast.
+runs the turn itself as before. This module loads httpx (when it is used: every command's start-up imports this
+package's modules) and nothing of the graph, so the fast path stays fast.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.cli import EXIT_FAILURE, EXIT_PENDING, say
 from orchestrator.cli.turn_display import EXIT_STOPPED, TurnPrinter, ask_answer, print_pending_help
 from orchestrator.core.server_identity import IDENTITY_PATH, proves, recorded
+
+if TYPE_CHECKING:
+    import httpx
 
 CHECK_TIMEOUT_S = 2.0  # a loopback server that takes longer to say who it is is not one to wait for
 STOPPED_TEXT = "Stopped: you stopped this turn."
@@ -39,6 +41,8 @@ def running_jarvis(data_dir: Path) -> RunningJarvis | None:
     if found is None:
         return None
     url, token = found
+    import httpx
+
     challenge = secrets.token_urlsafe(24)
     try:
         resp = httpx.get(url + IDENTITY_PATH, params={"challenge": challenge}, timeout=CHECK_TIMEOUT_S)
@@ -61,6 +65,8 @@ def _events(resp: httpx.Response) -> Iterator[dict[str, Any]]:
 
 def chat_turn(server: RunningJarvis, thread_id: str, text: str, *, interactive: bool) -> int:
     """Run one turn on `thread_id` through `server`, confirmations asked on the terminal; the exit code."""
+    import httpx
+
     headers = {"Authorization": f"Bearer {server.token}"}
     path = f"/api/threads/{thread_id}/messages"  # then /resume with the answers to its confirmations
     body: dict[str, Any] = {"text": text}

@@ -12,9 +12,11 @@ machines pass unchecked, through the environment's proxies as before.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import pwd
 import socket
+import ssl
 from collections.abc import Iterable
 from typing import Any
 
@@ -107,8 +109,15 @@ class _OwnedAsyncBackend(httpcore.AnyIOBackend):
         return stream
 
 
+@functools.cache
+def _ssl_context(verify: bool) -> ssl.SSLContext:
+    """One TLS context per `verify` for every owned client of the process (a context is shared safely between
+    connections): making one loads the CA bundle, and a chat's model clients made six of them at start-up."""
+    return httpx.create_ssl_context(verify=verify)
+
+
 def _pool_kwargs(verify: bool, limits: httpx.Limits) -> dict[str, Any]:
-    return {"ssl_context": httpx.create_ssl_context(verify=verify), "max_connections": limits.max_connections,
+    return {"ssl_context": _ssl_context(verify), "max_connections": limits.max_connections,
             "max_keepalive_connections": limits.max_keepalive_connections,
             "keepalive_expiry": limits.keepalive_expiry}
 
@@ -117,14 +126,14 @@ class OwnedTransport(httpx.HTTPTransport):
     """httpx's transport, its pool connecting through _OwnedBackend (as pinned_dns.PinnedTransport builds it)."""
 
     def __init__(self, extra_users: Iterable[int] = (), *, verify: bool = True, limits: httpx.Limits = httpx.Limits()):
-        super().__init__(verify=verify, limits=limits)
+        super().__init__(verify=_ssl_context(verify), limits=limits)
         self._pool = httpcore.ConnectionPool(network_backend=_OwnedBackend(trusted_uids() | set(extra_users)),
                                              **_pool_kwargs(verify, limits))
 
 
 class OwnedAsyncTransport(httpx.AsyncHTTPTransport):
     def __init__(self, extra_users: Iterable[int] = (), *, verify: bool = True, limits: httpx.Limits = httpx.Limits()):
-        super().__init__(verify=verify, limits=limits)
+        super().__init__(verify=_ssl_context(verify), limits=limits)
         self._pool = httpcore.AsyncConnectionPool(network_backend=_OwnedAsyncBackend(trusted_uids() | set(extra_users)),
                                                   **_pool_kwargs(verify, limits))
 

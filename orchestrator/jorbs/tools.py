@@ -19,7 +19,8 @@ from .service import JorbError, JorbService
 
 
 class CreateArgs(BaseModel):
-    name: str = Field(description="a short name, e.g. 'Book Paris hotel via Magic'")
+    # an empty name is refused before the user is asked (a tiny model answered "hello" with a nameless jorb)
+    name: str = Field(min_length=1, pattern=r"\S", description="a short name, e.g. 'Book Paris hotel via Magic'")
     plan: str = Field(description="the task in detail: who to contact, what to find out, when to stop, what needs the user's approval")
     contacts: list[str] = Field(default_factory=list, description="people the jorb talks to (emails, @handles, phone numbers)")
     autonomy: dict[str, Mode] = Field(default_factory=dict,

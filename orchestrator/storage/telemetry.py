@@ -53,6 +53,14 @@ class RunRow(Base):
     # for it): their tokens are not in the figures above, which are then a floor, not a count
     unreported_calls: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
+    def outcome_text(self) -> str:
+        """The run's status as the views and `jarvis runs` show it: a run whose tool calls failed finished, but it
+        does not read "ok" beside its failures."""
+        failed = self.tool_errors or 0
+        if self.status == "ok" and failed:
+            return f"finished, {failed} tool call{'' if failed == 1 else 's'} failed"
+        return self.status
+
     def tokens_text(self) -> str:
         """The run's tokens as `jarvis runs` shows them, saying so when the server did not count some or all."""
         unreported = self.unreported_calls or 0

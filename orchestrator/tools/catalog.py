@@ -7,6 +7,11 @@ restarted MCP server shows up in the running graph at once (hot loading). A prov
 and left out; the others keep working. Tools the user disabled (orchestrator/tools/switches.py) are left out of
 `all()`, `names()` and `get()`; `disabled_message(name)` tells the executor what to answer a call to one.
 
+`offered()` is what the model may be given (the planner's tools, what find_tools searches): `all()` minus the tools
+whose integration cannot work now (ToolMeta `unavailable` says why: Google not signed in), asked once per answer
+(integrations/availability.py) at every view. They stay in `all()`: the Tools view lists them with the reason, a jorb
+script's call to one gets the tool's own "run `jarvis auth google`".
+
 Every tool a provider gives is checked against the tool contract (integrations/base.tool_meta) as it is added: one
 without a ToolMeta, or with metadata outside it, is refused (left out, logged once, its error in `refused`), never
 given a default: no default for a tool's effects is closed (integrations/base.py says why).
@@ -16,8 +21,8 @@ from __future__ import annotations
 
 import logging
 import operator
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from langchain_core.tools import BaseTool
@@ -48,10 +53,44 @@ class StaticProvider:
 
 @dataclass(frozen=True, eq=False)
 class CatalogView:
-    """The catalog's tools at one moment, in the providers' order, those disabled left out (ToolCatalog.view)."""
+    """The catalog's tools at one moment, in the providers' order, those disabled left out (ToolCatalog.view);
+    `offered`: those the model may be given, `unavailable`: why each other one is not (its integration's answer)."""
 
     tools: tuple[BaseTool, ...]
     by_name: dict[str, BaseTool]
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+    offered: tuple[BaseTool, ...] = ()
+
+    @classmethod
+    def of(cls, found: dict[str, BaseTool], unavailable: Mapping[str, str]) -> CatalogView:
+        return cls(tuple(found.values()), found, dict(unavailable),
+                   tuple(t for name, t in found.items() if name not in unavailable))
+
+
+Asks = tuple[tuple[Callable[[], str | None], tuple[str, ...]], ...]  # each availability answer and its tools
+
+
+def _asks(tools: Iterable[BaseTool]) -> Asks:
+    """The tools that declare an availability answer, grouped by answer (one answer serves an integration's tools)."""
+    groups: dict[int, tuple[Callable[[], str | None], list[str]]] = {}
+    for tool in tools:
+        ask = tool_meta(tool).unavailable
+        if ask is not None:
+            groups.setdefault(id(ask), (ask, []))[1].append(tool.name)
+    return tuple((ask, tuple(names)) for ask, names in groups.values())
+
+
+def _answers(asks: Asks) -> dict[str, str]:
+    """Tool name -> why it cannot work now, for the tools whose answer gives a reason (one that raises: not offered)."""
+    out: dict[str, str] = {}
+    for ask, names in asks:
+        try:
+            reason = ask()
+        except Exception as exc:  # noqa: BLE001 - a tool whose state cannot be told is not offered
+            reason = f"cannot tell whether it works now: {type(exc).__name__}: {exc}"
+        if reason:
+            out.update(dict.fromkeys(names, reason))
+    return out
 
 
 def _same_tools(before: list[list[BaseTool] | None], now: list[list[BaseTool] | None]) -> bool:
@@ -72,8 +111,8 @@ class ToolCatalog:
         self.providers: list[ToolProvider] = list(providers)
         self.errors: dict[str, str] = {}
         self.switches = switches  # tool_switches.ToolSwitches, or None: nothing can be disabled
-        # the last view, with the disabled set and each provider's tools it was built from
-        self._last: tuple[frozenset[str], list[list[BaseTool] | None], CatalogView] | None = None
+        # the last view, with the disabled set, each provider's tools it was built from and its availability answers
+        self._last: tuple[frozenset[str], list[list[BaseTool] | None], CatalogView, Asks] | None = None
         self.refused: dict[str, str] = {}  # tool name -> why the contract refused it
 
     def _admitted(self, tool: BaseTool, provider: ToolProvider) -> bool:
@@ -136,7 +175,12 @@ class ToolCatalog:
                 lists.append(None)
         last = self._last
         if last is not None and last[0] == off and _same_tools(last[1], lists):
-            return last[2]
+            unavailable = _answers(last[3])
+            if unavailable == last[2].unavailable:
+                return last[2]
+            view = CatalogView.of(last[2].by_name, unavailable)  # an integration connected or lost: a new view
+            self._last = (last[0], last[1], view, last[3])
+            return view
         found: dict[str, BaseTool] = {}
         for provider, tools in zip(self.providers, lists):
             for tool in tools or ():
@@ -146,12 +190,17 @@ class ToolCatalog:
                     log.debug("tool %s from %s shadowed by an earlier provider", tool.name, provider.name)
                     continue
                 found[tool.name] = tool
-        view = CatalogView(tuple(found.values()), found)
-        self._last = (off, [list(tools) if tools is not None else None for tools in lists], view)
+        asks = _asks(found.values())
+        view = CatalogView.of(found, _answers(asks))
+        self._last = (off, [list(tools) if tools is not None else None for tools in lists], view, asks)
         return view
 
     def all(self) -> list[BaseTool]:
         return list(self.view().tools)
+
+    def offered(self) -> list[BaseTool]:
+        """The tools the model may be given: all() minus those whose integration cannot work now."""
+        return list(self.view().offered)
 
     def names(self) -> list[str]:
         return list(self.view().by_name)

@@ -38,14 +38,15 @@ def dav_accounts(settings: Settings, kind: str) -> dict[str, DavAccount]:
 def calendar_tools(settings: Settings) -> list[BaseTool]:
     """calendar_list_events, calendar_find_free_time, calendar_create_event over the caldav accounts, then Google
     Calendar (the account `google`, unless a caldav account has that name) when Google is connected as the tools
-    are built; none without either. With Google alone they say its state in the Tools view."""
+    are built; none without either. With Google alone they carry its state (not offered to the model while it is
+    not connected)."""
     from integrations.base import with_meta
     from integrations.calendar_tools import CalendarProvider, build_calendar_tools
     from integrations.caldav_tools import caldav_provider
     from integrations.gcal_provider import google_calendar_provider
     from integrations.gcal_tools import user_zone
 
-    from .google_auth import google_api, google_unavailable
+    from .google_auth import google_api, google_availability, google_unavailable
 
     tz = user_zone(settings.timezone)
     providers: dict[str, CalendarProvider] = {name: caldav_provider(account, tz)
@@ -58,7 +59,8 @@ def calendar_tools(settings: Settings) -> list[BaseTool]:
     tools = build_calendar_tools(providers, settings.timezone)
     if list(providers) != ["google"]:
         return tools
-    return [with_meta(tool, unavailable=lambda: google_unavailable(settings)) for tool in tools]
+    connected = google_availability(settings)
+    return [with_meta(tool, unavailable=connected) for tool in tools]
 
 
 def dav_tools(settings: Settings) -> list[BaseTool]:

@@ -12,6 +12,7 @@ import json
 import logging
 from typing import Any
 
+from integrations.availability import Availability
 from integrations.google_api import GoogleApi
 
 from orchestrator.core import secrets
@@ -42,6 +43,12 @@ def google_unavailable(settings: Settings) -> str | None:
     except Exception:  # noqa: BLE001 - no keyring, an unreadable token: not connected either way
         signed_in = False
     return None if signed_in else "Google is not connected: run `jarvis auth google`"
+
+
+def google_availability(settings: Settings) -> Availability:
+    """google_unavailable as the Google tools' shared, cached answer (their ToolMeta `unavailable`): while it says
+    why, the catalog does not offer them to the model."""
+    return Availability(lambda: google_unavailable(settings))
 
 
 def load_credentials(settings: Settings) -> Any:

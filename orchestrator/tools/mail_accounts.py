@@ -40,14 +40,14 @@ def mail_accounts(settings: Settings) -> dict[str, MailAccount]:
 
 def mail_tools(settings: Settings) -> list[BaseTool]:
     """mail_search, mail_read_thread, mail_draft_reply and mail_send_draft over the IMAP accounts, then Gmail (the
-    account `gmail`, unless an IMAP account has that name). With no IMAP account they say Gmail's state in the
-    Tools view (not connected until `jarvis auth google`)."""
+    account `gmail`, unless an IMAP account has that name). With no IMAP account they carry Gmail's state: not
+    offered to the model, and shown in the Tools view as not connected, until `jarvis auth google`."""
     from integrations.base import with_meta
     from integrations.gmail_tools import gmail_provider
     from integrations.imap_tools import imap_provider
     from integrations.mail_tools import MailProvider, build_mail_tools
 
-    from .google_auth import google_api, google_unavailable
+    from .google_auth import google_api, google_availability
 
     providers: dict[str, MailProvider] = {name: imap_provider(account)
                                           for name, account in mail_accounts(settings).items()}
@@ -56,4 +56,5 @@ def mail_tools(settings: Settings) -> list[BaseTool]:
     tools = build_mail_tools(providers)
     if len(providers) > 1:
         return tools
-    return [with_meta(tool, unavailable=lambda: google_unavailable(settings)) for tool in tools]
+    connected = google_availability(settings)  # Gmail alone: not offered to the model until it is connected
+    return [with_meta(tool, unavailable=connected) for tool in tools]

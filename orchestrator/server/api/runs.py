@@ -22,6 +22,7 @@ _RUN_FIELDS = ("id", "thread_id", "graph", "started_at", "duration_ms", "status"
 def _run(row: Any) -> dict[str, Any]:
     out = {f: getattr(row, f) for f in _RUN_FIELDS}
     out["started_at"] = row.started_at.isoformat() if row.started_at else None
+    out["outcome"] = row.outcome_text()  # what the view shows: not "ok" beside failed tool calls
     out["jorb_id"] = conversation_of(row.thread_id).jorb_id  # a jorb's run is shown in the Jorbs view, not as a chat thread
     return out
 

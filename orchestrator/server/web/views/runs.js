@@ -38,7 +38,7 @@ async function loadList(selected) {
   for (const r of runs) {
     tbody.append(h("tr", { class: `${r.status}${r.id === selected ? " selected" : ""}` },
       h("td", {}, h("a", { href: `#runs/${r.id}`, text: when(r.started_at) })),
-      h("td", {}, h("span", { class: `badge status-${r.status}`, text: r.status })),
+      h("td", {}, h("span", { class: `badge ${badge(r)}`, text: r.outcome })),
       h("td", { text: ms(r.duration_ms) }),
       h("td", { text: tokens(r) }),
       h("td", { text: r.tool_errors ? `${r.tool_calls} (${r.tool_errors} failed)` : String(r.tool_calls) }),
@@ -46,6 +46,11 @@ async function loadList(selected) {
   }
   table.append(tbody);
   listEl.append(table);
+}
+
+// A run that finished with failed tool calls is not shown as "ok" (the server words it: telemetry.outcome_text).
+function badge(r) {
+  return r.status === "ok" && r.tool_errors ? "status-partial" : `status-${r.status}`;
 }
 
 // A jorb's run links to the jorb: its thread is not a conversation (the chat API refuses it).
@@ -75,7 +80,7 @@ async function loadRun(runId) {
   const total = Math.max(run.duration_ms, 1);
   detailEl.append(
     h("h2", { text: `Run ${run.id.slice(0, 8)}` }),
-    h("p", {}, `${run.status}, ${ms(run.duration_ms)}, ${run.model_calls} model call(s) (${ms(run.model_ms)}), tokens ${tokens(run)}`),
+    h("p", {}, `${run.outcome}, ${ms(run.duration_ms)}, ${run.model_calls} model call(s) (${ms(run.model_ms)}), tokens ${tokens(run)}`),
     run.error ? problem(run.error) : "",
     // Recorded as each step ends; shown in the order they started.
     h("ol", { class: "timeline" }, [...run.events].sort((x, y) => x.offset_ms - y.offset_ms).map((e) => h("li", { class: `event ${e.kind} ${e.ok ? "ok" : "failed"}` },

@@ -152,7 +152,7 @@ function render() {
           : h("span", { class: "badge readonly", text: "read-only" }),
         t.unavailable ? h("span", { class: "badge down", text: "not connected" }) : null),
       h("p", { class: "description", text: t.description }),
-      t.unavailable ? h("p", { class: "unavailable", text: t.unavailable }) : null,
+      t.unavailable ? h("p", { class: "unavailable", text: `${t.unavailable}. Not offered to the model until then.` }) : null,
       t.can_disable ? toggle(t) : null,
       ...metaBlock(t.metadata || {}),
       Object.keys(props).length
