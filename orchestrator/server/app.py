@@ -155,8 +155,8 @@ def create_app(
 class _App(FastAPI):
     """The web app, with Jarvis's MCP endpoint (`mcp_first`: its path and its guarded ASGI app) answered ahead of
     the UI's middleware stack: none of that stack applies to it (the UI's token, /api/ body limits, the API's error
-    handlers, route matching), and going through it was a quarter of the event loop's time per MCP call
-    (bench/mcp_server.py). The SDK bounds the endpoint's request bodies itself."""
+    handlers, route matching), and going through it was about 7% of the event loop's time per MCP call (profiled
+    under bench/mcp_server.py). The SDK bounds the endpoint's request bodies itself."""
 
     mcp_first: tuple[str, Any] | None = None
 
