@@ -18,6 +18,9 @@ where the model would open a call after some prose.
 
 After tool results the model may call again (a multi-step task: write, then test), but not a call it already made
 for the same request, and at most `MAX_ROUNDS` rounds a request: a small model asked to choose again repeats itself.
+A call it already made is its answer, as that call's JSON alone (`restated_answer`): Jarvis then shows the results.
+The prompt carries Qwen's own words for some tools' arguments (llm/family_prompts.py QWEN); the schemas the calls
+are checked and constrained against are the ones the request sent.
 Loaded only inside the embedded server's child process (llm/chat_handlers.py registers it), as it imports llama_cpp.
 """
 
@@ -30,6 +33,7 @@ from typing import Any
 import jinja2.sandbox
 from llama_cpp.llama_chat_format import _convert_completion_to_chat
 
+from orchestrator.llm.family_prompts import QWEN
 from orchestrator.llm.llama_handler import (
     _MAX_BLANKS, _states, _then, _tokenizer, _tool_call_response, _tools_of, bounded_schema, cached_prefix,
     with_cached, with_usage)
@@ -152,6 +156,12 @@ def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
     return _env.from_string(template).render(messages=shown, tools=listed or None, add_generation_prompt=True)
 
 
+def qwen_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                metadata: dict[str, Any] | None) -> str:
+    """The handler's prompt: the request with Qwen's own words (llm/family_prompts.py), in the GGUF's template."""
+    return render_prompt(*QWEN.apply(messages, tools), template_of(metadata))
+
+
 def parse_call(written: str, names: list[str]) -> tuple[str, str]:
     """(name, arguments) from `{"name": ..., "arguments": ...}` as written under the constraint; when it was cut
     short, the name it began with and the arguments as written (Jarvis's executor answers arguments cut short)."""
@@ -206,6 +216,28 @@ def fitting_call(written: str, tools: list[dict[str, Any]]) -> tuple[str, str] |
     except jsonschema.ValidationError:
         return None
     return call["name"], json.dumps(call["arguments"])
+
+
+def restated_answer(name: str, arguments: str, completion: dict[str, Any], stream: bool) -> Any:
+    """An answer in words that is the call `{"name": ..., "arguments": {...}}` as the template writes it, and nothing
+    else: what llm/model_output.py restates_call tells apart from an answer."""
+    text = json.dumps({"name": name, "arguments": _arguments(arguments)}, ensure_ascii=False)
+    base: dict[str, Any] = {"id": str(completion.get("id") or "restated"), "object": "text_completion",
+                            "created": completion.get("created") or 0, "model": completion.get("model") or ""}
+    if not stream:
+        whole: Any = {**base, "choices": [
+            {"text": text, "index": 0, "logprobs": None, "finish_reason": "stop"}], "usage": completion.get("usage")}
+        return _convert_completion_to_chat(whole)
+    chunks: Any = [{**base, "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": None}]},
+                   {**base, "choices": [{"text": "", "index": 0, "logprobs": None, "finish_reason": "stop"}]}]
+
+    def chat() -> Any:
+        yield from _convert_completion_to_chat(iter(chunks), stream=True)
+        if completion.get("usage"):
+            yield {"id": "chat" + base["id"], "object": "chat.completion.chunk", "created": base["created"],
+                   "model": base["model"], "choices": [], "usage": completion["usage"]}
+
+    return chat()
 
 
 def _call_constraint(llama: Any, tools: list[dict[str, Any]], max_tokens: int) -> Any:
@@ -265,7 +297,7 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
     if named is not None and not any(t["function"]["name"] == named for t in available):
         raise ValueError(f"tool_choice names {named!r}, which is not among the tools given")
 
-    prompt = render_prompt(messages, available, template_of(getattr(llama, "metadata", None)))
+    prompt = qwen_prompt(messages, available, getattr(llama, "metadata", None))
     prompt_ids = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
     states = _states.setdefault(llama, PromptStates())
     states.restore(llama, prompt_ids)
@@ -312,7 +344,11 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
     states.save(llama)
     name, arguments = fitting or parse_call(completion["choices"][0]["text"], [t["function"]["name"] for t in chosen])
     if tool_choice != "required" and named is None and (name, _arguments(arguments)) in calls_since_request(messages):
-        return answer()  # the same call again: its result is in the prompt already
+        # The same call again, its result in the prompt already: asked for words then, the model wrote this call
+        # again as JSON with more JSON after it (the listing, a schema made up). The call alone is the answer,
+        # which Jarvis's graph shows the results for (chat/planner.py results_instead_of_restated_call).
+        return restated_answer(name, arguments, {**completion, "usage": with_cached(completion.get("usage"), cached)},
+                               stream)
     return _tool_call_response(name, arguments, {**completion, "usage": with_cached(completion.get("usage"), cached)},
                                stream)
 
