@@ -120,11 +120,11 @@ class _StatesFor(dict):
 @pytest.mark.parametrize("stream", [False, True])
 def test_qwens_call_repeated_after_its_result_is_answered_with_the_result(monkeypatch, stream):
     """After fs_list_dir's result Qwen 0.5B opened the same call again; asked for words it wrote that call as JSON
-    with the listing as more JSON after it, which the user got as the answer. The call alone comes back (and the
-    model is not asked for words at all), and the graph shows the results instead of it."""
+    with the listing as more JSON after it, which the user got as the answer. The call comes back restated, its
+    arguments alone (the model is not asked for words at all), and the graph shows the results instead of it."""
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-    from orchestrator.chat.planner import results_instead_of_restated_call
+    from orchestrator.chat.planner import finalize_message, results_instead_of_restated_call
 
     monkeypatch.setattr(qwen_handler, "_states", _StatesFor())
     call = '{"name": "fs_list_dir", "arguments": {"path": "."}}'
@@ -143,8 +143,10 @@ def test_qwens_call_repeated_after_its_result_is_answered_with_the_result(monkey
     else:
         assert reply["choices"][0]["finish_reason"] == "stop"
         text = reply["choices"][0]["message"]["content"]
-    assert json.loads(text) == json.loads(call)
+    assert json.loads(text) == {"path": "."}
     assert "answer" not in model.asked
+    # not read back as a call to run again (a whole call was: it came back round after round, then no answer)
+    assert not finalize_message(AIMessage(text), ["fs_list_dir"]).tool_calls
     history = [HumanMessage("list the files in my folder"),
                AIMessage("", tool_calls=[{"name": "fs_list_dir", "args": {"path": "."}, "id": "c1"}]),
                ToolMessage('[{"name": "notes", "type": "dir"}]', tool_call_id="c1", name="fs_list_dir"),

@@ -18,7 +18,7 @@ where the model would open a call after some prose.
 
 After tool results the model may call again (a multi-step task: write, then test), but not a call it already made
 for the same request, and at most `MAX_ROUNDS` rounds a request: a small model asked to choose again repeats itself.
-A call it already made is its answer, as that call's JSON alone (`restated_answer`): Jarvis then shows the results.
+A call it already made is its answer, restated (`restated_answer`): Jarvis then shows the results.
 The prompt carries Qwen's own words for some tools' arguments (llm/family_prompts.py QWEN); the schemas the calls
 are checked and constrained against are the ones the request sent.
 Loaded only inside the embedded server's child process (llm/chat_handlers.py registers it), as it imports llama_cpp.
@@ -218,10 +218,12 @@ def fitting_call(written: str, tools: list[dict[str, Any]]) -> tuple[str, str] |
     return call["name"], json.dumps(call["arguments"])
 
 
-def restated_answer(name: str, arguments: str, completion: dict[str, Any], stream: bool) -> Any:
-    """An answer in words that is the call `{"name": ..., "arguments": {...}}` as the template writes it, and nothing
-    else: what llm/model_output.py restates_call tells apart from an answer."""
-    text = json.dumps({"name": name, "arguments": _arguments(arguments)}, ensure_ascii=False)
+def restated_answer(arguments: str, completion: dict[str, Any], stream: bool) -> Any:
+    """An answer in words that is the call's arguments alone (`{"path": "notes"}`), as the 135M model restates a
+    call: llm/model_output.py restates_call tells it apart from an answer, and, with no tool's name in it, it is
+    not read back as a call to run again (the whole call, `{"name": ..., "arguments": ...}`, is: run again, it
+    came back again, round after round, and the turn ended with no answer)."""
+    text = json.dumps(_arguments(arguments), ensure_ascii=False)
     base: dict[str, Any] = {"id": str(completion.get("id") or "restated"), "object": "text_completion",
                             "created": completion.get("created") or 0, "model": completion.get("model") or ""}
     if not stream:
@@ -345,9 +347,9 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
     name, arguments = fitting or parse_call(completion["choices"][0]["text"], [t["function"]["name"] for t in chosen])
     if tool_choice != "required" and named is None and (name, _arguments(arguments)) in calls_since_request(messages):
         # The same call again, its result in the prompt already: asked for words then, the model wrote this call
-        # again as JSON with more JSON after it (the listing, a schema made up). The call alone is the answer,
+        # again as JSON with more JSON after it (the listing, a schema made up). The call restated is the answer,
         # which Jarvis's graph shows the results for (chat/planner.py results_instead_of_restated_call).
-        return restated_answer(name, arguments, {**completion, "usage": with_cached(completion.get("usage"), cached)},
+        return restated_answer(arguments, {**completion, "usage": with_cached(completion.get("usage"), cached)},
                                stream)
     return _tool_call_response(name, arguments, {**completion, "usage": with_cached(completion.get("usage"), cached)},
                                stream)
