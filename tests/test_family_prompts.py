@@ -153,3 +153,26 @@ def test_qwens_call_repeated_after_its_result_is_answered_with_the_result(monkey
                AIMessage(text)]
     shown = results_instead_of_restated_call(history)
     assert shown is not None and '[{"name": "notes", "type": "dir"}]' in shown
+
+
+def test_a_call_opened_after_qwens_rounds_are_spent_is_answered_with_the_results(monkeypatch):
+    """"What time is it?": Qwen 0.5B called time_now round after round; its rounds spent, asked for words it wrote
+    another call as JSON, which the graph ran, until the planner's step limit. Its last call comes back restated."""
+    from langchain_core.messages import AIMessage
+
+    from orchestrator.chat.planner import finalize_message
+
+    monkeypatch.setattr(qwen_handler, "_states", _StatesFor())
+    again = '{"name": "time_now", "arguments": {"zone": "UTC"}}'
+    model = _Scripted(first="{", call=again, answer=again)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "what time is it?"}]
+    for i, args in enumerate(("{}", '{"zone": "local"}', '{"zone": "Europe/Paris"}')):
+        messages += [{"role": "assistant", "content": None, "tool_calls": [
+                         {"id": f"c{i}", "type": "function", "function": {"name": "time_now", "arguments": args}}]},
+                     {"role": "tool", "tool_call_id": f"c{i}", "content": "09:00"}]
+    tools = [{"type": "function", "function": {"name": "time_now", "description": "The time.", "parameters": {
+        "type": "object", "properties": {"zone": {"type": "string"}}}}}]
+    reply = qwen_handler.jarvis_qwen_tools(model, messages, tools=tools, temperature=0, max_tokens=64)
+    text = reply["choices"][0]["message"]["content"]
+    assert json.loads(text) == {"zone": "Europe/Paris"} and "answer" not in model.asked
+    assert not finalize_message(AIMessage(text), ["time_now"]).tool_calls

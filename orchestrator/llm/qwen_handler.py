@@ -18,7 +18,8 @@ where the model would open a call after some prose.
 
 After tool results the model may call again (a multi-step task: write, then test), but not a call it already made
 for the same request, and at most `MAX_ROUNDS` rounds a request: a small model asked to choose again repeats itself.
-A call it already made is its answer, restated (`restated_answer`): Jarvis then shows the results.
+A call it already made, or any call once its rounds are spent, is its answer, restated (`restated_answer`):
+Jarvis then shows the results.
 The prompt carries Qwen's own words for some tools' arguments (llm/family_prompts.py QWEN); the schemas the calls
 are checked and constrained against are the ones the request sent.
 Loaded only inside the embedded server's child process (llm/chat_handlers.py registers it), as it imports llama_cpp.
@@ -322,8 +323,6 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
     if not available:
         return answer()
     if tool_choice not in ("required",) and named is None:
-        if rounds_since_request(messages) >= MAX_ROUNDS:
-            return answer()
         # The model's own first tokens decide: a call opened (see `opens_call`) or an answer in words.
         def written(n: int) -> str:
             return llama.create_completion(prompt=prompt, temperature=temperature, stream=False, max_tokens=n,
@@ -332,6 +331,12 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
         first = written(1)
         if not opens_call(first if opens_call(first) is not None else written(_PEEK_TOKENS)):
             return answer()
+        made = calls_since_request(messages)
+        if rounds_since_request(messages) >= MAX_ROUNDS and made:
+            # Its rounds spent, it opens one more call: asked for words then, it wrote that call as JSON, which
+            # Jarvis read back as a call and ran, until the planner's step limit ("what time is it?" took 12
+            # steps). Its last call restated is its answer, and Jarvis shows the results.
+            return restated_answer(json.dumps(made[-1][1]), {}, stream)
     chosen = [t for t in available if named is None or t["function"]["name"] == named]
     budget = max_tokens or 256
     call_prompt, call_stops = f"{prompt}{OPEN}\n", stops + [CLOSE, "```"]
