@@ -89,12 +89,14 @@ def builtin_model() -> ModelConfig | None:
     scripts/fetch_qwen_models.py) where SmolLM2 is missing; the `demo` profile runs Qwen 0.5B by choice. Why not Qwen
     by default: on this 2-core machine it took 100-330 s a turn against SmolLM2's ~60 s, and in the first-run
     browser test (tests/test_first_run.py) it wrote its calls as text naming a made-up folder instead of listing
-    the user's, where SmolLM2 passes. What bench/builtin_models.py measured (its docstring has the details): on the
+    the user's, where SmolLM2 passes; with its own handler and words (llm/family_prompts.py) it listed the folder
+    there, but its write did not reach a confirmation within the test's 600 s (2 cores at a load average of 8-11). What bench/builtin_models.py measured (its docstring has the details): on the
     set's first 8 requests (list 3, read 2, write 2, remind 1), Qwen 0.5B the right tool 7 times and the right tool
     with the right arguments 3 times (a read, a write, the reminder); SmolLM2 on all 22, the right tool 15 times and
     the right arguments 7 times, none of them a list, a read or a write; later, Qwen 0.5B on one request of each of
-    six kinds (list, read, write, remind, remember, recall), the right tool and arguments 4 of 6. Small samples on
-    a loaded machine, not a ranking of the two. Qwen's tool calls are written in its own format (`jarvis-tools`
+    six kinds (list, read, write, remind, remember, recall), the right tool and arguments 4 of 6; with its own
+    words, on one request of each of the set's ten kinds, 7 of 10 (SmolLM2 about 3-4 of those), 227 s a turn
+    (median). Small samples on a loaded machine, not a ranking of the two. Qwen's tool calls are written in its own format (`jarvis-tools`
     picks llm/qwen_handler.py from the GGUF's metadata)."""
     if not llama_server_installed():
         return None

@@ -18,6 +18,10 @@ where the model would open a call after some prose.
 
 After tool results the model may call again (a multi-step task: write, then test), but not a call it already made
 for the same request, and at most `MAX_ROUNDS` rounds a request: a small model asked to choose again repeats itself.
+A call it already made, or any call once its rounds are spent, is its answer, restated (`restated_answer`):
+Jarvis then shows the results.
+The prompt carries Qwen's own words for some tools' arguments (llm/family_prompts.py QWEN); the schemas the calls
+are checked and constrained against are the ones the request sent.
 Loaded only inside the embedded server's child process (llm/chat_handlers.py registers it), as it imports llama_cpp.
 """
 
@@ -30,6 +34,7 @@ from typing import Any
 import jinja2.sandbox
 from llama_cpp.llama_chat_format import _convert_completion_to_chat
 
+from orchestrator.llm.family_prompts import QWEN
 from orchestrator.llm.llama_handler import (
     _MAX_BLANKS, _states, _then, _tokenizer, _tool_call_response, _tools_of, bounded_schema, cached_prefix,
     with_cached, with_usage)
@@ -152,6 +157,12 @@ def render_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
     return _env.from_string(template).render(messages=shown, tools=listed or None, add_generation_prompt=True)
 
 
+def qwen_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                metadata: dict[str, Any] | None) -> str:
+    """The handler's prompt: the request with Qwen's own words (llm/family_prompts.py), in the GGUF's template."""
+    return render_prompt(*QWEN.apply(messages, tools), template_of(metadata))
+
+
 def parse_call(written: str, names: list[str]) -> tuple[str, str]:
     """(name, arguments) from `{"name": ..., "arguments": ...}` as written under the constraint; when it was cut
     short, the name it began with and the arguments as written (Jarvis's executor answers arguments cut short)."""
@@ -206,6 +217,30 @@ def fitting_call(written: str, tools: list[dict[str, Any]]) -> tuple[str, str] |
     except jsonschema.ValidationError:
         return None
     return call["name"], json.dumps(call["arguments"])
+
+
+def restated_answer(arguments: str, completion: dict[str, Any], stream: bool) -> Any:
+    """An answer in words that is the call's arguments alone (`{"path": "notes"}`), as the 135M model restates a
+    call: llm/model_output.py restates_call tells it apart from an answer, and, with no tool's name in it, it is
+    not read back as a call to run again (the whole call, `{"name": ..., "arguments": ...}`, is: run again, it
+    came back again, round after round, and the turn ended with no answer)."""
+    text = json.dumps(_arguments(arguments), ensure_ascii=False)
+    base: dict[str, Any] = {"id": str(completion.get("id") or "restated"), "object": "text_completion",
+                            "created": completion.get("created") or 0, "model": completion.get("model") or ""}
+    if not stream:
+        whole: Any = {**base, "choices": [
+            {"text": text, "index": 0, "logprobs": None, "finish_reason": "stop"}], "usage": completion.get("usage")}
+        return _convert_completion_to_chat(whole)
+    chunks: Any = [{**base, "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": None}]},
+                   {**base, "choices": [{"text": "", "index": 0, "logprobs": None, "finish_reason": "stop"}]}]
+
+    def chat() -> Any:
+        yield from _convert_completion_to_chat(iter(chunks), stream=True)
+        if completion.get("usage"):
+            yield {"id": "chat" + base["id"], "object": "chat.completion.chunk", "created": base["created"],
+                   "model": base["model"], "choices": [], "usage": completion["usage"]}
+
+    return chat()
 
 
 def _call_constraint(llama: Any, tools: list[dict[str, Any]], max_tokens: int) -> Any:
@@ -265,7 +300,7 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
     if named is not None and not any(t["function"]["name"] == named for t in available):
         raise ValueError(f"tool_choice names {named!r}, which is not among the tools given")
 
-    prompt = render_prompt(messages, available, template_of(getattr(llama, "metadata", None)))
+    prompt = qwen_prompt(messages, available, getattr(llama, "metadata", None))
     prompt_ids = llama.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
     states = _states.setdefault(llama, PromptStates())
     states.restore(llama, prompt_ids)
@@ -288,8 +323,6 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
     if not available:
         return answer()
     if tool_choice not in ("required",) and named is None:
-        if rounds_since_request(messages) >= MAX_ROUNDS:
-            return answer()
         # The model's own first tokens decide: a call opened (see `opens_call`) or an answer in words.
         def written(n: int) -> str:
             return llama.create_completion(prompt=prompt, temperature=temperature, stream=False, max_tokens=n,
@@ -298,6 +331,12 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
         first = written(1)
         if not opens_call(first if opens_call(first) is not None else written(_PEEK_TOKENS)):
             return answer()
+        made = calls_since_request(messages)
+        if rounds_since_request(messages) >= MAX_ROUNDS and made:
+            # Its rounds spent, it opens one more call: asked for words then, it wrote that call as JSON, which
+            # Jarvis read back as a call and ran, until the planner's step limit ("what time is it?" took 12
+            # steps). Its last call restated is its answer, and Jarvis shows the results.
+            return restated_answer(json.dumps(made[-1][1]), {}, stream)
     chosen = [t for t in available if named is None or t["function"]["name"] == named]
     budget = max_tokens or 256
     call_prompt, call_stops = f"{prompt}{OPEN}\n", stops + [CLOSE, "```"]
@@ -312,7 +351,11 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
     states.save(llama)
     name, arguments = fitting or parse_call(completion["choices"][0]["text"], [t["function"]["name"] for t in chosen])
     if tool_choice != "required" and named is None and (name, _arguments(arguments)) in calls_since_request(messages):
-        return answer()  # the same call again: its result is in the prompt already
+        # The same call again, its result in the prompt already: asked for words then, the model wrote this call
+        # again as JSON with more JSON after it (the listing, a schema made up). The call restated is the answer,
+        # which Jarvis's graph shows the results for (chat/planner.py results_instead_of_restated_call).
+        return restated_answer(arguments, {**completion, "usage": with_cached(completion.get("usage"), cached)},
+                               stream)
     return _tool_call_response(name, arguments, {**completion, "usage": with_cached(completion.get("usage"), cached)},
                                stream)
 
