@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -30,7 +31,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 # Imported once in the zygote: every module of these packages (each import is CPU work a fresh process would repeat,
 # and a command imports hundreds of them lazily), but the scripts that run in a child process of their own.
@@ -174,38 +175,145 @@ class Zygote:
         self.proc.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
+    def spawn(self, argv0: str, args: list[str], *, env: dict[str, str], cwd: str, stdin: int, stdout: int,
+              stderr: int) -> ForkedCommand:
+        """Start `argv0 ARGS` with these file descriptors as its stdin, stdout and stderr (the caller keeps and
+        closes its own copies); a Popen-like handle on it."""
+        self._wait_ready()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(self.socket_path)
+        request = {"argv0": argv0, "args": args, "env": env, "cwd": cwd}
+        socket.send_fds(conn, [json.dumps(request).encode()], [stdin, stdout, stderr])
+        return ForkedCommand([argv0, *args], conn)
+
+    def popen(self, argv0: str, args: list[str], *, env: dict[str, str], cwd: str, stdin: int = subprocess.DEVNULL,
+              stdout: int = subprocess.PIPE, stderr: int = subprocess.PIPE, text: bool = False) -> ForkedCommand:
+        """As `subprocess.Popen([argv0, *args], ...)` for what the tests use: each stream a file descriptor of the
+        caller's (a terminal's side), PIPE or DEVNULL."""
+        ours: list[int] = []  # our ends of the pipes, handed to the command's handle
+        theirs: list[int] = []  # the command's ends, closed here once it has them
+
+        def end(choice: int, reading: bool) -> int:
+            if choice == subprocess.DEVNULL:
+                fd = os.open(os.devnull, os.O_RDONLY if reading else os.O_WRONLY)
+            elif choice == subprocess.PIPE:
+                r, w = os.pipe()
+                ours.append(w if reading else r)
+                fd = r if reading else w
+            else:
+                return choice
+            theirs.append(fd)
+            return fd
+
+        fds = (end(stdin, True), end(stdout, False), end(stderr, False))
+        try:
+            command = self.spawn(argv0, args, env=env, cwd=cwd, stdin=fds[0], stdout=fds[1], stderr=fds[2])
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        pipes = iter(ours)
+        mode = "r" if text else "rb"
+        command.stdin = open(next(pipes), "w" if text else "wb") if stdin == subprocess.PIPE else None
+        command.stdout = open(next(pipes), mode) if stdout == subprocess.PIPE else None
+        command.stderr = open(next(pipes), mode) if stderr == subprocess.PIPE else None
+        return command
+
     def run(self, argv0: str, args: list[str], *, env: dict[str, str], cwd: str, input: str | None,
             timeout: float) -> subprocess.CompletedProcess:
         """As `subprocess.run([argv0, *args], input=input, capture_output=True, text=True, timeout=timeout, ...)`."""
-        self._wait_ready()
         stdin_r, stdin_w = os.pipe() if input is not None else (os.open(os.devnull, os.O_RDONLY), -1)
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            conn.connect(self.socket_path)
-            request = {"argv0": argv0, "args": args, "env": env, "cwd": cwd}
-            socket.send_fds(conn, [json.dumps(request).encode()], [stdin_r, out_w, err_w])
+            command = self.spawn(argv0, args, env=env, cwd=cwd, stdin=stdin_r, stdout=out_w, stderr=err_w)
         finally:
             for fd in (stdin_r, out_w, err_w):
                 os.close(fd)
         if stdin_w >= 0:
             threading.Thread(target=_feed, args=(stdin_w, (input or "").encode()), daemon=True).start()
-        replies = conn.makefile("rb")
-        pid = json.loads(replies.readline())["pid"]
         try:
             out, err = _collect(out_r, err_r, timeout)
         except subprocess.TimeoutExpired:
-            os.kill(pid, signal.SIGKILL)
-            raise subprocess.TimeoutExpired([argv0, *args], timeout) from None
+            command.kill()
+            raise subprocess.TimeoutExpired(command.args, timeout) from None
         finally:
             os.close(out_r)
             os.close(err_r)
-        line = replies.readline()
-        conn.close()
-        code = json.loads(line)["exit"] if line else -signal.SIGKILL
-        return subprocess.CompletedProcess([argv0, *args], code, out.decode("utf-8", "replace"),
+        return subprocess.CompletedProcess(command.args, command.wait(timeout), out.decode("utf-8", "replace"),
                                            err.decode("utf-8", "replace"))
+
+
+class ForkedCommand:
+    """A forked command as subprocess.Popen shows one: pid, poll, wait, kill; its exit status comes from its reaper."""
+
+    def __init__(self, args: list[str], conn: socket.socket) -> None:
+        self.args = args
+        self._conn = conn
+        self._received = b""
+        self.pid: int = json.loads(self._line(None))["pid"]
+        self.returncode: int | None = None
+        self.stdin: IO[Any] | None = None
+        self.stdout: IO[Any] | None = None
+        self.stderr: IO[Any] | None = None
+
+    def _line(self, timeout: float | None) -> bytes:
+        """The reaper's next line (b"" if it is gone without one)."""
+        self._conn.settimeout(timeout)
+        while b"\n" not in self._received:
+            chunk = self._conn.recv(4096)
+            if not chunk:
+                return b""
+            self._received += chunk
+        line, _, self._received = self._received.partition(b"\n")
+        return line
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            try:
+                line = self._line(timeout)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, timeout) from None
+            self.returncode = json.loads(line)["exit"] if line else -signal.SIGKILL
+            self._conn.close()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        if self.returncode is None and (b"\n" in self._received or select.select([self._conn], [], [], 0)[0]):
+            return self.wait()
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
+        """What is left on its stdout and stderr pipes (both read to their end at once), then its exit: as
+        Popen.communicate."""
+        import time
+
+        if self.stdin is not None:
+            self.stdin.close()
+        read: dict[int, Any] = {}
+        readers = [threading.Thread(target=lambda i=i, s=stream: read.__setitem__(i, s.read()), daemon=True)
+                   for i, stream in enumerate((self.stdout, self.stderr)) if stream is not None]
+        for reader in readers:
+            reader.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for reader in readers:
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        for stream in (self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
+        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return read.get(0), read.get(1)
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
 
 
 def _feed(fd: int, data: bytes) -> None:

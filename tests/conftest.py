@@ -113,6 +113,19 @@ class JarvisEnv:
             raise AssertionError(f"jarvis {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
 
+    def popen(self, *args: str, stdin: int = subprocess.DEVNULL, stdout: int = subprocess.PIPE,
+              stderr: int = subprocess.PIPE, text: bool = False) -> Any:
+        """`jarvis ARGS` started and left running, as subprocess.Popen (a terminal's side, PIPE or DEVNULL for each
+        stream): a fork of the CLI zygote, like `cli`."""
+        from orchestrator.storage import writer
+
+        writer.flush()
+        if FRESH_CLI:
+            return subprocess.Popen([str(JARVIS_BIN), *args], stdin=stdin, stdout=stdout, stderr=stderr, text=text,
+                                    env=self.env(), cwd=str(self.path))
+        return Zygote.shared(REPO).popen(str(JARVIS_BIN), list(args), env=self.env(), cwd=str(self.path), stdin=stdin,
+                                         stdout=stdout, stderr=stderr, text=text)
+
     def cli_here(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
         """The same command run in this process (Typer's runner): no interpreter start-up and no imports, which
         cost seconds a process on a busy machine. For the reads and refusals between the steps a test runs as real

@@ -17,7 +17,7 @@ from langgraph.types import Command
 from orchestrator.tools.autonomy import decide
 from orchestrator.core.config import AutonomyConfig
 from orchestrator.tools.ledger import EffectsLedger
-from tests.conftest import JARVIS_BIN, REPO, answer, tool_call
+from tests.conftest import REPO, answer, tool_call
 
 
 def _cfg(thread: str) -> dict:
@@ -293,8 +293,7 @@ def test_inline_confirmation_on_a_terminal(jarvis_env):
     target = jarvis_env.root / "tty.txt"
     jarvis_env.server.push(tool_call("fs_write_text", path=str(target), content="via tty"), answer("Written via tty."))
     master, slave = pty.openpty()
-    proc = subprocess.Popen([str(JARVIS_BIN), "chat", "--thread", "tty", "write it"],
-                            stdin=slave, stdout=subprocess.PIPE, stderr=slave, env=jarvis_env.env(), cwd=str(jarvis_env.path))
+    proc = jarvis_env.popen("chat", "--thread", "tty", "write it", stdin=slave, stderr=slave)
     os.close(slave)
     seen = b""
     deadline = time.time() + 120
@@ -374,8 +373,7 @@ def _on_a_terminal(env, *args: str, reply: str, timeout: float = 120) -> tuple[i
 
     writer.flush()
     main, side = pty.openpty()
-    proc = subprocess.Popen([str(JARVIS_BIN), *args], stdin=side, stdout=side, stderr=side, env=env.env(),
-                            cwd=str(env.path), close_fds=True)
+    proc = env.popen(*args, stdin=side, stdout=side, stderr=side)
     os.close(side)
     out, answered, deadline = b"", False, time.monotonic() + timeout
     try:
@@ -426,8 +424,7 @@ def test_editing_on_a_terminal_shows_the_arguments_as_they_are_and_keeps_them(ja
     target = jarvis_env.root / "invoice\u202etxt.sh"
     jarvis_env.server.push(tool_call("fs_write_text", path=str(target), content="x"), answer("Written."))
     main, side = pty.openpty()
-    proc = subprocess.Popen([str(JARVIS_BIN), "chat", "--thread", "tty-edit", "write it"], stdin=side,
-                            stdout=subprocess.PIPE, stderr=side, env=jarvis_env.env(), cwd=str(jarvis_env.path))
+    proc = jarvis_env.popen("chat", "--thread", "tty-edit", "write it", stdin=side, stderr=side)
     os.close(side)
     seen, deadline = b"", time.time() + 120
     for wanted, reply in ((b"[a]pprove", b"e\n"), (b"arguments as JSON", b"\n")):

@@ -15,7 +15,6 @@ import pytest
 
 from orchestrator.backup.create import create_backup
 from tests.backup_helpers import other_machine, rewrite, with_manifest
-from tests.conftest import JARVIS_BIN
 
 
 def _some_data(env) -> None:
@@ -114,8 +113,7 @@ def test_kill_9_in_the_middle_leaves_the_previous_backup_and_nothing_that_looks_
     with open(jarvis_env.data / "uploads" / "big.bin", "wb") as f:  # long enough to be caught midway
         for _ in range(64):
             f.write(os.urandom(1 << 20))
-    proc = subprocess.Popen([str(JARVIS_BIN), "backup", "create", "--to", str(folder)], env=jarvis_env.env(),
-                            cwd=str(jarvis_env.path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = jarvis_env.popen("backup", "create", "--to", str(folder))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         partial = [p for p in folder.glob(".*.partial") if p.is_file() and p.stat().st_size > (1 << 20)]

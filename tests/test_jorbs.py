@@ -6,14 +6,12 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 
 import pytest
 
 from orchestrator.tools.ledger import EffectsLedger
 from orchestrator.channels.inbound import InboundMessage
-from tests.conftest import JARVIS_BIN
 
 
 def step(**fields) -> dict:
@@ -248,10 +246,8 @@ def test_a_process_killed_mid_script_retries_the_step_without_repeating_side_eff
               f"open({str(marker)!r}, 'a').write('x')\n"
               f"import time\ntime.sleep(0 if len(open({str(marker)!r}).read()) > 1 else 60)\n'finished'")
     srv.push(step(reasoning="send and wait", script=script), step(reasoning="done", done=True, result="ok"))
-    env = jarvis_env.env()
-    proc = subprocess.Popen([str(JARVIS_BIN), "jorbs", "create", "--name", "Crashy", "--plan", "p",
-                             "--autonomy", "message_send=auto", "--yes"], env=env, cwd=str(jarvis_env.path),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = jarvis_env.popen("jorbs", "create", "--name", "Crashy", "--plan", "p", "--autonomy", "message_send=auto",
+                            "--yes")
     deadline = time.time() + 120
     while not marker.exists() and time.time() < deadline:
         time.sleep(0.2)

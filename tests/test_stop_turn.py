@@ -101,14 +101,10 @@ def test_the_stop_button_and_esc(open_ui):
 
 def test_ctrl_c_in_jarvis_chat_stops_the_turn_and_keeps_the_thread(jarvis_env):
     import signal
-    import subprocess
 
-    from tests.conftest import JARVIS_BIN
 
     jarvis_env.server.push({"content": SLOW, "token_delay_s": 0.05})
-    proc = subprocess.Popen([str(JARVIS_BIN), "chat", "--thread", "cli-stop", "tell me everything"],
-                            env=jarvis_env.env(), cwd=str(jarvis_env.path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    proc = jarvis_env.popen("chat", "--thread", "cli-stop", "tell me everything", text=True)
     first = proc.stdout.read(20)  # tokens are arriving
     assert first.startswith("word0"), first
     proc.send_signal(signal.SIGINT)

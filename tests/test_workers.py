@@ -5,6 +5,7 @@ columns existed is upgraded in place."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from datetime import datetime, timedelta, timezone
 
@@ -66,13 +67,13 @@ def test_without_a_worker_or_heartbeat_a_remote_call_counts_as_running(jarvis_en
 
 
 def test_this_process_beats_when_it_starts_a_side_effect(jarvis_env):
-    from orchestrator.storage.claims import WORKER_ID
+    from orchestrator.storage.claims import worker_id
 
     settings = jarvis_env.settings
     EffectsLedger(settings).begin("k-local", "t", "fs_write_text", {}, ["fs_write"])
     with Session(jarvis_engine(settings)) as s:
-        row = s.get(HeartbeatRow, WORKER_ID)
-    assert row is not None and seems_alive(settings, WORKER_ID)
+        row = s.get(HeartbeatRow, worker_id())
+    assert row is not None and seems_alive(settings, worker_id())
     ensure_heartbeat(settings)  # idempotent
 
 
@@ -98,7 +99,7 @@ def test_the_beat_ends_with_its_database_and_starts_again_when_it_is_opened_agai
     # A closed database is not reopened by the beat: it printed "could not record this worker's heartbeat: unable
     # to open database file" at the end of every test run (a test's folder is deleted once its engines are closed).
     from orchestrator.storage import workers
-    from orchestrator.storage.claims import WORKER_ID
+    from orchestrator.storage.claims import worker_id
 
     jarvis_env.write_config(storage={"claim_lease_s": 0.3})  # a beat every 0.1 s
     settings = jarvis_env.settings
@@ -108,10 +109,29 @@ def test_the_beat_ends_with_its_database_and_starts_again_when_it_is_opened_agai
     assert "heartbeat" not in caplog.text
     ensure_heartbeat(settings)  # opened again: beating again
     with Session(jarvis_engine(settings)) as s:
-        first = s.get(HeartbeatRow, WORKER_ID).seen
+        first = s.get(HeartbeatRow, worker_id()).seen
     def beat_again() -> bool:
         with Session(jarvis_engine(settings)) as s:
-            return s.get(HeartbeatRow, WORKER_ID).seen > first
+            return s.get(HeartbeatRow, worker_id()).seen > first
 
     wait_for(beat_again)
     dispose_all()
+
+
+def test_a_forked_child_is_a_worker_of_its_own():
+    """A process forked after its parent named itself has another name: with the parent's, the parent's live pid
+    kept a killed child's claims held and nothing recovered its jorb."""
+    from orchestrator.storage.claims import worker_id
+
+    parent = worker_id()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, worker_id().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 200).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child and child != parent and f":{pid}:" in child
+    assert worker_id() == parent  # stable within a process

@@ -38,8 +38,17 @@ class ClaimRow(Base):
     until: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
-# This process, as other workers see it in the claims table.
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+_worker: tuple[int, str] | None = None
+
+
+def worker_id() -> str:
+    """This process, as other workers see it in the claims table. Made per process id: a child forked from a process
+    that had made its own is a worker of its own (with the parent's, the parent's live pid kept the claims of a child
+    killed mid-step held, and nothing recovered them)."""
+    global _worker
+    if _worker is None or _worker[0] != os.getpid():
+        _worker = (os.getpid(), f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}")
+    return _worker[1]
 
 
 def _dead_here(worker: str) -> bool:
@@ -67,10 +76,10 @@ class ClaimBusy(Exception):
 
 
 class Claims:
-    def __init__(self, settings: Settings, worker: str = WORKER_ID):
+    def __init__(self, settings: Settings, worker: str | None = None):
         self.engine = jarvis_engine(settings)
         self.lease = timedelta(seconds=settings.storage.claim_lease_s)
-        self.worker = worker
+        self.worker = worker or worker_id()
 
     def acquire(self, key: str) -> bool:
         """Take the key for this worker; False if another worker holds a live claim on it."""

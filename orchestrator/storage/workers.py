@@ -20,7 +20,7 @@ from sqlalchemy import DateTime, Integer, String, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from .claims import WORKER_ID
+from .claims import worker_id
 from orchestrator.core.config import Settings
 from .engines import JARVIS_DB, Base, database_url, jarvis_engine, open_engine, utcnow
 
@@ -52,10 +52,11 @@ def _beat(engine, worker: str) -> None:
         pass
 
 
-def ensure_heartbeat(settings: Settings, worker: str = WORKER_ID) -> None:
+def ensure_heartbeat(settings: Settings, worker: str | None = None) -> None:
     """Record this process as alive now, and keep doing so in the background while it runs (idempotent). The beat
     goes through the engine in use for the database and ends when the database is closed (`engines.dispose_all`:
     beating then reopened a closed database, or one whose folder was gone); opened again, it is started again."""
+    worker = worker or worker_id()
     engine = jarvis_engine(settings)  # before the check: while it is in use, a running beat goes on
     key = database_url(settings, JARVIS_DB)  # the engines' own key for it
     with _lock:

@@ -20,7 +20,7 @@ from sqlalchemy import DateTime, Integer, String, Text, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from orchestrator.storage.claims import WORKER_ID
+from orchestrator.storage.claims import worker_id
 from orchestrator.core.config import Settings
 from orchestrator.core.supervisor import pid_alive
 from orchestrator.storage.engines import Base, jarvis_engine, utcnow
@@ -44,7 +44,7 @@ class LedgerRow(Base):
     host: Mapped[str] = mapped_column(String(256))
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    worker: Mapped[str | None] = mapped_column(String(160), nullable=True)  # claims.WORKER_ID of the starter
+    worker: Mapped[str | None] = mapped_column(String(160), nullable=True)  # claims.worker_id() of the starter
     # call_fingerprint of the call as the work made it, before any edit by the user: a re-run that makes another
     # call under this key is not answered with this row's result (see executor.ToolExecutor._prepare)
     requested: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -148,7 +148,7 @@ class EffectsLedger:
             pid=os.getpid(),
             host=socket.gethostname(),
             started_at=utcnow(),
-            worker=WORKER_ID,
+            worker=worker_id(),
             requested=requested,
         )
         try:
@@ -166,7 +166,7 @@ class EffectsLedger:
                 update(LedgerRow)
                 .where(LedgerRow.key == key)
                 .values(status=STARTED, pid=os.getpid(), host=socket.gethostname(), started_at=utcnow(),
-                        worker=WORKER_ID)
+                        worker=worker_id())
             )
 
     def complete(self, key: str, result_text: str, ok: bool = True) -> None:
