@@ -98,17 +98,20 @@ class JarvisEnv:
         env["PYTHONPATH"] = str(REPO)
         return env
 
-    def cli(self, *args: str, input: str | None = None, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess:
+    def cli(self, *args: str, input: str | None = None, timeout: float = 120, check: bool = False,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """`jarvis ARGS` as a process of its own, in this environment (or `env`, whole), its output captured."""
         from orchestrator.storage import writer
 
         writer.flush()  # the other process reads what this one's turns wrote, even what is still queued
+        env = env if env is not None else self.env()
         if FRESH_CLI:
             proc = subprocess.run([str(JARVIS_BIN), *args], input=input, capture_output=True, text=True,
-                                  timeout=timeout, env=self.env(), cwd=str(self.path),
+                                  timeout=timeout, env=env, cwd=str(self.path),
                                   stdin=None if input is not None else subprocess.DEVNULL)
         else:  # a fork of an interpreter that has imported Jarvis already: tests/cli_forks.py says why and what differs
-            proc = Zygote.shared(REPO).run(str(JARVIS_BIN), list(args), env=self.env(), cwd=str(self.path),
-                                           input=input, timeout=timeout)
+            proc = Zygote.shared(REPO).run(str(JARVIS_BIN), list(args), env=env, cwd=str(self.path), input=input,
+                                           timeout=timeout)
         if check and proc.returncode != 0:
             raise AssertionError(f"jarvis {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc

@@ -11,7 +11,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import JARVIS_BIN
 from tests.mcp_helpers import write_server
 from tests.ui_server import start_ui
 
@@ -19,8 +18,7 @@ from tests.ui_server import start_ui
 def doctor(env, **extra_env) -> tuple[int, dict]:
     import json
 
-    proc = subprocess.run([str(JARVIS_BIN), "doctor", "--json"], env={**env.env(), **extra_env}, capture_output=True,
-                          text=True, timeout=180, cwd=str(env.path))
+    proc = env.cli("doctor", "--json", env={**env.env(), **extra_env}, timeout=180)
     return proc.returncode, json.loads(proc.stdout)
 
 
@@ -57,9 +55,8 @@ def test_no_keyring_is_a_note_that_says_how_not_a_failure(healthy):
     assert keyring["ok"] is None, keyring  # optional: secrets still come from JARVIS_SECRET_<NAME>
     assert "bin/pip install keyrings.cryptfile" in keyring["detail"] and "Secret Service" in keyring["detail"]
     assert code == 0 and report["ok"], report
-    proc = subprocess.run([str(JARVIS_BIN), "doctor"], env={**healthy.env(), "PYTHON_KEYRING_BACKEND":
-                          "keyring.backends.fail.Keyring"}, capture_output=True, text=True, timeout=180,
-                          cwd=str(healthy.path))
+    proc = healthy.cli("doctor", env={**healthy.env(), "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"},
+                       timeout=180)
     assert proc.returncode == 0 and "all checks pass" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 

@@ -234,12 +234,7 @@ def _no_sound(jarvis_env, tmp_path):
 
 
 def _cli(jarvis_env, env, *args, input=None):
-    import subprocess
-
-    from tests.conftest import JARVIS_BIN
-
-    return subprocess.run([str(JARVIS_BIN), *args], input=input, capture_output=True, text=True, timeout=120,
-                          env=env, cwd=str(jarvis_env.path))
+    return jarvis_env.cli(*args, input=input, env=env)
 
 
 def test_jarvis_say_writes_or_plays_the_speech(jarvis_env, tmp_path):
