@@ -3,14 +3,16 @@
 A test that runs `jarvis memory list` as a process proves what another process reads and says: exit code, stdout,
 stderr, what it wrote to the data folder. Starting a fresh interpreter for it cost 5-19 s here on a busy machine
 (importing LangChain, LangGraph, OpenAI's types and pydantic models: the same work every time), and the suite runs
-about 200 of them. Here one interpreter per test process imports `orchestrator.cli` and the modules every command
-needs once (the "zygote"), and each command is a fork of it: its own process, its own pid, file descriptors,
-environment, working folder and exit code, running the same `orchestrator.cli:main` the `jarvis` script runs, and
-exiting the way an interpreter exits (atexit handlers, non-daemon threads joined, streams flushed).
+about 200 of them. Here one interpreter per test process imports every module of Jarvis once (the "zygote"), and
+each command is a fork of it: its own process, its own pid, file descriptors (a terminal's side included),
+environment, working folder, default Ctrl-C handling and exit code, running the same `orchestrator.cli:main` the
+`jarvis` script runs, and exiting the way an interpreter exits (atexit handlers, non-daemon threads joined, streams
+flushed).
 
-What a fork cannot prove is how a fresh interpreter starts (which modules a command imports, how fast): the tests of
-that (tests/test_run_startup.py, bench/startup.py) start `jarvis` itself, as do the tests of `jarvis run` and of
-signals.
+What a fork cannot prove is how a fresh interpreter starts (which modules a command imports, how fast), nor anything
+a module decides at import from its environment (the zygote refuses to serve when a preloaded module opened the
+keyring): the tests of start-up (tests/test_run_startup.py, bench/startup.py) start `jarvis` itself, as do the tests
+of `jarvis run` and `jarvis mcp serve`.
 
 The zygote is single-threaded when it forks (checked at start); each request gets a reaper, a fork of the zygote
 that forks the command, sends its pid, waits for it and sends its exit status, so the zygote itself never waits.
