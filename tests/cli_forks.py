@@ -24,7 +24,6 @@ import atexit
 import json
 import os
 import select
-import selectors
 import shutil
 import signal
 import socket
@@ -223,25 +222,14 @@ class Zygote:
     def run(self, argv0: str, args: list[str], *, env: dict[str, str], cwd: str, input: str | None,
             timeout: float) -> subprocess.CompletedProcess:
         """As `subprocess.run([argv0, *args], input=input, capture_output=True, text=True, timeout=timeout, ...)`."""
-        stdin_r, stdin_w = os.pipe() if input is not None else (os.open(os.devnull, os.O_RDONLY), -1)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
+        command = self.popen(argv0, args, env=env, cwd=cwd,
+                             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL)
         try:
-            command = self.spawn(argv0, args, env=env, cwd=cwd, stdin=stdin_r, stdout=out_w, stderr=err_w)
-        finally:
-            for fd in (stdin_r, out_w, err_w):
-                os.close(fd)
-        if stdin_w >= 0:
-            threading.Thread(target=_feed, args=(stdin_w, (input or "").encode()), daemon=True).start()
-        try:
-            out, err = _collect(out_r, err_r, timeout)
+            out, err = command.communicate(None if input is None else input.encode(), timeout)
         except subprocess.TimeoutExpired:
             command.kill()
-            raise subprocess.TimeoutExpired(command.args, timeout) from None
-        finally:
-            os.close(out_r)
-            os.close(err_r)
-        return subprocess.CompletedProcess(command.args, command.wait(timeout), out.decode("utf-8", "replace"),
+            raise
+        return subprocess.CompletedProcess(command.args, command.returncode, out.decode("utf-8", "replace"),
                                            err.decode("utf-8", "replace"))
 
 
@@ -284,22 +272,23 @@ class ForkedCommand:
             return self.wait()
         return self.returncode
 
-    def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
-        """What is left on its stdout and stderr pipes (both read to their end at once), then its exit: as
-        Popen.communicate."""
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
+        """`input` written to its stdin pipe (then closed), what is left on its stdout and stderr pipes read to their
+        end, all at once, then its exit: as Popen.communicate."""
         import time
 
+        workers = []
         if self.stdin is not None:
-            self.stdin.close()
+            workers.append(threading.Thread(target=_write_and_close, args=(self.stdin, input), daemon=True))
         read: dict[int, Any] = {}
-        readers = [threading.Thread(target=lambda i=i, s=stream: read.__setitem__(i, s.read()), daemon=True)
-                   for i, stream in enumerate((self.stdout, self.stderr)) if stream is not None]
-        for reader in readers:
-            reader.start()
+        workers += [threading.Thread(target=lambda i=i, s=stream: read.__setitem__(i, s.read()), daemon=True)
+                    for i, stream in enumerate((self.stdout, self.stderr)) if stream is not None]
+        for worker in workers:
+            worker.start()
         deadline = None if timeout is None else time.monotonic() + timeout
-        for reader in readers:
-            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            if reader.is_alive():
+        for worker in workers:
+            worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if worker.is_alive():
                 raise subprocess.TimeoutExpired(self.args, timeout)
         for stream in (self.stdout, self.stderr):
             if stream is not None:
@@ -318,38 +307,10 @@ class ForkedCommand:
         self.send_signal(signal.SIGTERM)
 
 
-def _feed(fd: int, data: bytes) -> None:
+def _write_and_close(stream: IO[Any], data: Any) -> None:
     try:
-        _write_all(fd, data)
+        if data:
+            stream.write(data)
+        stream.close()
     except BrokenPipeError:  # the command did not read it all, as with subprocess.run
         pass
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _collect(out_fd: int, err_fd: int, timeout: float) -> tuple[bytes, bytes]:
-    """Both pipes read to their end (every holder of their write ends gone), as subprocess.communicate does."""
-    import time
-
-    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as selector:
-        for fd in chunks:
-            selector.register(fd, selectors.EVENT_READ)
-        while selector.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise subprocess.TimeoutExpired("jarvis", timeout)
-            for key, _ in selector.select(left):
-                data = os.read(key.fd, 65536)
-                if data:
-                    chunks[key.fd].append(data)
-                else:
-                    selector.unregister(key.fd)
-    return b"".join(chunks[out_fd]), b"".join(chunks[err_fd])
