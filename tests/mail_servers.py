@@ -19,6 +19,8 @@ import ssl
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -263,6 +265,18 @@ class Submission:
     def stop(self) -> None:
         if self.controller is not None:
             self.controller.stop()
+
+
+@contextmanager
+def dovecot_and_submission(users: dict[str, str]) -> Iterator[tuple[Dovecot, Submission]]:
+    """A Dovecot with these users (address -> password) and its SMTP submission server, both stopped after."""
+    dovecot = Dovecot(users).start()
+    submission = Submission(dovecot).start()
+    try:
+        yield dovecot, submission
+    finally:
+        submission.stop()
+        dovecot.stop()
 
 
 class Proxy:

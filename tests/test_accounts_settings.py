@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from orchestrator.core import secrets
-from tests.mail_servers import Dovecot, Submission
+from tests.mail_servers import dovecot_and_submission
 from tests.test_ui_browser import PHONE, _overflow, browser, open_ui, shot  # noqa: F401 - fixtures
 from tests.ui_server import start_ui
 
@@ -18,11 +18,8 @@ USERS = {ALICE: "alice-app-password"}
 
 @pytest.fixture(scope="module")
 def servers():
-    dovecot = Dovecot(USERS).start()
-    submission = Submission(dovecot).start()
-    yield dovecot, submission
-    submission.stop()
-    dovecot.stop()
+    with dovecot_and_submission(USERS) as both:
+        yield both
 
 
 def form(servers, **changes) -> dict:

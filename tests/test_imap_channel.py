@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from orchestrator.channels.inbound import InboundMessage
-from tests.mail_servers import Dovecot, Submission
+from tests.mail_servers import dovecot_and_submission
 from tests.test_approvals_remote import _paused_jorb, _wait
 from tests.test_jorbs import _events, step
 
@@ -28,11 +28,8 @@ AUTHSERV = "mx.home.test"
 
 @pytest.fixture(scope="module")
 def mail_servers():
-    dovecot = Dovecot(USERS).start()
-    submission = Submission(dovecot).start()
-    yield dovecot, submission
-    submission.stop()
-    dovecot.stop()
+    with dovecot_and_submission(USERS) as both:
+        yield both
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from integrations.base import ToolError, tool_meta
 from integrations.imap_tools import MAX_MESSAGE_BYTES, build_imap_tools
 from integrations.mail_account import MailAccount, TlsRefused, connect_imap, connect_smtp
-from tests.mail_servers import Dovecot, Proxy, Submission
+from tests.mail_servers import Proxy, dovecot_and_submission
 
 ALICE, BOB, DAN = "alice@example.test", "bob@example.test", "dan@example.test"
 USERS = {ALICE: "alice-app-password", BOB: "bob-app-password", DAN: "dan-app-password"}
@@ -21,11 +21,8 @@ AUTHSERV = "mx.example.test"
 
 @pytest.fixture(scope="module")
 def servers():
-    dovecot = Dovecot(USERS).start()
-    submission = Submission(dovecot).start()
-    yield dovecot, submission
-    submission.stop()
-    dovecot.stop()
+    with dovecot_and_submission(USERS) as both:
+        yield both
 
 
 def account(servers, user=ALICE, **changes) -> MailAccount:
