@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 from orchestrator.channels.email import email_channel
 from orchestrator.channels.inbound import InboundMessage
 from orchestrator.channels.models import ChannelState
-from orchestrator.channels.ratelimit import bucket
 from orchestrator.core.config import Settings
 from orchestrator.core.secrets import redact
 from orchestrator.core.visible import visible
@@ -30,6 +28,7 @@ from orchestrator.jorbs.router import route_inbound
 from orchestrator.jorbs.store import JorbStore
 from orchestrator.chat.live_turns import LiveTurn, TurnBusy, TurnHub
 from orchestrator.chat.turns import user_input
+from .flood import Flood
 from .once import Handled, recover
 from integrations.gmail_tools import MAX_BODY_CHARS
 
@@ -55,7 +54,7 @@ class EmailChat:
         self.state = ChannelState(settings, "email")
         self.handled = Handled(self.state)
         self.jorbs = JorbStore(settings)
-        self._told_flood: dict[str, float] = {}
+        self.flood = Flood("email", settings.data_dir, settings.channels.email.chat_per_minute)
         hub.watchers.append(self._watch)
 
     def take(self, message: InboundMessage) -> bool:
@@ -78,13 +77,7 @@ class EmailChat:
 
     def _take(self, thread: str, sender: str, text: str, key: str) -> bool:
         """True when a turn started for the mail (its record is then ended by the relay)."""
-        per_minute = self.settings.channels.email.chat_per_minute
-        if not bucket(f"email-chat:{self.settings.data_dir}:{sender}", per_minute).acquire(timeout=0):
-            now = time.monotonic()
-            if now - self._told_flood.get(sender, -120.0) >= 60:
-                self._told_flood[sender] = now
-                self._mail(thread, f"Too many mails at once (more than {per_minute} a minute): the ones past that "
-                                   "are not read. Wait a minute, then write again.")
+        if self.flood.over(sender, lambda notice: self._mail(thread, notice), noun="mails", verb="write"):
             return False
         words = own_words(text)
         if len(words) > MAX_BODY_CHARS:  # the body was cut there (gmail_tools.message_body): not the whole request

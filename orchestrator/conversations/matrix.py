@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import html
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,7 +40,6 @@ from orchestrator.channels.matrix import MatrixAPI
 from orchestrator.channels.matrix_replies import MatrixReply
 from orchestrator.channels.inbound import InboundMessage
 from orchestrator.channels.models import ChannelState
-from orchestrator.channels.ratelimit import bucket
 from orchestrator.core.config import Settings
 from orchestrator.core.secrets import redact
 from orchestrator.core.visible import visible
@@ -50,6 +48,7 @@ from orchestrator.jorbs.store import JorbStore
 from orchestrator.chat.live_turns import TurnHub
 from .email import own_words
 from .matrix_files import Refused, is_file, received
+from .flood import Flood
 from .once import Handled
 from .telegram import TelegramChat
 
@@ -80,7 +79,7 @@ class MatrixChat(TelegramChat):
         self.handled = Handled(self.state)
         self.jorbs = JorbStore(settings)
         self.approvals = ApprovalStore(settings)
-        self._told_flood: dict[str, float] = {}
+        self.flood = Flood("matrix", settings.data_dir, self.cfg.chat_per_minute)
         self.send_confirmation = self._confirm
         hub.watchers.append(self._watch)
 
@@ -148,12 +147,7 @@ class MatrixChat(TelegramChat):
             if first in ("approve", "deny"):
                 self._answer(room, reply_to, first)
                 return False
-        if not bucket(f"matrix-chat:{self.settings.data_dir}:{room}", self.cfg.chat_per_minute).acquire(timeout=0):
-            now = time.monotonic()
-            if now - self._told_flood.get(room, -120.0) >= 60:
-                self._told_flood[room] = now
-                self._say(room, f"Too many messages at once (more than {self.cfg.chat_per_minute} a minute): the "
-                                "ones past that are not read. Wait a minute, then send again.")
+        if self.flood.over(room, lambda notice: self._say(room, notice)):
             return False
         if len(text) > self.cfg.max_message_chars:
             self._say(room, TOO_LONG.format(self.cfg.max_message_chars))

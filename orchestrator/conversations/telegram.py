@@ -26,17 +26,16 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from orchestrator.channels.addresses import normalize_party
 from orchestrator.channels.inbound import InboundMessage
 from orchestrator.channels.models import ChannelState
-from orchestrator.channels.ratelimit import bucket
 from orchestrator.channels.telegram import bot_api
 from orchestrator.channels.telegram_replies import LIMIT, Reply
 from orchestrator.chat.uploads import with_attachments
+from orchestrator.conversations.flood import Flood
 from orchestrator.conversations.once import Handled, recover
 from orchestrator.conversations.telegram_files import Refused, received
 from orchestrator.core.config import Settings
@@ -72,7 +71,7 @@ class TelegramChat:
         self.state = ChannelState(settings, "telegram")
         self.handled = Handled(self.state)
         self.jorbs = JorbStore(settings)
-        self._told_flood: dict[str, float] = {}
+        self.flood = Flood("telegram", settings.data_dir, self.cfg.chat_per_minute)
         hub.watchers.append(self._watch)
 
     # -- in ---------------------------------------------------------------------------------------------------
@@ -105,12 +104,7 @@ class TelegramChat:
 
     def _take(self, chat: str, message: dict[str, Any], key: str) -> bool:
         """True when a turn started for the message (its record is then ended by the relay)."""
-        if not bucket(f"telegram-chat:{self.settings.data_dir}:{chat}", self.cfg.chat_per_minute).acquire(timeout=0):
-            now = time.monotonic()
-            if now - self._told_flood.get(chat, -120.0) >= 60:
-                self._told_flood[chat] = now
-                self._say(chat, f"Too many messages at once (more than {self.cfg.chat_per_minute} a minute): the "
-                                "ones past that are not read. Wait a minute, then send again.")
+        if self.flood.over(chat, lambda notice: self._say(chat, notice)):
             return False
         text, new = message.get("text"), None
         if not isinstance(text, str):
