@@ -47,7 +47,7 @@ from orchestrator.jorbs.router import route_inbound
 from orchestrator.jorbs.store import JorbStore
 from orchestrator.chat.live_turns import TurnHub
 from .email import own_words
-from .matrix_files import Refused, is_file, received
+from .matrix_files import is_file, received
 from .flood import Flood
 from .once import Handled
 from .telegram import TelegramChat
@@ -154,13 +154,9 @@ class MatrixChat(TelegramChat):
             return False
         new = None
         if is_file(content):
-            try:
-                handed = received(self.settings, self.api, content)
-            except Refused as exc:
-                self._say(room, str(exc))
+            handed = self._file_taken(room, lambda: received(self.settings, self.api, content))
+            if handed is None:
                 return False
-            if handed.heard is not None:
-                self._say(room, f"Heard: {handed.heard}")
             text, new = handed.text, handed.attachments
         elif text.strip().startswith("/"):
             self._command(room, text.strip().split(maxsplit=1)[0].lower())

@@ -37,7 +37,7 @@ from orchestrator.channels.telegram_replies import LIMIT, Reply
 from orchestrator.chat.uploads import with_attachments
 from orchestrator.conversations.flood import Flood
 from orchestrator.conversations.once import Handled, recover
-from orchestrator.conversations.telegram_files import Refused, received
+from orchestrator.conversations.telegram_files import Received, Refused, received
 from orchestrator.core.config import Settings
 from orchestrator.core.secrets import redact
 from orchestrator.core.visible import visible
@@ -102,19 +102,27 @@ class TelegramChat:
             self.handled.done(key)
         return True
 
+    def _file_taken(self, chat: str, receive: Callable[[], Received]) -> Received | None:
+        """A file or voice message taken as an upload (what was heard said back), or None when refused: the chat is
+        told why."""
+        try:
+            handed = receive()
+        except Refused as exc:
+            self._say(chat, str(exc))
+            return None
+        if handed.heard is not None:
+            self._say(chat, f"Heard: {handed.heard}")
+        return handed
+
     def _take(self, chat: str, message: dict[str, Any], key: str) -> bool:
         """True when a turn started for the message (its record is then ended by the relay)."""
         if self.flood.over(chat, lambda notice: self._say(chat, notice)):
             return False
         text, new = message.get("text"), None
         if not isinstance(text, str):
-            try:
-                handed = received(self.settings, self.api, message)
-            except Refused as exc:
-                self._say(chat, str(exc))
+            handed = self._file_taken(chat, lambda: received(self.settings, self.api, message))
+            if handed is None:
                 return False
-            if handed.heard is not None:
-                self._say(chat, f"Heard: {handed.heard}")
             text, new = handed.text, handed.attachments
         if len(text) > LIMIT:
             self._say(chat, TOO_LONG)
