@@ -67,6 +67,33 @@ def test_a_chat_thread_lives_in_postgres_and_other_processes_see_it(pg_env):
     assert [m.content for m in out["messages"] if m.type == "human"][0] == "what files do I have?"
 
 
+@pytest.mark.parametrize("keep", [1, 3])
+def test_a_turn_s_trim_that_runs_before_its_last_checkpoint_keeps_what_that_checkpoint_needs(pg_env, monkeypatch, keep):
+    """The trim a turn queues runs on the background writer, on a busy machine before the turn's last checkpoint
+    is written: it counts that checkpoint among the kept, keeps the one it comes from (whose channel blobs the
+    new one shares), and the thread reads whole afterwards."""
+    from types import SimpleNamespace
+
+    from orchestrator.storage import checkpoints
+
+    pg_env.write_config(storage={"url": pg_env.pg_url, "keep_checkpoints": keep})
+    monkeypatch.setattr(checkpoints, "writer", SimpleNamespace(submit=lambda job: job()))
+    graph = pg_env.graph()
+    config = {"configurable": {"thread_id": "pg-trim"}}
+    for i in range(3):
+        pg_env.server.push(answer(f"answer {i}"))
+        graph.invoke({"messages": [("user", f"question {i}")]}, config)
+    with _pg(pg_env.pg_url) as conn:
+        (left,) = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'pg-trim' "
+                               "AND checkpoint_ns = ''").fetchone()
+    assert left == max(keep, 2)  # keep 1: the one the last step came from stays until the next turn's trim
+    pg_env.server.push(answer("still here"))
+    out = pg_env.graph().invoke({"messages": [("user", "and now?")]}, config)
+    assert out["messages"][-1].content == "still here"
+    assert [m.content for m in out["messages"] if m.type == "human"] == [
+        "question 0", "question 1", "question 2", "and now?"]
+
+
 def test_a_confirmation_parked_by_one_process_is_approved_from_another(pg_env):
     pg_env.write_config(storage={"url": pg_env.pg_url}, autonomy={"effects": {"fs_write": "confirm"}})
     target = pg_env.root / "x.txt"

@@ -72,6 +72,13 @@ def checkpoints_so_far(config: RunnableConfig) -> int | None:
     return step + 2 if isinstance(step, int) else None
 
 
+def running_from(config: RunnableConfig) -> str | None:
+    """The id of the checkpoint the running step started from (in the thread's top namespace): the step's own is
+    written only after it returns."""
+    found = ((config.get("configurable") or {}).get("checkpoint_map") or {}).get("")
+    return found if isinstance(found, str) else None
+
+
 def _writer():
     try:
         return get_stream_writer()
@@ -225,7 +232,8 @@ def make_nodes(rt: JarvisRuntime, *, prunes: bool = True):
         rt.threads.set_status_later(_thread_id(config), IDLE)
         rt.executor.sites.end_task(_thread_id(config))  # the turn's site approvals end, its browser is closed
         if prunes:
-            prune_later(settings, _thread_id(config), at_most=checkpoints_so_far(config))
+            prune_later(settings, _thread_id(config), at_most=checkpoints_so_far(config),
+                        runs_from=running_from(config))
         last = state.messages[-1] if state.messages else None
         if isinstance(last, AIMessage) and not last.tool_calls and not (last.text or "").strip():
             return {"messages": [AIMessage(content="(The model returned an empty answer. Try rephrasing the request.)")]}

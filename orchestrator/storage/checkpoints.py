@@ -38,28 +38,44 @@ def _connect(settings: Settings) -> sqlite3.Connection:
 _pruners = KeptConnections(2, setup=tune_sqlite)
 
 
-def prune_thread(settings: Settings, thread_id: str, keep: int) -> PruneReport:
-    """Delete all but the newest `keep` checkpoints of the thread (and their pending writes)."""
+def prune_thread(settings: Settings, thread_id: str, keep: int, *, runs_from: str | None = None) -> PruneReport:
+    """Delete all but the newest `keep` checkpoints of the thread (and their pending writes).
+
+    `runs_from`: a step that trims its thread before its own checkpoint is written (the chat graph's `respond`)
+    names the checkpoint it runs from. Its own then counts among the kept whether it lands before the trim runs or
+    after: a trim that counted what was on disk kept one too many when the checkpoint landed last."""
     if keep < 1:
         raise ValueError("keep at least one checkpoint: the newest is the thread")
     if is_postgres(settings):
-        return PruneReport(thread_id, *prune_postgres_thread(settings.storage.url or "", thread_id, keep))
+        return PruneReport(thread_id, *prune_postgres_thread(settings.storage.url or "", thread_id, keep, runs_from))
     with _pruners.use(str(sqlite_path(settings, CHECKPOINTS_DB))) as (_, conn), conn:
+        gone = _newest_gone(conn, thread_id, keep, runs_from)
+        if gone is None:  # nothing older: no write, so the next turn's checkpoints never wait for one
+            return PruneReport(thread_id, 0, 0)
+        size, count = conn.execute(
+            "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0), COUNT(*) FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_id <= ?", (thread_id, gone)).fetchone()
+        (wsize,) = conn.execute(
+            "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ? AND checkpoint_id <= ?",
+            (thread_id, gone)).fetchone()
+        conn.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id <= ?", (thread_id, gone))
+        conn.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id <= ?", (thread_id, gone))
+    return PruneReport(thread_id, int(count), int(size) + int(wsize))
+
+
+def _newest_gone(conn: sqlite3.Connection, thread_id: str, keep: int, runs_from: str | None) -> str | None:
+    """The id of the newest checkpoint that goes (it and every older one), or None when nothing goes. Checkpoint
+    ids grow with time (LangGraph's are UUIDv6), so "older" is "smaller"."""
+    if runs_from is None:
         newest = [r[0] for r in conn.execute(
             "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
             "ORDER BY checkpoint_id DESC LIMIT ?", (thread_id, keep + 1))]
-        if len(newest) <= keep:  # nothing older: no write, so the next turn's checkpoints never wait for one
-            return PruneReport(thread_id, 0, 0)
-        oldest_kept = newest[keep - 1]
-        size, count = conn.execute(
-            "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0), COUNT(*) FROM checkpoints "
-            "WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept)).fetchone()
-        (wsize,) = conn.execute(
-            "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes WHERE thread_id = ? AND checkpoint_id < ?",
-            (thread_id, oldest_kept)).fetchone()
-        conn.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept))
-        conn.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id < ?", (thread_id, oldest_kept))
-    return PruneReport(thread_id, int(count), int(size) + int(wsize))
+    else:  # the running step's own checkpoint is one of the kept: keep - 1 of those up to the one it runs from,
+        keep = max(keep - 1, 1)  # and that one at least (the newest written until the step's own lands)
+        newest = [r[0] for r in conn.execute(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+            "AND checkpoint_id <= ? ORDER BY checkpoint_id DESC LIMIT ?", (thread_id, runs_from, keep + 1))]
+    return newest[keep] if len(newest) > keep else None
 
 
 def vacuum(settings: Settings) -> int:
@@ -76,17 +92,18 @@ def vacuum(settings: Settings) -> int:
     return max(0, before - path.stat().st_size)
 
 
-def prune_later(settings: Settings, thread_id: str, at_most: int | None = None) -> None:
+def prune_later(settings: Settings, thread_id: str, at_most: int | None = None, runs_from: str | None = None) -> None:
     """After a run: trim the thread to storage.keep_checkpoints, off the hot path. `at_most`: how many checkpoints
     the caller knows the thread holds at most (a chat turn knows it from its step); no more than kept, nothing is
-    read (the query cost a quarter of a millisecond, every turn: bench/turn_overhead.py)."""
+    read (the query cost a quarter of a millisecond, every turn: bench/turn_overhead.py). `runs_from`: as for
+    prune_thread, when the caller is a step whose own checkpoint is still to be written."""
     keep = settings.storage.keep_checkpoints
     if not keep or (at_most is not None and at_most <= keep):
         return
 
     def job() -> None:
         try:
-            prune_thread(settings, thread_id, keep)
+            prune_thread(settings, thread_id, keep, runs_from=runs_from)
         except Exception as exc:  # noqa: BLE001 - housekeeping never breaks a turn
             log.warning("could not prune checkpoints of %s: %s", thread_id, exc)
 

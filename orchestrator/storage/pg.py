@@ -108,23 +108,29 @@ async def make_async_postgres_checkpointer(url: str, serde: Any):
     return AsyncPostgresSaver(conn, serde=serde)
 
 
-def prune_postgres_thread(url: str, thread_id: str, keep: int) -> tuple[int, int]:
+def prune_postgres_thread(url: str, thread_id: str, keep: int, runs_from: str | None = None) -> tuple[int, int]:
     """All but the newest `keep` checkpoints of the thread go, with their writes and the channel blobs no kept
     checkpoint refers to (PostgresSaver stores each channel value once per version, in checkpoint_blobs).
-    Returns (checkpoints removed, bytes freed)."""
+    `runs_from`: as in storage/checkpoints.prune_thread. Returns (checkpoints removed, bytes freed)."""
     with _pool(url).connection() as conn, conn.transaction():
-        kept = [r["checkpoint_id"] for r in conn.execute(
-            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' "
-            "ORDER BY checkpoint_id DESC LIMIT %s", (thread_id, keep))]
-        if not kept:
+        if runs_from is None:
+            newest = [r["checkpoint_id"] for r in conn.execute(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' "
+                "ORDER BY checkpoint_id DESC LIMIT %s", (thread_id, keep + 1))]
+        else:  # the running step's own checkpoint is one of the kept; the one it runs from stays (blobs it shares)
+            keep = max(keep - 1, 1)
+            newest = [r["checkpoint_id"] for r in conn.execute(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' "
+                "AND checkpoint_id <= %s ORDER BY checkpoint_id DESC LIMIT %s", (thread_id, runs_from, keep + 1))]
+        if len(newest) <= keep:
             return 0, 0
-        oldest = kept[-1]
+        gone_upto = newest[keep]
         gone = conn.execute(
-            "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_id < %s "
-            "RETURNING pg_column_size(checkpoint) + pg_column_size(metadata) AS size", (thread_id, oldest)).fetchall()
+            "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_id <= %s "
+            "RETURNING pg_column_size(checkpoint) + pg_column_size(metadata) AS size", (thread_id, gone_upto)).fetchall()
         writes = conn.execute(
-            "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_id < %s "
-            "RETURNING pg_column_size(blob) AS size", (thread_id, oldest)).fetchall()
+            "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_id <= %s "
+            "RETURNING pg_column_size(blob) AS size", (thread_id, gone_upto)).fetchall()
         blobs = conn.execute(
             "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND NOT EXISTS ("
             "  SELECT 1 FROM checkpoints c, jsonb_each_text(c.checkpoint -> 'channel_versions') v"
