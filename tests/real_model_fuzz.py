@@ -445,7 +445,8 @@ ANCHOR_WORDS = ("the quick brown fox jumps over a lazy dog while seven tired sai
 BUDGET_S = 300.0  # bench/real_model.py's target for the whole run, at the anchor's speed
 MAX_SLOWDOWN = 3.0  # a machine this much slower than the anchor is not one to judge Jarvis's speed on
 
-# What the test holds the run to (tests/test_real_model.py says why these and not its wall time). Measured here: Jarvis
+# What the run is held to: the cached share by the test, Jarvis's share of the time by bench/real_model.py (alone on
+# the machine; the test runs beside the suite, whose load is not Jarvis's). Measured here: Jarvis
 # 0.5-0.9% of the turns' time; 87% of the prompt tokens cached (62-64% while the built-in model's function list moved
 # whenever a thread bound a new tool, 81-84% while a jorb the run starts made the chat read its prompts again:
 # llm/prompt_states.py); a prompt that broke the prefix cache after the system text would leave about a third cached

@@ -80,6 +80,7 @@ def test_the_tiny_model_makes_valid_calls_for_simple_requests(jarvis_env):
     assert chosen["Write hello to note.txt."] == "fs_write_text", calls
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_a_turn_on_the_built_in_model_counts_its_tokens(jarvis_env):
     # llama-cpp-python's server sends no usage in a stream; the handler closes its streams with OpenAI's usage

@@ -88,6 +88,7 @@ def test_no_model_server_says_how_to_get_one(jarvis_env):
         assert hint in proc.stderr, proc.stderr
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_started_once_reused_across_turns_and_restarted_when_it_dies(jarvis_env):
     gguf = require_real_model()

@@ -67,7 +67,7 @@ def test_the_built_in_model_is_used_when_nothing_answers(jarvis_env):
 
 
 @pytest.mark.slow
-@pytest.mark.solo  # the real model on both cores: alone, after the parallel tests
+@pytest.mark.long
 @pytest.mark.timeout(1800)  # a hang guard; the page's waits below come first
 def test_make_run_with_no_model_server_is_a_working_assistant(jarvis_env, browser):
     """The issue's "done when": `jarvis run` with nothing answering, a real browser; "list the files in my folder"

@@ -29,6 +29,7 @@ def _summarizer(req: dict) -> dict:
     return {"content": "\n".join(kept + facts) or "small talk only"}
 
 
+@pytest.mark.long
 @pytest.mark.timeout(900)
 def test_a_thousand_turn_thread_stays_under_budget_and_remembers(jarvis_env):
     jarvis_env.write_config(planner={"history_token_budget": BUDGET}, storage={"keep_checkpoints": 5})

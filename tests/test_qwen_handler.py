@@ -112,7 +112,7 @@ def test_a_call_already_made_for_this_request_is_known():
 
 
 @pytest.mark.slow
-@pytest.mark.solo
+@pytest.mark.long
 @pytest.mark.timeout(900)  # a hang guard: on 2 cores at a load average of 17 the server's start and one turn took 5 min
 def test_qwen_05b_lists_the_folder_it_is_asked_for(jarvis_env):
     """The real Qwen2.5-Coder-0.5B in the real embedded server, `chat_format: jarvis-tools` (the handler picked

@@ -18,15 +18,21 @@ import pytest
 
 from orchestrator.chat import planner
 from tests.real_model_fuzz import (
-    HANG_GUARD_S, MAX_JARVIS_SHARE, MIN_CACHED_SHARE, MIN_VALID_SHARE, PLAIN_TURNS, SIMPLE_REQUESTS, SIMPLE_ROUNDS,
-    TURNS, cached_share, fuzz_overrides, jarvis_share, make_files, plain_overrides, require_real_model, run_fuzz,
+    HANG_GUARD_S, MIN_CACHED_SHARE, MIN_VALID_SHARE, PLAIN_TURNS, SIMPLE_REQUESTS, SIMPLE_ROUNDS,
+    TURNS, cached_share, fuzz_overrides, make_files, plain_overrides, require_real_model, run_fuzz,
     summary_lines,
 )
 
 
+# It runs beside the rest of the suite (3 workers on 2 cores: 326 s here, 180 s alone), and beside another
+# `make test` on a busy machine: its hang guard is the bench's (tests/real_model_fuzz.py) times the load it may meet.
+# How long the turns took, and Jarvis's share of it, is bench/real_model.py's to judge, alone on the machine.
+SUITE_LOAD = 2.5
+
+
 @pytest.mark.slow
-@pytest.mark.solo  # the real model on both cores: alone, so Jarvis's share of the time is measured, not the load's
-@pytest.mark.timeout(1200)  # a hang guard; the run's own deadline below comes first
+@pytest.mark.long
+@pytest.mark.timeout(3000)  # a hang guard; the run's own deadline below comes first
 def test_fifty_turns_against_a_real_tiny_model(jarvis_env, monkeypatch):
     gguf = require_real_model()
     pin_prompt_clock(monkeypatch)
@@ -44,11 +50,8 @@ def test_fifty_turns_against_a_real_tiny_model(jarvis_env, monkeypatch):
               f"{rec.request[:40]!r}", file=sys.stderr)
 
     report = run_fuzz(graph, jarvis_env.settings, jarvis_env.root, canary, progress=progress, plain_graph=plain_graph,
-                      plain_turns=PLAIN_TURNS, deadline=time.monotonic() + HANG_GUARD_S)
+                      plain_turns=PLAIN_TURNS, deadline=time.monotonic() + SUITE_LOAD * HANG_GUARD_S)
     print("\n".join(summary_lines(report)), file=sys.stderr)
-    if jarvis_share(report) > MAX_JARVIS_SHARE:
-        report.violations.append(f"Jarvis took {jarvis_share(report):.1%} of the turns' time (at most "
-                                 f"{MAX_JARVIS_SHARE:.0%}; the rest is the model's)")
     if cached_share(report) < MIN_CACHED_SHARE:
         report.violations.append(f"the model server found {cached_share(report):.0%} of the prompt tokens in its cache "
                                  f"(at least {MIN_CACHED_SHARE:.0%}): the prompt's prefix changes from request to request")
@@ -91,7 +94,7 @@ def pin_prompt_clock(monkeypatch) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.solo  # the real model on both cores; no time bound, only a hang guard
+@pytest.mark.long  # no time bound, only a hang guard
 @pytest.mark.timeout(900)
 def test_the_tiny_model_really_calls_tools_for_simple_requests(jarvis_env, monkeypatch):
     """Issue [18]'s floor for the built-in model, through the real graph and executor: most calls valid (a tool it
