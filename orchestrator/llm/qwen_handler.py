@@ -8,8 +8,8 @@ out "message" every time and the models then wrote the call as prose. Here the p
 (the GGUF's `tokenizer.chat_template` when it renders <tool_call>: the Qwen2.5-Coder GGUFs carry `QWEN2_TEMPLATE`
 exactly), and the model decides in its own words: its first tokens are free, and when they open a call
 (`opens_call`: the Coder models start the call's JSON itself, bare or in a ```json fence, rather than the
-<tool_call> token, whose probability was 0.000 on the first token of every request tried) the call is written
-inside <tool_call>. It is kept when it names one of the tools given with arguments that fit that tool's schema
+<tool_call> token, whose probability was 0.000 on the first token of every request tried) it goes on writing
+the call as it began. It is kept when it names one of the tools given with arguments that fit that tool's schema
 (`fitting_call`, jsonschema); otherwise it is written again under the constraint the ChatML handler uses
 (lm-format-enforcer): the name one of the tools, the arguments JSON that fits the schema. Constrained from the start,
 every call cost seconds a token (Qwen's vocabulary is 151k tokens, SmolLM2's 49k): 42 tokens took 213 s constrained
@@ -195,6 +195,16 @@ def opens_call(start: str) -> bool | None:
     return False
 
 
+_CLOSING_FENCE = "\n```"  # after the call's JSON; the opening fence starts the text, with no line before it
+_CALL_OPENING = re.compile(r"\s*(?:<tool_call>|```(?:json)?)?\s*")
+
+
+def unwrapped_call(written: str) -> str:
+    """What the model wrote when it opened a call on its own, without the <tool_call> or ```json it opened with."""
+    opening = _CALL_OPENING.match(written)
+    return written[opening.end():] if opening else written
+
+
 def fitting_call(written: str, tools: list[dict[str, Any]]) -> tuple[str, str] | None:
     """(name, arguments) when `written` starts with one JSON call to one of `tools` whose arguments fit its
     parameter schema (as the constraint would have made it), else None."""
@@ -322,7 +332,8 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
 
     if not available:
         return answer()
-    if tool_choice not in ("required",) and named is None:
+    opened_itself = tool_choice not in ("required",) and named is None
+    if opened_itself:
         # The model's own first tokens decide: a call opened (see `opens_call`) or an answer in words.
         def written(n: int) -> str:
             return llama.create_completion(prompt=prompt, temperature=temperature, stream=False, max_tokens=n,
@@ -341,9 +352,16 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
     budget = max_tokens or 256
     call_prompt, call_stops = f"{prompt}{OPEN}\n", stops + [CLOSE, "```"]
     # Written freely first, kept only when it fits; else again under the constraint (see the module's docstring).
-    completion = llama.create_completion(prompt=call_prompt, temperature=temperature, stream=False, stop=call_stops,
-                                         max_tokens=budget, **sampling)
-    fitting = fitting_call(completion["choices"][0]["text"], chosen)
+    # A call the model opened itself goes on as it began (in a ```json fence, bare, or in <tool_call>): made to
+    # write after an opened <tool_call>, a token it never writes itself, Qwen2.5-Coder 0.5B ended its turn at once
+    # and every call went the constrained way (a minute or more, where the free one takes seconds).
+    if opened_itself:
+        completion = llama.create_completion(prompt=prompt, temperature=temperature, stream=False,
+                                             stop=stops + [CLOSE, _CLOSING_FENCE], max_tokens=budget, **sampling)
+    else:
+        completion = llama.create_completion(prompt=call_prompt, temperature=temperature, stream=False,
+                                             stop=call_stops, max_tokens=budget, **sampling)
+    fitting = fitting_call(unwrapped_call(completion["choices"][0]["text"]), chosen)
     if fitting is None:
         completion = llama.create_completion(
             prompt=call_prompt, temperature=temperature, stream=False, stop=call_stops, max_tokens=budget,
