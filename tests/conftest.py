@@ -41,9 +41,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The tests marked `long` (minutes each: a real model's turns) start first, one worker each in turn.
 
     xdist's worksteal gives each worker a contiguous run of the collection at the start (the first len // n, then
-    what is left // (n - 1), ...) and an idle worker steals from the end of another's. A long test where
-    collection order put it (late in a run) started minutes before the end and the others waited for it; at the
-    head of a run it starts at once, and stealing never takes it."""
+    what is left // (n - 1), ...) and an idle worker steals from the end of another's. Where collection order
+    puts a long test late in a run, it may start minutes before the others finish and end the run after them; at
+    the head of a run it starts at once, and stealing never takes it."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
     long = [item for item in items if item.get_closest_marker("long")]
     if workers < 2 or not long:
