@@ -355,12 +355,9 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
     # A call the model opened itself goes on as it began (in a ```json fence, bare, or in <tool_call>): made to
     # write after an opened <tool_call>, a token it never writes itself, Qwen2.5-Coder 0.5B ended its turn at once
     # and every call went the constrained way (a minute or more, where the free one takes seconds).
-    if opened_itself:
-        completion = llama.create_completion(prompt=prompt, temperature=temperature, stream=False,
-                                             stop=stops + [CLOSE, _CLOSING_FENCE], max_tokens=budget, **sampling)
-    else:
-        completion = llama.create_completion(prompt=call_prompt, temperature=temperature, stream=False,
-                                             stop=call_stops, max_tokens=budget, **sampling)
+    free_prompt, free_stops = (prompt, stops + [CLOSE, _CLOSING_FENCE]) if opened_itself else (call_prompt, call_stops)
+    completion = llama.create_completion(prompt=free_prompt, temperature=temperature, stream=False, stop=free_stops,
+                                         max_tokens=budget, **sampling)
     fitting = fitting_call(unwrapped_call(completion["choices"][0]["text"]), chosen)
     if fitting is None:
         completion = llama.create_completion(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from orchestrator.storage import writer
 from orchestrator.core.config import Settings
 from orchestrator.core.kept_sqlite import KeptConnections
+from .checkpoint_window import newest_gone
 from .pg import prune_postgres_thread
 from .engines import CHECKPOINTS_DB, is_postgres, sqlite_path, tune_sqlite
 
@@ -49,7 +50,8 @@ def prune_thread(settings: Settings, thread_id: str, keep: int, *, runs_from: st
     if is_postgres(settings):
         return PruneReport(thread_id, *prune_postgres_thread(settings.storage.url or "", thread_id, keep, runs_from))
     with _pruners.use(str(sqlite_path(settings, CHECKPOINTS_DB))) as (_, conn), conn:
-        gone = _newest_gone(conn, thread_id, keep, runs_from)
+        gone = newest_gone(lambda sql, args: [r[0] for r in conn.execute(sql, args)], "?", thread_id, keep,
+                           runs_from)
         if gone is None:  # nothing older: no write, so the next turn's checkpoints never wait for one
             return PruneReport(thread_id, 0, 0)
         size, count = conn.execute(
@@ -61,21 +63,6 @@ def prune_thread(settings: Settings, thread_id: str, keep: int, *, runs_from: st
         conn.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id <= ?", (thread_id, gone))
         conn.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id <= ?", (thread_id, gone))
     return PruneReport(thread_id, int(count), int(size) + int(wsize))
-
-
-def _newest_gone(conn: sqlite3.Connection, thread_id: str, keep: int, runs_from: str | None) -> str | None:
-    """The id of the newest checkpoint that goes (it and every older one), or None when nothing goes. Checkpoint
-    ids grow with time (LangGraph's are UUIDv6), so "older" is "smaller"."""
-    if runs_from is None:
-        newest = [r[0] for r in conn.execute(
-            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
-            "ORDER BY checkpoint_id DESC LIMIT ?", (thread_id, keep + 1))]
-    else:  # the running step's own checkpoint is one of the kept: keep - 1 of those up to the one it runs from,
-        keep = max(keep - 1, 1)  # and that one at least (the newest written until the step's own lands)
-        newest = [r[0] for r in conn.execute(
-            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
-            "AND checkpoint_id <= ? ORDER BY checkpoint_id DESC LIMIT ?", (thread_id, runs_from, keep + 1))]
-    return newest[keep] if len(newest) > keep else None
 
 
 def vacuum(settings: Settings) -> int:

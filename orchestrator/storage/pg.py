@@ -11,6 +11,8 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
+from .checkpoint_window import newest_gone
+
 # pg_advisory_lock keys (any bigint; these spell "jarvis" and a purpose, so they stay out of other apps' way).
 SCHEMA_LOCK = 0x6A61727669730001
 CHECKPOINT_SETUP_LOCK = 0x6A61727669730002
@@ -113,18 +115,10 @@ def prune_postgres_thread(url: str, thread_id: str, keep: int, runs_from: str | 
     checkpoint refers to (PostgresSaver stores each channel value once per version, in checkpoint_blobs).
     `runs_from`: as in storage/checkpoints.prune_thread. Returns (checkpoints removed, bytes freed)."""
     with _pool(url).connection() as conn, conn.transaction():
-        if runs_from is None:
-            newest = [r["checkpoint_id"] for r in conn.execute(
-                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' "
-                "ORDER BY checkpoint_id DESC LIMIT %s", (thread_id, keep + 1))]
-        else:  # the running step's own checkpoint is one of the kept; the one it runs from stays (blobs it shares)
-            keep = max(keep - 1, 1)
-            newest = [r["checkpoint_id"] for r in conn.execute(
-                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '' "
-                "AND checkpoint_id <= %s ORDER BY checkpoint_id DESC LIMIT %s", (thread_id, runs_from, keep + 1))]
-        if len(newest) <= keep:
+        gone_upto = newest_gone(lambda sql, args: [r["checkpoint_id"] for r in conn.execute(sql, args)], "%s",
+                                thread_id, keep, runs_from)
+        if gone_upto is None:
             return 0, 0
-        gone_upto = newest[keep]
         gone = conn.execute(
             "DELETE FROM checkpoints WHERE thread_id = %s AND checkpoint_id <= %s "
             "RETURNING pg_column_size(checkpoint) + pg_column_size(metadata) AS size", (thread_id, gone_upto)).fetchall()
