@@ -89,8 +89,10 @@ class _Scripted:
         return list(range(len(text) // 4))
 
     def create_completion(self, prompt: str, max_tokens: int | None = None, stream: bool = False,
-                          **_: Any) -> Any:
-        kind = "call" if prompt.endswith(qwen_handler.OPEN + "\n") else "first" if (max_tokens or 99) <= 4 else "answer"
+                          stop: list[str] | None = None, **_: Any) -> Any:
+        # The handler asks for words with a stop at an opened <tool_call>; a call it asks for (opened by the model
+        # itself or after the handler's own <tool_call>) stops at the call's end instead.
+        kind = ("first" if (max_tokens or 99) <= 4 else "answer" if qwen_handler.OPEN in (stop or []) else "call")
         self.asked.append(kind)
         text = {"first": self.first, "call": self.call, "answer": self.answer}[kind]
         choice = {"text": text, "index": 0, "logprobs": None, "finish_reason": "stop"}
