@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 from langchain_core.tools import BaseTool, StructuredTool
@@ -69,6 +70,10 @@ class ToolMeta:
     site_scope          a browser tool's tools/site_grants.SiteScope
     not_for_scripts     hidden from jorb scripts' namespace
     normalize           callable(path) -> the path as the tool resolves it (a mission's workspace tools)
+    fix_args            callable(args, now) -> the arguments with what depends on the moment fixed at `now` (words
+                        for a time as the instant they mean), before the call is judged, asked about and run; `now`
+                        is when the call was first asked about, so what the user approves is what runs, however
+                        late the answer comes
     unavailable         callable() -> why the tool cannot work now (not signed in), or None; while it says why, the
                         tool is not offered to the model (integrations/availability.py); the views show it
     server, mcp_name    the MCP server and its own name for the tool; `wrapper`: a typed tool built over one
@@ -90,6 +95,7 @@ class ToolMeta:
     site_scope: Any = None
     not_for_scripts: bool = False
     normalize: Callable[[str], str] | None = None
+    fix_args: Callable[[Args, datetime], Args] | None = None
     unavailable: Callable[[], str | None] | None = None
     server: str | None = None
     mcp_name: str | None = None
@@ -108,7 +114,7 @@ class ToolMeta:
         if not isinstance(self.trusted_output, str):
             raise ToolContractError("ToolMeta.trusted_output is the reason the output is trusted (a sentence), "
                                     f"got {self.trusted_output!r}")
-        for name in ("side_effects_for", "summarize", "normalize", "unavailable"):
+        for name in ("side_effects_for", "summarize", "normalize", "fix_args", "unavailable"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise ToolContractError(f"ToolMeta.{name} must be callable")
         object.__setattr__(self, "shown", dict(self.shown))

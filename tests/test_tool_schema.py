@@ -48,7 +48,7 @@ def test_argument_descriptions_go_only_where_they_repeat_the_names(jarvis_env):
     thread = openai_schema(tools["gmail_get_thread"])["function"]["parameters"]["properties"]["thread_id"]
     assert thread["description"] == "the thread id from gmail_search"  # says where the value comes from
     when = openai_schema(tools["reminder_create"])["function"]["parameters"]["properties"]["when"]
-    assert when["description"] == "ISO 8601 time of the (first) reminder"  # the clause after ";" is a detail
+    assert when["description"] == "the time in the user's words ('tomorrow at 9am') or ISO 8601"  # after ";": a detail
 
 
 def test_every_tool_stays_callable_and_its_compact_schema_accepts_what_the_full_one_requires(jarvis_env):

@@ -25,7 +25,7 @@ def _store(ctx: typer.Context):
 def create(
     ctx: typer.Context,
     title: str = typer.Option(..., "--title", help="a short title"),
-    when: str = typer.Option(..., "--when", help="ISO 8601 time; without a zone it is your local time"),
+    when: str = typer.Option(..., "--when", help="the time in words ('tomorrow at 9am', 'in 20 minutes') or ISO 8601; without a zone it is your local time"),
     rrule: str = typer.Option(None, "--rrule", help="RFC 5545 rule, e.g. FREQ=DAILY;BYHOUR=18"),
     process_name: str = typer.Option(None, "--process-name", help="an agent script to fire into (seed 001 STDIO)"),
     webhook_url: str = typer.Option(None, "--webhook-url", help="POST the reminder as JSON to this URL"),

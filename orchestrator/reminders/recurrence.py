@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import datetime, time, timedelta, timezone, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -53,25 +53,68 @@ def user_zone(settings: Settings) -> ZoneInfo:
 
 # Local time first: a time without a zone is the user's (a `Z` is UTC, which people rarely mean).
 EXAMPLE_TIMES = "2025-06-01T09:00 (your local time), or with a zone: 2025-06-01T09:00+02:00"
+DAY_ONLY_HOUR = 9
+SPOKEN_EXAMPLES = "tomorrow at 9am, in 20 minutes, friday 6pm"
+# Words a person or a small model writes for a time; a bare number ("1") is not one (dateparser reads it as a day).
+_HAS_WORD_OR_CLOCK = re.compile(r"[A-Za-z]{2,}|\d:\d")
+# "next friday", "this friday": the coming one, which dateparser reads from the day's name alone (not with the word)
+_NEXT_WEEKDAY = re.compile(r"\b(?:next|this|coming)\s+(?=(?:mon|tues|wednes|thurs|fri|satur|sun)day\b)", re.I)
 
 
-def parse_when(text: str, naive_zone: tzinfo) -> datetime:
-    """An ISO 8601 time as an aware UTC datetime; a time without zone is read in `naive_zone`."""
+def parse_when(text: str, naive_zone: tzinfo, now: datetime | None = None) -> datetime:
+    """A time as an aware UTC datetime: ISO 8601 (a time without zone is read in `naive_zone`), or the user's own
+    words ("tomorrow at 9am", "in 20 minutes", "friday 6pm"), read by dateparser against `now` (default: the clock)
+    in `naive_zone`, the next such time when the words leave the day open ("9am" late in the evening is tomorrow)."""
     raw = (text or "").strip()
     if not raw:
-        raise RecurrenceError(f"the time is empty; give an ISO 8601 time such as {EXAMPLE_TIMES}")
+        raise RecurrenceError(f"the time is empty; give a time such as {SPOKEN_EXAMPLES} or {EXAMPLE_TIMES}")
     try:
         value = datetime.fromisoformat(raw)
     except ValueError:
         try:
             value = date_parser.isoparse(raw)
         except (ValueError, OverflowError):
-            raise RecurrenceError(
-                f"{raw!r} is not an ISO 8601 time; write it like {EXAMPLE_TIMES}"
-            ) from None
+            value = _spoken_time(raw, naive_zone, now)
     if value.tzinfo is None:
         value = value.replace(tzinfo=naive_zone)
     return value.astimezone(timezone.utc)
+
+
+def _spoken_time(raw: str, zone: tzinfo, now: datetime | None) -> datetime:
+    """The aware time the words mean, read in English; RecurrenceError (saying what to write) when they mean none."""
+    import dateparser  # imported on first use: only words, never an ISO time, need it
+
+    wrong = RecurrenceError(f"{raw!r} is not a time Jarvis can read; write it like {SPOKEN_EXAMPLES}, "
+                            f"or as {EXAMPLE_TIMES}")
+    if len(raw) > 100 or not _HAS_WORD_OR_CLOCK.search(raw):
+        raise wrong
+    base = (now or datetime.now(timezone.utc)).astimezone(zone).replace(tzinfo=None)
+    try:
+        value = dateparser.parse(_NEXT_WEEKDAY.sub("", raw), languages=["en"], settings={
+            "RELATIVE_BASE": base, "PREFER_DATES_FROM": "future", "RETURN_AS_TIMEZONE_AWARE": False})
+    except (ValueError, OverflowError):
+        value = None
+    if value is None:
+        raise wrong
+    if value.time() == time(0) and not re.search(r"\d|midnight", raw, re.I):
+        value = value.replace(hour=DAY_ONLY_HOUR)  # "on monday": a reminder in the morning, not at midnight
+    return value.replace(tzinfo=zone) if value.tzinfo is None else value
+
+
+def fixed_time(text: str, zone: tzinfo, now: datetime | None = None) -> str:
+    """`text` as the ISO 8601 instant it means now, in the user's zone: words such as "in 20 minutes" mean another
+    time tomorrow, so a call is settled to the instant before the user is asked about it. An ISO time, or words
+    that mean no time, come back as they are (creating the reminder then says what is wrong)."""
+    raw = (text or "").strip()
+    try:
+        datetime.fromisoformat(raw)
+        return text
+    except ValueError:
+        pass
+    try:
+        return parse_when(raw, zone, now).astimezone(zone).isoformat(timespec="minutes")
+    except RecurrenceError:
+        return text
 
 
 def to_local(value: datetime, zone: tzinfo) -> datetime:

@@ -25,7 +25,8 @@ class ReminderInputError(ValueError):
 
 
 class ReminderRequest(BaseModel):
-    """A reminder to create. `when` is ISO 8601; the caller says how a time without zone is read."""
+    """A reminder to create. `when` is ISO 8601 or words for a time; the caller says how a time without zone is
+    read."""
 
     title: str
     when: str
@@ -112,9 +113,9 @@ def check_webhook_url(value: str) -> str:
 
 def resolve_request(req: ReminderRequest, *, naive_zone: tzinfo, user_zone: tzinfo, user_zone_name: str,
                     default_missed_policy: str, not_before: datetime | None = None,
-                    base_dir: Path | None = None) -> ResolvedReminder:
+                    base_dir: Path | None = None, now: datetime | None = None) -> ResolvedReminder:
     """Validate a request. A one-off time in the past fires at once; a recurring series whose start is past
-    begins at its first occurrence at or after `not_before`."""
+    begins at its first occurrence at or after `not_before`. Words for a time ("in 20 minutes") count from `now`."""
     title = (req.title or "").strip()
     if not title:
         raise ReminderInputError("title is empty; give the reminder a short title")
@@ -143,7 +144,7 @@ def resolve_request(req: ReminderRequest, *, naive_zone: tzinfo, user_zone: tzin
     thread_id = req.thread_id.strip() if req.thread_id else None
 
     try:
-        when = parse_when(req.when, naive_zone)
+        when = parse_when(req.when, naive_zone, now)
         rule = (req.rrule or "").strip() or None
         if rule:
             due, local = first_occurrence(when, rule, user_zone, not_before)

@@ -48,7 +48,7 @@ class ReminderStore:
         resolved = resolve_request(
             req, naive_zone=self.zone if naive == "local" else timezone.utc, user_zone=self.zone,
             user_zone_name=self.zone_name, default_missed_policy=self.settings.scheduler.missed_policy,
-            not_before=now - timedelta(seconds=self.settings.scheduler.missed_grace_s), base_dir=base_dir)
+            not_before=now - timedelta(seconds=self.settings.scheduler.missed_grace_s), base_dir=base_dir, now=now)
         rid = new_reminder_id()
         row = ReminderRow(
             id=rid, series_id=rid, status=PENDING, attempts=0, created_at=now, updated_at=now, created_by=created_by,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
@@ -23,7 +24,8 @@ from .store import ReminderNotFound, ReminderStateError, ReminderStore
 
 class CreateArgs(BaseModel):
     title: str = Field(description="a short title of what to remind about")
-    when: str = Field(description="ISO 8601 time of the (first) reminder; without an offset it is the user's local time")
+    when: str = Field(description="the time in the user's words ('tomorrow at 9am') or ISO 8601; without an offset it "
+                                  "is the user's local time")
     rrule: str | None = Field(None, description="RFC 5545 recurrence rule for repeating reminders, e.g. "
                                                 "FREQ=DAILY;BYHOUR=18 or FREQ=WEEKLY;BYDAY=MO")
     description: str | None = Field(None, description="longer text shown with the reminder")
@@ -117,7 +119,7 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
     return [
         make_tool(
             reminder_create, args_schema=CreateArgs, side_effects=["reminder_write"],
-            side_effects_for=_create_effects,
+            side_effects_for=_create_effects, fix_args=lambda a, now: _fixed_time(a, settings, now),
             summarize=lambda a: (f"Create a reminder {a.get('title')!r} at {_when_words(a.get('when'), settings)}"
                                  f"{', repeating ' + a['rrule'] if a.get('rrule') else ''} and "
                                  f"{_target_words(a)}"
@@ -133,6 +135,15 @@ def build_reminder_tools(settings: Settings) -> list[BaseTool]:
                   trusted_output="the user's own reminder it cancelled", deciding_args=("reminder_id",),
                   opaque_args=("reminder_id",)),
     ]
+
+
+def _fixed_time(args: dict[str, Any], settings: Settings, now: datetime) -> dict[str, Any]:
+    """The call with words for its time ("tomorrow at 9am") as the instant they mean at `now`, in the user's zone."""
+    from .recurrence import fixed_time, user_zone
+
+    if not isinstance(args.get("when"), str):
+        return args
+    return {**args, "when": fixed_time(args["when"], user_zone(settings), now)}
 
 
 def _when_words(when: Any, settings: Settings) -> str:

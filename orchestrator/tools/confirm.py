@@ -13,6 +13,7 @@ import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -102,15 +103,16 @@ Validate = Callable[[dict[str, Any]], tuple[dict[str, Any] | None, str | None]]
 
 
 def settle(request: ConfirmationRequest, confirm: Confirm, ledger: EffectsLedger, made: str,
-           validate: Validate) -> dict[str, Any] | Denied:
+           validate: Validate, asked_at: datetime | None = None) -> dict[str, Any] | Denied:
     """Ask `request` until an answer settles it: the arguments to run (as shown, or as edited and valid), or Denied.
-    `made`: the call's fingerprint as the work made it, before any edit."""
+    `made`: the call's fingerprint as the work made it, before any edit. `asked_at`: the moment the call's
+    arguments were fixed at (ToolMeta.fix_args), recorded as the first question's time (default: the clock)."""
     valid = request.args
     asked = ledger.asked(request.key)
     for seq in itertools.count():
         if seq >= len(asked):  # a new question: recorded before the work parks on it
-            ledger.record_asked(request.key, seq, made, request.summary)
-            asked.append(AskedCall(made, request.summary))
+            ledger.record_asked(request.key, seq, made, request.summary, asked_at=asked_at)
+            asked.append(AskedCall(made, request.summary, asked_at))
         answer = parse_decision(confirm(request))
         if answer.decision in ("approve", "edit") and asked[seq].fingerprint != made:
             # This answer was given to another call asked at this point (the work re-ran and now makes

@@ -5,6 +5,7 @@ Each call goes through ordered steps, each a small method with one job (`_prepar
   validate  its arguments against its schema
   replay    a call the effects ledger has seen: its recorded result, never a second run; a call cut off midway
             is shown to the user as "may have happened" instead of being repeated
+  fix       what depends on the moment (ToolMeta.fix_args: a time in words) fixed when first asked about
   scope     a browser step: the site it acts on (tools/site_grants.py)
   decide    `autonomy.decide`, the only place a mode is decided, given the facts: effects, taint, argument
             provenance, the turn's budget, site grants
@@ -25,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from langchain_core.callbacks.manager import dispatch_custom_event
@@ -276,8 +278,8 @@ class ToolExecutor:
     # -- the steps before a call runs (shared by the sync and async paths) ------------------------------------
     def _prepare(self, name: str, args: Any, ctx: CallContext, confirm: Confirm,
                  tool: BaseTool | None = None) -> _Prepared | CallOutcome:
-        """The steps before a call runs, in order: find, validate, replay from the ledger, scope to a site, decide,
-        confirm, record. Each gives the next what it needs, or the call's outcome, which ends the call there."""
+        """The steps before a call runs, in order: find, validate, replay from the ledger, fix the moment, scope to
+        a site, decide, confirm, record. Each gives the next what it needs, or the call's outcome, which ends the call there."""
         found = self._find(name, ctx, tool)
         if isinstance(found, CallOutcome):
             return found
@@ -289,16 +291,17 @@ class ToolExecutor:
         replayed = self._replay(found, valid, effects, made, ctx, confirm)
         if replayed is not None:
             return replayed
+        valid, moment = self._fixed(found, valid, ctx)
         site = self._site(found, valid, ctx)
         decision = self._decide(found, valid, effects, ctx, site)
         if decision.mode == "deny":
             return CallOutcome(name, f"Not done: {decision.reason} ({name}). Tell the user it was not done; they can "
                                      "change autonomy.effects in the config to allow it.", ok=False, args=valid)
         if decision.mode == "confirm":
-            answered = self._confirm(found, valid, effects, decision, made, ctx, confirm, site)
+            answered = self._confirm(found, valid, effects, decision, made, ctx, confirm, site, moment)
             if isinstance(answered, CallOutcome):
                 return answered
-            valid = answered
+            valid = answered if moment is None else self._fixed(found, answered, ctx, moment)[0]
         return self._record(found, valid, effects, made, ctx, confirm)
 
     def _find(self, name: str, ctx: CallContext, tool: BaseTool | None) -> BaseTool | CallOutcome:
@@ -321,6 +324,19 @@ class ToolExecutor:
             return CallOutcome(tool.name, f"Error: bad arguments for {tool.name}: {problem}. Call it again with valid "
                                           "arguments.", ok=False, args=args if isinstance(args, dict) else {})
         return valid
+
+    def _fixed(self, tool: BaseTool, args: dict[str, Any], ctx: CallContext,
+               moment: datetime | None = None) -> tuple[dict[str, Any], datetime | None]:
+        """The arguments with what depends on the moment fixed (ToolMeta.fix_args), and that moment: when the call
+        was first asked about (the question is recorded with it), after the ledger knows the call as the work made
+        it. "In 20 minutes", approved an hour later or resumed after a restart, still means the time shown."""
+        fix = tool_meta(tool).fix_args
+        if fix is None:
+            return args, None
+        if moment is None:
+            asked = self.ledger.asked(ctx.key)
+            moment = asked[0].asked_at if asked and asked[0].asked_at else datetime.now(timezone.utc)
+        return fix(args, moment), moment
 
     def _replay(self, tool: BaseTool, args: dict[str, Any], effects: list[str], made: str, ctx: CallContext,
                 confirm: Confirm) -> _Prepared | CallOutcome | None:
@@ -366,7 +382,8 @@ class ToolExecutor:
         )
 
     def _confirm(self, tool: BaseTool, args: dict[str, Any], effects: list[str], decision: autonomy.PolicyDecision,
-                 made: str, ctx: CallContext, confirm: Confirm, site: _Site | None) -> dict[str, Any] | CallOutcome:
+                 made: str, ctx: CallContext, confirm: Confirm, site: _Site | None,
+                 moment: datetime | None = None) -> dict[str, Any] | CallOutcome:
         """Ask the user (tools/confirm.settle): the arguments to run, or the denial. A yes to a browser step on a
         site grants that site for the rest of the task (tools/site_grants.py)."""
         name = tool.name
@@ -380,7 +397,8 @@ class ToolExecutor:
         if granted is not None and granted.origin is not None:
             note = grant_note(granted.origin, self.sites.unapproved(granted.scope, ctx.thread_id, ctx.task))
             request.reason = f"{request.reason}; {note}" if request.reason else note
-        answer = settle(request, confirm, self.ledger, made, lambda edited: self.validate_args(tool, edited))
+        answer = settle(request, confirm, self.ledger, made, lambda edited: self.validate_args(tool, edited),
+                        asked_at=moment)
         if isinstance(answer, Denied):
             why = f" Reason: {answer.reason}" if answer.reason else ""
             return CallOutcome(name, f"The user denied this call to {name}; it was not run.{why} "

@@ -13,7 +13,7 @@ import json
 import os
 import socket
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import DateTime, Integer, String, Text, delete, select, update
@@ -69,6 +69,12 @@ class AskedRow(Base):
 class AskedCall:
     fingerprint: str
     summary: str
+    asked_at: datetime | None = None  # aware UTC
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    """A stored time as aware UTC (SQLite gives it back without its zone)."""
+    return value.replace(tzinfo=timezone.utc) if value is not None and value.tzinfo is None else value
 
 
 def call_fingerprint(tool: str, args: dict[str, Any]) -> str:
@@ -198,13 +204,15 @@ class EffectsLedger:
         """The calls asked about under `key`, in order: the n-th answer the work gets back was given to the n-th."""
         with Session(self.engine) as s:
             rows = s.scalars(select(AskedRow).where(AskedRow.key == key).order_by(AskedRow.seq))
-            return [AskedCall(r.fingerprint, r.summary) for r in rows]
+            return [AskedCall(r.fingerprint, r.summary, _aware(r.asked_at)) for r in rows]
 
-    def record_asked(self, key: str, seq: int, fingerprint: str, summary: str) -> None:
+    def record_asked(self, key: str, seq: int, fingerprint: str, summary: str,
+                     asked_at: datetime | None = None) -> None:
         """Record the question about to be asked (before the work parks on it). Idempotent per (key, seq)."""
         try:
             with Session(self.engine) as s, s.begin():
-                s.add(AskedRow(key=key, seq=seq, fingerprint=fingerprint, summary=summary, asked_at=utcnow()))
+                s.add(AskedRow(key=key, seq=seq, fingerprint=fingerprint, summary=summary,
+                               asked_at=asked_at or utcnow()))
         except IntegrityError:
             pass
 

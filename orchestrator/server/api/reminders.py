@@ -60,7 +60,7 @@ def list_reminders(status: str | None = None, limit: int = 500,
 
 class ReminderIn(BaseModel):
     title: str = Field(..., max_length=500)
-    when: str = Field(..., max_length=64, description="ISO 8601; without a zone it is the user's local time")
+    when: str = Field(..., max_length=64, description="words ('tomorrow at 9am') or ISO 8601; without a zone it is the user's local time")
     rrule: str | None = Field(None, max_length=500)
     target_kind: Literal["chat", "agent", "webhook", "jorb"] = "chat"
     target: str | None = Field(None, max_length=4096, description="thread id, agent command, URL or jorb id")
