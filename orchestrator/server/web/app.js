@@ -2,6 +2,7 @@
 // A view module exports `mount(el, ui)` and may export `show(arg)` (called on every visit) — see views/runs.js.
 import { api } from "./api.js";
 import { h, clear } from "./dom.js";
+import { watchStart } from "./starting.js";
 
 const tabs = document.getElementById("tabs");
 const main = document.getElementById("views");
@@ -132,6 +133,7 @@ async function checkJorbConfirmations() {
 }
 
 async function start() {
+  watchStart();  // while Jarvis is still starting, what it is doing (the calls below wait for it)
   let list;
   try {
     list = await api("/api/views");
