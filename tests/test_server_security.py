@@ -22,7 +22,7 @@ def test_no_token_is_refused(ui_server):
                      "/api/inbox", "/api/reminders", "/api/pending"):
             resp = c.get(path)
             assert resp.status_code == 401, path
-            assert "jarvis run" in resp.json()["detail"]
+            assert "jarvis open" in resp.json()["detail"]
         assert c.post("/api/threads/web-x/messages", json={"text": "hi"}).status_code == 401
         assert c.post("/api/uploads", params={"filename": "a.txt"}, content=b"a").status_code == 401
         assert c.post("/api/inbound", json={"channel": "local", "sender": "x", "text": "y"}).status_code == 401
@@ -31,9 +31,9 @@ def test_no_token_is_refused(ui_server):
         shell = c.get("/")
         assert shell.status_code == 200 and '<script type="module" src="/static/app.js">' in shell.text
         page = c.get("/", params={"token": "wrong"})
-        assert page.status_code == 401 and "jarvis run" in page.text and page.headers["content-type"].startswith("text/html")
+        assert page.status_code == 401 and "jarvis open" in page.text and page.headers["content-type"].startswith("text/html")
         # the page in the UI's own style (was unstyled plain text), the command set as code
-        assert "/static/style.css" in page.text and "<code>jarvis run</code>" in page.text
+        assert "/static/style.css" in page.text and "<code>jarvis open</code>" in page.text
 
 
 def test_wrong_token_is_refused(ui_server):

@@ -198,7 +198,7 @@ def test_another_local_server_the_browser_visits_receives_no_jarvis_token(browse
 
             fresh = context.new_page()  # a tab opened by hand: no token, and it says what to do
             fresh.goto(f"{server.url}/")
-            fresh.get_by_text("open the URL printed by", exact=False).first.wait_for()
+            fresh.get_by_text("no access token: run `jarvis open`", exact=False).first.wait_for()
             context.close()
     finally:
         other.close()

@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
         token = st.starting(lambda: load_or_create_token(settings))  # the data folder: a clear line when unusable
         # The port answers at once (/healthz, the page); Jarvis is built behind it and requests wait for it.
         guard = Guard(settings, token, real_port)
-        shell = StartingApp(lambda inner: GuardMiddleware(inner, guard_of=lambda: guard))
+        shell = StartingApp(lambda inner: GuardMiddleware(inner, guard_of=lambda: guard), token=token)
         server = uvicorn_server(shell)
         shown_host = "127.0.0.1" if bound in ("0.0.0.0", "::") else (f"[{bound}]" if ":" in bound else bound)
         url = f"http://{shown_host}:{real_port}/?token={token}"

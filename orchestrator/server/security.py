@@ -4,10 +4,10 @@
   `Authorization: Bearer TOKEN`. No cookie carries it: browsers keep cookies apart by host, not by port, so a
   cookie of 127.0.0.1:8765 went to every other server on 127.0.0.1 the browser visited, whoever runs it. The page
   itself holds the token instead, in its tab's sessionStorage (which is kept apart by origin, port included), and
-  sends it as a header (server/web/api.js): opening the URL printed by `jarvis run` (`/?token=...`) hands it to
-  the tab, which drops it from the address bar. A reload keeps it (so does a browser that restores its tabs
-  after a restart, with their sessionStorage); a new tab opened by hand, or a browser restarted without its tabs,
-  has none: the page then says to open the printed URL again.
+  sends it as a header (server/web/api.js): opening the URL printed by `jarvis run` or `jarvis open`
+  (`/?token=...`) hands it to the tab, which drops it from the address bar. A reload keeps it (so does a browser
+  that restores its tabs after a restart, with their sessionStorage); a new tab opened by hand, or a browser
+  restarted without its tabs, has none: the page then says to run `jarvis open` (cli/open_cmd.py).
   The page's shell (`/`, like `/static/`) holds no data and is served without the token; a wrong token in the
   URL is refused with a page saying where the right one is. A token cookie set by an earlier version is expired
   whenever the shell is served.
@@ -197,8 +197,8 @@ class GuardMiddleware:
         wants_html = not path.startswith("/api/") and not own_token
         if not guard.host_ok(headers.get("host")):
             log.warning("refused a request for host %r (allowed: %s)", headers.get("host"), sorted(guard.allowed_authorities()))
-            await _refuse(send, 421, "This Jarvis only answers under its own address; open the URL printed by "
-                                     "`jarvis run` (or add the name to server.allowed_hosts).", html=wants_html)
+            await _refuse(send, 421, "This Jarvis only answers under its own address: run `jarvis open` (or add "
+                                     "the name to server.allowed_hosts).", html=wants_html)
             return
         site_ok = fetch_site_ok("/api/" if own_token else path, headers.get("sec-fetch-site"))
         if not guard.origin_ok(headers.get("origin")) or not site_ok:
@@ -213,16 +213,16 @@ class GuardMiddleware:
         if path == SHELL_PATH:
             url_token = _query(scope).get("token")
             if url_token is not None and not guard.token_ok(url_token):
-                await _refuse(send, 401, "That access token is not valid: open the URL `jarvis run` printed "
-                                         "(the token is kept in the data folder, file server_token).", html=True)
+                await _refuse(send, 401, "That access token is not valid: run `jarvis open` to open Jarvis with "
+                                         "its current one.", html=True)
                 return
             # The page takes a token in its URL into its tab and drops it from the address bar (web/api.js).
             await self.app(scope, receive, _with_headers(send, guard.expire_legacy_cookie_header()))
             return
 
         if not guard.token_ok(guard.presented_token(headers)):
-            await _refuse(send, 401, "Missing or wrong access token: open the URL printed by `jarvis run` "
-                                     "(it ends with ?token=...), or send Authorization: Bearer TOKEN.", html=wants_html)
+            await _refuse(send, 401, "Missing or wrong access token: run `jarvis open` to open Jarvis with it, "
+                                     "or send Authorization: Bearer TOKEN.", html=wants_html)
             return
         await self.app(scope, receive, _with_headers(send))
 

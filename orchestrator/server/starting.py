@@ -7,13 +7,15 @@ ready, each request passes the same `GuardMiddleware` as the full app's (Host, O
 as later), then:
 
 - `/healthz` answers 200 with `"status": "starting"` and what is being built;
+- `/identity` answers its challenge as the full app does (core/server_identity.py), when given the token: `jarvis
+  open` and `jarvis chat` know their Jarvis from its first second, not only once it is built;
 - the page and its static files are served from server/web (they hold no data), so the browser shows the UI;
 - every other request (the API, the page's own calls) waits until the full app is ready and is then handed to it
   unchanged; if Jarvis cannot start, it gets 503 with the reason.
 
 The full app is handed over with `ready(app)` from the thread that built it, after its lifespan (the background
-services) has started in the server's event loop. Only the standard library is imported here, so the shell
-itself costs nothing to start.
+services) has started in the server's event loop. Only the standard library is imported here (and
+core/server_identity.py, stdlib too), so the shell itself costs nothing to start.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
+
+from orchestrator.core.server_identity import IDENTITY_PATH, proof
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
 WAIT_FOR_START_S = 600.0  # a request held while Jarvis starts (the built-in model may take minutes on a slow disk)
@@ -33,9 +38,11 @@ WAIT_FOR_START_S = 600.0  # a request held while Jarvis starts (the built-in mod
 class StartingApp:
     """An ASGI app that holds requests until the full app is ready (see the module's docstring)."""
 
-    def __init__(self, guard: Callable[[Any], Any]) -> None:
-        """`guard(app)`: `app` behind the checks every request of the full app passes (security.GuardMiddleware)."""
+    def __init__(self, guard: Callable[[Any], Any], token: str | None = None) -> None:
+        """`guard(app)`: `app` behind the checks every request of the full app passes (security.GuardMiddleware);
+        `token`: the data folder's, for the proof `/identity` answers."""
         self.stage = "starting"
+        self._token = token
         self._guarded = guard(self._while_starting)
         self._inner: Any = None
         self._failure: str | None = None
@@ -78,6 +85,14 @@ class StartingApp:
         if scope["type"] == "http" and self._failure is None:
             if path == "/healthz":
                 await _respond(send, 200, {"service": "jarvis", "status": "starting", "starting": self.stage})
+                return
+            if path == IDENTITY_PATH and self._token is not None:  # as server/app.py's, on this socket's port
+                challenge = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("challenge", [""])[0]
+                port = int((scope.get("server") or ("", 0))[1] or 0)
+                if not 16 <= len(challenge) <= 128:
+                    await _respond(send, 422, {"detail": "challenge: 16 to 128 characters"})
+                else:
+                    await _respond(send, 200, {"service": "jarvis", "proof": proof(self._token, challenge, port)})
                 return
             if path == "/" or path.startswith("/static/"):  # the UI's own files: no data, never held
                 page = _web_file(path)

@@ -1,11 +1,12 @@
 // Talking to the Jarvis API: JSON calls, SSE streams over fetch (POST bodies), uploads.
 // The access token is held by this tab (sessionStorage, kept apart by origin, port included) and sent as
 // `Authorization: Bearer` on every call: a cookie went to every server on this host, whatever its port
-// (server/security.py). The URL `jarvis run` prints (`/?token=...`) hands it over once and is dropped from the
-// address bar; a reload keeps it; a tab without it says to open that URL again.
+// (server/security.py). The URL `jarvis run` or `jarvis open` prints (`/?token=...`) hands it over once and is
+// dropped from the address bar; a reload keeps it; a tab without it says to run `jarvis open`.
 
 const TOKEN_KEY = "jarvis_token";
-const NO_TOKEN = "This tab has no access token: open the URL printed by `jarvis run` (it ends with ?token=...).";
+const NO_TOKEN = "This tab has no access token: run `jarvis open` in a terminal to open Jarvis with it.";
+const OLD_TOKEN = "This tab's access token is no longer valid: run `jarvis open` in a terminal to get the current one.";
 
 // Done when this module is first imported, before any call: the token leaves the URL (and the history entry).
 (function adoptUrlToken() {
@@ -38,7 +39,7 @@ export async function failure(resp) {
     if (typeof body.detail === "string") message = body.detail;
     else if (Array.isArray(body.detail)) message = body.detail.map((d) => `${(d.loc || []).join(".")}: ${d.msg}`).join("; ");
   } catch (_) { /* not JSON */ }
-  if (resp.status === 401) message = sessionStorage.getItem(TOKEN_KEY) ? `${message} — reopen the URL printed by \`jarvis run\`.` : NO_TOKEN;
+  if (resp.status === 401) message = sessionStorage.getItem(TOKEN_KEY) ? OLD_TOKEN : NO_TOKEN;
   return new ApiError(resp.status, message);
 }
 
