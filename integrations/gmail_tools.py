@@ -245,9 +245,10 @@ def build_gmail_tools(api: GoogleApi) -> list[BaseTool]:
     ]
 
 
-def gmail_provider(api: GoogleApi, name: str = "gmail") -> MailProvider:
+def gmail_provider(api: GoogleApi, name: str = "google") -> MailProvider:
     """Gmail as one provider of the neutral mail tools (integrations/mail_tools.py), through the gmail_* tools above
-    (which keep their names). Its ids are `gmail:<thread id>:<message id>` and `gmail:<draft id>`; a draft replies
+    (which keep their names). Its ids are `google:<thread id>:<message id>` and `google:<draft id>` (the part before
+    the first colon is the account's name, whatever it is: an id of its old name `gmail` reads the same); a draft replies
     to the thread's last message, as gmail_draft_reply does. Gmail's verdict on a sender is not read here: every
     sender is unverified (closed), as in gmail_search."""
     tools = {tool.name: tool for tool in build_gmail_tools(api)}

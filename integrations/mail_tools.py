@@ -3,8 +3,9 @@ mail_send_draft (email_send, asked first with every recipient shown).
 
 Each account is a `MailProvider` (an IMAP/SMTP account: imap_tools.imap_provider; Gmail:
 gmail_tools.gmail_provider). Every id a provider returns starts with its account's name (`home:123:45:INBOX`,
-`gmail:<thread>:<message>`), so the calls after a search go to the account that gave the id, and an id naming no
-account is refused. Mail is outside content: no tool here has a trusted output, and the ids are opaque, trusted
+`google:<thread>:<message>`), so the calls after a search go to the account that gave the id, and an id naming no
+account is refused. An account's old name (`aliases`: Gmail was `gmail` before it was `google`) is understood as
+the account and at the start of an id, so a call written, or an id kept, before the rename still goes there. Mail is outside content: no tool here has a trusted output, and the ids are opaque, trusted
 only from a trusted tool's result (tools/provenance), as Gmail's own are.
 """
 
@@ -53,18 +54,24 @@ class SendDraftArgs(BaseModel):
     draft_id: str = Field(description="the draft id returned by mail_draft_reply")
 
 
-def build_mail_tools(providers: dict[str, MailProvider]) -> list[BaseTool]:
+def build_mail_tools(providers: dict[str, MailProvider], aliases: dict[str, str] | None = None) -> list[BaseTool]:
+    """The four tools over `providers` (by account name, the first the default); `aliases` maps an old name to an
+    account's name (an alias that is itself an account's name, or names no account, is not used)."""
+    renamed = {old: new for old, new in (aliases or {}).items() if old not in providers and new in providers}
+
     def account_of(name: str | None) -> tuple[str, MailProvider]:
         if not providers:
             raise ToolError("No mail account is set up: run `jarvis accounts add`.")
         if not name:
             return next(iter(providers.items()))
+        name = renamed.get(name, name)
         if name not in providers:
             raise ToolError(f"No mail account named {name!r}; the accounts are: {', '.join(providers)}.")
         return name, providers[name]
 
     def owner(ref: str, what: str) -> MailProvider:
         name = (ref or "").strip().partition(":")[0]
+        name = renamed.get(name, name)
         if name not in providers:
             raise ToolError(f"{ref!r} is not a {what}: take it from mail_search (it begins with the account's name, "
                             f"one of {', '.join(providers) or 'no account'}).")

@@ -331,9 +331,9 @@ def test_a_jorb_reads_and_answers_mail_through_jarvis_mail(servers, jarvis_env):
 
 
 def test_gmail_and_an_imap_account_behind_the_same_mail_tools(servers, jarvis_env, google_server):
-    """The neutral mail_* tools over the IMAP account (the default) and Gmail (`account: gmail`): each id names its
-    account, so reading, drafting and the send question go to the account that gave it; an id naming no account is
-    refused; the gmail_* tools keep working beside them."""
+    """The neutral mail_* tools over the IMAP account (the default) and Gmail (`account: google`, or `gmail`, its name
+    before): each id names its account, so reading, drafting and the send question go to the account that gave it;
+    an id naming no account is refused; the gmail_* tools keep working beside them."""
     from google.oauth2.credentials import Credentials
 
     from integrations.base import ToolError, tool_meta
@@ -355,19 +355,19 @@ def test_gmail_and_an_imap_account_behind_the_same_mail_tools(servers, jarvis_en
     assert imap_hit["id"].startswith("home:") and imap_hit["from"] == BOB
     found = tools["mail_search"].invoke({"query": "Concert", "account": "gmail"})
     (gmail_hit,) = found["messages"]
-    assert found["account"] == "gmail" and gmail_hit["id"].startswith("gmail:") and "carol" in gmail_hit["from"]
+    assert found["account"] == "google" and gmail_hit["id"].startswith("google:") and "carol" in gmail_hit["from"]
     assert gmail_hit["sender_verified"] is False
     thread = tools["mail_read_thread"].invoke({"message_id": gmail_hit["id"]})
     assert "Two for Friday?" in thread["messages"][0]["body"]
     assert "Saturday on the lake?" in tools["mail_read_thread"].invoke({"message_id": imap_hit["id"]})["messages"][0]["body"]
     draft = tools["mail_draft_reply"].invoke({"message_id": gmail_hit["id"], "body_md": "Yes please."})
-    assert draft["draft_id"].startswith("gmail:") and draft["status"] == "draft saved, not sent"
+    assert draft["draft_id"].startswith("google:") and draft["status"] == "draft saved, not sent"
     question = tool_meta(tools["mail_send_draft"]).summarize({"draft_id": draft["draft_id"]})
     assert question.startswith("Send the email to carol@example.com")
     assert google_server.sent == []
     tools["mail_send_draft"].invoke({"draft_id": draft["draft_id"]})
     assert [m["to"] for m in google_server.sent] == [["carol@example.com"]]
-    with pytest.raises(ToolError, match="begins with the account's name, one of home, gmail"):
+    with pytest.raises(ToolError, match="begins with the account's name, one of home, google"):
         tools["mail_read_thread"].invoke({"message_id": "work:1:2:INBOX"})
     gmail = {t.name: t for t in google_tools(jarvis_env.settings)}
     assert "Concert tickets" in {m["subject"] for m in gmail["gmail_search"].invoke({"query": "Concert"})}

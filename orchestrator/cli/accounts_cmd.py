@@ -1,5 +1,7 @@
 """`jarvis accounts add|list|test|remove`: mail accounts over IMAP and SMTP, calendar accounts over CalDAV and
-contacts accounts over CardDAV (`--kind caldav|carddav`), in the config's `accounts:`.
+contacts accounts over CardDAV (`--kind caldav|carddav`), in the config's `accounts:`; and the Google sign-in
+(kind `google`: Gmail and Google Calendar), listed and tested as the account `google`, but connected with
+`jarvis auth google`, not `add`.
 
 `add` takes an address and an app password (read without echo, kept in the keyring, never in a file), fills
 the servers from the provider's preset, logs in to both servers before keeping anything, and writes the account
@@ -23,7 +25,8 @@ from orchestrator.core.config import Settings
 from orchestrator.core.local_settings import NoConfigFile
 
 accounts_app = typer.Typer(help="Mail (IMAP and SMTP), calendar (CalDAV) and contacts (CardDAV) accounts (iCloud, "
-                           "Fastmail, Outlook.com, Proton Bridge, Nextcloud, a company server...).",
+                           "Fastmail, Outlook.com, Proton Bridge, Nextcloud, a company server...), and Google (Gmail "
+                           "and Google Calendar, connected with `jarvis auth google`).",
                            no_args_is_help=True)
 
 
@@ -51,10 +54,11 @@ def _add(settings: Settings, name: str, entry: dict[str, Any], who: str, test: b
 
 @accounts_app.command("add")
 def add(ctx: typer.Context,
-        name: str = typer.Argument(..., help="a short name for the account, e.g. home or work"),
+        name: Optional[str] = typer.Argument(None, help="a short name for the account, e.g. home or work"),
         address: Optional[str] = typer.Option(None, "--address", help="the email address (mail; for a calendar "
                                               "or contacts account, the login name when --user is not given)"),
-        kind: str = typer.Option("imap", help="imap (mail), caldav (calendar) or carddav (contacts)"),
+        kind: str = typer.Option("imap", help="imap (mail), caldav (calendar) or carddav (contacts); google is "
+                                 "connected with `jarvis auth google` instead"),
         url: Optional[str] = typer.Option(None, help="caldav/carddav: the server's https URL (a preset fills it; "
                                           "nextcloud: your server's address)"),
         calendar: Optional[str] = typer.Option(None, help="caldav: the calendar to use, by name (default: the first)"),
@@ -74,9 +78,15 @@ def add(ctx: typer.Context,
         test: bool = typer.Option(True, "--test/--no-test", help="log in before saving"),
         ) -> None:
     """Add an account: the app password is asked (or read from standard input), kept in the keyring."""
+    from orchestrator.tools.account_admin import GOOGLE_ADD
+
+    if kind == "google":
+        fail(GOOGLE_ADD)
+    if not name:
+        fail("give the account a name: `jarvis accounts add NAME ...`, e.g. home or work")
     settings = state(ctx).settings
     if kind not in ("imap", "caldav", "carddav"):
-        fail(f"--kind {kind!r}: imap, caldav or carddav")
+        fail(f"--kind {kind!r}: imap, caldav or carddav (google: `jarvis auth google`)")
     login = user or address
     if kind == "imap" and not address:
         fail("a mail account needs --address")
@@ -145,26 +155,34 @@ def _validated(name: str, entry: dict[str, Any], pinning: bool = False) -> Accou
 
 @accounts_app.command("list")
 def list_(ctx: typer.Context) -> None:
-    """The accounts, their servers, how their TLS is trusted and how their last test went."""
-    from orchestrator.tools.account_admin import describe, last_tests
+    """The accounts, what each provides, their servers, how their TLS is trusted and how their last test went; the
+    Google sign-in too (kind google), or how to connect it."""
+    from orchestrator.tools.account_admin import google_hint, last_tests, listed
 
     settings = state(ctx).settings
-    if not settings.accounts:
+    accounts = listed(settings)
+    if not accounts:
         say("No accounts: add one with `jarvis accounts add NAME --address you@example.com`.")
     tests = last_tests(settings)
-    for name, a in settings.accounts.items():
-        d = describe(name, a)
-        last = tests.get(name)
+    for d in accounts:
+        last = tests.get(d["name"])
         tested = "never tested" if last is None else (
             f"last test {'worked' if last['ok'] else 'FAILED'} {time.strftime('%Y-%m-%d %H:%M', time.localtime(last['at']))}")
+        provides = ", ".join(d["provides"])
+        if d["kind"] == "google":
+            say(f"{d['name']}: google ({provides}) {d['servers']}; {tested}")
+            continue
         kind = "" if d["kind"] == "imap" else f"{d['kind']} "
-        say(f"{name}: {kind}{d['who']} ({d['preset'] or 'custom'}) {d['servers']}, TLS trusted by {d['trust']}; "
-            f"{tested}")
+        say(f"{d['name']}: {kind}{d['who']} ({d['preset'] or 'custom'}) {d['servers']}, TLS trusted by {d['trust']}; "
+            f"provides {provides}; {tested}")
+    hint = google_hint(settings)
+    if hint:
+        say(hint)
 
 
 @accounts_app.command("test")
 def test_(ctx: typer.Context, name: str) -> None:
-    """Log in to the account's servers (IMAP and SMTP; CalDAV or CardDAV)."""
+    """Log in to the account's servers (IMAP and SMTP; CalDAV or CardDAV; Google: renew its sign-in's token)."""
     from integrations.base import ToolError
     from orchestrator.tools.account_admin import AccountError, test
 
@@ -176,7 +194,8 @@ def test_(ctx: typer.Context, name: str) -> None:
 
 @accounts_app.command("remove")
 def remove(ctx: typer.Context, name: str) -> None:
-    """Remove an account you added (its password stays in the keyring until `jarvis secrets delete`)."""
+    """Remove an account you added (its password stays in the keyring until `jarvis secrets delete`; Google:
+    `jarvis auth google --logout`)."""
     from orchestrator.tools.account_admin import AccountError, remove
 
     try:

@@ -15,7 +15,6 @@ import shutil
 import socket
 import sys
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 
 from orchestrator.core.config import Settings
@@ -89,31 +88,12 @@ def keyring_check(settings: Settings) -> Check:
 
 
 def google_check(settings: Settings) -> Check:
-    """Signed in, and the stored token still renews: one refresh against Google's token endpoint (a revoked or
-    expired sign-in fails there, and every Gmail or Calendar call would too). The renewed token is not stored."""
-    from orchestrator.tools.google_auth import load_credentials
+    """Signed in, and the stored token still renews (google_auth.sign_in_check: the same check as
+    `jarvis accounts test google`)."""
+    from orchestrator.tools.google_auth import sign_in_check
 
-    creds = load_credentials(settings)
-    if creds is None:
-        if settings.google.client_secrets is None:
-            return Check("Google", None, "not configured (google.client_secrets)")
-        return Check("Google", False, "not signed in (or the stored token is unreadable)", "Run `jarvis auth google`.")
-    from google.auth.exceptions import RefreshError, TransportError
-    from google.auth.transport.requests import Request
-
-    try:
-        creds.refresh(Request())
-    except RefreshError as exc:
-        return Check("Google", False, f"the sign-in no longer works: {exc}",
-                     "Run `jarvis auth google` again (the access was revoked or has expired).")
-    except TransportError as exc:
-        return Check("Google", False, f"Google's token endpoint could not be reached: {exc}",
-                     "Check the network; Gmail and Calendar fail until it answers.")
-    left = ""
-    if creds.expiry is not None:
-        minutes = (creds.expiry.replace(tzinfo=timezone.utc) - datetime.now(timezone.utc)).total_seconds() / 60
-        left = f" (each access token lasts about {minutes:.0f} min and is renewed by itself)"
-    return Check("Google", True, "signed in; the token renews" + left)
+    ok, detail, fix = sign_in_check(settings)
+    return Check("Google", ok, detail, fix if ok is False else None)
 
 
 def _running_jarvis(settings: Settings) -> str | None:

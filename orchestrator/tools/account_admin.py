@@ -10,6 +10,11 @@ refuses leaves nothing behind (not even a keyring entry), and the error keeps th
 
 Each test's outcome (from `add`, `jarvis accounts test` or Settings) is kept in the data folder, so the list can
 say when each account last worked.
+
+The Google sign-in (`jarvis auth google`: Gmail and Google Calendar) is one more account, kind `google`, named
+`google` (google_auth.GOOGLE_ACCOUNT, the name the neutral mail and calendar tools give it): listed while it is
+connected (`google_account`), tested by renewing its token (google_auth.sign_in_check, as `jarvis doctor` does),
+but neither added nor removed here: signing in connects it, `jarvis auth google --logout` forgets it.
 """
 
 from __future__ import annotations
@@ -32,13 +37,51 @@ class AccountError(ValueError):
     """What was wrong and what to do; nothing was changed."""
 
 
+GOOGLE_ADD = ("A Google account (Gmail and Google Calendar) is connected by signing in, not added: run `jarvis auth "
+              "google` (google.client_secrets set in the config first); it is then listed as the account google.")
+PROVIDES = {"imap": ("mail",), "caldav": ("calendar",), "carddav": ("contacts",), "google": ("mail", "calendar")}
+
+
+def is_google(settings: Settings, name: str) -> bool:
+    """Whether `name` is the Google sign-in's account (not one of `accounts:`)."""
+    from .google_auth import GOOGLE_ACCOUNT, google_listed
+
+    return name == GOOGLE_ACCOUNT and google_listed(settings)
+
+
+def google_account(settings: Settings) -> dict[str, Any] | None:
+    """The Google sign-in as the list shows an account (describe's keys), or None when it is not connected or an
+    account of `accounts:` has its name."""
+    from .google_auth import GOOGLE_ACCOUNT, google_listed, google_unavailable, token_secret_name
+
+    if not google_listed(settings) or google_unavailable(settings) is not None:
+        return None
+    secret = token_secret_name(settings)
+    return {"name": GOOGLE_ACCOUNT, "kind": "google", "who": "Gmail and Google Calendar", "preset": None,
+            "trust": "system CAs", "secret": secret, "provides": list(PROVIDES["google"]),
+            "servers": f"Google's APIs, signed in with `jarvis auth google` (the token: keyring entry {secret})"}
+
+
+def google_hint(settings: Settings) -> str | None:
+    """How to connect Google while it is not (None when it is, or when an account of `accounts:` has its name)."""
+    from .google_auth import google_listed, google_unavailable
+
+    if not google_listed(settings) or google_unavailable(settings) is None:
+        return None
+    return "Google (Gmail and Google Calendar) is not connected: run `jarvis auth google` to connect it."
+
+
 def validated(name: str, entry: dict[str, Any], pinning: bool = False) -> AccountConfig:
     """The entry as the config would read it, or AccountError with the model's reasons. `pinning`: the certificate's
     fingerprint is read after this check, so a placeholder stands in for it."""
     from pydantic import TypeAdapter, ValidationError
 
+    from .google_auth import GOOGLE_ACCOUNT
+
     if not name or len(name) > 40 or not name.replace("-", "").replace("_", "").isalnum() or not name.isascii():
         raise AccountError(f"account name {name!r}: use letters, digits, - and _ only")
+    if name == GOOGLE_ACCOUNT:
+        raise AccountError(f"account name {name!r} is the Google sign-in's (`jarvis auth google`): pick another")
     try:
         return TypeAdapter(AccountConfig).validate_python(
             {**entry, **({"tls_fingerprint": "0" * 64} if pinning else {})})
@@ -87,6 +130,15 @@ def _check_dav(name: str, config: DavAccountConfig, password: str | None) -> str
         raise dav_error(account, exc) from None
     what = "calendars" if account.kind == "caldav" else "address books"
     return f"{name}: {account.kind} {account.url} logged in as {account.user}; {len(found)} {what}"
+
+
+def _check_google(settings: Settings) -> str:
+    from .google_auth import GOOGLE_ACCOUNT, sign_in_check
+
+    ok, detail, fix = sign_in_check(settings)
+    if not ok:
+        raise ToolError(f"{GOOGLE_ACCOUNT}: {detail}. {fix}")
+    return f"{GOOGLE_ACCOUNT}: Gmail and Google Calendar, {detail}"
 
 
 def default_secret(name: str, kind: str) -> str:
@@ -139,6 +191,9 @@ def tracked_accounts(settings: Settings) -> set[str]:
 def remove(settings: Settings, name: str) -> str:
     """Take the account out of the user's file and the running settings; returns what was done. An account of the
     tracked config file is not rewritten there: AccountError says where to remove it."""
+    if is_google(settings, name):
+        raise AccountError("the Google account is not removed here: `jarvis auth google --logout` forgets its "
+                           "sign-in")
     if name not in settings.accounts:
         raise AccountError(f"no account named {name!r}")
     if name in tracked_accounts(settings):
@@ -165,11 +220,11 @@ def remove(settings: Settings, name: str) -> str:
 
 
 def test(settings: Settings, name: str) -> str:
-    """Log in to a saved account, keeping the outcome; ToolError says what failed."""
-    if name not in settings.accounts:
+    """Log in to a saved account (Google: renew its token), keeping the outcome; ToolError says what failed."""
+    if name not in settings.accounts and not is_google(settings, name):
         raise AccountError(f"no account named {name!r}")
     try:
-        found = check(name, settings.accounts[name])
+        found = _check_google(settings) if is_google(settings, name) else check(name, settings.accounts[name])
     except ToolError as exc:
         record_test(settings, name, False, str(exc))
         raise
@@ -217,7 +272,15 @@ def describe(name: str, a: AccountConfig) -> dict[str, Any]:
     secret = getattr(a.password, "secret", None)
     if isinstance(a, DavAccountConfig):
         return {"name": name, "kind": a.kind, "who": a.user, "preset": a.preset, "trust": trust, "secret": secret,
+                "provides": list(PROVIDES[a.kind]),
                 "servers": f"{a.url}" + (f" calendar {a.calendar!r}" if a.calendar else "")}
     assert isinstance(a, MailAccountConfig)
     return {"name": name, "kind": "imap", "who": a.address, "preset": a.preset, "trust": trust, "secret": secret,
+            "provides": list(PROVIDES["imap"]),
             "servers": f"IMAP {a.imap_host}:{a.imap_port} {a.imap_tls}, SMTP {a.smtp_host}:{a.smtp_port} {a.smtp_tls}"}
+
+
+def listed(settings: Settings) -> list[dict[str, Any]]:
+    """Every account as the list shows it: those of `accounts:`, then the Google sign-in while it is connected."""
+    google = google_account(settings)
+    return [describe(name, a) for name, a in settings.accounts.items()] + ([google] if google else [])

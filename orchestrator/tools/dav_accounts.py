@@ -37,27 +37,27 @@ def dav_accounts(settings: Settings, kind: str) -> dict[str, DavAccount]:
 
 def calendar_tools(settings: Settings) -> list[BaseTool]:
     """calendar_list_events, calendar_find_free_time, calendar_create_event over the caldav accounts, then Google
-    Calendar (the account `google`, unless a caldav account has that name) when Google is connected as the tools
-    are built; none without either. With Google alone they carry its state (not offered to the model while it is
-    not connected)."""
+    Calendar (the account `google`, as in `jarvis accounts` and the mail tools; left out when `accounts:` has an
+    account of that name) when Google is connected as the tools are built; none without either. With Google alone
+    they carry its state (not offered to the model while it is not connected)."""
     from integrations.base import with_meta
     from integrations.calendar_tools import CalendarProvider, build_calendar_tools
     from integrations.caldav_tools import caldav_provider
     from integrations.gcal_provider import google_calendar_provider
     from integrations.gcal_tools import user_zone
 
-    from .google_auth import google_api, google_availability, google_unavailable
+    from .google_auth import GOOGLE_ACCOUNT, google_api, google_availability, google_listed, google_unavailable
 
     tz = user_zone(settings.timezone)
     providers: dict[str, CalendarProvider] = {name: caldav_provider(account, tz)
                                               for name, account in dav_accounts(settings, "caldav").items()}
-    if "google" not in providers and google_unavailable(settings) is None:
+    if google_listed(settings) and google_unavailable(settings) is None:
         api = google_api(settings, "Google Calendar", settings.google.calendar_base_url)
-        providers["google"] = google_calendar_provider(api, settings.google.calendar_id, tz)
+        providers[GOOGLE_ACCOUNT] = google_calendar_provider(api, settings.google.calendar_id, tz)
     if not providers:
         return []
     tools = build_calendar_tools(providers, settings.timezone)
-    if list(providers) != ["google"]:
+    if list(providers) != [GOOGLE_ACCOUNT] or not google_listed(settings):
         return tools
     connected = google_availability(settings)
     return [with_meta(tool, unavailable=connected) for tool in tools]

@@ -4,12 +4,18 @@
 credentials (refresh token included) are stored as one keyring entry per account. The Gmail and Calendar
 tools load them through `load_credentials`, and google-auth refreshes the access token when it expires;
 `save_credentials` stores the refreshed one. `google.token_uri` overrides the token endpoint (tests).
+
+The sign-in is one account, named `google` (GOOGLE_ACCOUNT) wherever accounts are named: `jarvis accounts`,
+Settings, and the provider-neutral mail and calendar tools (the mail tools called it `gmail` before: still
+understood there, as an account and at the start of an id). An account of `accounts:` written by hand with that
+name keeps it, and the sign-in is then left out of those lists and tools (its gmail_* and gcal_* tools stay).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime, timezone
 from typing import Any
 
 from integrations.availability import Availability
@@ -30,6 +36,42 @@ SCOPES = [
 
 class GoogleAuthError(Exception):
     """The sign-in cannot run; the message says what to fix."""
+
+
+GOOGLE_ACCOUNT = "google"
+OLD_MAIL_NAME = "gmail"  # the neutral mail tools' name for it before it was `google`
+
+
+def google_listed(settings: Settings) -> bool:
+    """Whether the sign-in is the account GOOGLE_ACCOUNT (not when `accounts:` has one of that name)."""
+    return GOOGLE_ACCOUNT not in settings.accounts
+
+
+def sign_in_check(settings: Settings) -> tuple[bool | None, str, str | None]:
+    """Signed in, and the stored token still renews: one refresh against Google's token endpoint (a revoked or
+    expired sign-in fails there, and every Gmail or Calendar call would too). The renewed token is not stored.
+    Returns (ok, what was found, what to do); ok is None when Google is neither configured nor signed in."""
+    creds = load_credentials(settings)
+    if creds is None:
+        if settings.google.client_secrets is None:
+            return None, "not configured (google.client_secrets)", "Run `jarvis auth google`."
+        return False, "not signed in (or the stored token is unreadable)", "Run `jarvis auth google`."
+    from google.auth.exceptions import RefreshError, TransportError
+    from google.auth.transport.requests import Request
+
+    try:
+        creds.refresh(Request())
+    except RefreshError as exc:
+        return (False, f"the sign-in no longer works: {exc}",
+                "Run `jarvis auth google` again (the access was revoked or has expired).")
+    except TransportError as exc:
+        return (False, f"Google's token endpoint could not be reached: {exc}",
+                "Check the network; Gmail and Calendar fail until it answers.")
+    left = ""
+    if creds.expiry is not None:
+        minutes = (creds.expiry.replace(tzinfo=timezone.utc) - datetime.now(timezone.utc)).total_seconds() / 60
+        left = f" (each access token lasts about {minutes:.0f} min and is renewed by itself)"
+    return True, "signed in; the token renews" + left, None
 
 
 def token_secret_name(settings: Settings) -> str:

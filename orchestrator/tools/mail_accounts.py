@@ -40,21 +40,24 @@ def mail_accounts(settings: Settings) -> dict[str, MailAccount]:
 
 def mail_tools(settings: Settings) -> list[BaseTool]:
     """mail_search, mail_read_thread, mail_draft_reply and mail_send_draft over the IMAP accounts, then Gmail (the
-    account `gmail`, unless an IMAP account has that name). With no IMAP account they carry Gmail's state: not
-    offered to the model, and shown in the Tools view as not connected, until `jarvis auth google`."""
+    account `google`, as in `jarvis accounts` and the calendar tools; `gmail`, its name before, still understood
+    unless an IMAP account has that name; left out when an IMAP account is named `google`). With no IMAP account
+    they carry Gmail's state: not offered to the model, and shown in the Tools view as not connected, until
+    `jarvis auth google`."""
     from integrations.base import with_meta
     from integrations.gmail_tools import gmail_provider
     from integrations.imap_tools import imap_provider
     from integrations.mail_tools import MailProvider, build_mail_tools
 
-    from .google_auth import google_api, google_availability
+    from .google_auth import GOOGLE_ACCOUNT, OLD_MAIL_NAME, google_api, google_availability, google_listed
 
     providers: dict[str, MailProvider] = {name: imap_provider(account)
                                           for name, account in mail_accounts(settings).items()}
-    if "gmail" not in providers:
-        providers["gmail"] = gmail_provider(google_api(settings, "Gmail", settings.google.gmail_base_url))
-    tools = build_mail_tools(providers)
-    if len(providers) > 1:
+    if google_listed(settings):
+        providers[GOOGLE_ACCOUNT] = gmail_provider(google_api(settings, "Gmail", settings.google.gmail_base_url),
+                                                   GOOGLE_ACCOUNT)
+    tools = build_mail_tools(providers, aliases={OLD_MAIL_NAME: GOOGLE_ACCOUNT})
+    if list(providers) != [GOOGLE_ACCOUNT] or not google_listed(settings):
         return tools
     connected = google_availability(settings)  # Gmail alone: not offered to the model until it is connected
     return [with_meta(tool, unavailable=connected) for tool in tools]

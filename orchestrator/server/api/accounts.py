@@ -2,7 +2,10 @@
 GET /api/accounts (each account, its servers, how its TLS is trusted, its last test), POST /api/accounts (add: an
 address and an app password, the preset filling the servers; both servers logged in to before anything is kept;
 the password goes to the keyring, the account to the user's config.local.yml), POST /api/accounts/{name}/test and
-DELETE /api/accounts/{name}. A refused login answers 400 with the server's own words and keeps nothing.
+DELETE /api/accounts/{name}. A refused login answers 400 with the server's own words and keeps nothing. The
+Google sign-in is listed as the account `google` (kind google: mail and calendar) while it is connected, and
+tested by renewing its token; else the answer's `google_hint` says how to connect it (`jarvis auth google`). It
+is not removed here (409: `jarvis auth google --logout`).
 
 A self-signed server (Proton Bridge) is pinned with `jarvis accounts add --pin`, where its fingerprint is shown to
 compare: the form does not pin. Behind the UI's own token and origin checks, like every API call."""
@@ -66,9 +69,9 @@ def _entry(body: AccountIn) -> dict[str, Any]:
 def list_accounts(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     tests = account_admin.last_tests(ctx.settings)
     tracked = account_admin.tracked_accounts(ctx.settings)
-    return redacted({"accounts": [{**account_admin.describe(name, a), "last_test": tests.get(name),
-                                   "in_tracked_file": name in tracked}
-                                  for name, a in ctx.settings.accounts.items()]})
+    return redacted({"accounts": [{**a, "last_test": tests.get(a["name"]), "in_tracked_file": a["name"] in tracked}
+                                  for a in account_admin.listed(ctx.settings)],
+                     "google_hint": account_admin.google_hint(ctx.settings)})
 
 
 @ROUTER.post("/accounts")
@@ -95,7 +98,7 @@ def test_account(name: str, ctx: AppContext = Depends(app_context)) -> dict[str,
 
 @ROUTER.delete("/accounts/{name}")
 def remove_account(name: str, ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
-    if name not in ctx.settings.accounts:
+    if name not in ctx.settings.accounts and not account_admin.is_google(ctx.settings, name):
         raise HTTPException(404, f"no account named {name!r}")
     try:
         return {"message": account_admin.remove(ctx.settings, name)}

@@ -2,7 +2,9 @@
 // Each account with its servers and its last test (Test logs in again, Remove takes it out); the form adds one
 // from an address and an app password (the provider's preset fills the servers; a company server's are given
 // under "Other servers"). Jarvis logs in before keeping anything: a refused login shows the server's words and
-// nothing is saved. The password goes to the keyring, never into a file, and is never sent back.
+// nothing is saved. The password goes to the keyring, never into a file, and is never sent back. The Google
+// sign-in (kind google: mail and calendar) is listed while connected, with Test but no Remove (it is connected
+// and forgotten with `jarvis auth google`); while it is not, a line says how to connect it.
 import { api } from "./api.js";
 import { clear, h, problem } from "./dom.js";
 
@@ -47,10 +49,14 @@ function row(a, status) {
       remove.disabled = false;
     }
   });
-  const kind = { imap: "mail", caldav: "calendar", carddav: "contacts" }[a.kind] || a.kind;
+  const google = a.kind === "google";
+  const kind = google ? `google (${a.provides.join(", ")})` : { imap: "mail", caldav: "calendar", carddav: "contacts" }[a.kind] || a.kind;
+  const servers = google ? `${a.servers}; disconnect with \`jarvis auth google --logout\``
+    : `${a.servers}; TLS trusted by ${a.trust}${a.in_tracked_file ? "; written in the config file" : ""}`;
   return h("div", { class: "account", "data-account": a.name },
-    h("div", {}, h("strong", { text: a.name }), ` ${kind}: ${a.who} (${a.preset || "custom"}) `, test, " ", remove),
-    h("div", { class: "muted servers", text: `${a.servers}; TLS trusted by ${a.trust}${a.in_tracked_file ? "; written in the config file" : ""}` }),
+    h("div", {}, h("strong", { text: a.name }), ` ${kind}: ${a.who}${google ? "" : ` (${a.preset || "custom"})`} `, test,
+      ...(google ? [] : [" ", remove])),
+    h("div", { class: "muted servers", text: servers }),
     lastTest(a.last_test));
 }
 
@@ -118,5 +124,6 @@ export async function loadAccounts(status) {
     h("p", { class: "muted", text: "Mail, calendar and contacts accounts (iCloud, Fastmail, Outlook.com, a company server…). The app password goes to the keyring, the account to your config.local.yml. A self-signed server (Proton Bridge) is pinned with `jarvis accounts add --pin`." }));
   if (!found.accounts.length) el.append(h("p", { class: "muted", text: "No accounts yet." }));
   for (const a of found.accounts) el.append(row(a, status));
+  if (found.google_hint) el.append(h("p", { class: "muted google-hint", text: found.google_hint }));
   el.append(addForm(status), status);
 }
