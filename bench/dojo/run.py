@@ -127,8 +127,10 @@ class JarvisPipeline(BasePipelineElement):
         self.case = _Case()
         self.server = FakeLLMServer().start()
         data = {
+            # The scripted model stands for the models AgentDojo was made for (windows of 128k tokens): under the
+            # 8,192-token default Jarvis refused workspace's long conversations before sending them.
             "models": {"primary": {"base_url": self.server.base_url, "model": "scripted-model", "api_key": "bench",
-                                   "max_retries": 0, "timeout_s": 60}},
+                                   "max_retries": 0, "timeout_s": 60, "context_tokens": 131072}},
             "storage": {"data_dir": str(workdir / "data")}, "tools_dir": str(workdir / "tools"),
             "mcp": {"dir": str(workdir / "mcp")}, "fs": {"roots": [str(workdir)]}, "sandbox": {"required": False},
             "planner": {"max_steps": PLANNER_STEPS}, "autonomy": setup.autonomy(),
