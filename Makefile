@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev install-system install-mail-server run test test-corpus bench lint install-local demo-model whisper-model demo clean
+.PHONY: install install-dev install-system install-mail-server run test test-corpus test-models bench lint install-local demo-model whisper-model demo clean
 
 # The app alone (what `make run` needs), then the test tools on top (`make test`, `make bench`). The test tools
 # include keyrings.alt's plain-text keyring, which `make run` must never bring in.
@@ -66,7 +66,11 @@ test-corpus: install
 install-mail-server:
 	@scripts/install-system-deps.sh dovecot
 
-test: install-dev install-system install-mail-server install-local demo-model whisper-model test-corpus
+# Qwen2.5-Coder-1.5B (1.1 GB), the model that writes a tool in tests/test_jarb_real_model.py.
+test-models: install
+	@$(PY) scripts/fetch_qwen_models.py qwen-1.5b
+
+test: install-dev install-system install-mail-server install-local demo-model whisper-model test-corpus test-models
 	@export JARVIS_REQUIRE_REAL_MODEL=1 JARVIS_REQUIRE_POSTGRES=$$(command -v apt-get >/dev/null && echo 1 || echo 0); \
 	export JARVIS_REQUIRE_DOVECOT=$$JARVIS_REQUIRE_POSTGRES JARVIS_REQUIRE_RADICALE=1 JARVIS_REQUIRE_SYNAPSE=1; \
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)

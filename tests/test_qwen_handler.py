@@ -5,7 +5,6 @@ renders tools and calls, the call read back from what the model wrote, the handl
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,8 +12,6 @@ pytest.importorskip("llama_cpp")
 
 from orchestrator.llm import chat_handlers, llama_handler, qwen_handler  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-QWEN_05B = REPO / "data" / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 LIST = {"type": "function", "function": {"name": "fs_list_dir", "description": "List a folder.", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
@@ -161,21 +158,16 @@ def test_a_call_already_made_for_this_request_is_known():
 def test_qwen_05b_lists_the_folder_it_is_asked_for(jarvis_env):
     """The real Qwen2.5-Coder-0.5B in the real embedded server, `chat_format: jarvis-tools` (the handler picked
     from the GGUF's metadata), with Jarvis's own file tools: the request in words gets the right call."""
-    import os
-
     import httpx
 
     from integrations.fs_tools import build_fs_tools
     from orchestrator.chat.planner import openai_schema
-    from orchestrator.llm.embedded import embedded_server, llama_server_installed
+    from orchestrator.llm.embedded import embedded_server
+    from tests.real_model_fuzz import require_qwen
 
-    if not (QWEN_05B.is_file() and llama_server_installed()):
-        message = "needs llama-cpp-python's server and the Qwen 0.5B GGUF (make demo-model)"
-        if os.environ.get("JARVIS_REQUIRE_REAL_MODEL") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+    gguf = require_qwen()
     jarvis_env.write_config(models={"primary": {
-        "provider": "embedded", "gguf": str(QWEN_05B), "model": "qwen2.5-coder-0.5b", "chat_format": "jarvis-tools",
+        "provider": "embedded", "gguf": str(gguf), "model": "qwen2.5-coder-0.5b", "chat_format": "jarvis-tools",
         "n_ctx": 4096, "api_key": "none", "threads": 2}})
     server = embedded_server(jarvis_env.settings, "primary", jarvis_env.settings.models.primary)
     server.ensure_running()
