@@ -35,6 +35,13 @@ from tests.fakes.llm_server import FakeLLMServer  # noqa: E402
 from tests.fakes.telegram_server import TelegramServer  # noqa: E402
 
 ANSWER = "The first words should leave Jarvis as soon as the model writes them, whichever surface asked."
+
+
+def answer_begins(text: str) -> bool:
+    """What the surfaces are timed to: a message that begins the answer (its first words as streamed so far), not a
+    notice, a typing signal or another turn's last words."""
+    shown = text.strip()
+    return bool(shown) and ANSWER.startswith(shown)
 PRINCIPAL = 4242
 CLIENT = httpx.Client(timeout=30)
 
@@ -62,7 +69,7 @@ def telegram_first_character(telegram: TelegramServer, server: FakeLLMServer, th
     state.say("hi", user_id=PRINCIPAL)
     start = time.perf_counter()
     with state.lock:
-        if not state.lock.wait_for(lambda: len(state.sent) > before, timeout=30):
+        if not state.lock.wait_for(lambda: any(answer_begins(m["text"]) for m in state.sent[before:]), timeout=30):
             raise AssertionError("no answer reached Telegram")
     first = time.perf_counter() - start
     deadline = time.monotonic() + 30
@@ -77,7 +84,12 @@ def matrix_first_character(alice, room: str, server: FakeLLMServer, think_s: flo
     chat._new_thread(room)
     sent: list[float] = []
     send = chat.api.send
-    chat.api.send = lambda *a, **k: (sent.append(time.perf_counter()), send(*a, **k))[1]
+    def timed(room: str, content: dict, *a, **k):
+        if answer_begins(str(content.get("body", ""))) and not sent:
+            sent.append(time.perf_counter())
+        return send(room, content, *a, **k)
+
+    chat.api.send = timed
     server.push({"content": ANSWER, "delay_s": think_s})
     try:
         start = time.perf_counter()

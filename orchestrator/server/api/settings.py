@@ -117,8 +117,9 @@ def found_models(ctx: AppContext = Depends(app_context)) -> dict[str, Any]:
     from orchestrator.llm.discovery import builtin_model, find_local_servers
 
     primary = ctx.settings.models.primary
+    builtin = builtin_model()
     return redacted({"servers": [{"name": f.name, "base_url": f.base_url, "models": f.models} for f in find_local_servers()],
-                   "builtin": builtin_model() is not None,
+                   "builtin": builtin is not None, "builtin_model": builtin.model if builtin else None,
                    "current": {"model": primary.model, "builtin": primary.provider == "embedded",
                                "base_url": None if primary.provider == "embedded" else primary.base_url}})
 

@@ -131,7 +131,7 @@ async function loadPicker() {
   if (found.builtin) {
     const builtin = h("button", { type: "button" }, "Use the built-in demo model");
     builtin.addEventListener("click", () => use({ builtin: true }, builtin));
-    pickEl.append(h("p", {}, builtin, h("span", { class: "muted", text: " SmolLM2-135M run by Jarvis itself: tiny, for trying Jarvis out." })));
+    pickEl.append(h("p", {}, builtin, h("span", { class: "muted", text: ` ${found.builtin_model} run by Jarvis itself, for trying Jarvis out.` })));
   }
   pickEl.append(status);
 }
