@@ -56,6 +56,22 @@ seconds a token), `--per-kind 1`, 2 threads, the machine otherwise idle (load av
 end): the right tool 8 of 10, the right tool and arguments 7 of 10 (the same kinds wrong: remind's `when`, recall,
 chit-chat), a sensible answer 10 of 10; **37 s a turn (median)**, 11-94 s but one (232 s, remember), the first 94 s
 with the server's start.
+
+Measured side by side in one session, `--per-kind 1` each (10 requests), once a reminder's time could be the user's
+words (reminders/recurrence.py reads "tomorrow at 9am"), the machine shared with the AgentDojo bench (load 2-6):
+
+| model | right tool | right tool and arguments | sensible answer | a turn (median) | first turn |
+|---|---|---|---|---|---|
+| SmolLM2-135M | 8/10 | 4/10 (remember, remind, search, time) | 4/10 | 32 s | 37 s |
+| Qwen2.5-Coder-0.5B | 8/10 | **8/10** (all but recall and chit-chat) | 10/10 | 22 s | 145 s |
+| Qwen2.5-Coder-1.5B | 8/10 | **8/10** (all but recall and chit-chat) | 10/10 | 18 s | 209 s |
+
+SmolLM2 still invents paths (/Users/jarvis.mccallister/...) for list, read, write and PDF. Both Qwen models wrote the
+reminder as "tomorrow at 9am"; "who is my dentist?" was answered without a call (0.5B: "Dr Lee", made up) or with
+docs_search, and "hello, how are you?" made a call. The default stays SmolLM2 for now: under the first-run
+settings (`llm/discovery.choose_model`: 4 tools bound, tool writing off) Qwen 0.5B answered "Write hello to
+note.txt." with docs_search, not the write (it wrote with the bench's settings), and filled reminder_create's
+optional arguments with a daily rule and a made-up webhook URL.
 """
 
 from __future__ import annotations
