@@ -8,18 +8,15 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import re
-import signal
 import stat
 import subprocess
-import sys
 import threading
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from orchestrator.core.server_identity import proof
-from tests.conftest import JARVIS_BIN, answer, tool_call, wait_until_up
+from tests.conftest import answer, tool_call, wait_until_up
+from tests.fresh_cli import fresh_cli, start_jarvis_run, stop_jarvis_run
+from tests.fakes.not_our_jarvis import stale_record
 
 pytestmark = pytest.mark.slow
 
@@ -28,37 +25,18 @@ GRAPH_MODULES = ("langgraph", "langchain_core", "langchain_openai", "openai", "o
 
 def _chat(jarvis_env, text: str, stdin=subprocess.DEVNULL) -> tuple[subprocess.CompletedProcess, list[str]]:
     """`jarvis chat TEXT` in a fresh interpreter: what it printed, and which of GRAPH_MODULES it imported."""
-    probe = ("import sys, json\nfrom orchestrator.cli import main\n"
-             f"sys.argv = ['jarvis', 'chat', {text!r}]\n"
-             "try:\n    main()\nexcept SystemExit as exit:\n    code = exit.code\n"
-             f"print('\\nLOADED', json.dumps([m for m in {GRAPH_MODULES!r} if m in sys.modules]), flush=True)\n"
-             "sys.exit(code)\n")
-    proc = subprocess.run([sys.executable, "-c", probe], env=jarvis_env.env(), capture_output=True, text=True,
-                          timeout=300, stdin=stdin, cwd=str(jarvis_env.path))
-    said, _, loaded = proc.stdout.rpartition("\nLOADED ")
-    assert loaded, (proc.stdout, proc.stderr)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, said, proc.stderr), json.loads(loaded)
+    return fresh_cli(jarvis_env, ["chat", text], GRAPH_MODULES, stdin=stdin)
 
 
 @pytest.fixture
 def jarvis_running(jarvis_env):
     """A real `jarvis run` on a free port over jarvis_env, fully started."""
-    proc = subprocess.Popen([str(JARVIS_BIN), "run", "--port", "0", "--no-open", "--no-services"],
-                            env=jarvis_env.env(), cwd=str(jarvis_env.path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    proc, base = start_jarvis_run(jarvis_env)
     try:
-        line = proc.stdout.readline()
-        started = re.search(r"running at (http://[^/\s]+)", line)
-        assert started, line + (proc.stderr.read() if proc.poll() is not None else "")
-        wait_until_up(started.group(1))
-        yield started.group(1)
+        wait_until_up(base)
+        yield base
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_jarvis_run(proc)
 
 
 def test_a_one_shot_chat_goes_through_the_running_jarvis_without_building_a_graph(jarvis_env, jarvis_running):
@@ -91,69 +69,19 @@ def test_a_confirmation_is_asked_on_the_terminal_and_answered_through_the_runnin
     assert loaded == [], loaded
 
 
-class _NotOurJarvis:
-    """Whatever took the recorded port: it records what it is sent; `token`: it proves holding that one (another
-    data folder's Jarvis), else it answers the challenge with nonsense."""
-
-    def __init__(self, token: str | None):
-        received = self.received = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _any(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                received.append((self.path, dict(self.headers.items()), self.rfile.read(length).decode()))
-                challenge = parse_qs(urlsplit(self.path).query).get("challenge", [""])[0]
-                port = self.server.server_address[1]
-                body = json.dumps({"service": "jarvis", "proof": proof(token, challenge, port) if token else "0" * 64})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body.encode())
-
-            do_GET = do_POST = _any
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.mark.parametrize("who", ["gone", "something else", "another folder's jarvis"])
 def test_a_stale_address_never_receives_the_token_and_the_chat_runs_here(jarvis_env, who):
     from orchestrator.server.security import load_or_create_token
 
     token = load_or_create_token(jarvis_env.settings)
-    other = None if who == "gone" else _NotOurJarvis("o" * 43 if who.startswith("another") else None)
-    try:
-        if other is None:
-            import socket
-
-            with socket.socket() as s:  # a port nothing listens on any more
-                s.bind(("127.0.0.1", 0))
-                url = f"http://127.0.0.1:{s.getsockname()[1]}"
-        else:
-            url = other.url
-        (jarvis_env.data / "server_url").write_text(url + "\n")
+    with stale_record(jarvis_env.data, who) as other:
         jarvis_env.server.push(answer("Answered in the command."))
         ran, loaded = _chat(jarvis_env, "hello")
         assert ran.returncode == 0, ran.stderr
         assert "Answered in the command." in ran.stdout
         assert "langgraph" in loaded  # the command ran the turn itself
         if other is not None:
-            assert other.received, "the address was not even checked"
-            for path, headers, body in other.received:
-                assert token not in path + json.dumps(headers) + body, (path, headers)
-                assert "authorization" not in {k.lower() for k in headers}
-    finally:
-        if other is not None:
-            other.close()
+            other.check_asked_without(token)
 
 
 def test_a_relay_to_the_real_jarvis_cannot_borrow_its_proof(jarvis_env, jarvis_running):

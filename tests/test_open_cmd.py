@@ -5,13 +5,8 @@ with no Jarvis running the command says so and exits 1."""
 
 from __future__ import annotations
 
-import http.server
-import json
-import re
-import signal
 import stat
 import subprocess
-import sys
 import threading
 from urllib.parse import parse_qs, urlsplit
 
@@ -19,8 +14,9 @@ import httpx
 import pytest
 
 from orchestrator.cli.open_cmd import NOT_RUNNING
-from orchestrator.core.server_identity import proof
-from tests.conftest import JARVIS_BIN, wait_until_up
+from tests.conftest import wait_until_up
+from tests.fresh_cli import fresh_cli, start_jarvis_run, stop_jarvis_run
+from tests.fakes.not_our_jarvis import NotOurJarvis, stale_record
 
 # What `jarvis open` has no use for: the graph, the model client, the tools, the database, the web app.
 NEEDS_NONE_OF = ("langgraph", "langchain_core", "langchain_openai", "openai", "mcp", "orchestrator.chat.graph",
@@ -29,47 +25,7 @@ NEEDS_NONE_OF = ("langgraph", "langchain_core", "langchain_openai", "openai", "m
 
 def _open(jarvis_env, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, list[str]]:
     """`jarvis open ARGS` in a fresh interpreter: its exit code and output, and which of NEEDS_NONE_OF it imported."""
-    probe = ("import sys, json\nfrom orchestrator.cli import main\n"
-             f"sys.argv = ['jarvis', 'open', *{list(args)!r}]\n"
-             "code = 0\ntry:\n    main()\nexcept SystemExit as exit:\n    code = exit.code\n"
-             f"print('\\nLOADED', json.dumps([m for m in {NEEDS_NONE_OF!r} if m in sys.modules]), flush=True)\n"
-             "sys.exit(code)\n")
-    proc = subprocess.run([sys.executable, "-c", probe], env=env or jarvis_env.env(), capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL, cwd=str(jarvis_env.path))
-    said, _, loaded = proc.stdout.rpartition("\nLOADED ")
-    assert loaded, (proc.stdout, proc.stderr)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, said, proc.stderr), json.loads(loaded)
-
-
-class _OtherProgram:
-    """A plain HTTP server on `port` (0: any): it records every request, and answers the challenge with `token`'s
-    proof (another data folder's Jarvis) or, without one, with nonsense."""
-
-    def __init__(self, port: int = 0, token: str | None = None):
-        received = self.received = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - the stdlib handler's name
-                received.append(self.path + json.dumps(dict(self.headers.items())))
-                challenge = parse_qs(urlsplit(self.path).query).get("challenge", [""])[0]
-                answer = proof(token, challenge, self.server.server_address[1]) if token else "0" * 64
-                body = json.dumps({"service": "jarvis", "proof": answer}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return fresh_cli(jarvis_env, ["open", *args], NEEDS_NONE_OF, env=env)
 
 
 def _refused_without_the_token(ran: subprocess.CompletedProcess, token: str) -> None:
@@ -84,14 +40,8 @@ def test_jarvis_open_gives_the_running_jarvis_s_url_and_never_a_stale_port_s(jar
     the graph; without --no-browser the URL goes to the browser ($BROWSER here). Once Jarvis has stopped it says
     so; and when another program holds the port a killed Jarvis left recorded, that program is asked who it is,
     never sent the token, and no URL is printed."""
-    proc = subprocess.Popen([str(JARVIS_BIN), "run", "--port", "0", "--no-open", "--no-services"],
-                            env=jarvis_env.env(), cwd=str(jarvis_env.path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    proc, base = start_jarvis_run(jarvis_env)
     try:
-        line = proc.stdout.readline()
-        started = re.search(r"running at (http://[^/\s]+)", line)
-        assert started, line + (proc.stderr.read() if proc.poll() is not None else "")
-        base = started.group(1)
         token = (jarvis_env.data / "server_token").read_text().strip()
 
         ran, loaded = _open(jarvis_env, "--no-browser")  # Jarvis may still be starting: it says who it is then too
@@ -118,24 +68,18 @@ def test_jarvis_open_gives_the_running_jarvis_s_url_and_never_a_stale_port_s(jar
         assert ran.returncode == 0, ran.stderr
         assert opened.read_text() == url
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_jarvis_run(proc)
 
     ran, _ = _open(jarvis_env, "--no-browser")  # stopped: its record is gone
     _refused_without_the_token(ran, token)
 
     # A Jarvis killed without stopping leaves its record; another program now listens on that port.
     (jarvis_env.data / "server_url").write_text(base + "\n")
-    other = _OtherProgram(port=int(base.rsplit(":", 1)[1]))
+    other = NotOurJarvis(port=int(base.rsplit(":", 1)[1]))
     try:
         ran, _ = _open(jarvis_env, "--no-browser")
         _refused_without_the_token(ran, token)
-        assert other.received, "the port was not even asked who it is"
-        assert all(token not in seen and "authorization" not in seen.lower() for seen in other.received)
+        other.check_asked_without(token)
     finally:
         other.close()
 
@@ -145,29 +89,15 @@ def test_with_no_jarvis_recorded_it_says_so_and_exits_1(jarvis_env):
     assert ran.returncode == 1 and NOT_RUNNING in ran.stderr and ran.stdout == "", (ran.stdout, ran.stderr)
 
 
-@pytest.mark.parametrize("who", ["nobody", "a plain server", "another folder's jarvis"])
+@pytest.mark.parametrize("who", ["gone", "a plain server", "another folder's jarvis"])
 def test_a_recorded_port_that_is_not_this_folder_s_jarvis_gets_no_token(jarvis_env, who):
     from orchestrator.server.security import load_or_create_token
 
     token = load_or_create_token(jarvis_env.settings)
-    other = None if who == "nobody" else _OtherProgram(token="o" * 43 if who.startswith("another") else None)
-    try:
-        if other is None:
-            import socket
-
-            with socket.socket() as s:  # a port nothing listens on any more
-                s.bind(("127.0.0.1", 0))
-                url = f"http://127.0.0.1:{s.getsockname()[1]}"
-        else:
-            url = other.url
-        (jarvis_env.data / "server_url").write_text(url + "\n")
+    with stale_record(jarvis_env.data, who) as other:
         _refused_without_the_token(jarvis_env.cli_here("open", "--no-browser"), token)
         if other is not None:
-            assert other.received, "the port was not even asked who it is"
-            assert all(token not in seen and "authorization" not in seen.lower() for seen in other.received)
-    finally:
-        if other is not None:
-            other.close()
+            other.check_asked_without(token)
 
 
 def test_a_headless_session_opens_no_browser(monkeypatch):

@@ -17,10 +17,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from orchestrator.server.listen import bind_socket, uvicorn_server
-from orchestrator.server.security import Guard, GuardMiddleware
-from orchestrator.server.starting import StartingApp
+from orchestrator.server.security import GuardMiddleware
 from tests.conftest import JARVIS_BIN
+from tests.starting_server import served_starting_app
 
 TOKEN = "t" * 43
 
@@ -28,15 +27,8 @@ TOKEN = "t" * 43
 @pytest.fixture
 def starting(jarvis_env):
     """A StartingApp served by uvicorn on a free port, guarded as `jarvis run` guards it; nothing built yet."""
-    sock = bind_socket("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    guard = Guard(jarvis_env.settings, TOKEN, port)
-    shell = StartingApp(lambda inner: GuardMiddleware(inner, guard_of=lambda: guard))
-    server = uvicorn_server(shell)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    with httpx.Client(base_url=base, timeout=60) as client:
+    with served_starting_app(jarvis_env.settings, TOKEN) as (shell, base, guard), \
+            httpx.Client(base_url=base, timeout=60) as client:
         for _ in range(600):  # the server thread binds nothing: it only needs its loop running
             try:
                 client.get("/healthz")
@@ -44,9 +36,6 @@ def starting(jarvis_env):
             except httpx.TransportError:
                 threading.Event().wait(0.05)
         yield shell, client, guard
-    server.should_exit = True
-    thread.join(timeout=30)
-    sock.close()
 
 
 def _full_app(events: list[str]) -> FastAPI:

@@ -9,9 +9,7 @@ from __future__ import annotations
 import base64
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,6 +18,7 @@ from tests.conftest import REPO, answer, tool_call
 from tests.guide_images import GUIDE_IMAGES, fix_page, save_if_changed
 from tests.test_server_api import make_pdf
 from tests.ui_server import UIServer, start_ui
+from tests.starting_server import served_starting_app
 
 pytestmark = pytest.mark.browser
 
@@ -725,33 +724,8 @@ def test_settings_adds_and_revokes_an_mcp_client(open_ui):
     assert page.js_errors == []
 
 
-@contextmanager
-def _starting_jarvis(env, token: str) -> Iterator[tuple[Any, str]]:
-    """(shell, url): the StartingApp `jarvis run` serves from its first second, guarded as there (Host, Origin,
-    token), on a free port; the test builds nothing until it says so (`shell.ready(app)` or `shell.failed(why)`)."""
-    import threading
-
-    from orchestrator.server.listen import bind_socket, uvicorn_server
-    from orchestrator.server.security import Guard, GuardMiddleware
-    from orchestrator.server.starting import StartingApp
-
-    sock = bind_socket("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    guard = Guard(env.settings, token, port)
-    shell = StartingApp(lambda inner: GuardMiddleware(inner, guard_of=lambda: guard))
-    server = uvicorn_server(shell)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        yield shell, f"http://127.0.0.1:{port}"  # the socket listens already: the page's first request waits for it
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
-
-
 def test_while_jarvis_starts_the_page_says_what_is_still_starting_and_why_it_could_not(browser, jarvis_env):
-    """[33] "First contact": the page is served while Jarvis is built behind it, and its calls wait for the full
+    """The page is served while Jarvis is built behind it, and its calls wait for the full
     app; it showed nothing meanwhile (up to ~10 s on a slow machine). A line says what is still starting, follows
     the stage /healthz reports, and goes once Jarvis is up; a Jarvis that cannot start says why there."""
     from orchestrator.server.app import bind_port, create_app
@@ -764,7 +738,7 @@ def test_while_jarvis_starts_the_page_says_what_is_still_starting_and_why_it_cou
         page.set_default_timeout(60_000)  # hang guards: each wait ends when its outcome shows
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
-        with _starting_jarvis(jarvis_env, token) as (shell, url):
+        with served_starting_app(jarvis_env.settings, token) as (shell, url, _):
             shell.stage = "checking the model"
             page.goto(f"{url}/?token={token}")
             line = page.locator("#starting")
@@ -777,7 +751,7 @@ def test_while_jarvis_starts_the_page_says_what_is_still_starting_and_why_it_cou
             shell.ready(app)
             page.get_by_role("textbox", name="Message").wait_for()  # the held calls reach the full app
             line.wait_for(state="hidden")  # and the line goes once /healthz says up
-        with _starting_jarvis(jarvis_env, token) as (shell, url):
+        with served_starting_app(jarvis_env.settings, token) as (shell, url, _):
             page.goto(f"{url}/?token={token}")
             page.locator("#starting", has_text="Jarvis is starting").wait_for()
             shell.failed("Jarvis could not start: the data folder is a file")
