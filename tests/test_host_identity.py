@@ -17,8 +17,10 @@ from tests.real_model_fuzz import require_real_model
 OTHER_USER = "jarvis-squatter"
 
 # Serves an OpenAI-compatible model list and chat answer, and prints one JSON line per request it got. `serve PORT`
-# listens on PORT; `watch` waits for a llama-cpp-python server child to appear (its command line is readable by
-# every user) and takes the port it was told to listen on before it does.
+# listens on PORT; `watch PID` waits for the llama-cpp-python server child that process PID starts (its command line,
+# readable by every user, names its parent and its port) and takes that port before it does. Only PID's: other
+# tests' model servers run beside it. It watches until it is stopped: the child may take minutes to appear on a busy
+# machine, and a deadline of its own once ended the watch before the child came.
 IMPOSTOR = r"""
 import json, os, socket, sys, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -53,13 +55,14 @@ def take(port):
     server.socket = s
     return server
 
-def watched_port():
+def watched_port(parent):
     for pid in os.listdir("/proc"):
         try:
             argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
         except OSError:
             continue
-        if any(b"llama_cpp.server" in a for a in argv) and b"--port" in argv:
+        # llm/embedded.py's launcher: python -c CODE PARENT_PID REPO FD llama_cpp.server's arguments
+        if any(b"llama_cpp.server" in a for a in argv) and b"--port" in argv and argv[3:4] == [parent]:
             return int(argv[argv.index(b"--port") + 1])
     return None
 
@@ -67,10 +70,9 @@ if sys.argv[1] == "serve":
     server = take(int(sys.argv[2]))
 else:
     print(json.dumps({"watching": True}), flush=True)
-    deadline = time.monotonic() + 120
-    server, tried = None, set()
-    while server is None and time.monotonic() < deadline:
-        port = watched_port()
+    server, tried, parent = None, set(), sys.argv[2].encode()
+    while server is None:
+        port = watched_port(parent)
         if port is not None and port not in tried:
             tried.add(port)
             try:
@@ -207,7 +209,7 @@ def test_the_built_in_model_server_s_port_cannot_be_taken_while_it_starts(jarvis
     gguf = require_real_model()
     from orchestrator.chat.turns import stream_turn, user_input
 
-    impostor = Impostor(other_uid, "watch")
+    impostor = Impostor(other_uid, "watch", str(os.getpid()))
     try:
         assert impostor.first_line() == {"watching": True}
         jarvis_env.write_config(models={"primary": {

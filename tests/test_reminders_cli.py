@@ -111,7 +111,7 @@ def test_cli_create_list_cancel_and_errors(jarvis_env):
     again = _cli(jarvis_env, "reminders", "cancel", r["id"])
     assert again.exit_code == 1 and "already cancelled" in again.stderr
     bad = _cli(jarvis_env, "reminders", "create", "--title", "x", "--when", "soonish")
-    assert bad.exit_code == 2 and "not an ISO 8601 time" in bad.stderr
+    assert bad.exit_code == 2 and "not a time Jarvis can read" in bad.stderr and "tomorrow at 9am" in bad.stderr
     both = _cli(jarvis_env, "reminders", "create", "--title", "x", "--when", "2030-01-01T00:00Z",
                 "--webhook-url", "http://127.0.0.1:9/h", "--jorb", "j1")
     assert both.exit_code == 2 and "give one target" in both.stderr

@@ -16,8 +16,8 @@ def test_reminders_create_list_cancel(ui_server):
         empty = c.get("/api/reminders").json()
         assert empty["reminders"] == [] and empty["chat_thread"] == "reminders"
         assert empty["scheduler"]["state"] == "not running"  # this test server starts no background services
-        bad = c.post("/api/reminders", json={"title": "x", "when": "next tuesday"})
-        assert bad.status_code == 400 and "is not an ISO 8601 time" in bad.json()["detail"]
+        bad = c.post("/api/reminders", json={"title": "x", "when": "soonish"})
+        assert bad.status_code == 400 and "is not a time Jarvis can read" in bad.json()["detail"]
         no_target = c.post("/api/reminders", json={"title": "x", "when": later.isoformat(), "target_kind": "webhook"})
         assert no_target.status_code == 400 and "webhook URL" in no_target.json()["detail"]
         no_jorb = c.post("/api/reminders", json={"title": "x", "when": later.isoformat(), "target_kind": "jorb", "target": "zz"})

@@ -178,7 +178,7 @@ def test_create_and_cancel_a_reminder(ui):
     page.get_by_label("Title").fill("Water the plants")
     page.get_by_label("When (your local time)").fill("2031-05-04T18:30")
     page.get_by_role("button", name="Create reminder").click()
-    assert "is not an ISO 8601" not in page.locator(".new-reminder").inner_text()
+    assert "is not a time Jarvis can read" not in page.locator(".new-reminder").inner_text()
     row = page.locator("tr.reminder", has_text="Water the plants")
     row.wait_for()
     assert "2031-05-04 18:30" in row.inner_text() and "pending" in row.inner_text() and "chat: reminders" in row.inner_text()
