@@ -21,6 +21,7 @@ from pathlib import Path
 TOKEN_FILE = "server_token"
 SERVER_URL_FILE = "server_url"
 IDENTITY_PATH = "/identity"
+CHALLENGE_LENGTHS = (16, 128)  # what /identity takes, the full app's and the starting shell's alike
 _CONTEXT = b"jarvis run serves this data folder:"
 
 

@@ -68,16 +68,21 @@ def parse_when(text: str, naive_zone: tzinfo, now: datetime | None = None) -> da
     raw = (text or "").strip()
     if not raw:
         raise RecurrenceError(f"the time is empty; give a time such as {SPOKEN_EXAMPLES} or {EXAMPLE_TIMES}")
-    try:
-        value = datetime.fromisoformat(raw)
-    except ValueError:
-        try:
-            value = date_parser.isoparse(raw)
-        except (ValueError, OverflowError):
-            value = _spoken_time(raw, naive_zone, now)
+    value = _iso_time(raw) or _spoken_time(raw, naive_zone, now)
     if value.tzinfo is None:
         value = value.replace(tzinfo=naive_zone)
     return value.astimezone(timezone.utc)
+
+
+def _iso_time(raw: str) -> datetime | None:
+    """`raw` read as ISO 8601 (Python's reading, then dateutil's for the forms it misses), else None."""
+    try:
+        return datetime.fromisoformat(raw)
+    except ValueError:
+        try:
+            return date_parser.isoparse(raw)
+        except (ValueError, OverflowError):
+            return None
 
 
 def _spoken_time(raw: str, zone: tzinfo, now: datetime | None) -> datetime:
@@ -106,11 +111,8 @@ def fixed_time(text: str, zone: tzinfo, now: datetime | None = None) -> str:
     time tomorrow, so a call is settled to the instant before the user is asked about it. An ISO time, or words
     that mean no time, come back as they are (creating the reminder then says what is wrong)."""
     raw = (text or "").strip()
-    try:
-        datetime.fromisoformat(raw)
+    if _iso_time(raw) is not None:
         return text
-    except ValueError:
-        pass
     try:
         return parse_when(raw, zone, now).astimezone(zone).isoformat(timespec="minutes")
     except RecurrenceError:

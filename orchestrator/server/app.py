@@ -40,7 +40,7 @@ from .listen import bind_socket, uvicorn_server  # noqa: F401 - bind_socket re-e
 from .markdown import render_markdown
 from orchestrator.chat.turn_events import Done, from_wire
 from orchestrator.core.secrets import redact
-from orchestrator.core.server_identity import IDENTITY_PATH, proof
+from orchestrator.core.server_identity import CHALLENGE_LENGTHS, IDENTITY_PATH, proof
 from .security import Guard, GuardMiddleware, load_or_create_token
 from .services import ServiceContext, ServiceManager
 
@@ -134,7 +134,8 @@ def create_app(
         return JSONResponse({"service": "jarvis", "status": "up" if up else "down"}, status_code=200 if up else 503)
 
     @app.get(IDENTITY_PATH)
-    def identity(request: Request, challenge: str = Query(..., min_length=16, max_length=128)) -> dict[str, str]:
+    def identity(request: Request, challenge: str = Query(..., min_length=CHALLENGE_LENGTHS[0],
+                                                          max_length=CHALLENGE_LENGTHS[1])) -> dict[str, str]:
         """No token (security.PUBLIC_PATHS): proves to a command of this data folder that this is its Jarvis, on
         the port this server's own socket listens on."""
         port = (request.scope.get("server") or ("", 0))[1] or 0

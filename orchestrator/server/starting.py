@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from orchestrator.core.server_identity import IDENTITY_PATH, proof
+from orchestrator.core.server_identity import CHALLENGE_LENGTHS, IDENTITY_PATH, proof
 
 WEB_DIR = Path(__file__).resolve().parent / "web"
 WAIT_FOR_START_S = 600.0  # a request held while Jarvis starts (the built-in model may take minutes on a slow disk)
@@ -89,8 +89,9 @@ class StartingApp:
             if path == IDENTITY_PATH and self._token is not None:  # as server/app.py's, on this socket's port
                 challenge = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("challenge", [""])[0]
                 port = int((scope.get("server") or ("", 0))[1] or 0)
-                if not 16 <= len(challenge) <= 128:
-                    await _respond(send, 422, {"detail": "challenge: 16 to 128 characters"})
+                shortest, longest = CHALLENGE_LENGTHS
+                if not shortest <= len(challenge) <= longest:
+                    await _respond(send, 422, {"detail": f"challenge: {shortest} to {longest} characters"})
                 else:
                     await _respond(send, 200, {"service": "jarvis", "proof": proof(self._token, challenge, port)})
                 return
