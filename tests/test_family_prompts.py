@@ -52,8 +52,10 @@ def test_qwen_is_told_its_own_words(tmp_path):
     messages, tools = planner_request(tmp_path)
     sent = json.dumps(tools)
     prompt = qwen_handler.qwen_prompt(messages, tools, None)
-    assert _argument(prompt, "fs_list_dir", "path") == "folder to list, '.' for the user's folder"
-    assert _argument(prompt, "fs_search", "folder") == "folder to search recursively, '.' for the user's folder"
+    assert _argument(prompt, "fs_list_dir", "path") == \
+        "folder to list, relative to the user's folder ('.' is the user's folder itself)"
+    assert _argument(prompt, "fs_search", "folder") == \
+        "folder to search recursively, relative to the user's folder ('.' is the user's folder itself)"
     assert _argument(prompt, "find_tools", "query") == "what the tool should do, in the user's words"
     assert "convert currency" not in prompt
     # what the planner sends (and so any model behind an OpenAI-compatible server) keeps the shared words
@@ -72,7 +74,30 @@ def test_a_familys_system_words_go_at_the_end_of_the_system_text():
                                       {"role": "user", "content": "hi"}]
     assert asked[0]["content"] == "You are Jarvis."  # the request itself is not changed
     assert family.messages(asked[1:]) == [{"role": "system", "content": "Dates are ISO 8601."}, asked[1]]
-    assert QWEN.messages(asked) is asked  # nothing measured for Qwen's system text yet
+
+
+def test_qwen_reads_a_result_as_the_tools_and_is_asked_to_answer_from_it():
+    """Qwen's template gives a result back as a user turn with no tool named: "call the bank" read from a to-do file
+    was taken for the user's request and refused. Qwen's prompt names the tool each result came from and asks for
+    an answer from it; the result's own text follows unchanged, and a result whose call is not in view stays as
+    it came."""
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"type": "function", "id": "c1", "function": {"name": "fs_read_text", "arguments": '{"path": "todo.txt"}'}}]}
+    asked = [{"role": "system", "content": "You are Jarvis."}, {"role": "user", "content": "read todo.txt"}, call,
+             {"role": "tool", "tool_call_id": "c1", "content": "call the bank\nbuy stamps\n"},
+             {"role": "tool", "tool_call_id": "gone", "content": "an orphan"}]
+    shown = QWEN.messages(asked)
+    assert shown[:3] == asked[:3]  # the system text, and so the prompt's prefix, as it was
+    assert shown[3]["content"] == "fs_read_text returned:\ncall the bank\nbuy stamps\n"
+    assert shown[4] == asked[4] and shown[5] == {"role": "system", "content": QWEN.after_results}
+    assert asked[3]["content"] == "call the bank\nbuy stamps\n" and len(asked) == 5  # the request is not changed
+    prompt = qwen_handler.qwen_prompt(asked, [], None)
+    assert "<tool_response>\nfs_read_text returned:\ncall the bank" in prompt
+    assert prompt.endswith(f"<|im_start|>system\n{QWEN.after_results}<|im_end|>\n<|im_start|>assistant\n")
+    # before any result, nothing is added: the first call is chosen from the request as the planner sent it
+    assert QWEN.messages(asked[:2]) == asked[:2]
+    # SmolLM2's ChatML prompt is not changed by it
+    assert "fs_read_text returned" not in llama_handler.render_prompt(asked, [])
 
 
 class _Scripted:

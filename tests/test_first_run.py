@@ -7,13 +7,16 @@ import re
 import signal
 import subprocess
 import sys
+from datetime import datetime, timedelta
 
 import pytest
 
-from orchestrator.llm.discovery import BUILTIN_NOTICE, choose_model, find_local_servers, settle_model
+from orchestrator.llm.discovery import choose_model, find_local_servers, settle_model
+from orchestrator.reminders.recurrence import user_zone
+from orchestrator.reminders.store import ReminderStore
 from tests.conftest import JARVIS_BIN
 from tests.fakes.llm_server import FakeLLMServer
-from tests.real_model_fuzz import require_real_model
+from tests.real_model_fuzz import require_default_builtin
 from tests.test_ui_browser import browser  # noqa: F401 - the module's real Chromium, a fixture
 
 CLOSED = "http://127.0.0.1:9/v1"  # the discard port: nothing answers
@@ -56,23 +59,25 @@ def test_a_configured_server_that_answers_without_the_model_is_not_replaced(jarv
 
 
 def test_the_built_in_model_is_used_when_nothing_answers(jarvis_env):
-    require_real_model()
+    default = require_default_builtin()
     jarvis_env.write_config(models={"primary": {"base_url": CLOSED}})
     settings = jarvis_env.settings
     said = choose_model(settings, False, servers=[("Jan", CLOSED)])
-    assert said and BUILTIN_NOTICE in said and CLOSED in said
+    assert said and default.notice in said and CLOSED in said
     primary = settings.models.primary
-    assert primary.provider == "embedded" and primary.notice == BUILTIN_NOTICE and primary.temperature == 0
-    assert settings.planner.max_bound_tools <= 4
+    assert primary.provider == "embedded" and primary.notice == default.notice and primary.temperature == 0
+    assert primary.model == default.model == "qwen2.5-coder-1.5b" and primary.gguf == default.gguf
+    assert settings.planner.max_bound_tools <= 4 and not settings.jarb.enabled
 
 
 @pytest.mark.slow
 @pytest.mark.long
 @pytest.mark.timeout(1800)  # a hang guard; the page's waits below come first
 def test_make_run_with_no_model_server_is_a_working_assistant(jarvis_env, browser):
-    """The issue's "done when": `jarvis run` with nothing answering, a real browser; "list the files in my folder"
-    answers through a real call of the built-in model, and "write hello to note.txt" reaches a confirmation."""
-    require_real_model()
+    """The issue's "done when": `jarvis run` with nothing answering, a real browser, the default built-in model;
+    "list the files in my folder" answers through a real call, "write hello to note.txt" reaches a confirmation,
+    and "remind me tomorrow at 9am..." asks about that time and, approved, sets the reminder at 09:00 tomorrow."""
+    default = require_default_builtin()
     (jarvis_env.root / "notes.txt").write_text("Buy bread.\n")
     jarvis_env.write_config(models={"primary": {"base_url": CLOSED, "model": "local/llama3", "timeout_s": 600}})
     proc = subprocess.Popen([str(JARVIS_BIN), "run", "--port", "0", "--no-open", "--no-services"], env=jarvis_env.env(),
@@ -87,7 +92,7 @@ def test_make_run_with_no_model_server_is_a_working_assistant(jarvis_env, browse
         page.set_default_timeout(600_000)  # a hang guard, not a timing: a turn of the built-in model on a busy machine
         page.goto(match.group(1))
         page.locator("#model-state", has_text="built-in demo model").wait_for()
-        page.locator("#banner", has_text=BUILTIN_NOTICE).wait_for()
+        page.locator("#banner", has_text=default.notice).wait_for()
         page.get_by_role("textbox", name="Message").fill("List the files in my folder.")
         page.get_by_role("button", name="Send").click()
         page.locator('.step[data-tool="fs_list_dir"]').first.wait_for()
@@ -102,6 +107,20 @@ def test_make_run_with_no_model_server_is_a_working_assistant(jarvis_env, browse
         dialog.wait_for()
         assert "fs_write_text" in dialog.inner_text()
         assert not (jarvis_env.root / "note.txt").exists()  # nothing written before the user says so
+        dialog.get_by_role("button", name="Deny").click()
+        page.locator(".msg.assistant:not(.streaming)").last.wait_for()
+        page.get_by_role("button", name="New chat").click()
+        page.get_by_role("textbox", name="Message").fill("Remind me tomorrow at 9am to call the dentist.")
+        page.get_by_role("button", name="Send").click()
+        dialog.wait_for()
+        tomorrow = (datetime.now(user_zone(jarvis_env.settings)) + timedelta(days=1)).date()
+        assert "reminder_create" in dialog.inner_text()
+        dialog.get_by_role("button", name="Approve").click()
+        page.locator(".msg.assistant:not(.streaming)").last.wait_for()
+        (reminder,) = ReminderStore(jarvis_env.settings).list()
+        due = reminder.due_date.astimezone(user_zone(jarvis_env.settings))
+        assert (due.date(), due.hour, due.minute) == (tomorrow, 9, 0), reminder
+        assert "dentist" in reminder.title.lower()
         context.close()
     finally:
         proc.send_signal(signal.SIGINT)
@@ -111,4 +130,4 @@ def test_make_run_with_no_model_server_is_a_working_assistant(jarvis_env, browse
             proc.kill()
             _, err = proc.communicate()
     print(err, file=sys.stderr)
-    assert "using the " + BUILTIN_NOTICE in err
+    assert "using the " + default.notice in err

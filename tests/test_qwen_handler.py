@@ -70,9 +70,24 @@ def test_the_handler_follows_the_model_family_in_the_metadata():
 
 @pytest.mark.parametrize(("start", "opens"), [
     ("<tool_call>", True), ('{"', True), ("```json\n{", True), ("```\n{", True),
-    ("Hello", False), ("```python\nprint", False), ("```", None), ("<", None), ("<tool", None), ("<b>", False)])
+    ("Hello", False), ("```python\nprint", False), ("```", None), ("<", None), ("<tool", None), ("<b>", False),
+    ("<tools>", True), ("<function name", True), ("<func", None), ("<table>", False)])
 def test_the_models_first_tokens_say_whether_it_calls(start, opens):
     assert qwen_handler.opens_call(start) is opens
+
+
+def test_a_call_written_as_xml_is_read_as_the_call_it_names():
+    """What Qwen2.5-Coder-1.5B wrote for "what files are in the projects folder?": its call as XML, taken for an
+    answer before (the user saw the markup)."""
+    written = """<tools>\n  <function name="fs_list_dir" arguments='{"path": "projects"}'/>\n"""
+    assert qwen_handler.fitting_call(qwen_handler.unwrapped_call(written), [LIST, REMIND]) \
+        == ("fs_list_dir", '{"path": "projects"}')
+    bare = """<function name="fs_list_dir" arguments='{"path": "projects"}'/>"""
+    assert qwen_handler.fitting_call(qwen_handler.unwrapped_call(bare), [LIST]) == ("fs_list_dir", '{"path": "projects"}')
+    # arguments that are not JSON, or a tool not given, do not fit: written again under the constraint
+    for other in ("""<function name="fs_list_dir" arguments='path=projects'/>""",
+                  """<function name="fs_delete" arguments='{"path": "projects"}'/>"""):
+        assert qwen_handler.fitting_call(qwen_handler.unwrapped_call(other), [LIST]) is None, other
 
 
 def test_a_call_written_freely_is_kept_only_when_it_fits_a_tool_given():

@@ -32,8 +32,12 @@ def test_a_greeting_or_thanks_binds_no_tool_of_its_own(jarvis_env):
     # pdf_extract_text and jorb_create, which then stayed in the thread (chat/tool_binding.py), read on every turn.
     tools = App(jarvis_env.settings).static_tools()
     index = ToolIndex()
-    for greeting in ("Say hello.", "Hi!", "Thanks, goodbye!", "Thank you.", "OK, yes."):
+    # Small talk too: "how" found docs_search's "how many passages" and a small model searched the documents for
+    # "hello, how are you?"; "now" found time_now.
+    for greeting in ("Say hello.", "Hi!", "Thanks, goodbye!", "Thank you.", "OK, yes.", "hello, how are you?",
+                     "thanks, that's all for now", "I am doing fine, and you?"):
         assert select_tools(index, tools, greeting, [], 4) == [], greeting
+    assert [t.name for t in select_tools(index, tools, "what time is it now?", [], 4)][0] == "time_now"
     assert [t.name for t in select_tools(index, tools, "say hi to Anna on telegram", [], 4)] == ["messages_send"]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from orchestrator.core.config import ModelConfig, Settings
-from .discovery import builtin_model, probe
+from .discovery import builtin_model, fit_planner_to_builtin, probe
 
 
 class ModelChoiceError(ValueError):
@@ -83,8 +83,9 @@ def use_builtin(settings: Settings, runtime: Any) -> dict[str, Any]:
     if cfg is None:
         raise ModelChoiceError("the built-in model is not installed: run `make install-local demo-model`")
     values = cfg.model_dump(mode="json", include={"provider", "gguf", "model", "api_key", "chat_format", "n_ctx",
-                                                 "max_tokens", "temperature", "notice"})
+                                                 "max_tokens", "temperature", "timeout_s", "notice"})
     path = write_primary(settings, values)
+    fit_planner_to_builtin(settings)
     _apply(settings, runtime, cfg)
     return _answer(settings, path, f"the built-in model {cfg.model}")
 

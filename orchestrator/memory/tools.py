@@ -92,7 +92,9 @@ class RememberArgs(BaseModel):
     about: str | None = Field(None, description="who or what it is about (a name: 'Dr Lee', 'Project Falcon')")
     kind: str | None = Field(None, description="what `about` is: person, organisation, place, project, event, "
                                                 "document, account, thing, topic")
-    expires: str | None = Field(None, description="ISO date after which it no longer holds (optional)")
+    # "only when": a small model filled it with tomorrow's date, so "my dentist is Dr Zorblat" would have gone
+    expires: str | None = Field(None, description="only when the user says when it stops being true: the ISO date "
+                                                  "after which it no longer holds")
     link: str | None = Field(None, max_length=500, description="what Jarvis already knows `about` as (optional): "
                              "document:<path or URL in the document index>, contact:<a jorb contact such as "
                              "@handle or an email address>, calendar:<event id>")
@@ -256,7 +258,8 @@ def build_memory_tools(store: MemoryStore, known: Mapping[str, Callable[[str], b
         return f"Forgot {gone[0]} and {gone[1]} fact(s) about them."
 
     def memory_search(query: str, k: int = 10) -> list[dict[str, Any]]:
-        """Search what Jarvis remembers about the user (facts with their source and id)."""
+        """Search what Jarvis remembers about the user and the people in their life (their dentist, their
+        sister's birthday...): facts with their source and id."""
         if not query.strip():
             raise ToolError("No query given: say what to look for.")
         return [_shown(v) for v in store.search(query, k)]

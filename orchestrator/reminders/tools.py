@@ -26,14 +26,20 @@ class CreateArgs(BaseModel):
     title: str = Field(description="a short title of what to remind about")
     when: str = Field(description="the time in the user's words ('tomorrow at 9am') or ISO 8601; without an offset it "
                                   "is the user's local time")
-    rrule: str | None = Field(None, description="RFC 5545 recurrence rule for repeating reminders, e.g. "
-                                                "FREQ=DAILY;BYHOUR=18 or FREQ=WEEKLY;BYDAY=MO")
+    # The optional ones say when to leave them out: small models filled every one, copying the examples (a daily
+    # rule, "this conversation" as a thread, a made-up webhook URL), each one a confirmation the user would deny.
+    rrule: str | None = Field(None, description="only when the user asks for a repeating reminder: an RFC 5545 "
+                                                "recurrence rule such as FREQ=WEEKLY;BYDAY=MO")
     description: str | None = Field(None, description="longer text shown with the reminder")
     priority: Literal["low", "medium", "high"] = "medium"
-    thread_id: str | None = Field(None, description="chat thread to post into (default: this conversation)")
-    webhook_url: str | None = Field(None, description="instead of the chat: POST the reminder to this URL")
-    process_name: str | None = Field(None, description="instead of the chat: an agent program to send it to")
-    jorb_id: str | None = Field(None, description="instead of the chat: the long-running task (jorb) to wake")
+    thread_id: str | None = Field(None, description="another chat thread's id to post into; left out, this "
+                                                    "conversation")
+    webhook_url: str | None = Field(None, description="only a URL the user gave: POST the reminder there instead "
+                                                      "of the chat")
+    process_name: str | None = Field(None, description="only an agent program the user named: send it there "
+                                                       "instead of the chat")
+    jorb_id: str | None = Field(None, description="only a jorb id the user gave: wake that long-running task "
+                                                  "instead of the chat")
 
 
 class ListArgs(BaseModel):

@@ -36,7 +36,12 @@ _STOP = {"a", "an", "the", "to", "of", "and", "or", "in", "on", "for", "my", "me
          "please", "can", "you", "what", "this", "that", "do", "from", "at", "by", "as", "are", "was", "all",
          # greetings and thanks name no tool; matched as prefixes ("say" finds "says"), they bound tools that
          # stayed in the thread: "Say hello." got memory_remember, pdf_extract_text and jorb_create
-         "say", "hello", "hi", "hey", "thanks", "thank", "bye", "goodbye", "ok", "okay", "yes", "no"}
+         "say", "hello", "hi", "hey", "thanks", "thank", "bye", "goodbye", "ok", "okay", "yes", "no",
+         # small talk and question words: "hello, how are you?" bound docs_search and messages_send ("how many
+         # passages"), and a small model called them; "that's all for now" bound time_now; "who is my dentist?"
+         # bound pdf_summarize and jorb_create
+         "how", "who", "whom", "whose", "now", "doing", "fine", "good", "great", "well", "am", "we", "us", "our",
+         "does", "did", "have", "has", "had"}
 RRF_K = 60
 
 
