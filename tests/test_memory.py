@@ -768,3 +768,15 @@ def test_what_asks_to_remember():
                 "remind me tomorrow at 9am to call mom", ""]
     assert [t for t in asks if not asks_to_remember(t)] == []
     assert [t for t in not_asks if asks_to_remember(t)] == []
+
+
+def test_never_is_no_expiry_for_a_new_fact_as_for_a_changed_one():
+    """A model wrote memory_update's word "never" into memory_remember: the fact was refused and not remembered.
+    It means no expiry there too; a date still ends its day, and anything else is still refused."""
+    from integrations.base import ToolError
+    from orchestrator.memory.tools import parse_expiry
+
+    assert parse_expiry("never") is None and parse_expiry(" Never ") is None and parse_expiry(None) is None
+    assert parse_expiry("2026-12-31").isoformat() == "2026-12-31T23:59:59+00:00"
+    with pytest.raises(ToolError, match="not an ISO date"):
+        parse_expiry("next week")

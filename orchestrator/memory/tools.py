@@ -75,8 +75,9 @@ def provenance_of(config: RunnableConfig | None) -> Provenance:
 
 
 def parse_expiry(value: str | None) -> datetime | None:
-    """An ISO date or date-time (a date ends at midnight UTC of that day)."""
-    if value is None or not value.strip():
+    """An ISO date or date-time (a date ends at midnight UTC of that day); "never" is no expiry (memory_update's
+    word for it, which a model also wrote for a new fact)."""
+    if value is None or not value.strip() or value.strip().lower() == "never":
         return None
     try:
         parsed = datetime.fromisoformat(value.strip())
@@ -95,9 +96,10 @@ class RememberArgs(BaseModel):
     # "only when": a small model filled it with tomorrow's date, so "my dentist is Dr Zorblat" would have gone
     expires: str | None = Field(None, description="only when the user says when it stops being true: the ISO date "
                                                   "after which it no longer holds")
-    link: str | None = Field(None, max_length=500, description="what Jarvis already knows `about` as (optional): "
-                             "document:<path or URL in the document index>, contact:<a jorb contact such as "
-                             "@handle or an email address>, calendar:<event id>")
+    link: str | None = Field(None, max_length=500, description="only a reference the user gave or a tool "
+                             "returned, to what Jarvis already knows `about` as: document:<path or URL in the "
+                             "document index>, contact:<a jorb contact such as @handle or an email address>, "
+                             "calendar:<event id>")
     related_to: str | None = Field(None, description="another entity `about` is related to (optional)")
     relation: str | None = Field(None, description="how: 'works at', 'married to', 'member of' (with related_to)")
 
