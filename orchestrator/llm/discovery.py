@@ -4,10 +4,11 @@
 it now checks the configured endpoint; when that does not answer (and `models.fallback` is on, the default) it
 asks the usual local servers (Jan, Ollama, LM Studio, llama.cpp, vLLM) for their models and uses the first that
 answers with one, else the built-in model (run by Jarvis itself, `make run` installs it: Qwen2.5-Coder-1.5B;
-`builtin_models` says why that one), and says which in the terminal and in the UI. A server on those ports run by another local user is not adopted (any user
-can take a free port and read every prompt sent there): the message says so, and the user can name it in the
-config (models.primary.server_user) if it is meant. Nothing is written to the config: the choice holds for this run, and the
-config's own model is used again once it answers at a later start.
+`builtin_models` says why that one), and says which in the terminal and in the UI. A server on those ports run by
+another local user is not adopted (any user can take a free port and read every prompt sent there): the message
+says so, and the user can name it in the config (models.primary.server_user) if it is meant. Nothing is written to
+the config: the choice holds for this run, and the config's own model is used again once it answers at a later
+start.
 """
 
 from __future__ import annotations
