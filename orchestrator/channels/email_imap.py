@@ -306,25 +306,28 @@ class ImapEmailPoller:
             if not client.has_capability("IDLE"):
                 return False
             client.select_folder(INBOX, readonly=True)
-            self.poll_once()  # what came while nobody watched
-            self.idles += 1
+            listening = False
             while not self._stop.is_set():
                 client.idle()
-                woken, started = False, time.monotonic()
+                # What came while nobody watched is read once IDLE listens, not before: a message delivered
+                # between a read and the IDLE command is announced ahead of the server's "+", which imaplib keeps
+                # to itself, so idle_check never saw it and the reply waited for the next hourly read.
+                self.poll_once()
+                if not listening:
+                    listening = True
+                    self.idles += 1
+                started = time.monotonic()
                 try:
                     # servers end an IDLE after 30 minutes: it is renewed before; the check wakes to see a stop
                     while not self._stop.is_set() and time.monotonic() - started < min(self.interval, IDLE_RENEW_S):
                         asked = time.monotonic()
                         news = client.idle_check(IDLE_CHECK_S)
                         if any(r[1:2] in ((b"EXISTS",), (b"RECENT",)) for r in news):
-                            woken = True
-                            break
+                            break  # new mail: read on the next IDLE
                         if not news and time.monotonic() - asked < IDLE_CHECK_S / 2:
                             break  # woken with nothing to read: the connection may have ended (idle_done tells)
                 finally:
                     client.idle_done()  # raises on a connection that ended: opened again after the backoff
-                if woken or time.monotonic() - started >= self.interval:
-                    self.poll_once()
             return True
         finally:
             try:
