@@ -51,7 +51,8 @@ class FamilyPrompt:
         return shown
 
     def messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The messages with `system` added to the first system message's text, and the results named."""
+        """The messages with the results named, `after_results` after them, and `system` added to the first system
+        message's text."""
         if self.named_results:
             messages = named_results(messages)
         if self.after_results and messages and messages[-1].get("role") in ("tool", "function"):
