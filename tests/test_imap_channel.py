@@ -266,6 +266,49 @@ def test_a_reply_during_idle_arrives_in_seconds_and_a_dropped_connection_comes_b
         relay.close()
 
 
+def test_a_reply_delivered_just_before_idle_begins_is_not_left_for_the_hourly_read(servers, jarvis_env):
+    """A reply delivered after the poller last read the threads and before its IDLE command reaches the server is
+    announced ahead of the server's "+" (which imapclient leaves in imaplib's untagged responses, never shown to
+    idle_check): it must still be read within seconds, not at the next hourly read. The delivery is made from the
+    connection's idle(), just before the IDLE command goes out: exactly that window."""
+    from orchestrator.channels.email_imap import ImapEmailPoller
+    from orchestrator.tools.mail_accounts import mail_accounts
+    from integrations.mail_account import connect_imap
+
+    dovecot, _ = servers
+    configure(jarvis_env, servers)
+    out, first = _thread_with_bob(jarvis_env, servers)
+    delivered = []
+
+    def delivering_before_idle(account):  # noqa: ANN001, ANN202
+        client = connect_imap(account)
+        idle = client.idle
+
+        def idle_after_a_delivery():  # noqa: ANN202
+            if not delivered:
+                dovecot.deliver(JARVIS, reply(first, BOB, "Monday."))
+                # The server announces the new message in answer to the next command on this connection, IDLE's
+                # included when it has seen the delivery by then (else after the "+", which IDLE handles): NOOP
+                # makes the announcement come before IDLE whichever way the server's own timing falls.
+                client.noop()
+                delivered.append(True)
+            return idle()
+
+        client.idle = idle_after_a_delivery
+        return client
+
+    got: list[str] = []
+    poller = ImapEmailPoller(jarvis_env.settings, mail_accounts(jarvis_env.settings)["home"],
+                             lambda message: got.append(message.text), lambda: [(out.thread_key, None)],
+                             connect=delivering_before_idle).start()
+    try:
+        assert poller.interval == 3600
+        _wait(lambda: got == ["Monday."], "the reply delivered just before IDLE", timeout=60)
+        assert poller.idles == 1
+    finally:
+        poller.stop()
+
+
 def test_without_idle_the_poller_polls(servers, jarvis_env):
     """A server that does not offer IDLE (its capability hidden here on a real connection) is polled every
     interval instead."""
